@@ -1,0 +1,180 @@
+"""``idcontrol bench``: per-tick cost of every formulation on standing scenarios.
+
+Each tick is timed whole, as the daemon would run it: model update, contact
+detection, problem assembly and the solve. The state is perturbed slightly
+from tick to tick (small joint-velocity oscillations) so warm starts see
+realistic, not identical, problems. Scenarios:
+
+* ``quadruped``: our quadruped standing on its four feet;
+* ``solo12``: Solo12 standing as in the TSID reference (base 0.24 m, legs
+  ±0.8/∓1.6 rad), when example-robot-data is installed;
+* ``fig19``: the paper's Fig. 19, the quadruped with the contacts at each foot
+  multiplied (4, 8, 16, 32, 64, 128 contacts in all).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+from idcontrol.errors import IdControlError
+from idcontrol.robot.model import RobotModel
+
+DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp", "pid")
+FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
+#: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
+COULOMB_MAX_CONTACTS = 16
+
+
+@dataclass
+class BenchRow:
+    robot: str
+    formulation: str
+    contacts: int
+    ticks: int
+    p50_us: float
+    p99_us: float
+    max_us: float
+    found_fraction: float
+    model_us: float
+    contacts_us: float
+    build_us: float
+    solve_us: float
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def bench_scenario(robot: RobotModel, formulation: str, ticks: int, samples_per_contact: int = 1) -> BenchRow:
+    """Time ``ticks`` whole controller ticks on the robot's standing posture."""
+    controller = InverseDynamicsController(robot, formulation=formulation, samples_per_contact=samples_per_contact)
+    q = robot.standing_configuration()
+    v = np.zeros(robot.nv)
+    nu = robot.nu
+    qdd = np.zeros(nu)
+    tracking = Tracking(np.zeros(nu), np.zeros(nu))
+    objects = controller.initial_object_states()
+    warmup = min(200, ticks)
+    total = np.empty(ticks)
+    phases = np.zeros(4)
+    found = 0
+    contacts = 0
+    gc.collect()
+    gc.freeze()
+    for i in range(warmup + ticks):
+        v[robot.actuated_dofs] = 1e-3 * np.sin(0.05 * i + np.arange(nu))
+        state = RobotState(q=q, v=v, objects=objects)
+        start = time.perf_counter()
+        result = controller.solve(state, qdd, tracking)
+        elapsed = time.perf_counter() - start
+        if i >= warmup:
+            k = i - warmup
+            total[k] = elapsed
+            t = result.timings
+            phases += (t.get("model", 0.0), t.get("contacts", 0.0), t.get("build", 0.0), t.get("solve", 0.0))
+            found += bool(result.found)
+            contacts = result.contact_count
+    gc.unfreeze()
+    us = total * 1e6
+    phases *= 1e6 / ticks
+    return BenchRow(
+        robot=robot.name,
+        formulation=formulation,
+        contacts=contacts,
+        ticks=ticks,
+        p50_us=round(float(np.percentile(us, 50)), 1),
+        p99_us=round(float(np.percentile(us, 99)), 1),
+        max_us=round(float(us.max()), 1),
+        found_fraction=found / ticks,
+        model_us=round(float(phases[0]), 1),
+        contacts_us=round(float(phases[1]), 1),
+        build_us=round(float(phases[2]), 1),
+        solve_us=round(float(phases[3]), 1),
+    )
+
+
+def run_tsid(python: str, script: str, ticks: int) -> dict | None:
+    """Run the TSID reference benchmark (a separate interpreter) and return its JSON line."""
+    try:
+        out = subprocess.run([python, script, "--ticks", str(ticks)], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"TSID reference did not run: {e}", file=sys.stderr)
+        return None
+    if out.returncode != 0:
+        print(f"TSID reference failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(
+    scenarios: list[str],
+    formulations: list[str],
+    ticks: int,
+    fig19_contacts: list[int],
+    json_path: str | None,
+    tsid: tuple[str, str] | None,
+) -> list[BenchRow]:
+    rows: list[BenchRow] = []
+    header = f"{'robot':<10} {'formulation':<13} {'contacts':>8} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} " \
+             f"{'found':>6}  {'model':>6} {'contact':>7} {'build':>6} {'solve':>6}"  # fmt: skip
+    print(f"idcontrol bench on {cpu_name()} ({platform.python_implementation()} {platform.python_version()}), "
+          f"{ticks} ticks per row, whole-tick times; phases are means in µs", file=sys.stderr)  # fmt: skip
+    print(header)
+
+    def emit(row: BenchRow) -> None:
+        rows.append(row)
+        print(f"{row.robot:<10} {row.formulation:<13} {row.contacts:>8} {row.p50_us:>8.1f} {row.p99_us:>8.1f} "
+              f"{row.max_us:>8.1f} {row.found_fraction:>6.1%}  {row.model_us:>6.1f} {row.contacts_us:>7.1f} "
+              f"{row.build_us:>6.1f} {row.solve_us:>6.1f}", flush=True)  # fmt: skip
+
+    for scenario in scenarios:
+        if scenario == "fig19":
+            robot = RobotModel("quadruped")
+            for total in fig19_contacts:
+                per_foot = max(1, total // len(robot.sphere_names))
+                for f in formulations:
+                    if f in ("pid", "sensed_id"):
+                        continue
+                    if f == "coulomb_lcp" and total > COULOMB_MAX_CONTACTS:
+                        continue
+                    emit(bench_scenario(robot, f, ticks, samples_per_contact=per_foot))
+            continue
+        try:
+            robot = RobotModel(scenario)
+        except IdControlError as e:
+            print(f"skipping {scenario}: {e}", file=sys.stderr)
+            continue
+        for f in formulations:
+            emit(bench_scenario(robot, f, ticks))
+    if tsid is not None:
+        ref = run_tsid(tsid[0], tsid[1], ticks)
+        if ref is not None:
+            print(f"TSID reference (same machine, same run): p50 {ref['p50_us']} µs, p99 {ref['p99_us']} µs")
+            for row in rows:
+                if row.robot == "solo12":
+                    print(f"  solo12 {row.formulation}: p50 ratio to TSID = {row.p50_us / ref['p50_us']:.2f}")
+    if json_path:
+        payload = [{**asdict(r), "cpu": cpu_name()} for r in rows]
+        text = json.dumps(payload, indent=1)
+        if json_path == "-":
+            print(text)
+        else:
+            Path(json_path).write_text(text + "\n")
+            print(f"wrote {json_path}", file=sys.stderr)
+    return rows

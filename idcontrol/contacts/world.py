@@ -1,0 +1,122 @@
+"""What the robot can touch: static surfaces and movable rigid bodies.
+
+A movable body (paper Section 1.5) contributes six unactuated DoFs appended
+after the robot's: its centre-of-mass velocity and angular velocity, both in
+world axes. Its block of M is diag(m I₃, R I_body Rᵀ) and its f_ext is
+[m g; −ω × (I ω)].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.contacts.geometry import BoxShape, HalfSpace, HeightMap
+from idcontrol.errors import ConfigError, NameNotFound
+from idcontrol.robot.config import ObjectConfig
+from idcontrol.robot.model import check_vector
+
+Array = NDArray[np.float64]
+GRAVITY = np.array([0.0, 0.0, -9.81])
+
+
+def rotation_from_xyzw(quaternion_xyzw: Array) -> Array:
+    """(3, 3) rotation matrix of a unit quaternion given as (x, y, z, w)."""
+    x, y, z, w = np.asarray(quaternion_xyzw, dtype=float) / np.linalg.norm(quaternion_xyzw)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A static surface with its friction coefficient (``inf`` for no slip)."""
+
+    shape: HalfSpace | HeightMap | BoxShape
+    mu: float = 1.0
+    rotation: Array = field(default_factory=lambda: np.eye(3))  # boxes only: box → world
+    position: Array = field(default_factory=lambda: np.zeros(3))  # boxes only: centre in world, m
+
+    @property
+    def name(self) -> str:
+        return self.shape.name
+
+
+@dataclass
+class ObjectState:
+    """Pose and twist of a movable body (world frame; velocities of the centre of mass)."""
+
+    position: Array
+    orientation_xyzw: Array
+    linear_velocity: Array = field(default_factory=lambda: np.zeros(3))
+    angular_velocity: Array = field(default_factory=lambda: np.zeros(3))
+
+    def validated(self, name: str) -> ObjectState:
+        return ObjectState(
+            check_vector(f"{name}.position", self.position, 3),
+            check_vector(f"{name}.orientation_xyzw", self.orientation_xyzw, 4),
+            check_vector(f"{name}.linear_velocity", self.linear_velocity, 3),
+            check_vector(f"{name}.angular_velocity", self.angular_velocity, 3),
+        )
+
+
+class MovableBody:
+    """A box the robot manipulates, appended to the multi-body as six unactuated DoFs."""
+
+    def __init__(self, config: ObjectConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.mass = config.mass
+        self.inertia_in_body = config.inertia_in_body
+        self.shape = BoxShape(half_extents=np.asarray(config.size) / 2.0, name=config.name)
+        self.mu = config.mu
+
+    def initial_state(self) -> ObjectState:
+        return ObjectState(self.config.initial_position.copy(), self.config.initial_orientation_xyzw.copy())
+
+    def inertia(self, rotation: Array) -> Array:
+        """(6, 6) block of M in [v_com; ω] world coordinates."""
+        out = np.zeros((6, 6))
+        out[:3, :3] = self.mass * np.eye(3)
+        out[3:, 3:] = rotation @ self.inertia_in_body @ rotation.T
+        return out
+
+    def external_force(self, rotation: Array, angular_velocity: Array, gravity: Array = GRAVITY) -> Array:
+        """(6,) f_ext of the body: gravity and the gyroscopic term −ω × (I ω), N and N·m."""
+        inertia_world = rotation @ self.inertia_in_body @ rotation.T
+        return np.concatenate([self.mass * gravity, -np.cross(angular_velocity, inertia_world @ angular_velocity)])
+
+
+class Environment:
+    """Static surfaces plus movable bodies; ``gravity`` in world, m/s²."""
+
+    def __init__(
+        self,
+        surfaces: list[Surface] | tuple[Surface, ...] = (),
+        objects: list[MovableBody] | tuple[MovableBody, ...] = (),
+        gravity: Array = GRAVITY,
+    ) -> None:
+        self.surfaces = tuple(surfaces)
+        self.objects = tuple(objects)
+        self.gravity = np.asarray(gravity, dtype=float)
+        names = [o.name for o in self.objects]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"movable body names must be unique, got {names}")
+        for s in self.surfaces:
+            if not s.mu >= 0:
+                raise ConfigError(f"surface {s.name!r}: mu must be >= 0 (inf allowed), got {s.mu}")
+
+    @classmethod
+    def flat_ground(cls, mu: float = 1.0, objects: tuple[MovableBody, ...] = ()) -> Environment:
+        """The ground plane z = 0 with friction ``mu``."""
+        return cls([Surface(HalfSpace(normal=np.array([0.0, 0.0, 1.0]), offset=0.0, name="ground"), mu)], objects)
+
+    def object_index(self, name: str) -> int:
+        for i, o in enumerate(self.objects):
+            if o.name == name:
+                return i
+        raise NameNotFound("object", name, [o.name for o in self.objects])

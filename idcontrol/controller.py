@@ -1,0 +1,208 @@
+"""The controller core: one pure, synchronous solve per tick.
+
+``InverseDynamicsController.solve(state, qdd_des)`` updates the robot model in
+place, detects contacts, assembles the :class:`~idcontrol.problem.ContactProblem`
+(appending any movable bodies, paper Section 1.5) and hands it to the selected
+formulation. It owns no socket, file or clock; the daemon, replay and the test
+harness all call this same core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.contacts.detection import ContactDetector, ContactSet
+from idcontrol.contacts.world import Environment, MovableBody, ObjectState, rotation_from_xyzw
+from idcontrol.errors import ConfigError, ShapeError
+from idcontrol.formulations import Formulation, make_formulation
+from idcontrol.problem import ContactProblem, SolveResult
+from idcontrol.robot.model import RobotModel, check_vector
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class RobotState:
+    """What a bridge reports each tick.
+
+    Attributes
+    ----------
+    q : (nq,) configuration (floating base: position, quaternion x y z w, joints).
+    v : (nv,) generalized velocity (Pinocchio layout).
+    t : bridge time, s.
+    objects : poses and twists of movable bodies, by name.
+    sensed_forces : (k, 3) measured contact force on each contact sphere, world frame, N (sensed_id only).
+    """
+
+    q: Array
+    v: Array
+    t: float = 0.0
+    objects: dict[str, ObjectState] = field(default_factory=dict)
+    sensed_forces: Array | None = None
+
+
+@dataclass
+class Tracking:
+    """Joint tracking errors for the PID baseline (actuated joints; rad, rad/s, rad·s)."""
+
+    position_error: Array
+    velocity_error: Array
+    integral_error: Array | None = None
+
+
+class InverseDynamicsController:
+    """Torques from state and desired accelerations, predicting the contact forces.
+
+    Parameters
+    ----------
+    robot : the robot model (or a robot name / robot.toml path).
+    environment : surfaces and movable bodies; default: flat ground with μ = 1
+        and the robot configuration's ``[[objects]]``.
+    formulation : a registered name (see :func:`idcontrol.formulations.available_formulations`) or instance.
+    dt : control period Δt, s.
+    margin, samples_per_contact : contact detection (see :class:`ContactDetector`).
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel | str,
+        environment: Environment | None = None,
+        formulation: str | Formulation = "two_stage_qp",
+        *,
+        dt: float = 1e-3,
+        margin: float = 0.005,
+        samples_per_contact: int = 1,
+        formulation_options: Mapping[str, object] | None = None,
+    ) -> None:
+        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        if environment is None:
+            objects = tuple(MovableBody(o) for o in self.robot.config.objects)
+            environment = Environment.flat_ground(1.0, objects)
+        if not dt > 0:
+            raise ConfigError(f"control period dt must be > 0 s, got {dt}")
+        self.environment = environment
+        self.dt = float(dt)
+        self.detector = ContactDetector(self.robot, environment, margin=margin, samples_per_contact=samples_per_contact)
+        self.formulation = self._make(formulation, formulation_options)
+        r = self.robot
+        self.m = r.nv + 6 * len(environment.objects)
+        self.actuated = r.actuated_dofs.copy()
+        self.unactuated = np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]).astype(np.intp)
+        self._M = np.zeros((self.m, self.m))
+        self._f_ext = np.zeros(self.m)
+        self._v = np.zeros(self.m)
+        self.last_contacts: ContactSet | None = None
+
+    @staticmethod
+    def _make(formulation: str | Formulation, options: Mapping[str, object] | None) -> Formulation:
+        if isinstance(formulation, Formulation):
+            return formulation
+        return make_formulation(formulation, **dict(options or {}))
+
+    def set_formulation(self, formulation: str | Formulation, options: Mapping[str, object] | None = None) -> None:
+        """Switch formulation (takes effect at the next solve)."""
+        self.formulation = self._make(formulation, options)
+
+    def initial_object_states(self) -> dict[str, ObjectState]:
+        return {o.name: o.initial_state() for o in self.environment.objects}
+
+    # ------------------------------------------------------------------ the tick
+    def build_problem(
+        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None
+    ) -> tuple[ContactProblem, dict[str, float]]:
+        """Validate the input, update the model, detect contacts and assemble the problem."""
+        t0 = time.perf_counter()
+        r = self.robot
+        q, v = r.check_state(state.q, state.v)
+        qdd_des = check_vector("qdd_des", qdd_des, r.nu)
+        objects = {name: s.validated(name) for name, s in state.objects.items()}
+        r.update(q, v)
+        t1 = time.perf_counter()
+        contacts = self.detector.detect(objects)
+        N, S, T = self.detector.rows(contacts, objects)
+        self.last_contacts = contacts
+        t2 = time.perf_counter()
+
+        nv = r.nv
+        M, f_ext, v_all = self._M, self._f_ext, self._v
+        M[:nv, :nv] = r.M
+        np.negative(r.bias, out=f_ext[:nv])
+        v_all[:nv] = v
+        for i, body in enumerate(self.environment.objects):
+            s = objects.get(body.name)
+            if s is None:
+                raise ShapeError(f"objects[{body.name!r}] (state of a movable body)", (1,), (0,))
+            rotation = rotation_from_xyzw(s.orientation_xyzw)
+            block = slice(nv + 6 * i, nv + 6 * i + 6)
+            M[block, block] = body.inertia(rotation)
+            f_ext[block] = body.external_force(rotation, s.angular_velocity, self.environment.gravity)
+            v_all[block] = np.concatenate([s.linear_velocity, s.angular_velocity])
+        sensed = None
+        if state.sensed_forces is not None:
+            sensed = self._sensed_generalized_force(np.asarray(state.sensed_forces, dtype=float), contacts, objects)
+        problem = ContactProblem(
+            dt=self.dt,
+            M=M,
+            f_ext=f_ext,
+            v=v_all,
+            actuated=self.actuated,
+            unactuated=self.unactuated,
+            qd_des=v[self.actuated] + self.dt * qdd_des,
+            N=N,
+            S=S,
+            T=T,
+            phi=contacts.phi,
+            mu=contacts.mu,
+            contact_ids=contacts.ids,
+            normals=contacts.normals,
+            tangents_s=contacts.tangents_s,
+            tangents_t=contacts.tangents_t,
+            sensed_force=sensed,
+        )
+        if tracking is not None:
+            problem.position_error = check_vector("position_error", tracking.position_error, r.nu)
+            problem.velocity_error = check_vector("velocity_error", tracking.velocity_error, r.nu)
+            if tracking.integral_error is not None:
+                problem.integral_error = check_vector("integral_error", tracking.integral_error, r.nu)
+        problem.kp, problem.kd, problem.ki = r.gains.kp, r.gains.kd, r.gains.ki
+        t3 = time.perf_counter()
+        return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
+
+    def solve(self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None) -> SolveResult:
+        """Torques for one tick. Raises InputError subclasses on malformed input; solver failure is ``found=False``."""
+        started = time.perf_counter()
+        problem, timings = self.build_problem(state, qdd_des, tracking)
+        result = self.formulation.solve(problem)
+        result.timings.update(timings)
+        result.timings["total"] = time.perf_counter() - started
+        return result
+
+    def _sensed_generalized_force(
+        self, forces: Array, contacts: ContactSet, objects: Mapping[str, ObjectState]
+    ) -> Array:
+        """Σ J_cᵀ f over the spheres' measured world forces (applied at the sphere centres), N."""
+        r = self.robot
+        k = len(r.sphere_names)
+        if forces.shape != (k, 3):
+            raise ShapeError("sensed_forces", (k, 3), forces.shape)
+        out = np.zeros(self.m)
+        slot = r.sphere_frame_slot
+        lever = r.sphere_centers_in_world - r.frame_origins_in_world[slot]
+        wrench = np.concatenate([forces, np.cross(lever, forces)], axis=1)  # (k, 6)
+        out[: r.nv] = np.einsum("kc,kcv->v", wrench, r.frame_jacobians[slot])
+        seen: set[tuple[int, int]] = set()
+        for i in range(contacts.n):  # reaction on movable bodies in contact, once per (sphere, body)
+            b = int(contacts.body[i])
+            if b < 0 or (int(contacts.sphere[i]), b) in seen:
+                continue
+            seen.add((int(contacts.sphere[i]), b))
+            body = self.environment.objects[b]
+            f = forces[contacts.sphere[i]]
+            arm = r.sphere_centers_in_world[contacts.sphere[i]] - objects[body.name].position
+            out[r.nv + 6 * b : r.nv + 6 * b + 6] -= np.concatenate([f, np.cross(arm, f)])
+        return out

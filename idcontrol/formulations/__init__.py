@@ -1,0 +1,38 @@
+"""Inverse-dynamics formulations, registered by the names users write in launch files.
+
+>>> from idcontrol.formulations import make_formulation, available_formulations
+>>> available_formulations()
+['coulomb_lcp', 'noslip_lcp', 'one_stage_qp', 'pid', 'sensed_id', 'two_stage_qp']
+"""
+
+from __future__ import annotations
+
+from idcontrol.errors import UnknownFormulation
+from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.coulomb_lcp import CoulombLCP
+from idcontrol.formulations.noslip_lcp import NoSlipLCP
+from idcontrol.formulations.one_stage_qp import OneStageQP
+from idcontrol.formulations.pid import PID
+from idcontrol.formulations.sensed_id import SensedID
+from idcontrol.formulations.two_stage_qp import TwoStageQP
+
+REGISTRY: dict[str, type[Formulation]] = {
+    cls.name: cls for cls in (NoSlipLCP, CoulombLCP, TwoStageQP, OneStageQP, PID, SensedID)
+}
+
+
+def available_formulations() -> list[str]:
+    """Names accepted by :func:`make_formulation`."""
+    return sorted(REGISTRY)
+
+
+def make_formulation(name: str, **options: object) -> Formulation:
+    """A new formulation instance by name; unknown names raise UnknownFormulation listing the valid ones."""
+    try:
+        cls = REGISTRY[name]
+    except KeyError:
+        raise UnknownFormulation(name, REGISTRY) from None
+    return cls(**options)
+
+
+__all__ = ["Formulation", "available_formulations", "make_formulation", "REGISTRY"]

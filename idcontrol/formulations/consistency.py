@@ -1,0 +1,107 @@
+"""Section 4.5: detect and repair desired accelerations that contradict the contacts.
+
+A contact solve can succeed while the requested q̇_des is inconsistent with the
+contacts (a robot standing without slip that tries to splay its legs). With the
+contact impulses held fixed, the repair finds the actuated velocities closest to
+q̇_des that keep every contact unpenetrated (and, for no-slip models, every
+tangential velocity zero)::
+
+    minimize_{v⁺, τ}  ½‖P v⁺ − q̇_des‖²
+    subject to        N v⁺ ≥ −φ/Δt,  [S v⁺ = 0, T v⁺ = 0],
+                      M v⁺ = M v⁻ + Nᵀf_N + Sᵀf_S + Tᵀf_T + Pᵀτ + Δt f_ext
+
+The unactuated rows of the dynamics give v⁺_u as an affine function of
+v⁺_a = P v⁺, so the QP is over v⁺_a alone with an identity Hessian; τ then
+follows from the actuated rows. It is not always feasible (spec section 9,
+item 24): failure is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import qpsolvers
+from numpy.typing import NDArray
+
+from idcontrol.problem import ContactProblem
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class Repair:
+    """Outcome of :func:`repair_desired_velocity` (forces in N, torques in N·m)."""
+
+    found: bool
+    v_next: Array
+    tau: Array
+    qd_change: float  # max |v⁺_a − q̇_des|, rad/s
+    message: str
+
+
+def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = 1e-7) -> bool:
+    """True when v⁺ penetrates a contact (N v⁺ < −φ/Δt) or, for no-slip models, slips."""
+    p = problem
+    if p.n == 0:
+        return False
+    if np.min(p.N @ v_next + p.phi / p.dt) < -tol:
+        return True
+    return bool(no_slip and max(np.abs(p.S @ v_next).max(), np.abs(p.T @ v_next).max()) > tol)
+
+
+def repair_desired_velocity(
+    problem: ContactProblem, f_normal: Array, f_s: Array, f_t: Array, *, no_slip: bool
+) -> Repair:
+    """Solve the Section 4.5 QP with the contact forces (N) held fixed."""
+    p = problem
+    a, u = p.actuated, p.unactuated
+    contact = p.N.T @ f_normal + p.S.T @ f_s + p.T.T @ f_t
+    momentum = p.M @ p.v + p.dt * (p.f_ext + contact)  # M v⁺ − Pᵀτ
+    if len(u):
+        Muu = p.M[np.ix_(u, u)]
+        c0 = np.linalg.solve(Muu, momentum[u])
+        D = -np.linalg.solve(Muu, p.M[np.ix_(u, a)])
+    else:
+        c0 = np.zeros(0)
+        D = np.zeros((0, len(a)))
+
+    def affine(K: Array) -> tuple[Array, Array]:
+        return K[:, a] + K[:, u] @ D, K[:, u] @ c0
+
+    G_n, g_n = affine(p.N)
+    G = -G_n
+    h = g_n + p.phi / p.dt
+    A = b = None
+    if no_slip and p.n:
+        A_s, b_s = affine(p.S)
+        A_t, b_t = affine(p.T)
+        A = np.vstack([A_s, A_t])
+        b = -np.concatenate([b_s, b_t])
+    nu = len(a)
+    try:
+        va = qpsolvers.solve_qp(
+            np.eye(nu), -p.qd_des, G if p.n else None, h if p.n else None, A, b,
+            solver="proxqp", eps_abs=1e-10, eps_rel=0.0,
+        )  # fmt: skip
+    except Exception as e:  # back-end errors become a failed repair, not a crash
+        va = None
+        reason = f"repair QP raised {type(e).__name__}: {e}"
+    else:
+        reason = "repair QP infeasible"
+    if va is None or not np.all(np.isfinite(va)):
+        nan = np.full(p.m, np.nan)
+        return Repair(False, nan, np.full(nu, np.nan), np.inf, reason)
+    v_next = np.empty(p.m)
+    v_next[a] = va
+    v_next[u] = c0 + D @ va
+    tau = (p.M[a] @ v_next - momentum[a]) / p.dt
+    violation = 0.0
+    if p.n:
+        violation = max(0.0, -float(np.min(p.N @ v_next + p.phi / p.dt)))
+        if no_slip:
+            violation = max(violation, float(np.abs(p.S @ v_next).max()), float(np.abs(p.T @ v_next).max()))
+    if violation > 1e-6:
+        return Repair(False, v_next, tau, float(np.abs(va - p.qd_des).max()),
+                      f"repair QP left a violation of {violation:.2e} m/s")  # fmt: skip
+    return Repair(True, v_next, tau, float(np.abs(va - p.qd_des).max()), "desired velocity repaired")

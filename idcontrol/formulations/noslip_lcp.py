@@ -1,0 +1,122 @@
+"""ID(tᵢ)_LCP,∞: inverse dynamics with rigid, non-impacting, no-slip contact (paper Section 4).
+
+Per tick (spec section 3.11, in the reduced coordinates of
+:mod:`idcontrol.formulations.base`):
+
+1. Algorithm 1 keeps the tangential rows J = [P; S_𝒮; T_𝒯] that leave the
+   equality block non-singular (:func:`idcontrol.solvers.ppm.find_indices`).
+2. With J eliminated the normal impulses solve the symmetric PSD
+   LCP(N v* + φ/Δt, N Γ_J Nᵀ); Algorithm 2 (:func:`idcontrol.solvers.ppm.ppm`)
+   solves it, warm-started from the previous tick's active contacts (matched by
+   contact identity, so torques do not jump between equally valid force
+   distributions). Algorithm 2 stalls when an entering contact is dependent on
+   the active ones (more candidate contacts than free DoFs); it then falls back
+   to a primal active-set method on the same convex QP (warm-started from the
+   same set), and last to regularized Lemke. The result names the fallback.
+3. v⁺, the tangential impulses and τ follow by linear algebra; the Section
+   4.5 check repairs q̇_des if a dropped tangential row or a contact is violated.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
+from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
+from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.solvers.lemke import lemke_regularized
+from idcontrol.solvers.ppm import active_set, find_indices, ppm
+
+
+class NoSlipLCP(Formulation):
+    """No-slip LCP with Find-Indices and warm-started modified principal pivoting.
+
+    Parameters
+    ----------
+    rank_tol : relative tolerance of Algorithm 1's independence test.
+    tol : absolute LCP tolerance, m/s².
+    repair : run the Section 4.5 consistency repair when needed.
+    """
+
+    name = "noslip_lcp"
+    no_slip = True
+
+    def __init__(self, *, rank_tol: float = 1e-8, tol: float = 1e-10, repair: bool = True) -> None:
+        super().__init__()
+        self.rank_tol = rank_tol
+        self.tol = tol
+        self.repair = repair
+        self.reset()
+
+    def reset(self) -> None:
+        self._previous_ids: tuple = ()
+        self._previous_active: list[int] = []
+
+    def solve(self, problem: ContactProblem) -> SolveResult:
+        started = time.perf_counter()
+        p = problem
+        red = ReducedDynamics(p)
+        n, dt = p.n, p.dt
+        ids = p.ids()
+        # Algorithm 1 on the whitened tangential columns, in the order S₁, T₁, S₂, T₂, ...
+        X = np.empty((red.nb, 2 * n))
+        X[:, 0::2] = red.S_w
+        X[:, 1::2] = red.T_w
+        kept = find_indices(X, self.rank_tol)
+        sel = np.asarray(kept.selected, dtype=np.intp)
+        Q, R = kept.basis, kept.triangular
+        rows_all = np.empty((2 * n, p.m))
+        rows_all[0::2] = p.S
+        rows_all[1::2] = p.T
+        C = rows_all[sel]
+        # contact-free v* satisfying J v* = [q̇_des; 0; 0] (whitened unactuated part)
+        b_c = -C[:, p.actuated] @ p.qd_des
+        x_star = red.x0 - Q @ (Q.T @ red.x0)
+        if len(sel):
+            x_star += Q @ np.linalg.solve(R.T, b_c)
+        B = red.N_w - Q @ (Q.T @ red.N_w)  # N Γ_J Nᵀ = BᵀB
+        r = red.normal_rate(x_star) / dt  # force units: w [m/s²] = BᵀB f_N [N] + r
+        warm = map_warm_start(self._previous_ids, self._previous_active, ids)
+        lcp = ppm(B, r, warm, tol=self.tol)
+        fallback = None
+        if not lcp.found:
+            fallback = f"active set (PPM: {lcp.message})"
+            lcp = active_set(B, r, warm, tol=self.tol)
+        if not lcp.found:
+            fallback = f"lemke (active set: {lcp.message})"
+            lcp = lemke_regularized(B.T @ B, r)
+            if lcp.regularization:
+                fallback += f", regularized eps={lcp.regularization:.1e}"
+        if not lcp.found:
+            self.reset()
+            out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
+            out.fallback = fallback
+            return out
+        f_normal = lcp.z
+        x_next = x_star + dt * (B @ f_normal)
+        tangential = np.zeros(2 * n)
+        if len(sel):
+            tangential[sel] = np.linalg.solve(R, Q.T @ (x_next - red.x0 - dt * (red.N_w @ f_normal))) / dt
+        f_s, f_t = tangential[0::2].copy(), tangential[1::2].copy()
+        v_next = red.velocity(x_next)
+        contact = p.N.T @ f_normal + C.T @ tangential[sel]
+        tau = red.torque(v_next, contact)
+        self._previous_ids = ids
+        self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
+
+        repaired = False
+        message = f"solved ({len(sel)} tangential rows kept of {2 * n})"
+        if self.repair and needs_repair(p, v_next, no_slip=True):
+            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True)
+            if not fix.found:
+                out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)
+                out.fallback = fallback
+                return out
+            v_next, tau, repaired = fix.v_next, fix.tau, True
+            message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
+        return self._result(
+            p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message, started=started,
+            consistency_repaired=repaired, fallback=fallback,
+        )  # fmt: skip

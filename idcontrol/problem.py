@@ -1,0 +1,213 @@
+"""Typed data of one inverse-dynamics solve: the problem every formulation takes and the result it returns.
+
+Conventions (paper, corrected; spec section 9):
+
+* discretized dynamics over one control period Δt, with every quantity at t₀::
+
+      M (v⁺ − v⁻) = Nᵀ f_N + Sᵀ f_S + Tᵀ f_T + Pᵀ τ + Δt f_ext
+
+  where the contact terms and ``Pᵀ τ`` are *impulses*. :class:`SolveResult`
+  reports forces (impulse / Δt) and torques in N·m (τ / Δt);
+* ``P`` selects the actuated entries of ``v`` (``problem.actuated``);
+* row ``i`` of N gives contact ``i``'s normal velocity, N v > 0 separating;
+  S and T its two tangential velocities;
+* ``f_ext = −h(q, v)`` plus known external forces (``h``: Pinocchio's bias).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.errors import NonFiniteError, ShapeError
+
+Array = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+
+@dataclass
+class ContactProblem:
+    """One tick's inverse-dynamics problem with n candidate contacts on m DoFs.
+
+    Attributes
+    ----------
+    dt : control period Δt, s.
+    M : (m, m) generalized inertia (robot, then any movable bodies), SPD.
+    f_ext : (m,) non-contact, non-actuated generalized force, N / N·m.
+    v : (m,) generalized velocity now (v⁻).
+    actuated, unactuated : index arrays partitioning ``range(m)``.
+    qd_des : (nu,) desired actuated velocity at t₀ + Δt, q̇ + Δt q̈_des.
+    N, S, T : (n, m) normal and tangential contact rows.
+    phi : (n,) signed distances, m.
+    mu : (n,) Coulomb friction coefficients (``inf`` allowed).
+    contact_ids : n stable identities, used to carry warm starts across ticks.
+    normals, tangents_s, tangents_t : (n, 3) contact frames in world, for reporting forces.
+    sensed_force : (m,) generalized force of *measured* contact forces (sensed_id only).
+    position_error, velocity_error, integral_error : (nu,) tracking errors for the PID baseline.
+    kp, kd, ki : (nu,) PID gains.
+    """
+
+    dt: float
+    M: Array
+    f_ext: Array
+    v: Array
+    actuated: IntArray
+    unactuated: IntArray
+    qd_des: Array
+    N: Array
+    S: Array
+    T: Array
+    phi: Array
+    mu: Array
+    contact_ids: tuple[Hashable, ...] = ()
+    normals: Array | None = None
+    tangents_s: Array | None = None
+    tangents_t: Array | None = None
+    sensed_force: Array | None = None
+    position_error: Array | None = None
+    velocity_error: Array | None = None
+    integral_error: Array | None = None
+    kp: Array | None = None
+    kd: Array | None = None
+    ki: Array | None = None
+
+    @property
+    def m(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.N.shape[0]
+
+    @property
+    def nu(self) -> int:
+        return len(self.actuated)
+
+    def validate(self) -> ContactProblem:
+        """Check shapes and finiteness; raise ShapeError / NonFiniteError naming the field."""
+        m, n, nu = self.m, self.n, self.nu
+        expected = {
+            "M": (m, m), "f_ext": (m,), "v": (m,), "qd_des": (nu,),
+            "N": (n, m), "S": (n, m), "T": (n, m), "phi": (n,), "mu": (n,),
+        }  # fmt: skip
+        for name, shape in expected.items():
+            value = np.asarray(getattr(self, name))
+            if value.shape != shape:
+                raise ShapeError(name, shape, value.shape)
+            if name != "mu" and not np.all(np.isfinite(value)):
+                raise NonFiniteError(name, np.flatnonzero(~np.isfinite(value.ravel())))
+        if np.any(np.isnan(self.mu)) or np.any(self.mu < 0):
+            raise NonFiniteError("mu (must be >= 0, inf allowed)", np.flatnonzero(~(self.mu >= 0)))
+        if not self.dt > 0:
+            raise ShapeError("dt (must be > 0)", (), ())
+        if len(self.contact_ids) not in (0, n):
+            raise ShapeError("contact_ids", (n,), (len(self.contact_ids),))
+        parts = np.sort(np.concatenate([self.actuated, self.unactuated]))
+        if not np.array_equal(parts, np.arange(m)):
+            raise ShapeError("actuated + unactuated (a partition of range(m))", (m,), parts.shape)
+        return self
+
+    def ids(self) -> tuple[Hashable, ...]:
+        """Contact identities (indices when none were given)."""
+        return self.contact_ids if self.contact_ids else tuple(range(self.n))
+
+
+@dataclass
+class Residuals:
+    """Independent checks of a solution, in force units (N, N·m) or m/s for velocities."""
+
+    dynamics: float = 0.0  # max |M(v⁺−v⁻) − (contact + Pᵀτ + Δt f_ext)| / Δt
+    tracking: float = 0.0  # max |P v⁺ − q̇_des|, m/s or rad/s
+    penetration: float = 0.0  # max(0, −(N v⁺ + φ/Δt)), m/s
+    complementarity: float = 0.0  # max |f_N,i (N v⁺ + φ/Δt)_i|, N·m/s
+    friction: float = 0.0  # max(0, |f_S| + |f_T| − μ f_N) over finite μ, N
+    slip: float = 0.0  # max |S v⁺|, |T v⁺| (no-slip models only), m/s
+
+
+@dataclass
+class SolveResult:
+    """The torques and predicted contact forces of one solve.
+
+    Attributes
+    ----------
+    found : False when the formulation failed; ``tau`` then holds no usable command.
+    tau : (nu,) commanded actuator torques, N·m (impulse / Δt).
+    v_next : (m,) predicted v⁺.
+    f_normal, f_s, f_t : (n,) predicted contact forces along n̂, ŝ, t̂, N.
+    force_in_world : (n, 3) predicted force on the robot at each contact, world frame, N.
+    active : identities of the contacts carrying a normal force.
+    """
+
+    formulation: str
+    found: bool
+    tau: Array
+    v_next: Array
+    f_normal: Array
+    f_s: Array
+    f_t: Array
+    contact_ids: tuple[Hashable, ...] = ()
+    force_in_world: Array | None = None
+    active: tuple[Hashable, ...] = ()
+    iterations: int = 0
+    residuals: Residuals = field(default_factory=Residuals)
+    consistency_repaired: bool = False
+    fallback: str | None = None
+    message: str = ""
+    timings: dict[str, float] = field(default_factory=dict)  # seconds, by phase
+
+    @property
+    def contact_count(self) -> int:
+        return len(self.f_normal)
+
+
+def failed_result(problem: ContactProblem, formulation: str, message: str, iterations: int = 0) -> SolveResult:
+    """A result saying the formulation failed: ``found=False``, NaN torques (never a command)."""
+    n = problem.n
+    return SolveResult(
+        formulation=formulation,
+        found=False,
+        tau=np.full(problem.nu, np.nan),
+        v_next=np.full(problem.m, np.nan),
+        f_normal=np.full(n, np.nan),
+        f_s=np.full(n, np.nan),
+        f_t=np.full(n, np.nan),
+        contact_ids=problem.ids(),
+        iterations=iterations,
+        message=message,
+    )
+
+
+def compute_residuals(
+    problem: ContactProblem,
+    v_next: Array,
+    tau: Array,
+    f_normal: Array,
+    f_s: Array,
+    f_t: Array,
+    *,
+    no_slip: bool = False,
+) -> Residuals:
+    """Check a candidate solution against the discretized model; all inputs are forces (N, N·m)."""
+    p = problem
+    dt = p.dt
+    generalized = p.N.T @ f_normal + p.S.T @ f_s + p.T.T @ f_t + p.f_ext
+    generalized[p.actuated] += tau
+    dyn = p.M @ (v_next - p.v) / dt - generalized
+    out = Residuals(
+        dynamics=float(np.abs(dyn).max(initial=0.0)),
+        tracking=float(np.abs(v_next[p.actuated] - p.qd_des).max(initial=0.0)),
+    )
+    if p.n:
+        gap_rate = p.N @ v_next + p.phi / dt
+        out.penetration = float(max(0.0, -gap_rate.min()))
+        out.complementarity = float(np.abs(f_normal * gap_rate).max())
+        finite = np.isfinite(p.mu)
+        if np.any(finite):
+            excess = np.abs(f_s[finite]) + np.abs(f_t[finite]) - p.mu[finite] * f_normal[finite]
+            out.friction = float(max(0.0, excess.max()))
+        if no_slip:
+            out.slip = float(max(np.abs(p.S @ v_next).max(), np.abs(p.T @ v_next).max()))
+    return out

@@ -1,0 +1,231 @@
+"""Robot configuration: a URDF plus the controller's ``robot.toml`` beside it.
+
+The TOML file names the base type, the actuated joints, the contact spheres,
+gains, torque-limit overrides, a nominal standing (or grasp) posture and any
+movable objects the robot manipulates. It is validated once, here; the hot
+path never re-checks it.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.errors import ConfigError, RobotFileNotFound, UnknownRobot
+
+Array = NDArray[np.float64]
+
+#: Where the robots shipped with idcontrol live (``<repo>/robots``); extra
+#: search folders may be given in ``IDCONTROL_ROBOTS_PATH`` (os.pathsep list).
+SHIPPED_ROBOTS_DIR = Path(__file__).resolve().parents[2] / "robots"
+
+
+@dataclass(frozen=True)
+class ContactSphere:
+    """A sphere rigidly fixed to a robot frame that may touch the world.
+
+    Attributes
+    ----------
+    name : contact identity (stable across ticks).
+    frame : URDF link or frame the sphere is fixed to.
+    radius : m.
+    offset_in_frame : (3,) sphere centre in ``frame``, m.
+    """
+
+    name: str
+    frame: str
+    radius: float
+    offset_in_frame: Array
+
+
+@dataclass(frozen=True)
+class ObjectConfig:
+    """A movable rigid body the robot touches (e.g. the grasped box)."""
+
+    name: str
+    shape: str
+    size: Array  # (3,) full edge lengths, m
+    density: float  # kg/m^3
+    mu: float
+    initial_position: Array  # (3,) box centre in world, m
+    initial_orientation_xyzw: Array  # (4,)
+
+    @property
+    def mass(self) -> float:
+        """kg."""
+        return float(self.density * np.prod(self.size))
+
+    @property
+    def inertia_in_body(self) -> Array:
+        """(3, 3) rotational inertia about the centre of mass, kg·m²."""
+        a, b, c = self.size
+        m = self.mass
+        return np.diag([m * (b * b + c * c), m * (a * a + c * c), m * (a * a + b * b)]) / 12.0
+
+
+@dataclass(frozen=True)
+class Gains:
+    """Joint-space feedback gains, one value per actuated joint (SI units)."""
+
+    kp: Array
+    kd: Array
+    ki: Array
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """A validated ``robot.toml``; joint-indexed fields are resolved later by the model."""
+
+    name: str
+    path: Path  # the robot.toml file
+    urdf_path: Path
+    floating_base: bool
+    actuated_joints: tuple[str, ...] | None
+    gains_raw: dict[str, Any]
+    torque_limit_overrides: dict[str, float]
+    contact_spheres: tuple[ContactSphere, ...]
+    standing_base_position: Array | None
+    standing_base_orientation_xyzw: Array | None
+    standing_joints: dict[str, float]
+    objects: tuple[ObjectConfig, ...] = field(default_factory=tuple)
+
+
+def robot_search_dirs() -> list[Path]:
+    """Folders searched for ``<name>/robot.toml``, in order."""
+    extra = [Path(p) for p in os.environ.get("IDCONTROL_ROBOTS_PATH", "").split(os.pathsep) if p]
+    return [*extra, SHIPPED_ROBOTS_DIR]
+
+
+def available_robots() -> list[str]:
+    """Names of the robots found in :func:`robot_search_dirs`."""
+    names: set[str] = set()
+    for d in robot_search_dirs():
+        if d.is_dir():
+            names.update(p.parent.name for p in d.glob("*/robot.toml"))
+    return sorted(names)
+
+
+def resolve_robot_file(name_or_path: str | os.PathLike[str]) -> Path:
+    """Find a robot configuration from a robot name or a path to its ``robot.toml``."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or os.sep in str(name_or_path) or p.exists():
+        if p.is_dir():
+            p = p / "robot.toml"
+        if not p.is_file():
+            raise RobotFileNotFound(str(p), "robot configuration")
+        return p
+    for d in robot_search_dirs():
+        candidate = d / str(name_or_path) / "robot.toml"
+        if candidate.is_file():
+            return candidate
+    raise UnknownRobot(str(name_or_path), available_robots())
+
+
+def resolve_urdf(spec: str, config_path: Path) -> Path:
+    """The URDF named in a robot.toml.
+
+    A plain path is relative to the robot.toml. ``share:<package>/<path>``
+    names a file that a Python package installed under ``cmeel.prefix/share``
+    (how robotpkg's robot descriptions, e.g. example-robot-data, ship on PyPI).
+    """
+    if spec.startswith("share:"):
+        relative = spec[len("share:") :].lstrip("/")
+        roots = [Path(p) for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path if p]
+        for root in roots:
+            candidate = root / "cmeel.prefix" / "share" / relative
+            if candidate.is_file():
+                return candidate
+        package = relative.split("/", 1)[0]
+        raise RobotFileNotFound(f"{spec} (is the Python package providing {package!r} installed?)", "URDF")
+    urdf_path = (config_path.parent / spec).resolve()
+    if not urdf_path.is_file():
+        raise RobotFileNotFound(str(urdf_path), "URDF")
+    return urdf_path
+
+
+def _vec(table: dict[str, Any], key: str, n: int, where: Path, default: Any = None) -> Array | None:
+    if key not in table:
+        if default is None:
+            return None
+        return np.asarray(default, dtype=float)
+    value = np.asarray(table[key], dtype=float)
+    if value.shape != (n,) or not np.all(np.isfinite(value)):
+        raise ConfigError(f"{where}: {key} must be {n} finite numbers, got {table[key]!r}")
+    return value
+
+
+def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
+    """Read and validate a robot configuration (by shipped name or by path)."""
+    path = resolve_robot_file(name_or_path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from e
+    for key in ("name", "urdf", "base"):
+        if key not in raw:
+            raise ConfigError(f"{path}: missing required key {key!r}")
+    urdf_path = resolve_urdf(str(raw["urdf"]), path)
+    if raw["base"] not in ("floating", "fixed"):
+        raise ConfigError(f"{path}: base must be 'floating' or 'fixed', got {raw['base']!r}")
+
+    spheres = []
+    for i, s in enumerate(raw.get("contact_spheres", [])):
+        for key in ("name", "frame", "radius"):
+            if key not in s:
+                raise ConfigError(f"{path}: contact_spheres[{i}] is missing {key!r}")
+        radius = float(s["radius"])
+        if not radius > 0.0:
+            raise ConfigError(f"{path}: contact sphere {s['name']!r} radius must be > 0, got {radius}")
+        offset = _vec(s, "offset", 3, path, default=[0.0, 0.0, 0.0])
+        spheres.append(ContactSphere(str(s["name"]), str(s["frame"]), radius, offset))
+    names = [s.name for s in spheres]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: contact sphere names must be unique, got {names}")
+
+    objects = []
+    for i, o in enumerate(raw.get("objects", [])):
+        if o.get("shape", "box") != "box":
+            raise ConfigError(f"{path}: objects[{i}]: only shape = 'box' is supported, got {o.get('shape')!r}")
+        size = _vec(o, "size", 3, path)
+        if size is None or np.any(size <= 0):
+            raise ConfigError(f"{path}: objects[{i}].size must be three positive edge lengths")
+        density = float(o.get("density", 1000.0))
+        if density <= 0:
+            raise ConfigError(f"{path}: objects[{i}].density must be > 0")
+        objects.append(
+            ObjectConfig(
+                name=str(o.get("name", f"object{i}")),
+                shape="box",
+                size=size,
+                density=density,
+                mu=float(o.get("mu", 1.0)),
+                initial_position=_vec(o, "initial_position", 3, path, default=[0.0, 0.0, 0.0]),
+                initial_orientation_xyzw=_vec(o, "initial_orientation_xyzw", 4, path, default=[0, 0, 0, 1]),
+            )
+        )
+
+    standing = raw.get("standing", {})
+    limits = raw.get("limits", {}).get("torque", {})
+    actuated = raw.get("actuated_joints")
+    return RobotConfig(
+        name=str(raw["name"]),
+        path=path,
+        urdf_path=urdf_path,
+        floating_base=raw["base"] == "floating",
+        actuated_joints=tuple(actuated) if actuated is not None else None,
+        gains_raw=dict(raw.get("gains", {})),
+        torque_limit_overrides={str(k): float(v) for k, v in limits.items()},
+        contact_spheres=tuple(spheres),
+        standing_base_position=_vec(standing, "base_position", 3, path),
+        standing_base_orientation_xyzw=_vec(standing, "base_orientation_xyzw", 4, path),
+        standing_joints={str(k): float(v) for k, v in standing.get("joints", {}).items()},
+        objects=tuple(objects),
+    )

@@ -1,0 +1,213 @@
+"""The robot's rigid-body model: Pinocchio ``(model, data)`` updated in place each tick."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+from numpy.typing import NDArray
+
+from idcontrol.errors import ConfigError, NameNotFound, NonFiniteError, ShapeError
+from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
+
+Array = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+
+def check_vector(name: str, x: object, n: int) -> Array:
+    """Return ``x`` as a float vector of length ``n``; raise ShapeError/NonFiniteError otherwise."""
+    arr = np.asarray(x, dtype=float)
+    if arr.shape != (n,):
+        raise ShapeError(name, (n,), arr.shape)
+    if not np.all(np.isfinite(arr)):
+        raise NonFiniteError(name, np.flatnonzero(~np.isfinite(arr)))
+    return arr
+
+
+class RobotModel:
+    """A robot loaded from its URDF and ``robot.toml``.
+
+    The generalized velocity ``v`` (length ``nv``) follows Pinocchio's layout:
+    for a floating base the first six entries are the base twist (linear then
+    angular, in the base frame) and the configuration ``q`` (length ``nq``)
+    holds the base position and unit quaternion (x, y, z, w) first.
+
+    Attributes
+    ----------
+    actuated_dofs : (nu,) indices into ``v`` of the actuated joints (the
+        selection matrix P of the paper picks these).
+    unactuated_dofs : (nv - nu,) the remaining indices (floating base first).
+    torque_limits : (nu,) N·m (or N for prismatic joints).
+    """
+
+    def __init__(self, config: RobotConfig | str) -> None:
+        if isinstance(config, str):
+            config = load_robot_config(config)
+        self.config = config
+        root = pin.JointModelFreeFlyer() if config.floating_base else None
+        try:
+            if root is None:
+                self.model = pin.buildModelFromUrdf(str(config.urdf_path))
+            else:
+                self.model = pin.buildModelFromUrdf(str(config.urdf_path), root)
+        except (RuntimeError, ValueError) as e:
+            raise ConfigError(f"{config.urdf_path}: Pinocchio could not parse the URDF: {e}") from e
+        self.data = self.model.createData()
+        m = self.model
+        self.nq = m.nq
+        self.nv = m.nv
+
+        joint_names = [str(n) for n in m.names]
+        movable = [n for n in joint_names[1:] if m.joints[m.getJointId(n)].nv > 0]
+        if config.floating_base:
+            movable = [n for n in movable if m.joints[m.getJointId(n)].shortname() != "JointModelFreeFlyer"]
+        actuated = list(config.actuated_joints) if config.actuated_joints is not None else movable
+        dofs: list[int] = []
+        for name in actuated:
+            if name not in movable:
+                raise NameNotFound("joint", name, movable)
+            j = m.joints[m.getJointId(name)]
+            dofs.extend(range(j.idx_v, j.idx_v + j.nv))
+        self.actuated_joints: tuple[str, ...] = tuple(actuated)
+        self.actuated_dofs: IntArray = np.asarray(dofs, dtype=np.intp)
+        mask = np.ones(self.nv, dtype=bool)
+        mask[self.actuated_dofs] = False
+        self.unactuated_dofs: IntArray = np.flatnonzero(mask)
+        self.nu = len(self.actuated_dofs)
+
+        limits = np.asarray(m.effortLimit, dtype=float)[self.actuated_dofs].copy()
+        overrides = dict(config.torque_limit_overrides)
+        if "default" in overrides:
+            limits[:] = overrides.pop("default")
+        for name, value in overrides.items():
+            if name not in actuated:
+                raise NameNotFound("actuated joint", name, actuated)
+            j = m.joints[m.getJointId(name)]
+            limits[dofs.index(j.idx_v)] = value
+        if np.any(~(limits > 0)):
+            bad = [actuated[i] for i in np.flatnonzero(~(limits > 0))]
+            raise ConfigError(f"{config.path}: joints {bad} have no positive torque limit (URDF effort or [limits.torque])")
+        self.torque_limits: Array = limits
+        self.gains = self._resolve_gains(config)
+
+        frame_names = [f.name for f in m.frames]
+        self.sphere_names = tuple(s.name for s in config.contact_spheres)
+        self.sphere_radii: Array = np.array([s.radius for s in config.contact_spheres], dtype=float)
+        self.sphere_offsets: Array = np.array([s.offset_in_frame for s in config.contact_spheres], dtype=float).reshape(
+            -1, 3
+        )
+        frame_ids = []
+        for s in config.contact_spheres:
+            if not m.existFrame(s.frame):
+                raise NameNotFound("frame", s.frame, frame_names)
+            frame_ids.append(m.getFrameId(s.frame))
+        self.sphere_frame_ids: IntArray = np.asarray(frame_ids, dtype=np.intp)
+        # Spheres on the same frame share one Jacobian evaluation.
+        self._unique_frames, self.sphere_frame_slot = np.unique(self.sphere_frame_ids, return_inverse=True)
+        k = len(frame_ids)
+        self.sphere_centers_in_world: Array = np.zeros((k, 3))
+        self.frame_origins_in_world: Array = np.zeros((len(self._unique_frames), 3))
+        self.frame_rotations: Array = np.zeros((len(self._unique_frames), 3, 3))
+        self.frame_jacobians: Array = np.zeros((len(self._unique_frames), 6, self.nv))
+        self._q = pin.neutral(m)
+        self._v = np.zeros(self.nv)
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _resolve_gains(self, config: RobotConfig) -> Gains:
+        out = {}
+        defaults = {"kp": 100.0, "kd": 10.0, "ki": 0.0}
+        for key, default in defaults.items():
+            raw = config.gains_raw.get(key, default)
+            if isinstance(raw, dict):
+                values = np.full(self.nu, float(raw.get("default", default)))
+                for name, value in raw.items():
+                    if name == "default":
+                        continue
+                    if name not in self.actuated_joints:
+                        raise NameNotFound("actuated joint", name, self.actuated_joints)
+                    values[self.actuated_joints.index(name)] = float(value)
+            else:
+                values = np.full(self.nu, float(raw))
+            if np.any(values < 0) or not np.all(np.isfinite(values)):
+                raise ConfigError(f"{config.path}: gains.{key} must be finite and >= 0")
+            out[key] = values
+        return Gains(**out)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def floating_base(self) -> bool:
+        return self.config.floating_base
+
+    def neutral_configuration(self) -> Array:
+        """(nq,) Pinocchio's neutral configuration."""
+        return pin.neutral(self.model).copy()
+
+    def standing_configuration(self) -> Array:
+        """(nq,) the nominal posture of ``robot.toml`` ``[standing]`` (neutral where unspecified)."""
+        q = self.neutral_configuration()
+        c = self.config
+        if self.floating_base:
+            if c.standing_base_position is not None:
+                q[0:3] = c.standing_base_position
+            if c.standing_base_orientation_xyzw is not None:
+                quat = c.standing_base_orientation_xyzw
+                q[3:7] = quat / np.linalg.norm(quat)
+        for name, value in c.standing_joints.items():
+            if not self.model.existJointName(name):
+                raise NameNotFound("joint", name, [str(n) for n in self.model.names[1:]])
+            j = self.model.joints[self.model.getJointId(name)]
+            if j.nq != 1:
+                raise ConfigError(f"{c.path}: standing joint {name!r} is not a one-DoF joint")
+            q[j.idx_q] = value
+        return q
+
+    def joint_positions(self, q: Array) -> Array:
+        """(nu,) actuated joint positions taken from a configuration (one-DoF joints)."""
+        idx_q = [self.model.joints[self.model.getJointId(n)].idx_q for n in self.actuated_joints]
+        return np.asarray(q)[idx_q]
+
+    # ------------------------------------------------------------------ per tick
+    def check_state(self, q: object, v: object) -> tuple[Array, Array]:
+        """Validate a state; return float arrays. Raises ShapeError / NonFiniteError."""
+        q = check_vector("q", q, self.nq)
+        v = check_vector("v", v, self.nv)
+        if self.floating_base:
+            norm = float(np.linalg.norm(q[3:7]))
+            if abs(norm - 1.0) > 1e-3:
+                raise ShapeError("q[3:7] (base quaternion, unit norm)", (4,), (4,)) from ValueError(
+                    f"quaternion norm {norm:.6f}"
+                )
+        return q, v
+
+    def update(self, q: Array, v: Array) -> None:
+        """Compute M, the bias forces, frame placements and the contact frames' Jacobians in place.
+
+        ``q`` and ``v`` must already be validated (see :meth:`check_state`).
+        """
+        m, d = self.model, self.data
+        pin.computeJointJacobians(m, d, q)  # also runs forward kinematics
+        pin.crba(m, d, q)
+        pin.nonLinearEffects(m, d, q, v)
+        for slot, fid in enumerate(self._unique_frames):
+            placement = pin.updateFramePlacement(m, d, int(fid))
+            self.frame_origins_in_world[slot] = placement.translation
+            self.frame_rotations[slot] = placement.rotation
+            self.frame_jacobians[slot] = pin.getFrameJacobian(m, d, int(fid), pin.LOCAL_WORLD_ALIGNED)
+        rot = self.frame_rotations[self.sphere_frame_slot]
+        np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
+        self.sphere_centers_in_world += self.frame_origins_in_world[self.sphere_frame_slot]
+
+    @property
+    def M(self) -> Array:
+        """(nv, nv) generalized inertia at the last :meth:`update`, symmetric positive definite."""
+        return self.data.M
+
+    @property
+    def bias(self) -> Array:
+        """(nv,) Coriolis, centrifugal and gravity forces h(q, v) at the last update (M v̇ + h = ...)."""
+        return self.data.nle
+
+    def total_mass(self) -> float:
+        return float(sum(i.mass for i in self.model.inertias))

@@ -1,0 +1,70 @@
+"""Shared fixtures: real robot models and random contact problems with fixed seeds."""
+
+from __future__ import annotations
+
+import pathlib
+import site
+import sys
+
+import numpy as np
+import pytest
+
+from idcontrol.problem import ContactProblem
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def random_spd(rng: np.random.Generator, m: int, cond: float = 1e3) -> np.ndarray:
+    """A random symmetric positive definite matrix with condition number about ``cond``."""
+    Q, _ = np.linalg.qr(rng.standard_normal((m, m)))
+    return (Q * np.geomspace(1.0, cond, m)) @ Q.T / cond**0.5
+
+
+def random_problem(
+    rng: np.random.Generator,
+    *,
+    nb: int = 6,
+    nu: int = 12,
+    n: int = 4,
+    mu: float | np.ndarray = 0.7,
+    dt: float = 1e-3,
+    phi_scale: float = 0.0,
+) -> ContactProblem:
+    """A floating-base-like problem: nb unactuated DoFs first, random rows, gravity-like load pushing into contacts."""
+    m = nb + nu
+    M = random_spd(rng, m, 1e2)
+    N = rng.standard_normal((n, m))
+    S = rng.standard_normal((n, m))
+    T = rng.standard_normal((n, m))
+    # gravity-like external force that the contacts must resist: push along −Nᵀ·1
+    f_ext = -N.T @ np.abs(rng.standard_normal(n)) * 5.0 + 0.1 * rng.standard_normal(m)
+    v = 0.01 * rng.standard_normal(m)
+    return ContactProblem(
+        dt=dt,
+        M=M,
+        f_ext=f_ext,
+        v=v,
+        actuated=np.arange(nb, m),
+        unactuated=np.arange(nb),
+        qd_des=v[nb:] + dt * rng.standard_normal(nu),
+        N=N,
+        S=S,
+        T=T,
+        phi=phi_scale * np.abs(rng.standard_normal(n)),
+        mu=np.broadcast_to(np.asarray(mu, dtype=float), (n,)).copy(),
+        contact_ids=tuple(f"c{i}" for i in range(n)),
+    )
+
+
+def solo12_urdf() -> pathlib.Path | None:
+    """solo12.urdf from the example-robot-data package (a test extra), or None."""
+    for sp in [*site.getsitepackages(), site.getusersitepackages(), *sys.path]:
+        p = pathlib.Path(sp) / "cmeel.prefix/share/example-robot-data/robots/solo_description/robots/solo12.urdf"
+        if p.is_file():
+            return p
+    return None
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261121)
