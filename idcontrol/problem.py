@@ -123,7 +123,7 @@ class Residuals:
     tracking: float = 0.0  # max |P v⁺ − q̇_des|, m/s or rad/s
     penetration: float = 0.0  # max(0, −(N v⁺ + φ/Δt)), m/s
     complementarity: float = 0.0  # max |f_N,i (N v⁺ + φ/Δt)_i|, N·m/s
-    friction: float = 0.0  # max(0, |f_S| + |f_T| − μ f_N) over finite μ, N
+    friction: float = 0.0  # max(0, |f_S| + |f_T| − μ f_N) over finite μ (not for no-slip models), N
     slip: float = 0.0  # max |S v⁺|, |T v⁺| (no-slip models only), m/s
 
 
@@ -204,7 +204,7 @@ def compute_residuals(
         gap_rate = p.N @ v_next + p.phi / dt
         out.penetration = float(max(0.0, -gap_rate.min()))
         out.complementarity = float(np.abs(f_normal * gap_rate).max())
-        finite = np.isfinite(p.mu)
+        finite = np.isfinite(p.mu) & (not no_slip)  # the no-slip model has unbounded friction by design
         if np.any(finite):
             excess = np.abs(f_s[finite]) + np.abs(f_t[finite]) - p.mu[finite] * f_normal[finite]
             out.friction = float(max(0.0, excess.max()))

@@ -67,6 +67,9 @@ class DenseQP:
             qp.settings.eps_rel = 0.0
             qp.settings.max_iter = self.max_iter
             qp.settings.verbose = False
+            # Our QPs are bounded below (Stage I: ½‖R̃z + e‖² − const; Stage II: positive definite), and the
+            # default dual-infeasibility test misfires on their rank-deficient Hessians.
+            qp.settings.eps_dual_inf = 1e-14
             qp.init(H, g, None, None, C, l, u, lb, ub) if box else qp.init(H, g, None, None, C, l, u)
             self._workspaces[key] = qp
         else:
