@@ -16,8 +16,8 @@ Conventions (paper, corrected; spec section 9):
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
 import numpy as np
 from numpy.typing import NDArray

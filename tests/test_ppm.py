@@ -99,7 +99,7 @@ def test_find_indices_matches_the_papers_greedy_singularity_test() -> None:
         X = rng.standard_normal((d, k))
         for j in range(1, k):  # dependent columns
             if rng.random() < 0.3:
-                X[:, j] = X[:, : j] @ rng.standard_normal(j)
+                X[:, j] = X[:, :j] @ rng.standard_normal(j)
         M = np.eye(d)  # columns are whitened: M⁻¹ = I
         expected: list[int] = []
         for j in range(k):

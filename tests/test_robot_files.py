@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pathlib
+import tomllib
 import xml.etree.ElementTree as ET
 
 import mujoco
 import numpy as np
 import pinocchio as pin
 import pytest
-import tomllib
 
 ROBOTS = pathlib.Path(__file__).parents[1] / "robots"
 QUADRUPED = ROBOTS / "quadruped"

@@ -136,7 +136,9 @@ class ContactDetector:
         radii = self.robot.sphere_radii[[f[0] for f in found]][rep]
         points = base_points[rep] + radii[:, None] * (ring[:, :1] * base_s[rep] + ring[:, 1:] * base_t[rep])
         ids = tuple(
-            (names[f[0]], f[2], j) if self.samples > 1 else (names[f[0]], f[2]) for f in found for j in range(self.samples)
+            (names[f[0]], f[2], j) if self.samples > 1 else (names[f[0]], f[2])
+            for f in found
+            for j in range(self.samples)
         )
         assert len(ids) == count
         return ContactSet(
@@ -151,7 +153,9 @@ class ContactDetector:
             body=np.array([f[1] for f in found], dtype=np.intp)[rep],
         )
 
-    def rows(self, contacts: ContactSet, objects: Mapping[str, ObjectState] | None = None) -> tuple[Array, Array, Array]:
+    def rows(
+        self, contacts: ContactSet, objects: Mapping[str, ObjectState] | None = None
+    ) -> tuple[Array, Array, Array]:
         """(N, S, T), each (n, m) with m = nv + 6 × (number of movable bodies)."""
         robot = self.robot
         nv = robot.nv

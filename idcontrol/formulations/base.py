@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.problem import ContactProblem, SolveResult, compute_residuals
+from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
 
@@ -129,9 +130,7 @@ class Formulation(ABC):
         active = tuple(ids[i] for i in np.flatnonzero(f_normal > 0.0))
         force_in_world = None
         if p.normals is not None and p.n:
-            force_in_world = (
-                f_normal[:, None] * p.normals + f_s[:, None] * p.tangents_s + f_t[:, None] * p.tangents_t
-            )
+            force_in_world = f_normal[:, None] * p.normals + f_s[:, None] * p.tangents_s + f_t[:, None] * p.tangents_t
         result = SolveResult(
             formulation=self.name,
             found=True,
@@ -153,7 +152,9 @@ class Formulation(ABC):
         return result
 
 
-def map_warm_start(previous_ids: Sequence[Hashable], previous_active: Sequence[int], ids: Sequence[Hashable]) -> list[int]:
+def map_warm_start(
+    previous_ids: Sequence[Hashable], previous_active: Sequence[int], ids: Sequence[Hashable]
+) -> list[int]:
     """Translate active indices of the previous tick to this tick's indices, by contact identity.
 
     Contacts that disappeared are dropped; the order of the rest is kept.
@@ -173,3 +174,17 @@ def map_warm_start(previous_ids: Sequence[Hashable], previous_active: Sequence[i
 def friction_split(n: int, f_friction: Array) -> tuple[Array, Array]:
     """(f_S, f_T) from pyramid components [f_S+; f_S−; f_T+; f_T−] (direction-major, 4n)."""
     return f_friction[:n] - f_friction[n : 2 * n], f_friction[2 * n : 3 * n] - f_friction[3 * n :]
+
+
+def reject_inexact(solution: LCPSolution, Q: Array, q: Array, rel_tol: float = 1e-7) -> LCPSolution:
+    """Mark a regularized LCP solution as not found when it does not solve the *original* LCP(q, Q).
+
+    A Tikhonov-regularized solve of an LCP that has no solution returns huge
+    impulses (z ≈ −q/ε); those must never reach a robot.
+    """
+    if solution.found and solution.regularization:
+        worst = lcp_residuals(Q, q, solution.z).worst
+        if worst > rel_tol * max(1.0, float(np.abs(q).max(initial=0.0))):
+            solution.found = False
+            solution.message = f"{solution.message}; rejected: residual {worst:.1e} on the unregularized LCP"
+    return solution

@@ -82,7 +82,7 @@ def repair_desired_velocity(
     try:
         va = qpsolvers.solve_qp(
             np.eye(nu), -p.qd_des, G if p.n else None, h if p.n else None, A, b,
-            solver="proxqp", eps_abs=1e-10, eps_rel=0.0,
+            solver="daqp",
         )  # fmt: skip
     except Exception as e:  # back-end errors become a failed repair, not a crash
         va = None

@@ -26,7 +26,7 @@ import time
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split
+from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split, reject_inexact
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.enumeration import mindiff
@@ -111,11 +111,17 @@ class CoulombLCP(Formulation):
             lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(z)[1], previous)
             fallback = "mindiff" if lcp.found else None
         else:
-            lcp = lemke_regularized(Q, q)
-        if not lcp.found:
-            self.reset()
-            return failed_result(p, self.name, f"Coulomb LCP unsolved: {lcp.message}", lcp.pivots)
-        if lcp.regularization:
+            lcp = reject_inexact(lemke_regularized(Q, q), Q, q)
+        unsolvable = not lcp.found
+        if unsolvable:
+            if not self.repair:
+                self.reset()
+                return failed_result(p, self.name, f"Coulomb LCP unsolved: {lcp.message}", lcp.pivots)
+            # Spec item 25: inconsistent q̇_des can leave the LCP without solution; the impulses are set
+            # to zero and the Section 4.5 repair must restore non-penetration by changing q̇_des.
+            fallback = f"no LCP solution ({lcp.message}); zero impulses, then repair"
+            lcp.z = np.zeros(len(q))
+        elif lcp.regularization:
             fallback = f"lemke regularized eps={lcp.regularization:.1e}"
         z = lcp.z
         v_next, tau = velocity_and_torque(z)
@@ -123,7 +129,7 @@ class CoulombLCP(Formulation):
         f_s, f_t = friction_split(n, z[n : 5 * n])
         repaired = False
         message = f"Lemke: {lcp.message}"
-        if self.repair and needs_repair(p, v_next, no_slip=False):
+        if unsolvable or (self.repair and needs_repair(p, v_next, no_slip=False)):
             fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False)
             if not fix.found:
                 return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
+from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start, reject_inexact
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.lemke import lemke_regularized
@@ -77,6 +77,9 @@ class NoSlipLCP(Formulation):
         if len(sel):
             x_star += Q @ np.linalg.solve(R.T, b_c)
         B = red.N_w - Q @ (Q.T @ red.N_w)  # N Γ_J Nᵀ = BᵀB
+        # a contact whose normal the kept equality rows already fix has no effect on v⁺ (rounding noise only)
+        negligible = np.einsum("ij,ij->j", B, B) <= (1e-9**2) * np.einsum("ij,ij->j", red.N_w, red.N_w)
+        B[:, negligible] = 0.0
         r = red.normal_rate(x_star) / dt  # force units: w [m/s²] = BᵀB f_N [N] + r
         warm = map_warm_start(self._previous_ids, self._previous_active, ids)
         lcp = ppm(B, r, warm, tol=self.tol)
@@ -86,14 +89,22 @@ class NoSlipLCP(Formulation):
             lcp = active_set(B, r, warm, tol=self.tol)
         if not lcp.found:
             fallback = f"lemke (active set: {lcp.message})"
-            lcp = lemke_regularized(B.T @ B, r)
+            Q_lcp = B.T @ B
+            lcp = reject_inexact(lemke_regularized(Q_lcp, r), Q_lcp, r)
             if lcp.regularization:
                 fallback += f", regularized eps={lcp.regularization:.1e}"
-        if not lcp.found:
-            self.reset()
-            out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
-            out.fallback = fallback
-            return out
+        unsolvable = not lcp.found
+        if unsolvable:
+            # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are
+            # then set to zero and the Section 4.5 repair must restore the constraints.
+            if not self.repair:
+                self.reset()
+                out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
+                out.fallback = fallback
+                return out
+            fallback = f"no LCP solution ({lcp.message}); zero normal impulses, then repair"
+            lcp.z = np.zeros(n)
+            lcp.active = []
         f_normal = lcp.z
         x_next = x_star + dt * (B @ f_normal)
         tangential = np.zeros(2 * n)
@@ -108,7 +119,7 @@ class NoSlipLCP(Formulation):
 
         repaired = False
         message = f"solved ({len(sel)} tangential rows kept of {2 * n})"
-        if self.repair and needs_repair(p, v_next, no_slip=True):
+        if unsolvable or (self.repair and needs_repair(p, v_next, no_slip=True)):
             fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True)
             if not fix.found:
                 out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)

@@ -39,9 +39,7 @@ class SensedID(Formulation):
         # The dynamics residual against the problem's N, S, T does not apply: the
         # contact force is the sensed one, which the residual check cannot see.
         result.residuals.dynamics = float(
-            np.abs(
-                p.M @ (v_next - p.v) / p.dt - p.f_ext - p.sensed_force - _embed(p, tau)
-            ).max(initial=0.0)
+            np.abs(p.M @ (v_next - p.v) / p.dt - p.f_ext - p.sensed_force - _embed(p, tau)).max(initial=0.0)
         )
         return result
 

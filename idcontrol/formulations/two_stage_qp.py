@@ -118,7 +118,7 @@ class TwoStageQP(Formulation):
 
     name = "two_stage_qp"
 
-    def __init__(self, *, null_tol: float = 1e-9, ridge: float = 1e-9, repair: bool = True) -> None:
+    def __init__(self, *, null_tol: float = 1e-9, ridge: float = 1e-7, repair: bool = True) -> None:
         super().__init__()
         self.null_tol = null_tol
         self.ridge = ridge

@@ -85,7 +85,9 @@ class RobotModel:
             limits[dofs.index(j.idx_v)] = value
         if np.any(~(limits > 0)):
             bad = [actuated[i] for i in np.flatnonzero(~(limits > 0))]
-            raise ConfigError(f"{config.path}: joints {bad} have no positive torque limit (URDF effort or [limits.torque])")
+            raise ConfigError(
+                f"{config.path}: joints {bad} have no positive torque limit (URDF effort or [limits.torque])"
+            )
         self.torque_limits: Array = limits
         self.gains = self._resolve_gains(config)
 

@@ -1,0 +1,281 @@
+"""The controller core on real robot models (Pinocchio from URDF): physics checks and degenerate cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from idcontrol.contacts.world import Environment
+from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+from idcontrol.errors import (
+    NameNotFound,
+    NonFiniteError,
+    RobotFileNotFound,
+    ShapeError,
+    UnknownFormulation,
+    UnknownRobot,
+)
+from idcontrol.formulations import make_formulation
+from idcontrol.robot.config import load_robot_config
+from idcontrol.robot.model import RobotModel
+from tests.conftest import solo12_urdf
+
+CONTACT_FORMULATIONS = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
+G = 9.81
+
+
+@pytest.fixture(scope="module")
+def quadruped() -> RobotModel:
+    return RobotModel("quadruped")
+
+
+@pytest.fixture(scope="module")
+def arm() -> RobotModel:
+    return RobotModel("arm")
+
+
+def standing(robot: RobotModel, v_scale: float = 0.0, seed: int = 0) -> RobotState:
+    v = v_scale * np.random.default_rng(seed).standard_normal(robot.nv)
+    return RobotState(q=robot.standing_configuration(), v=v)
+
+
+def ground(mu: float) -> Environment:
+    return Environment.flat_ground(mu)
+
+
+@pytest.mark.parametrize("name", CONTACT_FORMULATIONS + ["sensed_id"])
+def test_no_contact_torques_equal_rnea_on_a_fixed_base(arm: RobotModel, name: str) -> None:
+    """Without contact, a fixed-base robot's torques equal Pinocchio's RNEA for q̈_des (to 1e-9)."""
+    rng = np.random.default_rng(1)
+    controller = InverseDynamicsController(arm, Environment(), name)
+    q = arm.standing_configuration() + 0.1 * rng.standard_normal(arm.nq)
+    v = rng.standard_normal(arm.nv)
+    qdd = rng.standard_normal(arm.nu)
+    state = RobotState(q=q, v=v, sensed_forces=np.zeros((4, 3)))
+    result = controller.solve(state, qdd)
+    assert result.found and result.contact_count == 0
+    expected = pin.rnea(arm.model, arm.model.createData(), q, v, qdd)
+    np.testing.assert_allclose(result.tau, expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
+@pytest.mark.parametrize("mu", [0.0, 0.1, 1.0, np.inf])
+def test_standing_quadruped_is_held_by_predicted_forces(quadruped: RobotModel, name: str, mu: float) -> None:
+    """Standing still, the predicted normal forces carry the weight and every model residual is ≤ 1e-8."""
+    controller = InverseDynamicsController(quadruped, ground(mu), name)
+    result = controller.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found, result.message
+    assert result.contact_count == 4
+    weight = quadruped.total_mass() * G
+    assert result.f_normal.sum() == pytest.approx(weight, rel=1e-6)
+    r = result.residuals
+    assert max(r.dynamics, r.tracking, r.penetration, r.friction) <= 1e-8
+    if name in ("noslip_lcp", "coulomb_lcp"):
+        assert r.complementarity <= 1e-8
+    assert np.all(np.abs(result.tau) < quadruped.torque_limits)  # a posture the robot can hold
+
+
+def test_published_robot_solo12_loads_and_stands() -> None:
+    """Solo12 from example-robot-data (not written here) loads with m = 18, nq = 12 and stands on four feet."""
+    if solo12_urdf() is None:
+        pytest.skip("example-robot-data is not installed (pip install -e .[test])")
+    robot = RobotModel("solo12")
+    assert (robot.nv, robot.nu) == (18, 12)
+    for name in CONTACT_FORMULATIONS:
+        controller = InverseDynamicsController(robot, ground(0.7), name)
+        result = controller.solve(standing(robot), np.zeros(12))
+        assert result.found and result.contact_count == 4, result.message
+        assert result.f_normal.sum() == pytest.approx(robot.total_mass() * G, rel=1e-6)
+        assert result.residuals.dynamics <= 1e-8
+
+
+def test_stage_two_makes_torques_continuous_where_stage_one_may_jump(quadruped: RobotModel) -> None:
+    """Standing on four indeterminate contacts, two-stage torques change in proportion to a state perturbation.
+
+    A continuous (Lipschitz) controller moves its torques 100× less when the
+    perturbation is 100× smaller; a controller that jumps between equally valid
+    force distributions does not. Stage I alone is measured the same way and printed.
+    """
+    two_stage = InverseDynamicsController(quadruped, ground(0.8), "two_stage_qp")
+    stage_one = make_formulation("two_stage_qp")
+    base = standing(quadruped)
+    qdd = np.zeros(quadruped.nu)
+    tau0 = two_stage.solve(base, qdd).tau
+    problem0, _ = two_stage.build_problem(base, qdd)
+    z0, stage, red, *_ = stage_one.stage_one(problem0)
+    tau0_stage_one = stage.velocity_and_torque(problem0, red, z0)[1]
+
+    def max_change(delta: float) -> tuple[float, float]:
+        two, one = 0.0, 0.0
+        for seed in range(10):
+            rng = np.random.default_rng(seed)
+            q = base.q.copy()
+            q[7:] += delta * rng.standard_normal(quadruped.nu)
+            state = RobotState(q=q, v=delta * rng.standard_normal(quadruped.nv))
+            two = max(two, float(np.abs(two_stage.solve(state, qdd).tau - tau0).max()))
+            problem, _ = two_stage.build_problem(state, qdd)
+            stage_one.reset()
+            z, stg, rd, *_ = stage_one.stage_one(problem)
+            one = max(one, float(np.abs(stg.velocity_and_torque(problem, rd, z)[1] - tau0_stage_one).max()))
+        return two, one
+
+    large_two, large_one = max_change(1e-5)
+    small_two, small_one = max_change(1e-7)
+    print(f"max |Δτ| (N·m) for δ = 1e-5 / 1e-7: two-stage {large_two:.3g} / {small_two:.3g}, "
+          f"Stage I alone {large_one:.3g} / {small_one:.3g}")  # fmt: skip
+    assert small_two <= 0.03 * large_two + 1e-7  # proportional: ~0.01 expected
+    assert large_two < 0.5  # and small in absolute terms (N·m for a 1e-5 perturbation)
+
+
+def test_warm_start_follows_contacts_by_identity_not_index(quadruped: RobotModel) -> None:
+    """Reordering the contacts of a problem gives the same force on each contact (no-slip LCP warm start)."""
+    controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    problem, _ = controller.build_problem(standing(quadruped), np.zeros(quadruped.nu))
+    formulation = make_formulation("noslip_lcp")
+    first = formulation.solve(problem)
+    order = np.array([2, 0, 3, 1])
+    permuted = problem
+    permuted.N, permuted.S, permuted.T = problem.N[order], problem.S[order], problem.T[order]
+    permuted.phi, permuted.mu = problem.phi[order], problem.mu[order]
+    permuted.contact_ids = tuple(problem.contact_ids[i] for i in order)
+    permuted.normals = permuted.tangents_s = permuted.tangents_t = None
+    second = formulation.solve(permuted)
+    assert second.found and second.iterations == 1  # the mapped warm start is already the solution
+    by_id = dict(zip(first.contact_ids, first.f_normal, strict=True))
+    for cid, f in zip(second.contact_ids, second.f_normal, strict=True):
+        assert f == pytest.approx(by_id[cid], abs=1e-9)
+
+
+@pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
+@pytest.mark.parametrize("samples", [2, 4])
+def test_redundant_coplanar_and_duplicated_contacts(quadruped: RobotModel, name: str, samples: int) -> None:
+    """Several coplanar samples per foot (and exact duplicates) still give a valid, weight-bearing solution."""
+    for radius in (0.5, 0.0):  # a ring of samples, then every sample at the same point (duplicates)
+        controller = InverseDynamicsController(quadruped, ground(0.8), name, samples_per_contact=samples)
+        controller.detector = type(controller.detector)(
+            quadruped, controller.environment, samples_per_contact=samples, sample_radius=radius
+        )
+        result = controller.solve(standing(quadruped), np.zeros(quadruped.nu))
+        assert result.found, result.message
+        assert result.contact_count == 4 * samples
+        assert result.f_normal.sum() == pytest.approx(quadruped.total_mass() * G, rel=1e-6)
+        assert result.residuals.dynamics <= 1e-8 and result.residuals.penetration <= 1e-8
+
+
+@pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
+def test_one_contact(name: str, tmp_path) -> None:
+    """A single contact (one foot touching, the robot falling) is solved and stays unpenetrated."""
+    robot = RobotModel("quadruped")
+    q = robot.standing_configuration()
+    controller = InverseDynamicsController(robot, ground(0.5), name, margin=1e-3)
+    q[7:10] += [0.0, -0.3, 0.6]  # fold the first leg in Pinocchio order (LF) upward
+    q[2] += 0.0  # the other three feet stay on the ground
+    state = RobotState(q=q, v=np.zeros(robot.nv))
+    q2 = q.copy()
+    q2[13:19] += np.array([0.0, -0.3, 0.6, 0.0, 0.3, -0.6])  # fold two more legs: RF/RH order per model
+    for qq in (q, q2):
+        result = controller.solve(RobotState(q=qq, v=np.zeros(robot.nv)), np.zeros(robot.nu))
+        assert result.found, result.message
+        assert result.residuals.dynamics <= 1e-8 and result.residuals.penetration <= 1e-8
+    assert state.q.shape == (robot.nq,)
+
+
+def test_infeasible_splaying_request_on_no_slip_ground_is_repaired(quadruped: RobotModel) -> None:
+    """Legs splaying outward on no-slip ground: Section 4.5 repairs q̇_des and reports it; constraints hold."""
+    controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    qdd = np.zeros(quadruped.nu)
+    names = quadruped.actuated_joints
+    for i, joint in enumerate(names):  # abduct every hip outward
+        if joint.endswith("HAA"):
+            qdd[i] = 200.0 if joint.startswith("L") else -200.0
+    result = controller.solve(standing(quadruped), qdd)
+    assert result.found, result.message
+    assert result.consistency_repaired
+    assert result.residuals.slip <= 1e-8 and result.residuals.penetration <= 1e-8
+    assert result.residuals.dynamics <= 1e-8
+    assert result.residuals.tracking > 1e-3  # q̇_des had to change
+
+
+def test_grasped_box_is_held_by_the_fingers(arm: RobotModel) -> None:
+    """The arm squeezing the 6000 kg/m³ box: the box's 6 DoFs are appended and the predicted forces hold it."""
+    for name in ("two_stage_qp", "noslip_lcp", "coulomb_lcp"):
+        controller = InverseDynamicsController(arm, formulation=name)
+        box = controller.environment.objects[0]
+        assert box.mass == pytest.approx(6000.0 * 0.05**3)
+        state = RobotState(q=arm.standing_configuration(), v=np.zeros(arm.nv),
+                           objects=controller.initial_object_states())  # fmt: skip
+        qdd = np.zeros(arm.nu)  # the paper's grasp: fingers hold zero velocity and acceleration
+        result = controller.solve(state, qdd)
+        assert result.found, (name, result.message)
+        assert result.contact_count == 4
+        assert controller.m == arm.nv + 6
+        assert result.residuals.dynamics <= 1e-8
+        box_velocity = result.v_next[arm.nv : arm.nv + 3]
+        if name == "two_stage_qp":  # maximal dissipation stops the box: friction ≤ μ Σ f_N carries its weight
+            assert abs(box_velocity[2]) < 1e-6
+            assert result.f_normal.sum() >= box.mass * G / box.mu * (1.0 - 1e-6)
+            assert result.residuals.friction <= 1e-8
+        # Non-impacting complementarity models admit the box sliding out between motionless fingers with zero
+        # force as a valid solution (the paper's planner closes the fingers further when contact is lost).
+        assert box_velocity[2] >= -G * controller.dt * (1.0 + 1e-9)  # never faster than free fall
+        squeeze = np.zeros(arm.nu)
+        squeeze[-4:] = 50.0  # fingers driven into a rigid box: inconsistent, so repaired and reported
+        result = controller.solve(state, squeeze)
+        assert result.found and result.consistency_repaired, (name, result.message)
+        assert result.residuals.penetration <= 1e-8
+
+
+def test_sensed_id_with_the_predicted_forces_reproduces_the_prediction(quadruped: RobotModel) -> None:
+    """Inverse dynamics with sensed forces equal to the two-stage QP's predicted forces gives the same torques."""
+    controller = InverseDynamicsController(quadruped, ground(0.8), "two_stage_qp")
+    state = standing(quadruped)
+    predicted = controller.solve(state, np.zeros(quadruped.nu))
+    sensed = np.zeros((4, 3))
+    contacts = controller.last_contacts
+    sensed[contacts.sphere] = predicted.force_in_world
+    # the prediction acts at the contact points, the sensed force at the sphere centres: move it there
+    controller.set_formulation("sensed_id")
+    result = controller.solve(RobotState(state.q, state.v, sensed_forces=sensed), np.zeros(quadruped.nu))
+    assert result.found
+    np.testing.assert_allclose(result.tau, predicted.tau, atol=0.05 * np.abs(predicted.tau).max())
+
+
+def test_pid_baseline_is_joint_space_pid(quadruped: RobotModel) -> None:
+    """pid returns K_p e + K_d ė + K_i ∫e on the actuated joints."""
+    controller = InverseDynamicsController(quadruped, ground(1.0), "pid")
+    e, de, ie = (np.full(quadruped.nu, x) for x in (0.1, -0.2, 0.05))
+    result = controller.solve(standing(quadruped), np.zeros(quadruped.nu), Tracking(e, de, ie))
+    g = quadruped.gains
+    np.testing.assert_allclose(result.tau, g.kp * e + g.kd * de + g.ki * ie)
+
+
+def test_bad_input_raises_the_packages_errors(quadruped: RobotModel, tmp_path) -> None:
+    """Wrong sizes, NaN state, unknown names and missing files raise idcontrol errors naming the problem."""
+    controller = InverseDynamicsController(quadruped, ground(1.0))
+    good = standing(quadruped)
+    with pytest.raises(ShapeError, match="q"):
+        controller.solve(RobotState(good.q[:-1], good.v), np.zeros(quadruped.nu))
+    with pytest.raises(ShapeError, match="qdd_des"):
+        controller.solve(good, np.zeros(quadruped.nu + 1))
+    bad_v = good.v.copy()
+    bad_v[3] = np.nan
+    with pytest.raises(NonFiniteError, match="v"):
+        controller.solve(RobotState(good.q, bad_v), np.zeros(quadruped.nu))
+    with pytest.raises(UnknownRobot, match="quadruped"):
+        RobotModel("no_such_robot")
+    with pytest.raises(UnknownFormulation, match="noslip_lcp"):
+        controller.set_formulation("lcp")
+    text = load_robot_config("quadruped").path.read_text()
+    (tmp_path / "quadruped.urdf").write_text((load_robot_config("quadruped").urdf_path).read_text())
+    (tmp_path / "robot.toml").write_text(text.replace('frame = "LF_foot"', 'frame = "LF_toe"'))
+    with pytest.raises(NameNotFound, match="LF_toe"):
+        RobotModel(str(tmp_path / "robot.toml"))
+    (tmp_path / "robot.toml").write_text(text.replace('urdf = "quadruped.urdf"', 'urdf = "missing.urdf"'))
+    with pytest.raises(RobotFileNotFound, match="missing.urdf"):
+        RobotModel(str(tmp_path / "robot.toml"))
+    (tmp_path / "robot.toml").write_text(
+        text.replace('base = "floating"', 'base = "floating"\nactuated_joints = ["XX_KFE"]')
+    )
+    with pytest.raises(NameNotFound, match="XX_KFE"):
+        RobotModel(str(tmp_path / "robot.toml"))
