@@ -20,7 +20,7 @@ from idcontrol.contacts.detection import ContactDetector, ContactSet
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState, rotation_from_xyzw
 from idcontrol.errors import ConfigError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
-from idcontrol.problem import ContactProblem, SolveResult
+from idcontrol.problem import ContactProblem, SolveResult, as_index
 from idcontrol.robot.model import RobotModel, check_vector
 
 Array = NDArray[np.float64]
@@ -91,8 +91,8 @@ class InverseDynamicsController:
         self.formulation = self._make(formulation, formulation_options)
         r = self.robot
         self.m = r.nv + 6 * len(environment.objects)
-        self.actuated = r.actuated_dofs.copy()
-        self.unactuated = np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]).astype(np.intp)
+        self.actuated = as_index(r.actuated_dofs)
+        self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
         self._M = np.zeros((self.m, self.m))
         self._f_ext = np.zeros(self.m)
         self._v = np.zeros(self.m)

@@ -26,6 +26,24 @@ from idcontrol.errors import NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+Index = IntArray | slice  # a contiguous index set may be given as a slice (cheaper to apply)
+
+
+def block(A: Array, rows: Index, cols: Index) -> Array:
+    """``A[rows][:, cols]`` for index arrays or slices (a view when both are slices)."""
+    if isinstance(rows, slice) and isinstance(cols, slice):
+        return A[rows, cols]
+    return A[np.ix_(np.arange(A.shape[0])[rows], np.arange(A.shape[1])[cols])]
+
+
+def as_index(indices: IntArray) -> Index:
+    """A slice when ``indices`` are contiguous and increasing, else the array itself."""
+    indices = np.asarray(indices, dtype=np.intp)
+    if indices.size and np.all(np.diff(indices) == 1):
+        return slice(int(indices[0]), int(indices[-1]) + 1)
+    if indices.size == 0:
+        return slice(0, 0)
+    return indices
 
 
 @dataclass
@@ -38,7 +56,7 @@ class ContactProblem:
     M : (m, m) generalized inertia (robot, then any movable bodies), SPD.
     f_ext : (m,) non-contact, non-actuated generalized force, N / N·m.
     v : (m,) generalized velocity now (v⁻).
-    actuated, unactuated : index arrays partitioning ``range(m)``.
+    actuated, unactuated : index arrays (or slices) partitioning ``range(m)``.
     qd_des : (nu,) desired actuated velocity at t₀ + Δt, q̇ + Δt q̈_des.
     N, S, T : (n, m) normal and tangential contact rows.
     phi : (n,) signed distances, m.
@@ -54,8 +72,8 @@ class ContactProblem:
     M: Array
     f_ext: Array
     v: Array
-    actuated: IntArray
-    unactuated: IntArray
+    actuated: Index
+    unactuated: Index
     qd_des: Array
     N: Array
     S: Array
@@ -84,7 +102,12 @@ class ContactProblem:
 
     @property
     def nu(self) -> int:
-        return len(self.actuated)
+        return len(range(self.m)[self.actuated]) if isinstance(self.actuated, slice) else len(self.actuated)
+
+    @property
+    def nb(self) -> int:
+        """Number of unactuated DoFs."""
+        return self.m - self.nu
 
     def validate(self) -> ContactProblem:
         """Check shapes and finiteness; raise ShapeError / NonFiniteError naming the field."""
@@ -105,7 +128,8 @@ class ContactProblem:
             raise ShapeError("dt (must be > 0)", (), ())
         if len(self.contact_ids) not in (0, n):
             raise ShapeError("contact_ids", (n,), (len(self.contact_ids),))
-        parts = np.sort(np.concatenate([self.actuated, self.unactuated]))
+        everything = np.arange(m)
+        parts = np.sort(np.concatenate([everything[self.actuated], everything[self.unactuated]]))
         if not np.array_equal(parts, np.arange(m)):
             raise ShapeError("actuated + unactuated (a partition of range(m))", (m,), parts.shape)
         return self

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.contacts.geometry import BoxShape, HalfSpace, tangent_bases
+from idcontrol.contacts.geometry import BoxShape, ContactGeometry, HalfSpace, tangent_basis
 from idcontrol.contacts.world import Environment, ObjectState, rotation_from_xyzw
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
@@ -87,7 +87,12 @@ class ContactDetector:
             if self.samples == 1
             else sample_radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
         )
-        self._halfspaces = [i for i, s in enumerate(environment.surfaces) if isinstance(s.shape, HalfSpace)]
+        self._halfspaces = []  # (surface index, normal, offset, ŝ, t̂): a plane's contact frame never changes
+        for i, surface in enumerate(environment.surfaces):
+            if isinstance(surface.shape, HalfSpace):
+                s_axis, t_axis = tangent_basis(surface.shape.normal)
+                self._halfspaces.append((i, surface.shape.normal, surface.shape.offset, s_axis, t_axis))
+        self._id_cache: dict[tuple, tuple[Hashable, ...]] = {}
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
 
     def detect(self, objects: Mapping[str, ObjectState] | None = None) -> ContactSet:
@@ -95,12 +100,17 @@ class ContactDetector:
         robot, env = self.robot, self.environment
         centers = robot.sphere_centers_in_world
         radii = robot.sphere_radii
-        found: list[tuple[int, int, str, float, Array, Array, float]] = []  # sphere, body, name, phi, p, n, mu
-        for si in self._halfspaces:
+        chunks: list[tuple] = []  # (sphere indices, body, surface name, phi, points, normals, ŝ, t̂, μ)
+        for si, normal, offset, s_axis, t_axis in self._halfspaces:
             surface = env.surfaces[si]
-            phi, points, normals = surface.shape.sphere_contacts(centers, radii)
-            for k in np.flatnonzero(phi <= self.margin):
-                found.append((int(k), -1, surface.name, float(phi[k]), points[k], normals[k], surface.mu))
+            distance = centers @ normal - offset
+            phi = distance - radii
+            hit = np.flatnonzero(phi <= self.margin)
+            if hit.size:
+                k = hit.size
+                points = centers[hit] - (0.5 * (distance[hit] + radii[hit]))[:, None] * normal
+                chunks.append((hit, -1, surface.name, phi[hit], points, np.broadcast_to(normal, (k, 3)),
+                               np.broadcast_to(s_axis, (k, 3)), np.broadcast_to(t_axis, (k, 3)), surface.mu))  # fmt: skip
         for si in self._others:
             surface = env.surfaces[si]
             for k in range(len(radii)):
@@ -109,7 +119,7 @@ class ContactDetector:
                 else:
                     g = surface.shape.sphere_contact(centers[k], radii[k])
                 if g.phi <= self.margin:
-                    found.append((k, -1, surface.name, g.phi, g.point_in_world, g.normal_in_world, surface.mu))
+                    chunks.append(self._single(k, -1, surface.name, g, surface.mu))
         for bi, body in enumerate(env.objects):
             state = (objects or {}).get(body.name)
             if state is None:
@@ -118,40 +128,57 @@ class ContactDetector:
             for k in range(len(radii)):
                 g = body.shape.sphere_contact(centers[k], radii[k], rotation, state.position)
                 if g.phi <= self.margin:
-                    found.append((k, bi, body.name, g.phi, g.point_in_world, g.normal_in_world, body.mu))
-        return self._assemble(found)
+                    chunks.append(self._single(k, bi, body.name, g, body.mu))
+        return self._assemble(chunks)
 
-    def _assemble(self, found: list[tuple[int, int, str, float, Array, Array, float]]) -> ContactSet:
-        names = self.robot.sphere_names
-        count = len(found) * self.samples
-        if not found:
+    @staticmethod
+    def _single(k: int, body: int, name: str, g: ContactGeometry, mu: float) -> tuple:
+        s_axis, t_axis = tangent_basis(g.normal_in_world)
+        return (np.array([k]), body, name, np.array([g.phi]), g.point_in_world[None, :], g.normal_in_world[None, :],
+                s_axis[None, :], t_axis[None, :], mu)  # fmt: skip
+
+    def _ids(self, chunks: list[tuple]) -> tuple[Hashable, ...]:
+        """Stable contact identities (cached per contact pattern, so a tick allocates none)."""
+        key = tuple((c[2], tuple(c[0].tolist())) for c in chunks)
+        ids = self._id_cache.get(key)
+        if ids is None:
+            names = self.robot.sphere_names
+            if self.samples == 1:
+                ids = tuple((names[k], name) for name, spheres in key for k in spheres)
+            else:
+                ids = tuple((names[k], name, j) for name, spheres in key for k in spheres for j in range(self.samples))
+            if len(self._id_cache) > 4096:
+                self._id_cache.clear()
+            self._id_cache[key] = ids
+        return ids
+
+    def _assemble(self, chunks: list[tuple]) -> ContactSet:
+        if not chunks:
             empty3 = np.zeros((0, 3))
-            return ContactSet((), np.zeros(0), empty3, empty3, empty3.copy(), empty3.copy(), np.zeros(0),
+            return ContactSet((), np.zeros(0), empty3, empty3, empty3, empty3, np.zeros(0),
                               np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp))  # fmt: skip
-        base_normals = np.array([f[5] for f in found])
-        base_s, base_t = tangent_bases(base_normals)
-        base_points = np.array([f[4] for f in found])
-        rep = np.repeat(np.arange(len(found)), self.samples)
-        ring = np.tile(self._ring, (len(found), 1))  # (count, 2)
-        radii = self.robot.sphere_radii[[f[0] for f in found]][rep]
-        points = base_points[rep] + radii[:, None] * (ring[:, :1] * base_s[rep] + ring[:, 1:] * base_t[rep])
-        ids = tuple(
-            (names[f[0]], f[2], j) if self.samples > 1 else (names[f[0]], f[2])
-            for f in found
-            for j in range(self.samples)
-        )
-        assert len(ids) == count
-        return ContactSet(
-            ids=ids,
-            phi=np.array([f[3] for f in found])[rep],
-            points=points,
-            normals=base_normals[rep],
-            tangents_s=base_s[rep],
-            tangents_t=base_t[rep],
-            mu=np.array([f[6] for f in found], dtype=float)[rep],
-            sphere=np.array([f[0] for f in found], dtype=np.intp)[rep],
-            body=np.array([f[1] for f in found], dtype=np.intp)[rep],
-        )
+        ids = self._ids(chunks)
+        if len(chunks) == 1:
+            spheres, body, _, phi, points, normals, s_axis, t_axis, mu = chunks[0]
+            bodies = np.full(len(spheres), body, dtype=np.intp)
+            mus = np.full(len(spheres), mu, dtype=float)
+        else:
+            spheres = np.concatenate([c[0] for c in chunks])
+            bodies = np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks])
+            phi = np.concatenate([c[3] for c in chunks])
+            points = np.concatenate([c[4] for c in chunks])
+            normals = np.concatenate([c[5] for c in chunks])
+            s_axis = np.concatenate([c[6] for c in chunks])
+            t_axis = np.concatenate([c[7] for c in chunks])
+            mus = np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks])
+        if self.samples > 1:  # a ring of points on each contact patch (paper Fig. 19: redundant contacts)
+            rep = np.repeat(np.arange(len(spheres)), self.samples)
+            ring = np.tile(self._ring, (len(spheres), 1))
+            radii = self.robot.sphere_radii[spheres][rep]
+            s_axis, t_axis, normals = s_axis[rep], t_axis[rep], normals[rep]
+            points = points[rep] + radii[:, None] * (ring[:, :1] * s_axis + ring[:, 1:] * t_axis)
+            spheres, bodies, phi, mus = spheres[rep], bodies[rep], phi[rep], mus[rep]
+        return ContactSet(ids, phi, points, normals, s_axis, t_axis, mus, spheres, bodies)
 
     def rows(
         self, contacts: ContactSet, objects: Mapping[str, ObjectState] | None = None
@@ -167,7 +194,13 @@ class ContactDetector:
         directions = np.stack([contacts.normals, contacts.tangents_s, contacts.tangents_t], axis=1)  # (n, 3, 3)
         slot = robot.sphere_frame_slot[contacts.sphere]
         lever = contacts.points - robot.frame_origins_in_world[slot]  # (n, 3)
-        wrench = np.concatenate([directions, np.cross(lever[:, None, :], directions)], axis=2)  # (n, 3, 6)
+        wrench = np.empty((n, 3, 6))  # [d; lever × d] for d = n̂, ŝ, t̂
+        wrench[:, :, :3] = directions
+        lx, ly, lz = lever[:, 0:1], lever[:, 1:2], lever[:, 2:3]
+        dx, dy, dz = directions[:, :, 0], directions[:, :, 1], directions[:, :, 2]
+        wrench[:, :, 3] = ly * dz - lz * dy
+        wrench[:, :, 4] = lz * dx - lx * dz
+        wrench[:, :, 5] = lx * dy - ly * dx
         rows = np.einsum("ndk,nkv->dnv", wrench, robot.frame_jacobians[slot])  # (3, n, nv)
         out[:, :, :nv] = rows
         for i in np.flatnonzero(contacts.body >= 0):

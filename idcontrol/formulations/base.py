@@ -31,7 +31,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.problem import ContactProblem, SolveResult, compute_residuals
+from idcontrol.problem import ContactProblem, SolveResult, block, compute_residuals
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
@@ -53,12 +53,12 @@ class ReducedDynamics:
         p = problem
         a, u = p.actuated, p.unactuated
         self.problem = p
-        self.nb = nb = len(u)
+        self.nb = nb = p.nb
         self.kappa = -p.dt * p.f_ext - p.M @ p.v
         if nb:
-            chol = np.linalg.cholesky(p.M[np.ix_(u, u)])
+            chol = np.linalg.cholesky(block(p.M, u, u))
             self.L_inv = np.linalg.inv(chol)
-            self.x0 = -self.L_inv @ (p.M[np.ix_(u, a)] @ p.qd_des + self.kappa[u])
+            self.x0 = -self.L_inv @ (block(p.M, u, a) @ p.qd_des + self.kappa[u])
             self.N_w = self.L_inv @ p.N[:, u].T
             self.S_w = self.L_inv @ p.S[:, u].T
             self.T_w = self.L_inv @ p.T[:, u].T

@@ -24,7 +24,7 @@ import numpy as np
 import qpsolvers
 from numpy.typing import NDArray
 
-from idcontrol.problem import ContactProblem
+from idcontrol.problem import ContactProblem, block
 
 Array = NDArray[np.float64]
 
@@ -58,13 +58,13 @@ def repair_desired_velocity(
     a, u = p.actuated, p.unactuated
     contact = p.N.T @ f_normal + p.S.T @ f_s + p.T.T @ f_t
     momentum = p.M @ p.v + p.dt * (p.f_ext + contact)  # M v⁺ − Pᵀτ
-    if len(u):
-        Muu = p.M[np.ix_(u, u)]
+    if p.nb:
+        Muu = block(p.M, u, u)
         c0 = np.linalg.solve(Muu, momentum[u])
-        D = -np.linalg.solve(Muu, p.M[np.ix_(u, a)])
+        D = -np.linalg.solve(Muu, block(p.M, u, a))
     else:
         c0 = np.zeros(0)
-        D = np.zeros((0, len(a)))
+        D = np.zeros((0, p.nu))
 
     def affine(K: Array) -> tuple[Array, Array]:
         return K[:, a] + K[:, u] @ D, K[:, u] @ c0
@@ -78,7 +78,7 @@ def repair_desired_velocity(
         A_t, b_t = affine(p.T)
         A = np.vstack([A_s, A_t])
         b = -np.concatenate([b_s, b_t])
-    nu = len(a)
+    nu = p.nu
     try:
         va = qpsolvers.solve_qp(
             np.eye(nu), -p.qd_des, G if p.n else None, h if p.n else None, A, b,

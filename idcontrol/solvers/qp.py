@@ -79,10 +79,12 @@ class DenseQP:
                 else proxsuite.proxqp.InitialGuess.NO_INITIAL_GUESS
             )
             qp.settings.initial_guess = start
+            # Re-equilibrating costs ~4x the solve itself; tick-to-tick data change little, so the
+            # preconditioner computed at set-up is kept.
             if box:
-                qp.update(H=H, g=g, C=C, l=l, u=u, l_box=lb, u_box=ub, update_preconditioner=True)
+                qp.update(H=H, g=g, C=C, l=l, u=u, l_box=lb, u_box=ub, update_preconditioner=False)
             else:
-                qp.update(H=H, g=g, C=C, l=l, u=u, update_preconditioner=True)
+                qp.update(H=H, g=g, C=C, l=l, u=u, update_preconditioner=False)
         qp.solve()
         self._last_key = key
         status = qp.results.info.status
