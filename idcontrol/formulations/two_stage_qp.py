@@ -43,6 +43,18 @@ from idcontrol.solvers.qp import INFINITY, DenseQP
 Array = NDArray[np.float64]
 
 
+def friction_rows(mu: Array) -> Array:
+    """(nf, 5n) rows μᵢ f_N,i − Σ f_F,i of the pyramid constraint, one per contact with finite μ."""
+    n = len(mu)
+    finite = np.flatnonzero(np.isfinite(mu))
+    rows = np.arange(len(finite))
+    C = np.zeros((len(finite), 5 * n))
+    C[rows, finite] = mu[finite]
+    for k in range(1, 5):
+        C[rows, k * n + finite] = -1.0
+    return C
+
+
 class StageOne:
     """Stage I data of one problem, in force units (built once per tick)."""
 
@@ -56,11 +68,7 @@ class StageOne:
         r_normal = red.normal_rate(red.x0)
         self.C_normal = red.N_w.T @ self.R_w  # (n, 5n)
         self.l_normal = -r_normal / dt
-        finite = np.flatnonzero(np.isfinite(p.mu))
-        self.C_friction = np.zeros((len(finite), 5 * n))
-        for row, i in enumerate(finite):
-            self.C_friction[row, i] = p.mu[i]
-            self.C_friction[row, [n + i, 2 * n + i, 3 * n + i, 4 * n + i]] = -1.0
+        self.C_friction = friction_rows(p.mu)
         a = p.actuated
         self.R_a = np.hstack([p.N[:, a].T, p.S[:, a].T, -p.S[:, a].T, p.T[:, a].T, -p.T[:, a].T])  # (nu, 5n)
 
