@@ -94,16 +94,12 @@ def _lexmin_row(T: Array, rows: NDArray[np.intp], divisor: Array, n: int, tie_to
     rows : (k,) candidate rows, ``divisor[rows] > 0``.
     divisor : (n,) pivot column (entries of ``rows`` used only).
     """
-    pivots = divisor[rows]
-    ratios = T[rows, -1] / pivots
-    low = ratios.min()
-    rows = rows[ratios <= low + tie_tol * max(1.0, abs(low))]
-    for j in range(n):
-        if rows.size == 1:
-            break
+    for j in (-1, *range(n)):  # right-hand side first, then the columns of B⁻¹ in order
         ratios = T[rows, j] / divisor[rows]
         low = ratios.min()
         rows = rows[ratios <= low + tie_tol * max(1.0, abs(low))]
+        if rows.size == 1:
+            break
     return int(rows[0])
 
 
@@ -121,9 +117,10 @@ def lemke(
     ----------
     M : (n, n) matrix (copositive-plus guarantees: solution found or LCP infeasible).
     q : (n,) vector.
-    max_pivots : pivot cap; default ``50 n + 100``.
-    tol : relative zero tolerance for pivot elements, ratio ties and cleaning of
-        tiny negatives in the returned pair.
+    max_pivots : pivot cap, the initial z₀ pivot included; default ``50 n + 100``.
+    tol : zero tolerance for pivot elements (relative to the column), ratio ties
+        and cleaning of tiny |w| in the returned pair. The pivoting runs on
+        ``LCP(q / |q|∞, M / |M|max)``, so results do not depend on the units.
     cover : (n,) covering vector d > 0; default ones.
 
     Returns
@@ -158,26 +155,26 @@ def lemke(
         return LCPSolution(np.zeros(n), q.copy(), True, 0, [], 0.0, "q >= 0: trivial solution z = 0")
     cap = 50 * n + 100 if max_pivots is None else int(max_pivots)
 
+    # pivot on LCP(q / |q|∞, M / |M|max), whose solutions are z · |M|max / |q|∞: tolerances become scale-free
+    m_scale = float(np.abs(M).max()) or 1.0
+    q_scale = float(np.abs(q).max())  # > 0: q has a negative entry
     z0, rhs = 2 * n, 2 * n + 1  # variables: w_i -> i, z_i -> n + i, z₀ -> 2n; column 2n + 1 is B⁻¹q
     T = np.zeros((n, 2 * n + 2))
     T[:, :n] = np.eye(n)
-    T[:, n : 2 * n] = -M
+    T[:, n : 2 * n] = M / -m_scale
     T[:, z0] = -d
-    T[:, rhs] = q
+    T[:, rhs] = q / q_scale
     outer = np.empty_like(T)
-    ratios = np.empty(n)
     basis = np.arange(n)  # basic variable held by each row
     tie_tol = max(tol, 4.0 * _EPS)
 
     def pivot(r: int, c: int) -> int:
         """Exchange the basic variable of row r for variable c (rank-1 update); return the leaving variable."""
-        T[r] /= T[r, c]
+        T[r] /= T[r, c]  # T[r, c] is now exactly 1, so the update below zeroes column c exactly
         col = T[:, c].copy()
         col[r] = 0.0
         np.multiply.outer(col, T[r], out=outer)
         np.subtract(T, outer, out=T)
-        T[:, c] = 0.0
-        T[r, c] = 1.0
         leaving = int(basis[r])
         basis[r] = c
         return leaving
@@ -193,19 +190,24 @@ def lemke(
             break
         entering = leaving + n if leaving < n else leaving - n
         col = T[:, entering]
-        positive = col > tol * max(1.0, col.max(), -col.min())
-        ratios.fill(np.inf)
-        np.divide(T[:, rhs], col, out=ratios, where=positive)
-        r = int(ratios.argmin())
-        low = ratios[r]
+        # minimum-ratio test over rows with a positive pivot (Python floats: cheaper than numpy at this size)
+        c_list = col.tolist()
+        b_list = T[:, rhs].tolist()
+        threshold = tol * max(1.0, max(c_list), -min(c_list))
+        low = np.inf
+        for i, c_i in enumerate(c_list):
+            if c_i > threshold and b_list[i] / c_i < low:
+                low = b_list[i] / c_i
         if low == np.inf:
             message = f"secondary ray after {pivots} pivots (entering {_name(entering, n)}): no solution reached"
             break
-        tied = ratios <= low + tie_tol * max(1.0, abs(low))
-        if np.count_nonzero(tied) > 1:
-            ties = np.flatnonzero(tied)
+        bound = low + tie_tol * max(1.0, abs(low))
+        tied = [i for i, c_i in enumerate(c_list) if c_i > threshold and b_list[i] / c_i <= bound]
+        r = tied[0]
+        if len(tied) > 1:
             # z₀ leaves whenever it ties for the minimum ratio (that basis is a solution); else lexicographic rule
-            r = z0_row if positive[z0_row] and z0_row in ties else _lexmin_row(T, ties, col, n, tie_tol)
+            ties = np.array(tied, dtype=np.intp)
+            r = z0_row if z0_row in tied else _lexmin_row(T, ties, col, n, tie_tol)
         leaving = pivot(r, entering)
         pivots += 1
         if leaving == z0:
@@ -232,15 +234,15 @@ def lemke(
     # ... or read off the tableau, whichever satisfies the LCP better
     if best is None or best[2] > 1e-3 * ACCEPT_TOL:
         z = np.zeros(n)
-        z[z_index] = T[in_z, rhs]
+        z[z_index] = T[in_z, rhs] * (q_scale / m_scale)
         from_tableau = polish(M, q, z, tol)
         if best is None or from_tableau[2] < best[2]:
             best = from_tableau
     z, w, rel = best
     active = np.flatnonzero(z > 0.0).tolist()
     if rel > ACCEPT_TOL:
-        return LCPSolution(z, w, False, pivots, active, 0.0,
-                           f"terminal basis after {pivots} pivots fails the residual check ({rel:.1e} relative)")  # fmt: skip
+        message = f"terminal basis after {pivots} pivots fails the residual check ({rel:.1e} relative)"
+        return LCPSolution(z, w, False, pivots, active, 0.0, message)
     return LCPSolution(z, w, True, pivots, active, 0.0, f"solved in {pivots} pivots")
 
 
@@ -260,6 +262,7 @@ def lemke_regularized(
     eps0: float = 1e-12,
     growth: float = 100.0,
     max_eps: float = 1e-2,
+    original_tol: float | None = 1e-6,
     **kw: Any,
 ) -> LCPSolution:
     """Lemke with Tikhonov fallback: try LCP(q, M), then LCP(q, M + εI) for ε = eps0, eps0·growth, ... ≤ max_eps.
@@ -268,18 +271,26 @@ def lemke_regularized(
     solves the *regularized* LCP: its ``w = (M + εI) z + q`` and, against the
     original M, ``M z + q`` differs from ``w`` by ``ε z`` (residuals O(ε |z|∞)).
 
+    When LCP(q, M) has no solution, LCP(q, M + εI) may still have one with
+    ``|z| ~ 1/ε`` (e.g. M = diag(1, 0), q = −1 gives z₂ = 1/ε), so O(ε |z|) is
+    O(1). ``original_tol`` guards against returning such a point: a regularized
+    solution is accepted only if ``lcp_residuals(M, q, z).worst`` against the
+    *original* M is at most ``original_tol · max(1, |M|max, |q|∞)`` (a scale
+    that, unlike the one of :func:`lemke`'s own check, does not grow with |z|).
+
     Parameters
     ----------
     M : (n, n), q : (n,) as in :func:`lemke`.
     eps0, growth, max_eps : the geometric schedule of ε.
+    original_tol : bound on the residual w.r.t. the original M (see above); None accepts any regularized solution.
     **kw : passed to :func:`lemke` (``max_pivots``, ``tol``, ``cover``).
 
     Returns
     -------
     LCPSolution
-        The first solution found, with ``regularization=ε`` (0 for the plain
-        solve) and ``pivots`` summed over all attempts; ``found=False`` if every
-        attempt failed.
+        The first accepted solution, with ``regularization=ε`` (0 for the
+        plain solve) and ``pivots`` summed over all attempts; ``found=False``
+        if every attempt failed.
     """
     M, q = validate_lcp(M, q)
     if eps0 <= 0 or growth <= 1 or max_eps < eps0:
@@ -289,18 +300,31 @@ def lemke_regularized(
         return sol
     total = sol.pivots
     first_failure = sol.message
+    rejected = ""
     identity = np.eye(q.shape[0])
+    data_scale = max(1.0, float(np.abs(M).max(initial=0.0)), float(np.abs(q).max(initial=0.0)))
     eps = eps0
     while eps <= max_eps * (1.0 + 1e-12):
         sol = lemke(M + eps * identity, q, **kw)
         total += sol.pivots
         if sol.found:
-            sol.pivots = total
-            sol.regularization = eps
-            sol.message = (f"plain Lemke failed ({first_failure}); solved LCP(q, M + eps I) with eps={eps:.1e}: "
-                           f"{sol.message}")  # fmt: skip
-            return sol
+            original = lcp_residuals(M, q, sol.z).worst / data_scale
+            if original_tol is None or original <= original_tol:
+                sol.pivots = total
+                sol.regularization = eps
+                sol.message = (
+                    f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} "
+                    f"(relative residual on M {original:.1e}): {sol.message}"
+                )
+                return sol
+            rejected = f"; regularized solutions violate LCP(q, M) (relative residual {original:.1e} at ε={eps:.1e})"
         eps *= growth
-    sol.pivots = total
-    sol.message = f"Lemke failed ({first_failure}) and regularization up to eps={max_eps:.1e} did not help"
-    return sol
+    return LCPSolution(
+        np.zeros(q.shape[0]),
+        q.copy(),
+        False,
+        total,
+        [],
+        0.0,
+        f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}",
+    )
