@@ -93,9 +93,6 @@ class InverseDynamicsController:
         self.m = r.nv + 6 * len(environment.objects)
         self.actuated = as_index(r.actuated_dofs)
         self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
-        self._M = np.zeros((self.m, self.m))
-        self._f_ext = np.zeros(self.m)
-        self._v = np.zeros(self.m)
         self.last_contacts: ContactSet | None = None
 
     @staticmethod
@@ -129,7 +126,8 @@ class InverseDynamicsController:
         t2 = time.perf_counter()
 
         nv = r.nv
-        M, f_ext, v_all = self._M, self._f_ext, self._v
+        # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
+        M, f_ext, v_all = np.zeros((self.m, self.m)), np.empty(self.m), np.empty(self.m)
         M[:nv, :nv] = r.M
         np.negative(r.bias, out=f_ext[:nv])
         v_all[:nv] = v

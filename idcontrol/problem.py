@@ -176,15 +176,29 @@ class SolveResult:
     force_in_world: Array | None = None
     active: tuple[Hashable, ...] = ()
     iterations: int = 0
-    residuals: Residuals = field(default_factory=Residuals)
     consistency_repaired: bool = False
     fallback: str | None = None
     message: str = ""
     timings: dict[str, float] = field(default_factory=dict)  # seconds, by phase
+    #: the problem solved, kept so that :attr:`residuals` can be computed on demand (off the hot path)
+    problem: ContactProblem | None = field(default=None, repr=False)
+    no_slip: bool = False
+    _residuals: Residuals | None = field(default=None, repr=False)
 
     @property
     def contact_count(self) -> int:
         return len(self.f_normal)
+
+    @property
+    def residuals(self) -> Residuals:
+        """Independent checks of this solution against the discretized model (computed on first access)."""
+        if self._residuals is None:
+            if self.problem is None or not self.found or not np.all(np.isfinite(self.v_next)):
+                self._residuals = Residuals()
+            else:
+                self._residuals = compute_residuals(self.problem, self.v_next, self.tau, self.f_normal, self.f_s,
+                                                    self.f_t, no_slip=self.no_slip)  # fmt: skip
+        return self._residuals
 
 
 def failed_result(problem: ContactProblem, formulation: str, message: str, iterations: int = 0) -> SolveResult:

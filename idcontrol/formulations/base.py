@@ -31,7 +31,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.problem import ContactProblem, SolveResult, block, compute_residuals
+from idcontrol.problem import ContactProblem, SolveResult, block
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
@@ -143,7 +143,8 @@ class Formulation(ABC):
             force_in_world=force_in_world,
             active=active,
             iterations=iterations,
-            residuals=compute_residuals(p, v_next, tau, f_normal, f_s, f_t, no_slip=self.no_slip),
+            problem=p,
+            no_slip=self.no_slip,
             consistency_repaired=consistency_repaired,
             fallback=fallback,
             message=message,

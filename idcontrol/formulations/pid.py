@@ -39,7 +39,7 @@ class PID(Formulation):
             f_s=zeros.copy(),
             f_t=zeros.copy(),
             contact_ids=p.ids(),
-            residuals=Residuals(),
+            _residuals=Residuals(),
             message="joint PID (no contact prediction)",
         )
         result.timings["solve"] = time.perf_counter() - started

@@ -38,7 +38,8 @@ class SensedID(Formulation):
                               message="sensed contact forces", started=started)  # fmt: skip
         # The dynamics residual against the problem's N, S, T does not apply: the
         # contact force is the sensed one, which the residual check cannot see.
-        result.residuals.dynamics = float(
+        residuals = result.residuals
+        residuals.dynamics = float(
             np.abs(p.M @ (v_next - p.v) / p.dt - p.f_ext - p.sensed_force - _embed(p, tau)).max(initial=0.0)
         )
         return result

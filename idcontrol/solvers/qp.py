@@ -1,21 +1,25 @@
-"""Persistent, warm-started dense QP workspaces (ProxQP back end).
+"""Persistent, warm-started dense QP workspaces (DAQP back end).
 
-qpsolvers sets a solver up anew on every call; at 1 kHz we keep one ProxQP
-workspace per problem size instead, update its matrices in place and start
-from the previous tick's primal-dual solution when the contact set is the same.
+qpsolvers sets a solver up anew on every call; at 1 kHz we keep one DAQP
+workspace (``daqp.Model``) per problem size instead, update its data in place
+and, when the caller says the problem is the same one as last tick, start the
+dual active-set iterations from the previous tick's active set. DAQP is exact
+on small dense QPs (an active-set method, not an iterative one) and handles the
+positive *semi*-definite Stage I Hessian with its automatic proximal
+regularization.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import daqp
 import numpy as np
-import proxsuite
 from numpy.typing import NDArray
 
 Array = NDArray[np.float64]
-_INF = 1e20
-_OUTPUT = proxsuite.proxqp.QPSolverOutput
+INFINITY = 1e30  # DAQP's "no bound"
+_EXIT_OPTIMAL = (1, 2)  # optimal, optimal with soft constraints untouched
 
 
 @dataclass
@@ -33,15 +37,15 @@ class DenseQP:
 
     Parameters
     ----------
-    eps_abs : absolute primal/dual residual tolerance (problem units).
-    max_iter : iteration cap; hitting it is reported as ``found=False``.
+    primal_tol : primal feasibility tolerance (problem units).
+    iter_limit : iteration cap; hitting it is reported as ``found=False``.
     """
 
-    def __init__(self, *, eps_abs: float = 1e-9, max_iter: int = 300) -> None:
-        self.eps_abs = eps_abs
-        self.max_iter = max_iter
-        self._workspaces: dict[tuple[int, int, bool], proxsuite.proxqp.dense.QP] = {}
+    def __init__(self, *, primal_tol: float = 1e-8, iter_limit: int = 1000) -> None:
+        self.settings = {"primal_tol": primal_tol, "iter_limit": iter_limit}
+        self._workspaces: dict[tuple[int, int, bool], daqp.Model] = {}
         self._last_key: tuple[int, int, bool] | None = None
+        self._active: NDArray[np.int32] | None = None
 
     def solve(
         self,
@@ -55,49 +59,45 @@ class DenseQP:
         *,
         warm: bool = False,
     ) -> QPSolution:
-        """Solve; ``warm=True`` starts from this workspace's previous solution (same sizes)."""
+        """Solve; ``warm=True`` starts from the previous solve's active set (same sizes only)."""
         n = g.shape[0]
         n_in = 0 if C is None else C.shape[0]
         box = lb is not None
         key = (n, n_in, box)
-        qp = self._workspaces.get(key)
-        if qp is None:
-            qp = proxsuite.proxqp.dense.QP(n, 0, n_in, box)
-            qp.settings.eps_abs = self.eps_abs
-            qp.settings.eps_rel = 0.0
-            qp.settings.max_iter = self.max_iter
-            qp.settings.verbose = False
-            # Our QPs are bounded below (Stage I: ½‖R̃z + e‖² − const; Stage II: positive definite), and the
-            # default dual-infeasibility test misfires on their rank-deficient Hessians.
-            qp.settings.eps_dual_inf = 1e-14
-            qp.init(H, g, None, None, C, l, u, lb, ub) if box else qp.init(H, g, None, None, C, l, u)
-            self._workspaces[key] = qp
+        A = C if C is not None else np.zeros((0, n))
+        upper = u if u is not None else np.zeros(0)
+        lower = l if l is not None else np.zeros(0)
+        if box:
+            upper = np.concatenate([ub, upper])
+            lower = np.concatenate([lb, lower])
+        sense = np.zeros(len(upper), dtype=np.int32)
+        if warm and self._last_key == key and self._active is not None:
+            sense[:] = self._active
+        model = self._workspaces.get(key)
+        if model is None:
+            model = daqp.Model()
+            model.setup(H, g, A, upper, lower, sense)
+            model.settings = self.settings
+            self._workspaces[key] = model
         else:
-            start = (
-                proxsuite.proxqp.InitialGuess.WARM_START_WITH_PREVIOUS_RESULT
-                if warm and self._last_key == key
-                else proxsuite.proxqp.InitialGuess.NO_INITIAL_GUESS
-            )
-            qp.settings.initial_guess = start
-            # Re-equilibrating costs ~4x the solve itself; tick-to-tick data change little, so the
-            # preconditioner computed at set-up is kept.
-            if box:
-                qp.update(H=H, g=g, C=C, l=l, u=u, l_box=lb, u_box=ub, update_preconditioner=False)
-            else:
-                qp.update(H=H, g=g, C=C, l=l, u=u, update_preconditioner=False)
-        qp.solve()
+            model.update(H=H, f=g, A=A, bupper=upper, blower=lower, sense=sense)
+        x, _, exitflag, info = model.solve()
+        if exitflag not in _EXIT_OPTIMAL and sense.any():  # a stale warm start: retry cold
+            sense[:] = 0
+            model.update(sense=sense)
+            x, _, exitflag, info = model.solve()
+        if exitflag not in _EXIT_OPTIMAL:
+            # DAQP can declare a degenerate but feasible problem (many constraints active at the
+            # solution) infeasible at a tight tolerance; one retry at 100x the tolerance settles it.
+            model.settings = {**self.settings, "primal_tol": 100.0 * self.settings["primal_tol"]}
+            x, _, exitflag, info = model.solve()
+            model.settings = self.settings
+        found = exitflag in _EXIT_OPTIMAL
         self._last_key = key
-        status = qp.results.info.status
-        return QPSolution(
-            x=np.array(qp.results.x),
-            found=status == _OUTPUT.PROXQP_SOLVED,
-            iterations=int(qp.results.info.iter),
-            status=str(status).rsplit(".", 1)[-1],
-        )
+        self._active = (np.asarray(info["lam"]) != 0.0).astype(np.int32) if found else None
+        return QPSolution(x=np.array(x), found=found, iterations=int(info["iterations"]), status=f"daqp exit {exitflag}")
 
     def forget(self) -> None:
         """Drop the warm start (the next solve starts cold)."""
         self._last_key = None
-
-
-INFINITY = _INF
+        self._active = None
