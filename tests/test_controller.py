@@ -163,22 +163,26 @@ def test_redundant_coplanar_and_duplicated_contacts(quadruped: RobotModel, name:
         assert result.residuals.dynamics <= 1e-8 and result.residuals.penetration <= 1e-8
 
 
+# joint offsets (hip flexion, knee) that lift each foot of our quadruped about 8 cm, by q index of the leg's HAA
+LIFT = {"LF": (7, 0.5, -1.0), "LH": (10, -0.5, 1.0), "RF": (13, 0.5, -1.0), "RH": (16, -0.5, 1.0)}
+
+
 @pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
-def test_one_contact(name: str, tmp_path) -> None:
-    """A single contact (one foot touching, the robot falling) is solved and stays unpenetrated."""
-    robot = RobotModel("quadruped")
-    q = robot.standing_configuration()
-    controller = InverseDynamicsController(robot, ground(0.5), name, margin=1e-3)
-    q[7:10] += [0.0, -0.3, 0.6]  # fold the first leg in Pinocchio order (LF) upward
-    q[2] += 0.0  # the other three feet stay on the ground
-    state = RobotState(q=q, v=np.zeros(robot.nv))
-    q2 = q.copy()
-    q2[13:19] += np.array([0.0, -0.3, 0.6, 0.0, 0.3, -0.6])  # fold two more legs: RF/RH order per model
-    for qq in (q, q2):
-        result = controller.solve(RobotState(q=qq, v=np.zeros(robot.nv)), np.zeros(robot.nu))
-        assert result.found, result.message
-        assert result.residuals.dynamics <= 1e-8 and result.residuals.penetration <= 1e-8
-    assert state.q.shape == (robot.nq,)
+@pytest.mark.parametrize("lifted,touching", [(("LF", "LH", "RF"), 1), (("LF", "RH"), 2)])
+def test_one_and_two_contacts(quadruped: RobotModel, name: str, lifted: tuple[str, ...], touching: int) -> None:
+    """With feet lifted (one foot, or a diagonal pair, on the ground) the solve is valid and unpenetrating."""
+    q = quadruped.standing_configuration()
+    for leg in lifted:
+        start, hip, knee = LIFT[leg]
+        q[start + 1] += hip
+        q[start + 2] += knee
+    controller = InverseDynamicsController(quadruped, ground(0.5), name)
+    result = controller.solve(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
+    assert result.contact_count == touching
+    assert result.found, result.message
+    r = result.residuals
+    assert r.dynamics <= 1e-8 and r.penetration <= 1e-8 and r.friction <= 1e-8
+    assert result.f_normal.min() >= 0.0
 
 
 def test_infeasible_splaying_request_on_no_slip_ground_is_repaired(quadruped: RobotModel) -> None:

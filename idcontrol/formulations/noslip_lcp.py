@@ -74,8 +74,9 @@ class NoSlipLCP(Formulation):
         # contact-free v* satisfying J v* = [q̇_des; 0; 0] (whitened unactuated part)
         b_c = -C[:, p.actuated] @ p.qd_des
         x_star = red.x0 - Q @ (Q.T @ red.x0)
+        R_inv = np.linalg.inv(R) if len(sel) else R
         if len(sel):
-            x_star += Q @ np.linalg.solve(R.T, b_c)
+            x_star += Q @ (R_inv.T @ b_c)
         B = red.N_w - Q @ (Q.T @ red.N_w)  # N Γ_J Nᵀ = BᵀB
         # a contact whose normal the kept equality rows already fix has no effect on v⁺ (rounding noise only)
         negligible = np.einsum("ij,ij->j", B, B) <= (1e-9**2) * np.einsum("ij,ij->j", red.N_w, red.N_w)
@@ -109,7 +110,7 @@ class NoSlipLCP(Formulation):
         x_next = x_star + dt * (B @ f_normal)
         tangential = np.zeros(2 * n)
         if len(sel):
-            tangential[sel] = np.linalg.solve(R, Q.T @ (x_next - red.x0 - dt * (red.N_w @ f_normal))) / dt
+            tangential[sel] = R_inv @ (Q.T @ (x_next - red.x0 - dt * (red.N_w @ f_normal))) / dt
         f_s, f_t = tangential[0::2].copy(), tangential[1::2].copy()
         v_next = red.velocity(x_next)
         contact = p.N.T @ f_normal + C.T @ tangential[sel]
