@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import proxsuite
+import pytest
 
 from idcontrol.errors import UnknownFormulation
 from idcontrol.formulations import available_formulations, make_formulation

@@ -109,8 +109,8 @@ class ContactDetector:
             if hit.size:
                 k = hit.size
                 points = centers[hit] - (0.5 * (distance[hit] + radii[hit]))[:, None] * normal
-                chunks.append((hit, -1, surface.name, phi[hit], points, np.broadcast_to(normal, (k, 3)),
-                               np.broadcast_to(s_axis, (k, 3)), np.broadcast_to(t_axis, (k, 3)), surface.mu))  # fmt: skip
+                frame = [np.broadcast_to(axis, (k, 3)) for axis in (normal, s_axis, t_axis)]
+                chunks.append((hit, -1, surface.name, phi[hit], points, *frame, surface.mu))
         for si in self._others:
             surface = env.surfaces[si]
             for k in range(len(radii)):

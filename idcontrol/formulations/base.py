@@ -106,7 +106,7 @@ class Formulation(ABC):
     def solve(self, problem: ContactProblem) -> SolveResult:
         """Compute torques and predicted contact forces for ``problem``."""
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027 - optional hook: stateless formulations keep the default
         """Forget warm-start state."""
 
     # ---------------------------------------------------------------- helpers for subclasses

@@ -95,7 +95,8 @@ class DenseQP:
         found = exitflag in _EXIT_OPTIMAL
         self._last_key = key
         self._active = (np.asarray(info["lam"]) != 0.0).astype(np.int32) if found else None
-        return QPSolution(x=np.array(x), found=found, iterations=int(info["iterations"]), status=f"daqp exit {exitflag}")
+        iterations = int(info["iterations"])
+        return QPSolution(x=np.array(x), found=found, iterations=iterations, status=f"daqp exit {exitflag}")
 
     def forget(self) -> None:
         """Drop the warm start (the next solve starts cold)."""
