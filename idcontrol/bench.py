@@ -33,7 +33,7 @@ from idcontrol.robot.model import RobotModel
 DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp", "pid")
 FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
 #: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
-COULOMB_MAX_CONTACTS = 16
+COULOMB_MAX_CONTACTS = 8
 
 
 @dataclass
@@ -62,8 +62,14 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def bench_scenario(robot: RobotModel, formulation: str, ticks: int, samples_per_contact: int = 1) -> BenchRow:
-    """Time ``ticks`` whole controller ticks on the robot's standing posture."""
+def bench_scenario(
+    robot: RobotModel, formulation: str, ticks: int, samples_per_contact: int = 1, row_budget_s: float = 30.0
+) -> BenchRow:
+    """Time ``ticks`` whole controller ticks on the robot's standing posture.
+
+    Rows whose ticks are slow (many contacts) run fewer ticks, so that one row
+    takes about ``row_budget_s``; the row reports how many it ran.
+    """
     controller = InverseDynamicsController(robot, formulation=formulation, samples_per_contact=samples_per_contact)
     q0 = robot.standing_configuration()
     q = q0.copy()
@@ -73,7 +79,12 @@ def bench_scenario(robot: RobotModel, formulation: str, ticks: int, samples_per_
     qdd = np.zeros(nu)
     tracking = Tracking(np.zeros(nu), np.zeros(nu))
     objects = controller.initial_object_states()
-    warmup = min(200, ticks)
+    probe_start = time.perf_counter()
+    for _ in range(5):
+        controller.solve(RobotState(q=q, v=v, objects=objects), qdd, tracking)
+    per_tick = (time.perf_counter() - probe_start) / 5
+    ticks = int(max(100, min(ticks, row_budget_s / per_tick)))
+    warmup = min(200, ticks // 5)
     total = np.empty(ticks)
     phases = np.zeros(4)
     found = 0
