@@ -1,0 +1,32 @@
+"""The benchmark command runs end to end and writes the promised JSON (a smoke test, not a timing test)."""
+
+from __future__ import annotations
+
+import json
+
+from idcontrol.cli import main
+
+
+def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
+    """``idcontrol bench --json`` prints a table and writes rows with robot, formulation, contacts, p50/p99/max, ticks."""
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--ticks", "100", "--scenarios", "quadruped,fig19", "--contacts", "8",
+                 "--formulations", "noslip_lcp,two_stage_qp", "--json", str(out)])  # fmt: skip
+    assert code == 0
+    rows = json.loads(out.read_text())
+    assert [(r["robot"], r["formulation"], r["contacts"]) for r in rows] == [
+        ("quadruped", "noslip_lcp", 4),
+        ("quadruped", "two_stage_qp", 4),
+        ("quadruped", "noslip_lcp", 8),
+        ("quadruped", "two_stage_qp", 8),
+    ]
+    for row in rows:
+        assert row["ticks"] >= 100 and row["found_fraction"] == 1.0
+        assert 0 < row["p50_us"] <= row["p99_us"] <= row["max_us"]
+    assert "p50 µs" in capsys.readouterr().out
+
+
+def test_bench_rejects_an_unknown_formulation(capsys) -> None:
+    """An unknown formulation name fails fast with the list of valid names."""
+    assert main(["bench", "--formulations", "qp"]) == 2
+    assert "two_stage_qp" in capsys.readouterr().err
