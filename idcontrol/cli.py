@@ -6,12 +6,12 @@ import argparse
 import os
 import sys
 
+from idcontrol.errors import IdControlError  # (no numpy import behind it)
+
 # The tick works on matrices of at most a few hundred entries: BLAS threads only add jitter on a
 # 2-core machine shared with the bridge. Set before numpy is first imported.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-
-from idcontrol.errors import IdControlError
 
 
 def _csv(text: str) -> list[str]:

@@ -8,7 +8,7 @@ from idcontrol.cli import main
 
 
 def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
-    """``idcontrol bench --json`` prints a table and writes rows with robot, formulation, contacts, p50/p99/max, ticks."""
+    """``idcontrol bench --json`` prints a table and writes rows: robot, formulation, contacts, p50/p99/max, ticks."""
     out = tmp_path / "bench.json"
     code = main(["bench", "--ticks", "100", "--scenarios", "quadruped,fig19", "--contacts", "8",
                  "--formulations", "noslip_lcp,two_stage_qp", "--json", str(out)])  # fmt: skip

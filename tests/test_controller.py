@@ -17,6 +17,7 @@ from idcontrol.errors import (
     UnknownRobot,
 )
 from idcontrol.formulations import make_formulation
+from idcontrol.formulations.two_stage_qp import remap_active_set
 from idcontrol.robot.config import load_robot_config
 from idcontrol.robot.model import RobotModel
 from tests.conftest import solo12_urdf
@@ -145,6 +146,29 @@ def test_warm_start_follows_contacts_by_identity_not_index(quadruped: RobotModel
     by_id = dict(zip(first.contact_ids, first.f_normal, strict=True))
     for cid, f in zip(second.contact_ids, second.f_normal, strict=True):
         assert f == pytest.approx(by_id[cid], abs=1e-9)
+
+
+@pytest.mark.parametrize("name", ["two_stage_qp", "one_stage_qp"])
+def test_qp_warm_start_is_carried_by_contact_identity(quadruped: RobotModel, name: str) -> None:
+    """With warm starts on, reordered contacts start from the previous active set mapped by identity."""
+    controller = InverseDynamicsController(quadruped, ground(0.8), name)
+    problem, _ = controller.build_problem(standing(quadruped), np.zeros(quadruped.nu))
+    formulation = make_formulation(name, warm_start=True)
+    first = formulation.solve(problem)
+    order = np.array([3, 1, 0, 2])
+    problem.N, problem.S, problem.T = problem.N[order], problem.S[order], problem.T[order]
+    problem.phi, problem.mu = problem.phi[order], problem.mu[order]
+    problem.contact_ids = tuple(problem.contact_ids[i] for i in order)
+    problem.normals = problem.tangents_s = problem.tangents_t = None
+    stage_one_qp = formulation._stage_one if name == "two_stage_qp" else formulation._qp
+    carried = remap_active_set(stage_one_qp.last_active, first.contact_ids, problem.mu, problem.contact_ids,
+                               problem.mu, with_normal=True)  # fmt: skip
+    np.testing.assert_array_equal(carried[:20].reshape(5, 4), stage_one_qp.last_active[:20].reshape(5, 4)[:, order])
+    second = formulation.solve(problem)
+    assert second.found
+    by_id = dict(zip(first.contact_ids, first.f_normal, strict=True))
+    for cid, f in zip(second.contact_ids, second.f_normal, strict=True):
+        assert f == pytest.approx(by_id[cid], abs=1e-6)
 
 
 @pytest.mark.parametrize("name", CONTACT_FORMULATIONS)

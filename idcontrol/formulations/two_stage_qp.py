@@ -55,6 +55,47 @@ def friction_rows(mu: Array) -> Array:
     return C
 
 
+def remap_active_set(
+    flags: NDArray[np.int32] | None,
+    previous_ids: tuple,
+    previous_mu: Array,
+    ids: tuple,
+    mu: Array,
+    *,
+    with_normal: bool,
+) -> NDArray[np.int32] | None:
+    """Carry a QP's active-set flags to a new contact set, contact by contact (by identity, not index).
+
+    Flag layout (as :class:`DenseQP` takes it): 5n per-component flags of z ≥ 0
+    (direction-major), then n non-penetration rows (if ``with_normal``), then one
+    friction row per contact with finite μ. New contacts start inactive.
+    """
+    n0 = len(previous_ids)
+    finite0 = np.flatnonzero(np.isfinite(previous_mu))
+    if flags is None or len(flags) != 5 * n0 + (n0 if with_normal else 0) + len(finite0):
+        return None
+    box0 = flags[: 5 * n0].reshape(5, n0)
+    offset = 5 * n0
+    normal0 = flags[offset : offset + n0] if with_normal else None
+    offset += n0 if with_normal else 0
+    friction0 = np.zeros(n0, dtype=np.int32)
+    friction0[finite0] = flags[offset:]
+    where = {cid: j for j, cid in enumerate(previous_ids)}
+    n = len(ids)
+    box = np.zeros((5, n), dtype=np.int32)
+    normal = np.zeros(n, dtype=np.int32)
+    friction = np.zeros(n, dtype=np.int32)
+    for i, cid in enumerate(ids):
+        j = where.get(cid)
+        if j is not None:
+            box[:, i] = box0[:, j]
+            friction[i] = friction0[j]
+            if normal0 is not None:
+                normal[i] = normal0[j]
+    parts = [box.ravel(), normal] if with_normal else [box.ravel()]
+    return np.concatenate([*parts, friction[np.isfinite(mu)]])
+
+
 class StageOne:
     """Stage I data of one problem, in force units (built once per tick)."""
 
@@ -96,15 +137,19 @@ def solve_stage_one(
     *,
     regularization: float = 0.0,
     warm: bool,
+    active: NDArray[np.int32] | None = None,
 ) -> tuple[Array | None, int, str, bool]:
-    """Solve Stage I (optionally Tikhonov-regularized). Returns (z, iterations, status, normal rows dropped)."""
+    """Solve Stage I (optionally Tikhonov-regularized). Returns (z, iterations, status, normal rows dropped).
+
+    ``warm``: start from the previous active set (same contacts); ``active``: a given starting active set.
+    """
     nz = 5 * stage.n
     H = stage.H
     if regularization:
         H = H + regularization * max(float(np.trace(H)) / nz, 1e-12) * np.eye(nz)
     lb, ub = np.zeros(nz), np.full(nz, INFINITY)
     C, l, u = stage.constraints(with_normal=True)
-    sol = qp.solve(H, stage.g, C, l, u, lb, ub, warm=warm)
+    sol = qp.solve(H, stage.g, C, l, u, lb, ub, warm=warm, active=active)
     if sol.found:
         return np.maximum(sol.x, 0.0), sol.iterations, sol.status, False
     C, l, u = stage.constraints(with_normal=False)
@@ -122,30 +167,48 @@ class TwoStageQP(Formulation):
     null_tol : relative singular-value tolerance for null(R̃).
     ridge : relative ridge ρ of Stage II (unique contact forces).
     repair : apply the Section 4.5 repair when Stage I is infeasible.
+    warm_start : start both QPs from the previous tick's active sets, carried by
+        contact identity. Off by default: with DAQP on the standing quadruped and
+        Solo12 it *raised* the iteration count (28 vs 17 per tick at 4 contacts,
+        76 vs 43 at 8) and the tick time; torque continuity comes from Stage II,
+        whose optimal torque is unique, not from the warm start.
     """
 
     name = "two_stage_qp"
 
-    def __init__(self, *, null_tol: float = 1e-9, ridge: float = 1e-7, repair: bool = True) -> None:
+    def __init__(
+        self, *, null_tol: float = 1e-9, ridge: float = 1e-7, repair: bool = True, warm_start: bool = False
+    ) -> None:
         super().__init__()
         self.null_tol = null_tol
         self.ridge = ridge
         self.repair = repair
+        self.warm_start = warm_start
         self._stage_one = DenseQP()
         self._stage_two = DenseQP()
         self.reset()
 
     def reset(self) -> None:
         self._previous_ids: tuple = ()
+        self._previous_mu = np.zeros(0)
         self._stage_one.forget()
         self._stage_two.forget()
+
+    def _carried(self, qp: DenseQP, problem: ContactProblem, with_normal: bool) -> NDArray[np.int32] | None:
+        """The previous tick's active set of ``qp`` mapped onto this tick's contacts (None if unchanged)."""
+        ids = problem.ids()
+        if not self.warm_start or ids == self._previous_ids:
+            return None  # cold, or same contacts in the same order: DenseQP reuses its own active set
+        return remap_active_set(qp.last_active, self._previous_ids, self._previous_mu, ids, problem.mu,
+                                with_normal=with_normal)  # fmt: skip
 
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
         red = ReducedDynamics(problem)
         stage = StageOne(problem, red)
-        warm = problem.ids() == self._previous_ids
-        z, its, status, relaxed = solve_stage_one(problem, red, stage, self._stage_one, warm=warm)
+        warm = self.warm_start and problem.ids() == self._previous_ids
+        active = self._carried(self._stage_one, problem, with_normal=True)
+        z, its, status, relaxed = solve_stage_one(problem, red, stage, self._stage_one, warm=warm, active=active)
         return z, stage, red, its, status, relaxed
 
     def solve(self, problem: ContactProblem) -> SolveResult:
@@ -158,14 +221,21 @@ class TwoStageQP(Formulation):
         if z1 is None:
             self.reset()
             return failed_result(p, self.name, f"Stage I failed ({status})", iterations)
-        warm = ids == self._previous_ids
-        self._previous_ids = ids
-        z, its2, message = self._stage_two_solve(stage, p, red, z1, warm)
+        warm = self.warm_start and ids == self._previous_ids
+        active = self._carried(self._stage_two, p, with_normal=False)
+        self._previous_ids, self._previous_mu = ids, p.mu
+        z, its2, message = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
         return _finish(self, p, red, stage, z, relaxed, iterations, message, started)
 
     def _stage_two_solve(
-        self, stage: StageOne, p: ContactProblem, red: ReducedDynamics, z1: Array, warm: bool
+        self,
+        stage: StageOne,
+        p: ContactProblem,
+        red: ReducedDynamics,
+        z1: Array,
+        warm: bool,
+        active: NDArray[np.int32] | None = None,
     ) -> tuple[Array, int, str]:
         _, singular, vt = np.linalg.svd(stage.R_w, full_matrices=True)
         rank = int(np.sum(singular > self.null_tol * max(singular[0] if singular.size else 0.0, 1e-300)))
@@ -181,7 +251,7 @@ class TwoStageQP(Formulation):
         g2 = -RW.T @ tau1 + rho * (W.T @ z1)
         C2 = np.vstack([W, stage.C_friction @ W])
         l2 = -np.concatenate([z1, stage.C_friction @ z1])
-        sol = self._stage_two.solve(H2, g2, C2, l2, np.full(len(l2), INFINITY), warm=warm)
+        sol = self._stage_two.solve(H2, g2, C2, l2, np.full(len(l2), INFINITY), warm=warm, active=active)
         if not sol.found:
             return z1, sol.iterations, f"Stage II failed ({sol.status}); Stage I forces used"
         return np.maximum(z1 + W @ sol.x, 0.0), sol.iterations, f"Stage II over a {k}-dimensional optimal set"

@@ -58,8 +58,14 @@ class DenseQP:
         ub: Array | None = None,
         *,
         warm: bool = False,
+        active: NDArray[np.int32] | None = None,
     ) -> QPSolution:
-        """Solve; ``warm=True`` starts from the previous solve's active set (same sizes only)."""
+        """Solve, optionally warm-started.
+
+        ``warm=True`` starts from the previous solve's active set (same sizes
+        only); ``active`` gives the starting active set explicitly (one flag per
+        bound, then per row of C), e.g. the previous one mapped by contact identity.
+        """
         n = g.shape[0]
         n_in = 0 if C is None else C.shape[0]
         box = lb is not None
@@ -71,7 +77,9 @@ class DenseQP:
             upper = np.concatenate([ub, upper])
             lower = np.concatenate([lb, lower])
         sense = np.zeros(len(upper), dtype=np.int32)
-        if warm and self._last_key == key and self._active is not None:
+        if active is not None and len(active) == len(sense):
+            sense[:] = active
+        elif warm and self._last_key == key and self._active is not None:
             sense[:] = self._active
         model = self._workspaces.get(key)
         if model is None:
@@ -97,6 +105,11 @@ class DenseQP:
         self._active = (np.asarray(info["lam"]) != 0.0).astype(np.int32) if found else None
         iterations = int(info["iterations"])
         return QPSolution(x=np.array(x), found=found, iterations=iterations, status=f"daqp exit {exitflag}")
+
+    @property
+    def last_active(self) -> NDArray[np.int32] | None:
+        """Active-set flags of the last successful solve (bounds first, then rows of C)."""
+        return self._active
 
     def forget(self) -> None:
         """Drop the warm start (the next solve starts cold)."""
