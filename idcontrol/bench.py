@@ -83,7 +83,7 @@ def bench_scenario(
     for _ in range(5):
         controller.solve(RobotState(q=q, v=v, objects=objects), qdd, tracking)
     per_tick = (time.perf_counter() - probe_start) / 5
-    ticks = int(max(100, min(ticks, row_budget_s / per_tick)))
+    ticks = int(max(50, min(ticks, row_budget_s / per_tick)))
     warmup = min(200, ticks // 5)
     total = np.empty(ticks)
     phases = np.zeros(4)

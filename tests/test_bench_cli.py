@@ -21,7 +21,7 @@ def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
         ("quadruped", "two_stage_qp", 8),
     ]
     for row in rows:
-        assert row["ticks"] >= 100 and row["found_fraction"] == 1.0
+        assert row["ticks"] >= 50 and row["found_fraction"] == 1.0
         assert 0 < row["p50_us"] <= row["p99_us"] <= row["max_us"]
     assert "p50 µs" in capsys.readouterr().out
 
