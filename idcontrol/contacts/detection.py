@@ -87,11 +87,12 @@ class ContactDetector:
             if self.samples == 1
             else sample_radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
         )
-        self._halfspaces = []  # (surface index, normal, offset, ŝ, t̂): a plane's contact frame never changes
+        self._halfspaces = []  # (surface index, n̂, offset, ŝ, t̂), frames tiled per sphere: they never change
         for i, surface in enumerate(environment.surfaces):
             if isinstance(surface.shape, HalfSpace):
                 s_axis, t_axis = tangent_basis(surface.shape.normal)
-                self._halfspaces.append((i, surface.shape.normal, surface.shape.offset, s_axis, t_axis))
+                tiles = [np.tile(axis, (len(robot.sphere_radii), 1)) for axis in (surface.shape.normal, s_axis, t_axis)]
+                self._halfspaces.append((i, tiles[0], surface.shape.offset, tiles[1], tiles[2]))
         self._id_cache: dict[tuple, tuple[Hashable, ...]] = {}
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
 
@@ -103,14 +104,14 @@ class ContactDetector:
         chunks: list[tuple] = []  # (sphere indices, body, surface name, phi, points, normals, ŝ, t̂, μ)
         for si, normal, offset, s_axis, t_axis in self._halfspaces:
             surface = env.surfaces[si]
-            distance = centers @ normal - offset
+            distance = centers @ normal[0] - offset
             phi = distance - radii
             hit = np.flatnonzero(phi <= self.margin)
             if hit.size:
                 k = hit.size
-                points = centers[hit] - (0.5 * (distance[hit] + radii[hit]))[:, None] * normal
-                frame = [np.broadcast_to(axis, (k, 3)) for axis in (normal, s_axis, t_axis)]
-                chunks.append((hit, -1, surface.name, phi[hit], points, *frame, surface.mu))
+                points = centers[hit] - (0.5 * (distance[hit] + radii[hit]))[:, None] * normal[0]
+                # every row of a plane's contact frame is the same: slice pre-tiled copies (no per-tick work)
+                chunks.append((hit, -1, surface.name, phi[hit], points, normal[:k], s_axis[:k], t_axis[:k], surface.mu))
         for si in self._others:
             surface = env.surfaces[si]
             for k in range(len(radii)):

@@ -105,6 +105,8 @@ class RobotModel:
         self.sphere_frame_ids: IntArray = np.asarray(frame_ids, dtype=np.intp)
         # Spheres on the same frame share one Jacobian evaluation.
         self._unique_frames, self.sphere_frame_slot = np.unique(self.sphere_frame_ids, return_inverse=True)
+        self._frame_ids = [int(f) for f in self._unique_frames]
+        self._zero_offsets = not np.any(self.sphere_offsets)
         k = len(frame_ids)
         self.sphere_centers_in_world: Array = np.zeros((k, 3))
         self.frame_origins_in_world: Array = np.zeros((len(self._unique_frames), 3))
@@ -192,14 +194,20 @@ class RobotModel:
         pin.computeJointJacobians(m, d, q)  # also runs forward kinematics
         pin.crba(m, d, q)
         pin.nonLinearEffects(m, d, q, v)
-        for slot, fid in enumerate(self._unique_frames):
-            placement = pin.updateFramePlacement(m, d, int(fid))
+        pin.updateFramePlacements(m, d)
+        frame = pin.LOCAL_WORLD_ALIGNED
+        for slot, fid in enumerate(self._frame_ids):
+            placement = d.oMf[fid]
             self.frame_origins_in_world[slot] = placement.translation
-            self.frame_rotations[slot] = placement.rotation
-            self.frame_jacobians[slot] = pin.getFrameJacobian(m, d, int(fid), pin.LOCAL_WORLD_ALIGNED)
-        rot = self.frame_rotations[self.sphere_frame_slot]
-        np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
-        self.sphere_centers_in_world += self.frame_origins_in_world[self.sphere_frame_slot]
+            if not self._zero_offsets:
+                self.frame_rotations[slot] = placement.rotation
+            self.frame_jacobians[slot] = pin.getFrameJacobian(m, d, fid, frame)
+        if self._zero_offsets:  # sphere centres at the frame origins (the usual case)
+            np.take(self.frame_origins_in_world, self.sphere_frame_slot, axis=0, out=self.sphere_centers_in_world)
+        else:
+            rot = self.frame_rotations[self.sphere_frame_slot]
+            np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
+            self.sphere_centers_in_world += self.frame_origins_in_world[self.sphere_frame_slot]
 
     @property
     def M(self) -> Array:
