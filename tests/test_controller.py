@@ -9,6 +9,7 @@ import pytest
 from idcontrol.contacts.world import Environment
 from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
 from idcontrol.errors import (
+    InputError,
     NameNotFound,
     NonFiniteError,
     RobotFileNotFound,
@@ -290,6 +291,10 @@ def test_bad_input_raises_the_packages_errors(quadruped: RobotModel, tmp_path) -
     bad_v[3] = np.nan
     with pytest.raises(NonFiniteError, match="v"):
         controller.solve(RobotState(good.q, bad_v), np.zeros(quadruped.nu))
+    bad_q = good.q.copy()
+    bad_q[3:7] = [0.0, 0.0, 0.0, 2.0]
+    with pytest.raises(InputError, match="unit quaternion"):
+        controller.solve(RobotState(bad_q, good.v), np.zeros(quadruped.nu))
     with pytest.raises(UnknownRobot, match="quadruped"):
         RobotModel("no_such_robot")
     with pytest.raises(UnknownFormulation, match="noslip_lcp"):

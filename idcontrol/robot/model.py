@@ -6,7 +6,7 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError, NameNotFound, NonFiniteError, ShapeError
+from idcontrol.errors import ConfigError, InputError, NameNotFound, NonFiniteError, ShapeError
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
 
 Array = NDArray[np.float64]
@@ -180,9 +180,7 @@ class RobotModel:
         if self.floating_base:
             norm = float(np.linalg.norm(q[3:7]))
             if abs(norm - 1.0) > 1e-3:
-                raise ShapeError("q[3:7] (base quaternion, unit norm)", (4,), (4,)) from ValueError(
-                    f"quaternion norm {norm:.6f}"
-                )
+                raise InputError(f"q[3:7] must be a unit quaternion (x, y, z, w); its norm is {norm:.6f}")
         return q, v
 
     def update(self, q: Array, v: Array) -> None:
