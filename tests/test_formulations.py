@@ -6,7 +6,7 @@ import numpy as np
 import proxsuite
 import pytest
 
-from idcontrol.errors import UnknownFormulation
+from idcontrol.errors import ConfigError, NonFiniteError, ShapeError, UnknownFormulation
 from idcontrol.formulations import available_formulations, make_formulation
 from idcontrol.formulations.base import ReducedDynamics
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
@@ -137,6 +137,20 @@ def test_registry_lists_the_launch_file_names_and_rejects_unknown_ones() -> None
     assert set(available_formulations()) == {*CONTACT_FORMULATIONS, "pid", "sensed_id"}
     with pytest.raises(UnknownFormulation, match="two_stage_qp"):
         make_formulation("two_stage")
+
+
+def test_unknown_options_and_malformed_problems_raise_package_errors() -> None:
+    """A misspelt formulation option and a problem with inconsistent shapes raise idcontrol errors."""
+    with pytest.raises(ConfigError, match="ridge"):
+        make_formulation("two_stage_qp", rigde=1e-6)
+    problem = random_problem(np.random.default_rng(0), n=3)
+    problem.validate()
+    problem.phi = np.zeros(2)
+    with pytest.raises(ShapeError, match="phi"):
+        problem.validate()
+    problem.phi = np.array([0.0, np.nan, 0.0])
+    with pytest.raises(NonFiniteError, match="phi"):
+        problem.validate()
 
 
 def test_stage_two_null_space_has_the_corrected_dimension() -> None:

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from idcontrol.errors import UnknownFormulation
+import inspect
+
+from idcontrol.errors import ConfigError, UnknownFormulation
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.coulomb_lcp import CoulombLCP
 from idcontrol.formulations.noslip_lcp import NoSlipLCP
@@ -32,6 +34,10 @@ def make_formulation(name: str, **options: object) -> Formulation:
         cls = REGISTRY[name]
     except KeyError:
         raise UnknownFormulation(name, REGISTRY) from None
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "options")]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigError(f"formulation {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")
     return cls(**options)
 
 
