@@ -163,8 +163,10 @@ def test_qp_warm_start_is_carried_by_contact_identity(quadruped: RobotModel, nam
     problem.normals = problem.tangents_s = problem.tangents_t = None
     stage_one_qp = formulation._stage_one if name == "two_stage_qp" else formulation._qp
     carried = remap_active_set(stage_one_qp.last_active, first.contact_ids, problem.mu, problem.contact_ids,
-                               problem.mu, with_normal=True)  # fmt: skip
-    np.testing.assert_array_equal(carried[:20].reshape(5, 4), stage_one_qp.last_active[:20].reshape(5, 4)[:, order])
+                               problem.mu, stage_one=True)  # fmt: skip
+    before, after = stage_one_qp.last_active, carried
+    np.testing.assert_array_equal(after[:16].reshape(4, 4), before[:16].reshape(4, 4)[:, order])  # bounds, normal
+    np.testing.assert_array_equal(after[16:].reshape(4, 4), before[16:].reshape(4, 4)[:, order])  # facets
     second = formulation.solve(problem)
     assert second.found
     by_id = dict(zip(first.contact_ids, first.f_normal, strict=True))

@@ -52,7 +52,7 @@ class OneStageQP(Formulation):
         active = None
         if self.warm_start and not warm:  # carry the active set contact by contact
             active = remap_active_set(self._qp.last_active, self._previous_ids, self._previous_mu, p.ids(), p.mu,
-                                      with_normal=True)  # fmt: skip
+                                      stage_one=True)  # fmt: skip
         z, iterations, status, relaxed = solve_stage_one(
             p, red, stage, self._qp, regularization=self.regularization, warm=warm, active=active
         )

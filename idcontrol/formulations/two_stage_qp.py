@@ -1,26 +1,35 @@
 """ID(tᵢ)_QP,μ: the complementarity-free two-stage QP (paper Section 6, corrected per spec 5.3–5.8).
 
-Stage I (maximal dissipation), with P v⁺ = q̇_des and the dynamics eliminated,
-over z = [f_N; f_S+; f_S−; f_T+; f_T−] (5n, direction-major, forces in N)::
+The paper writes the contact forces as z = [f_N; f_S+; f_S−; f_T+; f_T−] ≥ 0
+(5n) because its solver, Lemke, needs non-negative variables (its footnote 2).
+Our QP solver does not, so the tangential forces are signed and the friction
+pyramid μᵢ f_N,i ≥ f_S+ + f_S− + f_T+ + f_T− becomes its four facets
+μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0: the same set of forces (|f_S| + |f_T| ≤ μ f_N),
+in y = [f_N; f_S; f_T] (3n, forces in N) instead of 5n variables, without
+the 2n null directions that only add equal amounts to f_S+ and f_S−.
 
-    minimize   ½ zᵀ Rᵀ Γ_P R z + zᵀ Rᵀ Γ_P (M v⁻ + Δt f_ext) / Δt        (= KE(v⁺)/Δt² + const)
-    subject to N Γ_P R z ≥ −(N v* + φ/Δt)/Δt                           non-penetration
-               z ≥ 0,   μᵢ f_N,i − Σ f_F,i ≥ 0  (finite μᵢ only; μ = ∞ drops the row: ID(tᵢ)_QP,∞)
+Stage I (maximal dissipation), with P v⁺ = q̇_des and the dynamics eliminated::
 
-In whitened coordinates Rᵀ Γ_P R = R̃ᵀR̃ with R̃ = [Ñ F̃] (nb × 5n), so the
-Hessian has rank ≤ nb and Stage I is only convex: many z are optimal.
+    minimize   ½ yᵀ Rᵀ Γ_P R y + yᵀ Rᵀ Γ_P (M v⁻ + Δt f_ext) / Δt        (= KE(v⁺)/Δt² + const)
+    subject to N Γ_P R y ≥ −(N v* + φ/Δt)/Δt                           non-penetration
+               f_N ≥ 0,   μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0   (finite μᵢ; μ = ∞ drops them: ID(tᵢ)_QP,∞)
 
-Stage II (minimum torque in the optimal set): every optimal z has the same
-R̃ z, hence the same v⁺, so the optimal set is z₁ + W w with W an orthonormal
-basis of null(R̃) (SVD with a tolerance; 14-dimensional for four contacts on a
-floating base). Along it τ(w) = τ₁ − R_a W w, and Stage II solves::
+with R = [Nᵀ Sᵀ Tᵀ]. In whitened coordinates Rᵀ Γ_P R = R̃ᵀR̃ with R̃ = [Ñ S̃ T̃]
+(nb × 3n), so the Hessian has rank ≤ nb and Stage I is only convex.
 
-    minimize   ½‖τ₁ − R_a W w‖² + ½ ρ ‖z₁ + W w‖²
-    subject to z₁ + W w ≥ 0,  friction rows on z₁ + W w
+Stage II (minimum torque in the optimal set): every optimal y has the same
+R̃ y, hence the same v⁺, so the optimal set is y₁ + W w with W an orthonormal
+basis of null(R̃) (SVD with a tolerance; 3·4 − 6 = 6-dimensional for four
+contacts on a floating base, which is the paper-variable null space of
+5·4 − 6 = 14 dimensions less its 8 trivial ± pairs). Along it
+τ(w) = τ₁ − R_a W w, and Stage II solves::
+
+    minimize   ½‖τ₁ − R_a W w‖² + ½ ρ ‖y₁ + W w‖²
+    subject to f_N ≥ 0 and the pyramid facets, on y₁ + W w
 
 which minimizes the true ‖τ‖² (spec item 11). The tiny ridge ρ (relative
 ``ridge`` × the Hessian's mean diagonal) only selects the smallest contact
-forces among equal-torque solutions, making z unique; it cannot change the
+forces among equal-torque solutions, making them unique; it cannot change the
 Stage I objective, because W w never changes v⁺.
 
 If Stage I is infeasible (q̇_des drives a contact into the ground), it is
@@ -35,7 +44,7 @@ import time
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split
+from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.qp import INFINITY, DenseQP
@@ -43,15 +52,17 @@ from idcontrol.solvers.qp import INFINITY, DenseQP
 Array = NDArray[np.float64]
 
 
-def friction_rows(mu: Array) -> Array:
-    """(nf, 5n) rows μᵢ f_N,i − Σ f_F,i of the pyramid constraint, one per contact with finite μ."""
+def pyramid_rows(mu: Array) -> Array:
+    """(4 nf, 3n) facets μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0 of the friction pyramid, for the nf contacts with finite μ."""
     n = len(mu)
     finite = np.flatnonzero(np.isfinite(mu))
-    rows = np.arange(len(finite))
-    C = np.zeros((len(finite), 5 * n))
-    C[rows, finite] = mu[finite]
-    for k in range(1, 5):
-        C[rows, k * n + finite] = -1.0
+    nf = len(finite)
+    C = np.zeros((4 * nf, 3 * n))
+    for k, (sign_s, sign_t) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
+        rows = k * nf + np.arange(nf)
+        C[rows, finite] = mu[finite]
+        C[rows, n + finite] = sign_s
+        C[rows, 2 * n + finite] = sign_t
     return C
 
 
@@ -62,71 +73,74 @@ def remap_active_set(
     ids: tuple,
     mu: Array,
     *,
-    with_normal: bool,
+    stage_one: bool,
 ) -> NDArray[np.int32] | None:
     """Carry a QP's active-set flags to a new contact set, contact by contact (by identity, not index).
 
-    Flag layout (as :class:`DenseQP` takes it): 5n per-component flags of z ≥ 0
-    (direction-major), then n non-penetration rows (if ``with_normal``), then one
-    friction row per contact with finite μ. New contacts start inactive.
+    Flag layouts (as :class:`DenseQP` takes them), per contact blocks in
+    contact order: Stage I: bounds of [f_N; f_S; f_T] (3n), non-penetration
+    rows (n), pyramid facets (4 per contact with finite μ, facet-major);
+    Stage II: f_N ≥ 0 rows (n), pyramid facets. New contacts start inactive.
     """
     n0 = len(previous_ids)
     finite0 = np.flatnonzero(np.isfinite(previous_mu))
-    if flags is None or len(flags) != 5 * n0 + (n0 if with_normal else 0) + len(finite0):
+    per_contact = 4 if stage_one else 1  # bounds (3) + normal row (1), or the f_N row
+    if flags is None or len(flags) != per_contact * n0 + 4 * len(finite0):
         return None
-    box0 = flags[: 5 * n0].reshape(5, n0)
-    offset = 5 * n0
-    normal0 = flags[offset : offset + n0] if with_normal else None
-    offset += n0 if with_normal else 0
-    friction0 = np.zeros(n0, dtype=np.int32)
-    friction0[finite0] = flags[offset:]
+    head0 = flags[: per_contact * n0].reshape(per_contact, n0)
+    facets0 = np.zeros((4, n0), dtype=np.int32)
+    facets0[:, finite0] = flags[per_contact * n0 :].reshape(4, len(finite0))
     where = {cid: j for j, cid in enumerate(previous_ids)}
     n = len(ids)
-    box = np.zeros((5, n), dtype=np.int32)
-    normal = np.zeros(n, dtype=np.int32)
-    friction = np.zeros(n, dtype=np.int32)
+    head = np.zeros((per_contact, n), dtype=np.int32)
+    facets = np.zeros((4, n), dtype=np.int32)
     for i, cid in enumerate(ids):
         j = where.get(cid)
         if j is not None:
-            box[:, i] = box0[:, j]
-            friction[i] = friction0[j]
-            if normal0 is not None:
-                normal[i] = normal0[j]
-    parts = [box.ravel(), normal] if with_normal else [box.ravel()]
-    return np.concatenate([*parts, friction[np.isfinite(mu)]])
+            head[:, i] = head0[:, j]
+            facets[:, i] = facets0[:, j]
+    return np.concatenate([head.ravel(), facets[:, np.isfinite(mu)].ravel()])
 
 
 class StageOne:
-    """Stage I data of one problem, in force units (built once per tick)."""
+    """Stage I data of one problem over y = [f_N; f_S; f_T], in force units (built once per tick)."""
 
     def __init__(self, problem: ContactProblem, red: ReducedDynamics) -> None:
         p = problem
         n, dt = p.n, p.dt
         self.n = n
-        self.R_w = np.hstack([red.N_w, red.S_w, -red.S_w, red.T_w, -red.T_w])  # (nb, 5n)
+        self.R_w = np.hstack([red.N_w, red.S_w, red.T_w])  # R̃, (nb, 3n)
         self.H = self.R_w.T @ self.R_w
         self.g = self.R_w.T @ (-(red.L_inv @ red.kappa[p.unactuated]) / dt)
-        r_normal = red.normal_rate(red.x0)
-        self.C_normal = red.N_w.T @ self.R_w  # (n, 5n)
-        self.l_normal = -r_normal / dt
-        self.C_friction = friction_rows(p.mu)
+        self.C_normal = red.N_w.T @ self.R_w  # (n, 3n)
+        self.l_normal = -red.normal_rate(red.x0) / dt
+        self.C_pyramid = pyramid_rows(p.mu)
         a = p.actuated
-        self.R_a = np.hstack([p.N[:, a].T, p.S[:, a].T, -p.S[:, a].T, p.T[:, a].T, -p.T[:, a].T])  # (nu, 5n)
+        self.R_a = np.hstack([p.N[:, a].T, p.S[:, a].T, p.T[:, a].T])  # (nu, 3n)
+        self.lb = np.concatenate([np.zeros(n), np.full(2 * n, -INFINITY)])  # f_N ≥ 0; tangential forces signed
+        self.ub = np.full(3 * n, INFINITY)
 
     def constraints(self, with_normal: bool = True) -> tuple[Array, Array, Array]:
+        """(C, l, u) of the rows l ≤ C y ≤ u: non-penetration (optional), then the pyramid facets."""
         if with_normal:
-            C = np.vstack([self.C_normal, self.C_friction])
-            l = np.concatenate([self.l_normal, np.zeros(len(self.C_friction))])
+            C = np.vstack([self.C_normal, self.C_pyramid])
+            l = np.concatenate([self.l_normal, np.zeros(len(self.C_pyramid))])
         else:
-            C, l = self.C_friction, np.zeros(len(self.C_friction))
+            C, l = self.C_pyramid, np.zeros(len(self.C_pyramid))
         return C, l, np.full(len(l), INFINITY)
 
-    def velocity_and_torque(self, problem: ContactProblem, red: ReducedDynamics, z: Array) -> tuple[Array, Array]:
-        x_next = red.x0 + problem.dt * (self.R_w @ z)
+    def velocity_and_torque(self, problem: ContactProblem, red: ReducedDynamics, y: Array) -> tuple[Array, Array]:
+        """v⁺ (m,) and τ (nu,), N·m, for the contact forces y."""
+        x_next = red.x0 + problem.dt * (self.R_w @ y)
         v_next = red.velocity(x_next)
         contact = np.zeros(problem.m)
-        contact[problem.actuated] = self.R_a @ z
+        contact[problem.actuated] = self.R_a @ y
         return v_next, red.torque(v_next, contact)
+
+    def clip(self, y: Array) -> Array:
+        """y with f_N's rounding-level negatives set to zero."""
+        y[: self.n] = np.maximum(y[: self.n], 0.0)
+        return y
 
 
 def solve_stage_one(
@@ -143,19 +157,19 @@ def solve_stage_one(
 
     ``warm``: start from the previous active set (same contacts); ``active``: a given starting active set.
     """
-    nz = 5 * stage.n
+    ny = 3 * stage.n
     H = stage.H
     if regularization:
-        H = H + regularization * max(float(np.trace(H)) / nz, 1e-12) * np.eye(nz)
-    lb, ub = np.zeros(nz), np.full(nz, INFINITY)
+        H = H + regularization * max(float(np.trace(H)) / ny, 1e-12) * np.eye(ny)
+    lb, ub = stage.lb, stage.ub
     C, l, u = stage.constraints(with_normal=True)
     sol = qp.solve(H, stage.g, C, l, u, lb, ub, warm=warm, active=active)
     if sol.found:
-        return np.maximum(sol.x, 0.0), sol.iterations, sol.status, False
+        return stage.clip(sol.x), sol.iterations, sol.status, False
     C, l, u = stage.constraints(with_normal=False)
     relaxed = qp.solve(H, stage.g, C if len(C) else None, l if len(C) else None, u if len(C) else None, lb, ub)
     if relaxed.found:
-        return np.maximum(relaxed.x, 0.0), sol.iterations + relaxed.iterations, sol.status, True
+        return stage.clip(relaxed.x), sol.iterations + relaxed.iterations, sol.status, True
     return None, sol.iterations + relaxed.iterations, f"{sol.status}/{relaxed.status}", True
 
 
@@ -200,7 +214,7 @@ class TwoStageQP(Formulation):
         if not self.warm_start or ids == self._previous_ids:
             return None  # cold, or same contacts in the same order: DenseQP reuses its own active set
         return remap_active_set(qp.last_active, self._previous_ids, self._previous_mu, ids, problem.mu,
-                                with_normal=with_normal)  # fmt: skip
+                                stage_one=with_normal)  # fmt: skip
 
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
@@ -239,7 +253,7 @@ class TwoStageQP(Formulation):
     ) -> tuple[Array, int, str]:
         _, singular, vt = np.linalg.svd(stage.R_w, full_matrices=True)
         rank = int(np.sum(singular > self.null_tol * max(singular[0] if singular.size else 0.0, 1e-300)))
-        W = vt[rank:].T  # (5n, k), orthonormal
+        W = vt[rank:].T  # (3n, k), orthonormal
         k = W.shape[1]
         if k == 0:
             return z1, 0, "Stage I solution is unique"
@@ -249,12 +263,13 @@ class TwoStageQP(Formulation):
         rho = self.ridge * max(float(np.trace(H2)) / k, 1e-12)
         H2[np.diag_indices(k)] += rho
         g2 = -RW.T @ tau1 + rho * (W.T @ z1)
-        C2 = np.vstack([W, stage.C_friction @ W])
-        l2 = -np.concatenate([z1, stage.C_friction @ z1])
+        n = stage.n
+        C2 = np.vstack([W[:n], stage.C_pyramid @ W])  # f_N ≥ 0 and the pyramid, on y₁ + W w
+        l2 = -np.concatenate([z1[:n], stage.C_pyramid @ z1])
         sol = self._stage_two.solve(H2, g2, C2, l2, np.full(len(l2), INFINITY), warm=warm, active=active)
         if not sol.found:
             return z1, sol.iterations, f"Stage II failed ({sol.status}); Stage I forces used"
-        return np.maximum(z1 + W @ sol.x, 0.0), sol.iterations, f"Stage II over a {k}-dimensional optimal set"
+        return stage.clip(z1 + W @ sol.x), sol.iterations, f"Stage II over a {k}-dimensional optimal set"
 
 
 def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
@@ -279,8 +294,7 @@ def _finish(
 ) -> SolveResult:
     n = p.n
     v_next, tau = stage.velocity_and_torque(p, red, z)
-    f_normal = z[:n].copy()
-    f_s, f_t = friction_split(n, z[n:])
+    f_normal, f_s, f_t = z[:n].copy(), z[n : 2 * n].copy(), z[2 * n :].copy()
     repaired = False
     if relaxed or needs_repair(p, v_next, no_slip=False):
         if not getattr(formulation, "repair", True):
