@@ -183,6 +183,7 @@ class SolveResult:
     #: the problem solved, kept so that :attr:`residuals` can be computed on demand (off the hot path)
     problem: ContactProblem | None = field(default=None, repr=False)
     no_slip: bool = False
+    sensed: bool = False  # the contact force is problem.sensed_force (sensed_id)
     _residuals: Residuals | None = field(default=None, repr=False)
 
     @property
@@ -197,7 +198,7 @@ class SolveResult:
                 self._residuals = Residuals()
             else:
                 self._residuals = compute_residuals(self.problem, self.v_next, self.tau, self.f_normal, self.f_s,
-                                                    self.f_t, no_slip=self.no_slip)  # fmt: skip
+                                                    self.f_t, no_slip=self.no_slip, sensed=self.sensed)  # fmt: skip
         return self._residuals
 
 
@@ -227,11 +228,17 @@ def compute_residuals(
     f_t: Array,
     *,
     no_slip: bool = False,
+    sensed: bool = False,
 ) -> Residuals:
-    """Check a candidate solution against the discretized model; all inputs are forces (N, N·m)."""
+    """Check a candidate solution against the discretized model; all inputs are forces (N, N·m).
+
+    ``sensed``: the contact force is ``problem.sensed_force`` rather than the per-contact forces.
+    """
     p = problem
     dt = p.dt
     generalized = p.N.T @ f_normal + p.S.T @ f_s + p.T.T @ f_t + p.f_ext
+    if sensed:
+        generalized = generalized + p.sensed_force
     generalized[p.actuated] += tau
     dyn = p.M @ (v_next - p.v) / dt - generalized
     out = Residuals(

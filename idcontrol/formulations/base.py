@@ -80,11 +80,11 @@ class ReducedDynamics:
         p = self.problem
         return p.N[:, p.actuated] @ p.qd_des + self.N_w.T @ x + p.phi / p.dt
 
-    def torque(self, v_next: Array, contact_force: Array) -> Array:
-        """(nu,) actuator torque, N·m, from v⁺ and the generalized contact force (m,), N."""
+    def torque(self, v_next: Array, contact_force_actuated: Array | float = 0.0) -> Array:
+        """(nu,) actuator torque, N·m, from v⁺ and the actuated rows (nu,) of the generalized contact force, N."""
         p = self.problem
         a = p.actuated
-        return (p.M[a] @ v_next + self.kappa[a]) / p.dt - contact_force[a]
+        return (p.M[a] @ v_next + self.kappa[a]) / p.dt - contact_force_actuated
 
 
 class Formulation(ABC):

@@ -101,9 +101,7 @@ class CoulombLCP(Formulation):
             f_normal, f_friction = z[:n], z[n : 5 * n]
             x_next = red.x0 + dt * (red.N_w @ f_normal + F_w @ f_friction)
             v_next = red.velocity(x_next)
-            contact = np.zeros(p.m)
-            contact[p.actuated] = N_a @ f_normal + F_a @ f_friction
-            return v_next, red.torque(v_next, contact)
+            return v_next, red.torque(v_next, N_a @ f_normal + F_a @ f_friction)
 
         fallback = None
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:

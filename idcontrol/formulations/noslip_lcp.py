@@ -113,8 +113,8 @@ class NoSlipLCP(Formulation):
             tangential[sel] = R_inv @ (Q.T @ (x_next - red.x0 - dt * (red.N_w @ f_normal))) / dt
         f_s, f_t = tangential[0::2].copy(), tangential[1::2].copy()
         v_next = red.velocity(x_next)
-        contact = p.N.T @ f_normal + C.T @ tangential[sel]
-        tau = red.torque(v_next, contact)
+        a = p.actuated
+        tau = red.torque(v_next, p.N[:, a].T @ f_normal + C[:, a].T @ tangential[sel])
         self._previous_ids = ids
         self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
 

@@ -133,9 +133,7 @@ class StageOne:
         """v⁺ (m,) and τ (nu,), N·m, for the contact forces y."""
         x_next = red.x0 + problem.dt * (self.R_w @ y)
         v_next = red.velocity(x_next)
-        contact = np.zeros(problem.m)
-        contact[problem.actuated] = self.R_a @ y
-        return v_next, red.torque(v_next, contact)
+        return v_next, red.torque(v_next, self.R_a @ y)
 
     def clip(self, y: Array) -> Array:
         """y with f_N's rounding-level negatives set to zero."""
@@ -275,7 +273,7 @@ class TwoStageQP(Formulation):
 def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
     red = ReducedDynamics(p)
     v_next = red.velocity(red.x0)
-    tau = red.torque(v_next, np.zeros(p.m))
+    tau = red.torque(v_next)
     empty = np.zeros(0)
     return formulation._result(p, v_next, tau, empty, empty, empty, iterations=0, message="no contacts",
                                started=started)  # fmt: skip
