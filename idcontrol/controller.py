@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.contacts.detection import ContactDetector, ContactSet
-from idcontrol.contacts.world import Environment, MovableBody, ObjectState, rotation_from_xyzw
+from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
+from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.problem import ContactProblem, SolveResult, as_index
@@ -135,7 +135,7 @@ class InverseDynamicsController:
             s = objects.get(body.name)
             if s is None:
                 raise ShapeError(f"objects[{body.name!r}] (state of a movable body)", (1,), (0,))
-            rotation = rotation_from_xyzw(s.orientation_xyzw)
+            rotation = s.rotation
             block = slice(nv + 6 * i, nv + 6 * i + 6)
             M[block, block] = body.inertia(rotation)
             f_ext[block] = body.external_force(rotation, s.angular_velocity, self.environment.gravity)
@@ -191,8 +191,7 @@ class InverseDynamicsController:
         out = np.zeros(self.m)
         slot = r.sphere_frame_slot
         lever = r.sphere_centers_in_world - r.frame_origins_in_world[slot]
-        wrench = np.concatenate([forces, np.cross(lever, forces)], axis=1)  # (k, 6)
-        out[: r.nv] = np.einsum("kc,kcv->v", wrench, r.frame_jacobians[slot])
+        out[: r.nv] = np.einsum("kc,kcv->v", point_wrenches(lever, forces), r.frame_jacobians[slot])
         seen: set[tuple[int, int]] = set()
         for i in range(contacts.n):  # reaction on movable bodies in contact, once per (sphere, body)
             b = int(contacts.body[i])
@@ -202,5 +201,5 @@ class InverseDynamicsController:
             body = self.environment.objects[b]
             f = forces[contacts.sphere[i]]
             arm = r.sphere_centers_in_world[contacts.sphere[i]] - objects[body.name].position
-            out[r.nv + 6 * b : r.nv + 6 * b + 6] -= np.concatenate([f, np.cross(arm, f)])
+            out[r.nv + 6 * b : r.nv + 6 * b + 6] -= point_wrenches(arm, f)
         return out

@@ -20,13 +20,30 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.contacts.geometry import BoxShape, ContactGeometry, HalfSpace, tangent_basis
-from idcontrol.contacts.world import Environment, ObjectState, rotation_from_xyzw
+from idcontrol.contacts.geometry import BoxShape, HalfSpace, tangent_bases, tangent_basis
+from idcontrol.contacts.world import Environment, ObjectState
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+
+
+def point_wrenches(lever: Array, vectors: Array) -> Array:
+    """(..., 6) wrenches [v; lever × v] of vectors v (..., 3) applied at ``lever`` (..., 3) from a frame origin.
+
+    Times a world-aligned frame Jacobian [J_lin; J_ang] (6, nv), a wrench gives the
+    row vᵀ J_p of the point at ``lever`` (App. B): vᵀ(v_o + ω × r) = vᵀJ_lin + (r × v)ᵀJ_ang.
+    The same product of a force's wrench is that force's generalized force.
+    """
+    lx, ly, lz = lever[..., 0], lever[..., 1], lever[..., 2]
+    vx, vy, vz = vectors[..., 0], vectors[..., 1], vectors[..., 2]
+    out = np.empty(np.broadcast_shapes(lever.shape, vectors.shape)[:-1] + (6,))
+    out[..., :3] = vectors
+    out[..., 3] = ly * vz - lz * vy
+    out[..., 4] = lz * vx - lx * vz
+    out[..., 5] = lx * vy - ly * vx
+    return out
 
 
 @dataclass
@@ -114,29 +131,26 @@ class ContactDetector:
                 chunks.append((hit, -1, surface.name, phi[hit], points, normal[:k], s_axis[:k], t_axis[:k], surface.mu))
         for si in self._others:
             surface = env.surfaces[si]
-            for k in range(len(radii)):
-                if isinstance(surface.shape, BoxShape):
-                    g = surface.shape.sphere_contact(centers[k], radii[k], surface.rotation, surface.position)
-                else:
-                    g = surface.shape.sphere_contact(centers[k], radii[k])
-                if g.phi <= self.margin:
-                    chunks.append(self._single(k, -1, surface.name, g, surface.mu))
+            if isinstance(surface.shape, BoxShape):
+                found = surface.shape.sphere_contacts(centers, radii, surface.rotation, surface.position)
+            else:
+                found = surface.shape.sphere_contacts(centers, radii)
+            self._append(chunks, -1, surface.name, surface.mu, *found)
         for bi, body in enumerate(env.objects):
             state = (objects or {}).get(body.name)
-            if state is None:
-                continue
-            rotation = rotation_from_xyzw(state.orientation_xyzw)
-            for k in range(len(radii)):
-                g = body.shape.sphere_contact(centers[k], radii[k], rotation, state.position)
-                if g.phi <= self.margin:
-                    chunks.append(self._single(k, bi, body.name, g, body.mu))
+            if state is not None:
+                found = body.shape.sphere_contacts(centers, radii, state.rotation, state.position)
+                self._append(chunks, bi, body.name, body.mu, *found)
         return self._assemble(chunks)
 
-    @staticmethod
-    def _single(k: int, body: int, name: str, g: ContactGeometry, mu: float) -> tuple:
-        s_axis, t_axis = tangent_basis(g.normal_in_world)
-        return (np.array([k]), body, name, np.array([g.phi]), g.point_in_world[None, :], g.normal_in_world[None, :],
-                s_axis[None, :], t_axis[None, :], mu)  # fmt: skip
+    def _append(
+        self, chunks: list[tuple], body: int, name: str, mu: float, phi: Array, points: Array, normals: Array
+    ) -> None:
+        """Keep the candidates within the margin, with their (curved-surface) tangent frames."""
+        hit = np.flatnonzero(phi <= self.margin)
+        if hit.size:
+            s_axis, t_axis = tangent_bases(normals[hit])
+            chunks.append((hit, body, name, phi[hit], points[hit], normals[hit], s_axis, t_axis, mu))
 
     def _ids(self, chunks: list[tuple]) -> tuple[Hashable, ...]:
         """Stable contact identities (cached per contact pattern, so a tick allocates none)."""
@@ -195,19 +209,11 @@ class ContactDetector:
         directions = np.stack([contacts.normals, contacts.tangents_s, contacts.tangents_t], axis=1)  # (n, 3, 3)
         slot = robot.sphere_frame_slot[contacts.sphere]
         lever = contacts.points - robot.frame_origins_in_world[slot]  # (n, 3)
-        wrench = np.empty((n, 3, 6))  # [d; lever × d] for d = n̂, ŝ, t̂
-        wrench[:, :, :3] = directions
-        lx, ly, lz = lever[:, 0:1], lever[:, 1:2], lever[:, 2:3]
-        dx, dy, dz = directions[:, :, 0], directions[:, :, 1], directions[:, :, 2]
-        wrench[:, :, 3] = ly * dz - lz * dy
-        wrench[:, :, 4] = lz * dx - lx * dz
-        wrench[:, :, 5] = lx * dy - ly * dx
-        rows = np.einsum("ndk,nkv->dnv", wrench, robot.frame_jacobians[slot])  # (3, n, nv)
-        out[:, :, :nv] = rows
-        for i in np.flatnonzero(contacts.body >= 0):
+        wrench = point_wrenches(lever[:, None, :], directions)  # (n, 3, 6) for d = n̂, ŝ, t̂
+        np.einsum("ndk,nkv->dnv", wrench, robot.frame_jacobians[slot], out=out[:, :, :nv])
+        for i in np.flatnonzero(contacts.body >= 0):  # minus the body's point velocity: relative Jacobian
             body = self.environment.objects[contacts.body[i]]
-            state = (objects or {})[body.name]
-            arm = contacts.points[i] - state.position
+            arm = contacts.points[i] - (objects or {})[body.name].position
             cols = slice(nv + 6 * contacts.body[i], nv + 6 * contacts.body[i] + 6)
-            out[:, i, cols] = -np.concatenate([directions[i], np.cross(arm, directions[i])], axis=1)
+            out[:, i, cols] = -point_wrenches(arm, directions[i])
         return out[0], out[1], out[2]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, HeightMap
@@ -23,13 +24,9 @@ GRAVITY = np.array([0.0, 0.0, -9.81])
 
 
 def rotation_from_xyzw(quaternion_xyzw: Array) -> Array:
-    """(3, 3) rotation matrix of a unit quaternion given as (x, y, z, w)."""
-    x, y, z, w = np.asarray(quaternion_xyzw, dtype=float) / np.linalg.norm(quaternion_xyzw)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])  # fmt: skip
+    """(3, 3) rotation matrix of a quaternion given as (x, y, z, w) (normalized first)."""
+    x, y, z, w = quaternion_xyzw
+    return pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,14 @@ class ObjectState:
     orientation_xyzw: Array
     linear_velocity: Array = field(default_factory=lambda: np.zeros(3))
     angular_velocity: Array = field(default_factory=lambda: np.zeros(3))
+    _rotation: Array | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def rotation(self) -> Array:
+        """(3, 3) body → world rotation (computed once per state)."""
+        if self._rotation is None:
+            self._rotation = rotation_from_xyzw(self.orientation_xyzw)
+        return self._rotation
 
     def validated(self, name: str) -> ObjectState:
         return ObjectState(
