@@ -34,7 +34,9 @@ def make_formulation(name: str, **options: object) -> Formulation:
         cls = REGISTRY[name]
     except KeyError:
         raise UnknownFormulation(name, REGISTRY) from None
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "options")]
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    accepted = [q.name for q in parameters if q.kind in named and q.name != "self"]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ConfigError(f"formulation {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")

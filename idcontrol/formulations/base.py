@@ -98,10 +98,6 @@ class Formulation(ABC):
     #: True when the model enforces S v⁺ = T v⁺ = 0 (reported in the residuals).
     no_slip: ClassVar[bool] = False
 
-    def __init__(self, **options: object) -> None:
-        if options:
-            raise TypeError(f"{type(self).__name__} got unknown options {sorted(options)}")
-
     @abstractmethod
     def solve(self, problem: ContactProblem) -> SolveResult:
         """Compute torques and predicted contact forces for ``problem``."""

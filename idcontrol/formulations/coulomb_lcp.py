@@ -80,7 +80,6 @@ class CoulombLCP(Formulation):
     name = "coulomb_lcp"
 
     def __init__(self, *, mindiff: bool = False, mindiff_max_contacts: int = 2, repair: bool = True) -> None:
-        super().__init__()
         self.mindiff = mindiff
         self.mindiff_max_contacts = mindiff_max_contacts
         self.repair = repair

@@ -44,7 +44,6 @@ class NoSlipLCP(Formulation):
     no_slip = True
 
     def __init__(self, *, rank_tol: float = 1e-8, tol: float = 1e-10, repair: bool = True) -> None:
-        super().__init__()
         self.rank_tol = rank_tol
         self.tol = tol
         self.repair = repair

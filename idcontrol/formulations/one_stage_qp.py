@@ -29,7 +29,6 @@ class OneStageQP(Formulation):
     name = "one_stage_qp"
 
     def __init__(self, *, regularization: float = 1e-6, repair: bool = True, warm_start: bool = False) -> None:
-        super().__init__()
         self.regularization = regularization
         self.repair = repair
         self.warm_start = warm_start

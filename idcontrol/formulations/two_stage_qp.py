@@ -191,7 +191,6 @@ class TwoStageQP(Formulation):
     def __init__(
         self, *, null_tol: float = 1e-9, ridge: float = 1e-7, repair: bool = True, warm_start: bool = False
     ) -> None:
-        super().__init__()
         self.null_tol = null_tol
         self.ridge = ridge
         self.repair = repair

@@ -110,7 +110,8 @@ class RobotModel:
         k = len(frame_ids)
         self.sphere_centers_in_world: Array = np.zeros((k, 3))
         self.frame_origins_in_world: Array = np.zeros((len(self._unique_frames), 3))
-        self.frame_rotations: Array = np.zeros((len(self._unique_frames), 3, 3))
+        # only kept up to date when a sphere has an offset from its frame
+        self._frame_rotations: Array = np.zeros((len(self._unique_frames), 3, 3))
         self.frame_jacobians: Array = np.zeros((len(self._unique_frames), 6, self.nv))
         self._q = pin.neutral(m)
         self._v = np.zeros(self.nv)
@@ -198,12 +199,12 @@ class RobotModel:
             placement = d.oMf[fid]
             self.frame_origins_in_world[slot] = placement.translation
             if not self._zero_offsets:
-                self.frame_rotations[slot] = placement.rotation
+                self._frame_rotations[slot] = placement.rotation
             self.frame_jacobians[slot] = pin.getFrameJacobian(m, d, fid, frame)
         if self._zero_offsets:  # sphere centres at the frame origins (the usual case)
             np.take(self.frame_origins_in_world, self.sphere_frame_slot, axis=0, out=self.sphere_centers_in_world)
         else:
-            rot = self.frame_rotations[self.sphere_frame_slot]
+            rot = self._frame_rotations[self.sphere_frame_slot]
             np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
             self.sphere_centers_in_world += self.frame_origins_in_world[self.sphere_frame_slot]
 
