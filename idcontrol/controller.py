@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
-from idcontrol.errors import ConfigError, ShapeError
+from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.problem import ContactProblem, SolveResult, as_index
 from idcontrol.robot.model import RobotModel, check_vector
@@ -118,6 +118,8 @@ class InverseDynamicsController:
         q, v = r.check_state(state.q, state.v)
         qdd_des = check_vector("qdd_des", qdd_des, r.nu)
         objects = {name: s.validated(name) for name, s in state.objects.items()}
+        for name in objects:
+            self.environment.object_index(name)  # NameNotFound for a body the environment does not have
         r.update(q, v)
         t1 = time.perf_counter()
         contacts = self.detector.detect(objects)
@@ -134,7 +136,7 @@ class InverseDynamicsController:
         for i, body in enumerate(self.environment.objects):
             s = objects.get(body.name)
             if s is None:
-                raise ShapeError(f"objects[{body.name!r}] (state of a movable body)", (1,), (0,))
+                raise InputError(f"the state has no pose for movable body {body.name!r}")
             rotation = s.rotation
             block = slice(nv + 6 * i, nv + 6 * i + 6)
             M[block, block] = body.inertia(rotation)
@@ -188,6 +190,8 @@ class InverseDynamicsController:
         k = len(r.sphere_names)
         if forces.shape != (k, 3):
             raise ShapeError("sensed_forces", (k, 3), forces.shape)
+        if not np.all(np.isfinite(forces)):
+            raise NonFiniteError("sensed_forces", np.flatnonzero(~np.isfinite(forces).all(axis=1)))
         out = np.zeros(self.m)
         slot = r.sphere_frame_slot
         lever = r.sphere_centers_in_world - r.frame_origins_in_world[slot]

@@ -6,7 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from idcontrol.contacts.world import Environment
+from idcontrol.contacts.world import Environment, ObjectState
 from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
 from idcontrol.errors import (
     InputError,
@@ -297,6 +297,13 @@ def test_bad_input_raises_the_packages_errors(quadruped: RobotModel, tmp_path) -
     bad_q[3:7] = [0.0, 0.0, 0.0, 2.0]
     with pytest.raises(InputError, match="unit quaternion"):
         controller.solve(RobotState(bad_q, good.v), np.zeros(quadruped.nu))
+    sensed = np.zeros((4, 3))
+    sensed[2, 1] = np.inf
+    with pytest.raises(NonFiniteError, match="sensed_forces"):
+        controller.solve(RobotState(good.q, good.v, sensed_forces=sensed), np.zeros(quadruped.nu))
+    with pytest.raises(NameNotFound, match="crate"):
+        controller.solve(RobotState(good.q, good.v, objects={"crate": ObjectState(np.zeros(3), [0, 0, 0, 1])}),
+                         np.zeros(quadruped.nu))  # fmt: skip
     with pytest.raises(UnknownRobot, match="quadruped"):
         RobotModel("no_such_robot")
     with pytest.raises(UnknownFormulation, match="noslip_lcp"):
