@@ -77,7 +77,3 @@ class NonFiniteError(InputError):
         self.name = name
         self.indices = list(indices)
         super().__init__(f"{name} is not finite at indices {self.indices[:10]}")
-
-
-class SolverError(IdControlError):
-    """A numerical back end raised where a clean failure result was expected."""

@@ -32,7 +32,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.problem import ContactProblem, SolveResult, block
-from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
 
@@ -171,17 +170,3 @@ def map_warm_start(
 def friction_split(n: int, f_friction: Array) -> tuple[Array, Array]:
     """(f_S, f_T) from pyramid components [f_S+; f_S−; f_T+; f_T−] (direction-major, 4n)."""
     return f_friction[:n] - f_friction[n : 2 * n], f_friction[2 * n : 3 * n] - f_friction[3 * n :]
-
-
-def reject_inexact(solution: LCPSolution, Q: Array, q: Array, rel_tol: float = 1e-7) -> LCPSolution:
-    """Mark a regularized LCP solution as not found when it does not solve the *original* LCP(q, Q).
-
-    A Tikhonov-regularized solve of an LCP that has no solution returns huge
-    impulses (z ≈ −q/ε); those must never reach a robot.
-    """
-    if solution.found and solution.regularization:
-        worst = lcp_residuals(Q, q, solution.z).worst
-        if worst > rel_tol * max(1.0, float(np.abs(q).max(initial=0.0))):
-            solution.found = False
-            solution.message = f"{solution.message}; rejected: residual {worst:.1e} on the unregularized LCP"
-    return solution

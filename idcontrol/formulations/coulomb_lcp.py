@@ -26,7 +26,7 @@ import time
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split, reject_inexact
+from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.enumeration import mindiff
@@ -108,7 +108,7 @@ class CoulombLCP(Formulation):
             lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(z)[1], previous)
             fallback = "mindiff" if lcp.found else None
         else:
-            lcp = reject_inexact(lemke_regularized(Q, q), Q, q)
+            lcp = lemke_regularized(Q, q, original_tol=1e-7)
         unsolvable = not lcp.found
         if unsolvable:
             if not self.repair:

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start, reject_inexact
+from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.lemke import lemke_regularized
@@ -89,8 +89,7 @@ class NoSlipLCP(Formulation):
             lcp = active_set(B, r, warm, tol=self.tol)
         if not lcp.found:
             fallback = f"lemke (active set: {lcp.message})"
-            Q_lcp = B.T @ B
-            lcp = reject_inexact(lemke_regularized(Q_lcp, r), Q_lcp, r)
+            lcp = lemke_regularized(B.T @ B, r, original_tol=1e-7)
             if lcp.regularization:
                 fallback += f", regularized eps={lcp.regularization:.1e}"
         unsolvable = not lcp.found
