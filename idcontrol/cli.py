@@ -33,6 +33,45 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(args: argparse.Namespace):
+    from idcontrol.launch_file import load_launch
+
+    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation)
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    out = []
+    if args.duration is not None:
+        out += ["--duration", str(args.duration)]
+    if args.formulation is not None:
+        out += ["--formulation", args.formulation]
+    return out
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from idcontrol.launcher import launch
+
+    return launch(_load(args), _overrides(args), args.summary_json, live=not args.quiet)
+
+
+def _daemon(args: argparse.Namespace) -> int:
+    from idcontrol.daemon.app import run_daemon
+
+    return run_daemon(_load(args))
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    from idcontrol.bridges.app import run_bridge_process
+
+    return run_bridge_process(_load(args))
+
+
+def _add_launch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
+    p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
+    p.add_argument("--formulation", default=None, help="override the launch file's formulation")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="idcontrol", description="Inverse dynamics with predicted contact forces.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--tsid-python", default=None, help="python of a TSID venv: also run the TSID reference")
     bench.add_argument("--tsid-script", default="../shared/bench/tsid_reference.py", help="TSID reference script")
     bench.set_defaults(func=_bench)
+    launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes")
+    _add_launch_args(launch)
+    launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
+    launch.add_argument("--quiet", action="store_true", help="no live status line")
+    launch.set_defaults(func=_launch)
+    daemon = sub.add_parser("daemon", help="run only the control daemon of a launch file")
+    _add_launch_args(daemon)
+    daemon.set_defaults(func=_daemon)
+    bridge = sub.add_parser("bridge", help="run only the simulator bridge of a launch file")
+    _add_launch_args(bridge)
+    bridge.set_defaults(func=_bridge)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

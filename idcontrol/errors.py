@@ -77,3 +77,12 @@ class NonFiniteError(InputError):
         self.name = name
         self.indices = list(indices)
         super().__init__(f"{name} is not finite at indices {self.indices[:10]}")
+
+
+class ProtocolError(InputError):
+    """A message that breaks the wire protocol; ``code`` is the error reply's code (see docs/protocol.md)."""
+
+    def __init__(self, code: str, message: str, seq: int | None = None) -> None:
+        self.code = code
+        self.seq = seq
+        super().__init__(message)

@@ -1,0 +1,440 @@
+"""MuJoCo physics back end for the simulator bridge, built from the robot's URDF.
+
+The URDF is the single source of truth: :class:`MujocoSim` loads it with
+``mujoco.MjSpec.from_file`` (``package://`` mesh paths resolved against the
+URDF's folders) and adds, programmatically,
+
+* a free joint on the root link for a floating-base robot (MuJoCo's URDF
+  import fixes the root link to the world), named like Pinocchio's
+  (``root_joint``);
+* one ``motor`` actuator per joint of ``robot.actuated_joints``, in that
+  order: gear 1, ctrl clamped to ± ``robot.torque_limits`` and nothing
+  else (the joints' URDF ``actuatorfrcrange`` is lifted);
+* the floor plane z = 0 (default: floating-base robots only);
+* a free box body per ``[[objects]]`` entry (``with_objects``), its mass and
+  inertia those of :class:`~idcontrol.robot.config.ObjectConfig` (density ×
+  volume), placed at the configured initial pose;
+* one sphere geom per contact sphere of ``robot.toml``. These spheres are the
+  robot's only colliding geoms: the URDF's visual and collision geoms are
+  kept for display but never collide, so the simulator's contact geometry is
+  the controller's. Spheres do not collide with one another.
+
+Everything else comes from the URDF: link inertias (``inertiafromgeom`` is
+off, so a link without ``<inertial>`` is massless as in Pinocchio), joint
+axes and limits, damping and friction from ``<dynamics>`` (zero if absent),
+armature zero. Gravity is (0, 0, −9.81) m/s².
+
+Contact model (chosen to match the controller's rigid Coulomb contact):
+
+* ``condim = 3`` (normal + 2D sliding friction; no torsional/rolling).
+* Elliptic friction cones (``opt.cone``): the exact Coulomb cone rather than a
+  pyramid, and the constraint regulariser R does not grow with μ² as it does
+  for pyramids (at μ = 10⁴ a pyramid's R is 10⁸ times larger, i.e. friction
+  would be mush), so a very large μ stays stiff. ``opt.impratio = 10`` makes
+  friction ten times stiffer than the normal direction (MuJoCo's advice
+  against creeping slip for elliptic cones).
+* μ: MuJoCo uses the friction of the geom with the highest ``priority``: the
+  floor (priority 2, μ = ``mu``) governs sphere–floor and box–floor
+  contacts, a box (priority 1, μ from its config or ``object_mu``) governs
+  sphere–box contacts. ``mu = math.inf`` is mapped to
+  :data:`MU_INFINITE` = 1e4 (no slip below a force ratio of 10⁴).
+* Softness: ``solref = (timeconst, dampratio)`` and ``solimp``. The default
+  is as stiff as MuJoCo allows at the time step: ``timeconst = 2 ·
+  timestep``, critical damping, ``solimp =`` :data:`STIFF_SOLIMP` (the
+  quadruped's feet sink 2 µm at rest at 1 kHz). :data:`COMPLIANT_SOLREF`,
+  :data:`COMPLIANT_SOLIMP` (MuJoCo's defaults) model compliant terrain:
+  about 1.1 mm.
+* No noslip post-iterations: with impratio 10, the quadruped pushed sideways
+  by 0.3 m g (μ = 1) moves its contact points by about 0.4 mm in 0.8 s, and
+  noslip iterations barely change that; ``model.opt.noslip_iterations`` can be
+  raised on :attr:`MujocoSim.model` if it matters.
+* Integrator: MuJoCo's semi-implicit Euler (joint damping implicit), as the
+  controller's time stepping. MuJoCo's automatic reset on divergence is
+  disabled: a diverged step raises :class:`SimulationDiverged` instead of
+  silently teleporting the robot.
+
+State exchange uses idcontrol's (Pinocchio) conventions, see :meth:`MujocoSim.state`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.contacts.world import GRAVITY, ObjectState
+from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.robot.model import RobotModel, check_vector
+
+Array = NDArray[np.float64]
+
+#: MuJoCo friction coefficient standing for μ = ∞.
+MU_INFINITE = 1e4
+#: Default ``solimp``: impedance 0.99 → 0.999 over 1 mm penetration.
+STIFF_SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
+#: Compliant terrain (MuJoCo's own defaults): about 1.1 mm rest penetration of the quadruped's feet.
+COMPLIANT_SOLREF = (0.02, 1.0)
+COMPLIANT_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
+_FLOOR_PRIORITY, _OBJECT_PRIORITY, _SPHERE_PRIORITY = 2, 1, 0
+_DIVERGENCE_WARNINGS = np.array(
+    [mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC],
+    dtype=np.intp,
+)
+
+
+class SimulationDiverged(IdControlError):
+    """MuJoCo found a non-finite or huge position, velocity or acceleration; :meth:`MujocoSim.reset` to go on."""
+
+
+@dataclass(frozen=True)
+class SimState:
+    """A snapshot of the simulation in idcontrol's conventions (fresh arrays).
+
+    Attributes
+    ----------
+    t : simulation time, s.
+    q : (nq,) Pinocchio configuration: floating base = [base position in world (3),
+        base orientation quaternion x y z w (4), joints in Pinocchio's order].
+    v : (nv,) Pinocchio velocity: floating base = [base linear velocity (3) and
+        angular velocity (3), both in the base frame, joint velocities].
+    objects : movable bodies by name (world frame, centre-of-mass velocities).
+    contact_forces : (k, 3) total force the environment applied on each contact
+        sphere during the last step, world frame, N, in ``robot.toml`` order.
+    """
+
+    t: float
+    q: Array
+    v: Array
+    objects: dict[str, ObjectState]
+    contact_forces: Array
+
+
+def _mu_for_mujoco(mu: float, what: str) -> float:
+    if not mu >= 0.0:
+        raise ConfigError(f"{what}: mu must be >= 0 (inf allowed), got {mu}")
+    return MU_INFINITE if math.isinf(mu) else float(mu)
+
+
+def _xyzw_from_wxyz(quaternion_wxyz: Array) -> Array:
+    return quaternion_wxyz[[1, 2, 3, 0]]
+
+
+def _rotation_from_wxyz(quaternion_wxyz: Array) -> Array:
+    out = np.empty(9)
+    mujoco.mju_quat2Mat(out, quaternion_wxyz)
+    return out.reshape(3, 3)
+
+
+def _resolve_package_uri(uri: str, urdf_path: Path) -> str:
+    """An absolute path for ``package://<package>/<relative>``: ``<package>`` is looked for above the URDF."""
+    package, _, relative = uri[len("package://") :].partition("/")
+    for folder in urdf_path.parents:
+        for root in (folder, folder / package):
+            if root.name == package and (root / relative).is_file():
+                return str(root / relative)
+    raise ConfigError(f"{urdf_path}: mesh {uri!r} not found (no folder {package!r} above the URDF holds it)")
+
+
+class MujocoSim:
+    """A MuJoCo simulation of an idcontrol robot, stepped with joint torques.
+
+    Parameters
+    ----------
+    robot : the robot model, or a robot name / robot.toml path.
+    mu : friction coefficient of the floor (``math.inf``: no slip, see :data:`MU_INFINITE`).
+    timestep : physics step, s.
+    with_objects : add the robot configuration's ``[[objects]]`` as free bodies.
+    object_mu : friction coefficient of every object (default: each object's configured ``mu``).
+    floor : add the floor plane z = 0 (default: for a floating-base robot).
+    solref : MuJoCo contact ``(timeconst s, dampratio)`` (default: ``(2 · timestep, 1)``).
+    solimp : MuJoCo contact impedance (5 numbers, default :data:`STIFF_SOLIMP`).
+    impratio : frictional-to-normal stiffness ratio of the elliptic cones.
+    initial : (nq,) configuration that :meth:`reset` returns to (default: the standing posture).
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel | str,
+        mu: float = 1.0,
+        timestep: float = 1e-3,
+        with_objects: bool = False,
+        *,
+        object_mu: float | None = None,
+        floor: bool | None = None,
+        solref: tuple[float, float] | None = None,
+        solimp: tuple[float, float, float, float, float] = STIFF_SOLIMP,
+        impratio: float = 10.0,
+        initial: Array | None = None,
+    ) -> None:
+        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        r = self.robot
+        if not timestep > 0.0:
+            raise ConfigError(f"timestep must be > 0 s, got {timestep}")
+        self.mu = mu
+        floor_mu = _mu_for_mujoco(mu, "floor")
+        self.has_floor = r.floating_base if floor is None else floor
+        self.initial = r.standing_configuration() if initial is None else r.check_state(initial, np.zeros(r.nv))[0]
+        contact = {
+            "condim": 3,
+            "solref": list(solref) if solref is not None else [2.0 * timestep, 1.0],
+            "solimp": list(solimp),
+        }
+        self.objects = r.config.objects if with_objects else ()
+
+        try:
+            spec = mujoco.MjSpec.from_file(str(r.config.urdf_path))
+        except ValueError as e:
+            raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not read the URDF: {e}") from e
+        for mesh in spec.meshes:
+            if mesh.file.startswith("package://"):
+                mesh.file = _resolve_package_uri(mesh.file, r.config.urdf_path)
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+        spec.compiler.alignfree = False  # free-joint qpos is the body frame, not the inertia frame
+        opt = spec.option
+        opt.timestep = timestep
+        opt.gravity = GRAVITY
+        opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        opt.impratio = impratio
+        opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_AUTORESET
+        for geom in spec.geoms:  # the URDF's own geoms: display only
+            geom.contype = geom.conaffinity = 0
+
+        pin_model = r.model
+        pin_names = [str(n) for n in pin_model.names]
+        root = spec.worldbody.first_body()
+        if r.floating_base:
+            root.add_freejoint(name=pin_names[1])
+        for name in r.actuated_joints:
+            limit = float(r.torque_limits[r.actuated_joints.index(name)])
+            spec.joint(name).actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
+            spec.add_actuator(
+                name=name,
+                target=name,
+                trntype=mujoco.mjtTrn.mjTRN_JOINT,
+                gear=[1.0, 0, 0, 0, 0, 0],
+                ctrllimited=mujoco.mjtLimited.mjLIMITED_TRUE,
+                ctrlrange=[-limit, limit],
+            )
+        if self.has_floor:
+            spec.worldbody.add_geom(
+                name="floor",
+                type=mujoco.mjtGeom.mjGEOM_PLANE,
+                size=[0.0, 0.0, 0.05],
+                contype=1,
+                conaffinity=1,
+                priority=_FLOOR_PRIORITY,
+                friction=[floor_mu, 0.0, 0.0],
+                **contact,
+            )
+        for o in self.objects:
+            w_x_y_z = np.roll(o.initial_orientation_xyzw, 1)
+            body = spec.worldbody.add_body(
+                name=o.name,
+                pos=o.initial_position,
+                quat=w_x_y_z / np.linalg.norm(w_x_y_z),
+                mass=o.mass,
+                ipos=[0.0, 0.0, 0.0],  # centre of mass at the body origin (MjSpec leaves it undefined)
+                iquat=[1.0, 0.0, 0.0, 0.0],
+                inertia=np.diag(o.inertia_in_body),
+                explicitinertial=True,
+            )
+            body.add_freejoint()
+            body.add_geom(
+                name=o.name,
+                type=mujoco.mjtGeom.mjGEOM_BOX,
+                size=np.asarray(o.size) / 2.0,
+                contype=1,
+                conaffinity=1,
+                priority=_OBJECT_PRIORITY,
+                friction=[_mu_for_mujoco(o.mu if object_mu is None else object_mu, o.name), 0.0, 0.0],
+                **contact,
+            )
+        for sphere, fid in zip(r.config.contact_spheres, r.sphere_frame_ids, strict=True):
+            frame = pin_model.frames[int(fid)]
+            joint = frame.parentJoint
+            if joint == 0:
+                body = spec.worldbody
+            elif r.floating_base and joint == 1:
+                body = root
+            else:
+                body = spec.joint(pin_names[joint]).parent
+            body.add_geom(
+                name=f"contact:{sphere.name}",
+                type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                size=[sphere.radius, 0.0, 0.0],
+                pos=frame.placement.act(sphere.offset_in_frame),  # sphere centre in the joint (= MuJoCo body) frame
+                contype=1,
+                conaffinity=0,
+                priority=_SPHERE_PRIORITY,
+                **contact,
+            )
+        try:
+            self._model = spec.compile()
+        except ValueError as e:
+            raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not build the model: {e}") from e
+        self._spec = spec
+        self._data = mujoco.MjData(self._model)
+        self._warning_counts = self._data.warning.number  # a view: MuJoCo's live warning counters
+        self._index_state(pin_names)
+        self.reset()
+
+    def _index_state(self, pin_names: list[str]) -> None:
+        """Map Pinocchio's joint coordinates onto MuJoCo's, by joint name."""
+        m, r = self._model, self.robot
+        first = 2 if r.floating_base else 1
+        pin_q, pin_v, mj_q, mj_v = [], [], [], []
+        for j in range(first, len(pin_names)):
+            pj = r.model.joints[j]
+            if pj.nq != 1 or pj.nv != 1:
+                raise ConfigError(f"joint {pin_names[j]!r}: only one-DoF revolute/prismatic joints are supported")
+            mj = m.joint(pin_names[j])
+            pin_q.append(pj.idx_q)
+            pin_v.append(pj.idx_v)
+            mj_q.append(m.jnt_qposadr[mj.id])
+            mj_v.append(m.jnt_dofadr[mj.id])
+        self._pin_q, self._pin_v = np.asarray(pin_q, dtype=np.intp), np.asarray(pin_v, dtype=np.intp)
+        self._mj_q, self._mj_v = np.asarray(mj_q, dtype=np.intp), np.asarray(mj_v, dtype=np.intp)
+        if r.floating_base:
+            base = m.joint(pin_names[1]).id
+            self._base_q, self._base_v = int(m.jnt_qposadr[base]), int(m.jnt_dofadr[base])
+        self._object_slots = []
+        for o in self.objects:
+            joint = int(m.body_jntadr[m.body(o.name).id])
+            self._object_slots.append((o.name, int(m.jnt_qposadr[joint]), int(m.jnt_dofadr[joint])))
+        sphere_geoms = [m.geom(f"contact:{s}").id for s in r.sphere_names]
+        self._sphere_of_geom = np.full(m.ngeom, -1, dtype=np.intp)
+        self._sphere_of_geom[sphere_geoms] = np.arange(len(sphere_geoms))
+        self._wrench = np.zeros(6)
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def model(self) -> mujoco.MjModel:
+        return self._model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        return self._data
+
+    @property
+    def spec(self) -> mujoco.MjSpec:
+        """The edited specification the model was compiled from (e.g. ``spec.to_xml()`` to inspect it)."""
+        return self._spec
+
+    @property
+    def time(self) -> float:
+        """Simulation time, s."""
+        return float(self._data.time)
+
+    # ------------------------------------------------------------------ state exchange
+    def reset(
+        self, q: Array | None = None, v: Array | None = None, objects: dict[str, ObjectState] | None = None
+    ) -> None:
+        """Restart at time 0 from ``q`` (nq,), ``v`` (nv,) in Pinocchio conventions (default: ``initial``, at rest).
+
+        ``objects`` sets movable bodies by name; the others start at their configured initial pose, at rest.
+        Contact forces are then those of ``mj_forward`` with zero torque.
+        """
+        r, m, d = self.robot, self._model, self._data
+        q, v = r.check_state(self.initial if q is None else q, np.zeros(r.nv) if v is None else v)
+        states = {o.name: ObjectState(o.initial_position, o.initial_orientation_xyzw) for o in self.objects}
+        for name, s in (objects or {}).items():
+            if name not in states:
+                raise InputError(f"unknown object {name!r}; the simulation has {sorted(states)}")
+            states[name] = s.validated(name)
+        mujoco.mj_resetData(m, d)
+        d.qpos[self._mj_q] = q[self._pin_q]
+        d.qvel[self._mj_v] = v[self._pin_v]
+        if r.floating_base:
+            a, b = self._base_q, self._base_v
+            quat_wxyz = np.roll(q[3:7], 1) / np.linalg.norm(q[3:7])
+            d.qpos[a : a + 3] = q[0:3]
+            d.qpos[a + 3 : a + 7] = quat_wxyz
+            d.qvel[b : b + 3] = _rotation_from_wxyz(quat_wxyz) @ v[0:3]  # base frame -> world
+            d.qvel[b + 3 : b + 6] = v[3:6]  # both in the base frame
+        for name, a, b in self._object_slots:
+            s = states[name]
+            quat_wxyz = np.roll(s.orientation_xyzw, 1) / np.linalg.norm(s.orientation_xyzw)
+            d.qpos[a : a + 3] = s.position
+            d.qpos[a + 3 : a + 7] = quat_wxyz
+            d.qvel[b : b + 3] = s.linear_velocity  # world, body origin = centre of mass
+            d.qvel[b + 3 : b + 6] = _rotation_from_wxyz(quat_wxyz).T @ s.angular_velocity  # world -> body
+        mujoco.mj_forward(m, d)
+
+    def step(self, tau: Array) -> None:
+        """Apply joint torques ``tau`` (nu,) in ``robot.actuated_joints`` order, N·m (N), for one time step.
+
+        Torques beyond ``robot.torque_limits`` are clamped. Raises ShapeError / NonFiniteError
+        (without stepping) for a malformed ``tau``, SimulationDiverged if MuJoCo's state blew up.
+        """
+        self._data.ctrl[:] = check_vector("tau", tau, self.robot.nu)
+        before = self._divergence_count()
+        mujoco.mj_step(self._model, self._data)
+        if self._divergence_count() != before:
+            raise SimulationDiverged(f"MuJoCo's state diverged at t = {self._data.time:.6f} s; reset the simulation")
+
+    def _divergence_count(self) -> int:
+        return int(self._warning_counts[_DIVERGENCE_WARNINGS].sum())
+
+    def state(self) -> SimState:
+        """The current state (see :class:`SimState`), converted from MuJoCo's conventions.
+
+        MuJoCo's free joint holds qpos = [position, quaternion w x y z] and qvel =
+        [linear velocity of the body origin in world, angular velocity in the body frame];
+        Pinocchio's free-flyer v has the linear velocity in the body frame: v_lin = Rᵀ qvel_lin.
+        """
+        r, d = self.robot, self._data
+        q = np.empty(r.nq)
+        v = np.empty(r.nv)
+        q[self._pin_q] = d.qpos[self._mj_q]
+        v[self._pin_v] = d.qvel[self._mj_v]
+        if r.floating_base:
+            a, b = self._base_q, self._base_v
+            quat_wxyz = d.qpos[a + 3 : a + 7]
+            q[0:3] = d.qpos[a : a + 3]
+            q[3:7] = _xyzw_from_wxyz(quat_wxyz)
+            v[0:3] = _rotation_from_wxyz(quat_wxyz).T @ d.qvel[b : b + 3]
+            v[3:6] = d.qvel[b + 3 : b + 6]
+        objects = {}
+        for name, a, b in self._object_slots:
+            quat_wxyz = d.qpos[a + 3 : a + 7]
+            objects[name] = ObjectState(
+                position=d.qpos[a : a + 3].copy(),
+                orientation_xyzw=_xyzw_from_wxyz(quat_wxyz),
+                linear_velocity=d.qvel[b : b + 3].copy(),
+                angular_velocity=_rotation_from_wxyz(quat_wxyz) @ d.qvel[b + 3 : b + 6],
+            )
+        return SimState(float(d.time), q, v, objects, self.contact_forces())
+
+    def contact_forces(self) -> Array:
+        """(k, 3) force the environment applied on each contact sphere during the last step, world frame, N.
+
+        ``mj_contactForce`` gives the force of geom1 on geom2 in the contact frame, whose
+        rows (``contact.frame``) are the normal, pointing from geom1 to geom2, and two tangents.
+        """
+        m, d = self._model, self._data
+        out = np.zeros((len(self.robot.sphere_names), 3))
+        if d.ncon == 0:
+            return out
+        frames = d.contact.frame.reshape(-1, 3, 3)
+        # sphere index (or -1) of each contact's geom1 and geom2
+        for i, (s1, s2) in enumerate(self._sphere_of_geom[d.contact.geom].tolist()):
+            if s1 < 0 and s2 < 0:
+                continue
+            mujoco.mj_contactForce(m, d, i, self._wrench)
+            on_geom2_world = frames[i].T @ self._wrench[:3]
+            if s2 >= 0:
+                out[s2] += on_geom2_world
+            if s1 >= 0:
+                out[s1] -= on_geom2_world
+        return out
+
+    def fell(self, min_base_height: float) -> bool:
+        """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
+        if not self.robot.floating_base:
+            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
+        z = self._data.qpos[self._base_q + 2]
+        return not (np.all(np.isfinite(self._data.qpos)) and z >= min_base_height)

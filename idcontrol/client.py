@@ -1,0 +1,50 @@
+"""A small client for the daemon's admin channel (used by ``idcontrol launch`` and the tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+
+from idcontrol import protocol as wire
+
+
+class AdminClient:
+    """Request/reply on the admin endpoint; a request without a reply in ``timeout`` s raises TimeoutError.
+
+    A REQ socket that lost its reply cannot send again, so each timeout replaces the socket.
+    """
+
+    def __init__(self, endpoint: str, timeout: float = 2.0, context: zmq.Context | None = None) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._ctx = context or zmq.Context.instance()
+        self._socket = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        s = self._ctx.socket(zmq.REQ)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.endpoint)
+        return s
+
+    def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Send one request; return the ``ok`` reply. Raises ProtocolError for an ``error`` reply."""
+        return wire.decode_reply(self.request_raw(wire.encode_request(kind, **fields), timeout))
+
+    def request_raw(self, payload: bytes, timeout: float | None = None) -> bytes:
+        """Send raw bytes (tests send malformed requests with this); return the raw reply."""
+        self._socket.send(payload)
+        if not self._socket.poll(int(1000 * (self.timeout if timeout is None else timeout))):
+            self._socket.close(linger=0)
+            self._socket = self._connect()
+            raise TimeoutError(f"no reply from the daemon at {self.endpoint}")
+        return self._socket.recv()
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,38 @@
+"""Assemble a daemon from a launch file: robot, world, controller, reference, core, sockets."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from idcontrol.contacts.world import Environment, MovableBody
+from idcontrol.controller import InverseDynamicsController
+from idcontrol.daemon.core import ControlCore, SafetySettings
+from idcontrol.daemon.server import Daemon
+from idcontrol.launch_file import LaunchConfig
+from idcontrol.reference import make_reference
+from idcontrol.robot.model import RobotModel
+
+
+def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment:
+    """Flat ground plus, when the launch file asks, the robot file's movable bodies; all with friction ``mu``."""
+    objects = tuple(MovableBody(replace(o, mu=mu)) for o in robot.config.objects) if config.objects else ()
+    return Environment.flat_ground(mu, objects)
+
+
+def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> ControlCore:
+    robot = robot or RobotModel(config.robot)
+    c = config.controller
+    controller = InverseDynamicsController(
+        robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt, formulation_options=c.options
+    )
+    reference = make_reference(config.reference.name, robot, **config.reference.options)
+    return ControlCore(controller, reference, SafetySettings())
+
+
+def run_daemon(config: LaunchConfig) -> int:
+    """Serve until SIGINT/SIGTERM or an admin ``shutdown``; returns the process exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s daemon %(levelname)s %(message)s")
+    daemon = Daemon(build_core(config), config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3)
+    daemon.serve()
+    return 0

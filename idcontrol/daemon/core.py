@@ -1,0 +1,281 @@
+"""The daemon's pure, synchronous control core: one state in, one command out.
+
+:class:`ControlCore` owns no socket, file or clock: the caller passes each
+state and the current time. It runs the explicit state machine
+
+    idle ──start──▶ run ──stop / fault / watchdog / fall──▶ safe_stop ──at rest or timeout──▶ stopped
+                     ▲                                                                           │
+                     └───────────────────────────────────start──────────────────────────────────┘
+
+and, while running, turns the reference into q̈_des (PD feedback), asks the
+formulation for torques, and guards every command: a non-finite or failed
+solve reuses the previous torque for a few ticks and then safe-stops; torques
+are clipped to the robot's limits and every clip is counted. The safe stop
+commands joint damping τ = −D q̇ (clipped) until the joints are at rest.
+The daemon (:mod:`idcontrol.daemon.server`), replay and the test harness all
+drive this same object.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.controller import InverseDynamicsController, RobotState
+from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.formulations.base import Formulation
+from idcontrol.problem import SolveResult
+from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
+from idcontrol.reference import JointTarget, Reference, desired_acceleration
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class SafetySettings:
+    """Guards applied to every command.
+
+    hold_ticks : ticks a failed solve may reuse the previous torque before a safe stop.
+    damping : joint damping of the safe stop, N·m·s/rad (per joint or scalar).
+    rest_velocity : the safe stop ends when every |q̇| is below this, rad/s.
+    safe_stop_timeout : the safe stop ends after this long regardless, s.
+    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
+    fall_tilt : a floating base tilted more than this from upright has fallen, rad.
+    """
+
+    hold_ticks: int = 5
+    damping: float | Array = 0.5
+    rest_velocity: float = 0.05
+    safe_stop_timeout: float = 1.0
+    fall_height_fraction: float = 0.5
+    fall_tilt: float = 1.0
+
+
+@dataclass
+class TickOutput:
+    """What one tick produced: the command and what led to it (for telemetry and logs)."""
+
+    seq: int
+    t: float
+    tau: Array  # (nu,) N·m, after the safety guards
+    mode: str
+    result: SolveResult | None = None  # None outside run mode
+    target: JointTarget | None = None
+    qdd_des: Array | None = None
+    clipped: int = 0  # joints whose torque hit a limit this tick
+    note: str = ""  # why the mode changed this tick, if it did
+
+
+@dataclass
+class RunMetrics:
+    """Running sums over run-mode ticks (the paper's Section 8.1 metrics)."""
+
+    ticks: int = 0
+    position_error_sum: float = 0.0  # Σ mean_j |q_ref − q|, rad
+    velocity_error_sum: float = 0.0  # Σ mean_j |q̇_ref − q̇|, rad/s
+    tau_rate_sum: float = 0.0  # Σ mean_j |Δτ| / Δt, N·m/s
+    tau_rate_ticks: int = 0
+    tau_abs_sum: float = 0.0  # Σ mean_j |τ|, N·m
+    fell: bool = False
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, object]:
+        n = max(self.ticks, 1)
+        return {
+            "tracking_error_rad": self.position_error_sum / n,
+            "velocity_error_rad_s": self.velocity_error_sum / n,
+            "tau_rate_mean": self.tau_rate_sum / max(self.tau_rate_ticks, 1),
+            "tau_mean": self.tau_abs_sum / n,
+            "fell": self.fell,
+            "fallbacks": dict(self.fallbacks),
+        }
+
+
+class ControlCore:
+    """State machine + reference + formulation + safety guards, for one robot.
+
+    controller : the inverse-dynamics controller (robot, environment, formulation).
+    reference : joint reference generator (q_ref, q̇_ref, q̈_ref on the actuated joints).
+    """
+
+    def __init__(
+        self,
+        controller: InverseDynamicsController,
+        reference: Reference,
+        safety: SafetySettings | None = None,
+    ) -> None:
+        self.controller = controller
+        self.robot = controller.robot
+        self.reference = reference
+        self.safety = safety or SafetySettings()
+        robot = self.robot
+        self.dt = controller.dt
+        self.mode = MODE_IDLE
+        self.reason = "waiting for start"
+        self.gains = robot.gains
+        self.tau_limit = np.asarray(robot.torque_limits, dtype=float)
+        self.damping = np.broadcast_to(np.asarray(self.safety.damping, dtype=float), (robot.nu,)).copy()
+        self._idx_q = np.asarray(
+            [robot.model.joints[robot.model.getJointId(n)].idx_q for n in robot.actuated_joints], dtype=np.intp
+        )
+        self._idx_v = np.asarray(robot.actuated_dofs, dtype=np.intp)
+        self._zero = np.zeros(robot.nu)
+        self._tau_prev: Array | None = None
+        self._held = 0
+        self._safe_stop_started = 0.0
+        self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
+        self.metrics = RunMetrics()
+        self._formulations: dict[str, Formulation] = {}  # ready instances by name, filled by warm_up
+        self.clip_count = 0
+        self.fail_count = 0
+        self.last_error = ""
+
+    def warm_up(self, ticks: int = 20) -> None:
+        """Build every registered formulation and solve the standing posture with each a few times.
+
+        First-call costs (workspaces, compiled kernels) are paid before the first real state, and a
+        run-time switch to any formulation with default options becomes a swap. The state machine
+        and the active formulation are untouched.
+        """
+        from idcontrol.formulations import available_formulations
+
+        robot = self.robot
+        q = robot.standing_configuration()
+        v = np.zeros(robot.nv)
+        objects = self.controller.initial_object_states()
+        sensed = np.zeros((len(robot.sphere_names), 3))
+        target = self.reference.sample(0.0, q, v)
+        qdd_des, tracking = desired_acceleration(target, q[self._idx_q], v[self._idx_v], self.gains)
+        active = self.controller.formulation
+        for name in available_formulations():
+            formulation = active if name == active.name else self._formulations.get(name)
+            formulation = formulation or self.controller._make(name, None)
+            self._formulations[name] = formulation  # the launch file's instance keeps its options
+            self.controller.formulation = formulation
+            for _ in range(ticks):
+                self.controller.solve(RobotState(q=q, v=v, objects=objects, sensed_forces=sensed), qdd_des, tracking)
+        self.controller.formulation = active
+        self.reference.reset()
+
+    # ------------------------------------------------------------------ transitions (admin requests, watchdog)
+    def start(self, now: float) -> None:
+        """idle or stopped → run. Raises :class:`InputError` in any other mode."""
+        if self.mode not in (MODE_IDLE, MODE_STOPPED):
+            raise InputError(f"cannot start in mode {self.mode!r}; allowed from idle or stopped")
+        self.reference.reset()
+        self._tau_prev = None
+        self._held = 0
+        self.mode = MODE_RUN
+        self.reason = "started"
+
+    def stop(self, reason: str, now: float) -> None:
+        """Begin a safe stop (from run); from idle go straight to stopped."""
+        if self.mode == MODE_RUN:
+            self.mode = MODE_SAFE_STOP
+            self._safe_stop_started = now
+            self.reason = reason
+        elif self.mode == MODE_IDLE:
+            self.mode = MODE_STOPPED
+            self.reason = reason
+
+    def expire(self, now: float) -> None:
+        """Advance time-based transitions when no state arrives (watchdog, safe-stop timeout)."""
+        if self.mode == MODE_SAFE_STOP and now - self._safe_stop_started > self.safety.safe_stop_timeout:
+            self.mode = MODE_STOPPED
+            self.reason += "; safe stop timed out"
+
+    def set_formulation(self, name: str, options: dict | None = None) -> None:
+        """Swap the formulation between ticks. Without options a warmed-up instance is reused
+        (see :meth:`warm_up`); with options a new one is built first, then swapped in."""
+        formulation = self._formulations.get(name) if not options else None
+        self.controller.formulation = formulation or self.controller._make(name, options)
+
+    def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:
+        """Replace PD(I) gains (scalars or one per actuated joint); validated before any is applied."""
+        new = {}
+        for key, value in (("kp", kp), ("kd", kd), ("ki", ki)):
+            if value is None:
+                continue
+            arr = np.broadcast_to(np.asarray(value, dtype=float), (self.robot.nu,)).copy()
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ConfigError(f"gain {key} must be finite and >= 0")
+            new[key] = arr
+        self.gains = replace(self.gains, **new)
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, message: StateMessage, now: float | None = None) -> TickOutput:
+        """Answer one state. Raises :class:`InputError` for a state the robot model rejects (not acted on)."""
+        now = time.monotonic() if now is None else now
+        robot = self.robot
+        q, v = robot.check_state(message.q, message.v)
+        out = TickOutput(message.seq, message.t, self._zero, self.mode)
+        if self.mode == MODE_RUN:
+            self._run(message, q, v, out)
+            if robot.floating_base and self._fallen(q):
+                self.metrics.fell = True
+                self.stop("the robot fell", now)
+                out.note = "fell: safe stop"
+        if self.mode == MODE_SAFE_STOP:
+            v_act = v[self._idx_v]
+            out.tau = np.clip(-self.damping * v_act, -self.tau_limit, self.tau_limit)
+            if np.max(np.abs(v_act), initial=0.0) < self.safety.rest_velocity:
+                self.mode = MODE_STOPPED
+            self.expire(now)
+        out.mode = self.mode
+        if out.mode != MODE_RUN:
+            self._tau_prev = None
+        return out
+
+    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput) -> None:
+        target = self.reference.sample(message.t, q, v)
+        q_act, v_act = q[self._idx_q], v[self._idx_v]
+        qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
+        state = RobotState(q=q, v=v, t=message.t, objects=message.objects, sensed_forces=message.contact_forces)
+        out.target, out.qdd_des = target, qdd_des
+        try:
+            result = self.controller.solve(state, qdd_des, tracking)
+        except InputError:
+            raise
+        except IdControlError as e:  # a formulation that throws is a failed solve, not a dead daemon
+            result = None
+            self.last_error = f"{type(e).__name__}: {e}"
+        out.result = result
+        tau = result.tau if result is not None else None
+        if tau is None or not result.found or not np.all(np.isfinite(tau)):
+            self.fail_count += 1
+            reason = (result.message if result is not None else self.last_error) or "solver failed"
+            self.last_error = reason
+            if self._tau_prev is not None and self._held < self.safety.hold_ticks:
+                self._held += 1
+                out.tau = self._tau_prev
+                out.note = f"solve failed ({reason}); reusing the previous torque ({self._held})"
+            else:
+                self.stop(f"solve failed: {reason}", time.monotonic())
+                out.note = f"solve failed ({reason}): safe stop"
+            return
+        self._held = 0
+        clipped = np.clip(tau, -self.tau_limit, self.tau_limit)
+        out.clipped = int(np.count_nonzero(clipped != tau))
+        self.clip_count += out.clipped
+        out.tau = clipped
+        m = self.metrics
+        m.ticks += 1
+        m.position_error_sum += float(np.mean(np.abs(tracking.position_error)))
+        m.velocity_error_sum += float(np.mean(np.abs(tracking.velocity_error)))
+        m.tau_abs_sum += float(np.mean(np.abs(clipped)))
+        if self._tau_prev is not None:
+            m.tau_rate_sum += float(np.mean(np.abs(clipped - self._tau_prev))) / self.dt
+            m.tau_rate_ticks += 1
+        if result.fallback:
+            m.fallbacks[result.fallback] = m.fallbacks.get(result.fallback, 0) + 1
+        self._tau_prev = clipped
+
+    def _fallen(self, q: Array) -> bool:
+        x, y, z, w = q[3:7]
+        up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world
+        tilt = float(np.arccos(np.clip(up_z, -1.0, 1.0)))
+        s = self.safety
+        return bool(q[2] < s.fall_height_fraction * self._standing_height or tilt > s.fall_tilt)

@@ -1,0 +1,408 @@
+"""The daemon: ZeroMQ I/O around :class:`~idcontrol.daemon.core.ControlCore`.
+
+Sockets (docs/protocol.md):
+
+* control — ROUTER, bound; each bridge connects a DEALER and sends ``state``
+  (and once ``hello``); every state is answered with a ``command`` carrying
+  the same ``seq``, or with an ``error``;
+* admin — REP, bound: ``status``, ``stats``, ``start``, ``stop``,
+  ``set_formulation``, ``set_gains``, ``set_reference``, ``reset_stats``,
+  ``shutdown``;
+* telemetry — PUB, bound: one ``telemetry`` record per answered state;
+* reference (optional) — SUB, bound: ``reference`` messages from the user's
+  own planner, used by the ``stream`` reference.
+
+The bridge is the clock master: the daemon never sleeps to keep time, it
+answers states as they come. Control messages are served before admin
+requests, and admin requests are served between ticks, so a formulation
+switch never costs a tick. SIGINT/SIGTERM start a safe stop; the daemon
+answers with damping commands until the robot is at rest (or the safe-stop
+timeout passes) and then exits.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import time
+from typing import Any
+
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.daemon.core import ControlCore, TickOutput
+from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.daemon.stats import TickStats
+from idcontrol.errors import ConfigError, IdControlError, InputError, ProtocolError
+from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
+
+log = logging.getLogger("idcontrol.daemon")
+
+
+class RateLimitedLog:
+    """At most one line per key per ``interval`` seconds, with the count of suppressed ones."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) >= self.interval:
+            extra = self._suppressed.pop(key, 0)
+            log.warning("%s%s", text, f" ({extra} similar suppressed)" if extra else "")
+            self._last[key] = now
+        else:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+
+
+def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as e:
+        hint = " (port in use: another daemon running?)" if e.errno == zmq.EADDRINUSE else ""
+        raise ConfigError(f"cannot bind the {name} endpoint {endpoint}: {e}{hint}") from None
+
+
+class Daemon:
+    """Serve one :class:`ControlCore` on ZeroMQ sockets until shut down.
+
+    watchdog : run mode safe-stops when no state arrives for this long, s (default 20 ms).
+    shutdown_timeout : on shutdown, the longest wait for the safe stop to finish, s.
+    """
+
+    def __init__(
+        self,
+        core: ControlCore,
+        endpoints: Endpoints | None = None,
+        *,
+        watchdog: float = 0.020,
+        shutdown_timeout: float = 1.0,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.core = core
+        self.endpoints = endpoints or Endpoints()
+        self.endpoints.check()
+        if not watchdog > 0:
+            raise ConfigError(f"watchdog must be > 0 s, got {watchdog}")
+        self.watchdog = watchdog
+        self.shutdown_timeout = shutdown_timeout
+        robot = core.robot
+        self.shape = RobotShape(
+            robot=robot.name,
+            nq=robot.nq,
+            nv=robot.nv,
+            joint_names=tuple(robot.actuated_joints),
+            contact_names=tuple(robot.sphere_names),
+            object_names=tuple(o.name for o in core.controller.environment.objects),
+        )
+        self.stats = TickStats(core.dt)
+        self.rate_log = RateLimitedLog()
+        self._ctx = context or zmq.Context.instance()
+        self._sockets: list[zmq.Socket] = []
+        self.bound: dict[str, str] = {}
+        self.control = self._socket(zmq.ROUTER, self.endpoints.control, "control")
+        self.control.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.admin = self._socket(zmq.REP, self.endpoints.admin, "admin")
+        self.telemetry = None
+        if self.endpoints.telemetry:
+            self.telemetry = self._socket(zmq.PUB, self.endpoints.telemetry, "telemetry")
+            self.telemetry.setsockopt(zmq.SNDHWM, 1000)  # a slow subscriber loses records, never stalls the tick
+        self.reference = None
+        if self.endpoints.reference:
+            self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference")
+            self.reference.setsockopt(zmq.SUBSCRIBE, b"")
+        self.poller = zmq.Poller()
+        for s in (self.control, self.admin, self.reference):
+            if s is not None:
+                self.poller.register(s, zmq.POLLIN)
+        self._peer: bytes | None = None
+        self._last_seq = -1
+        self._last_state_time = -1e9
+        self._last_t = float("nan")
+        self._shutdown_requested = False
+        self._shutdown_deadline = float("inf")
+        self.running = False
+
+    def _socket(self, kind: int, endpoint: str, name: str) -> zmq.Socket:
+        s = self._ctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE_BYTES)  # larger messages are dropped by ZeroMQ itself
+        try:
+            bind(s, endpoint, name)
+        except ConfigError:
+            s.close()
+            self.close()
+            raise
+        self._sockets.append(s)
+        self.bound[name] = s.getsockopt_string(zmq.LAST_ENDPOINT)  # the real port when bound to ":*"
+        return s
+
+    # ------------------------------------------------------------------ lifecycle
+    def request_shutdown(self, reason: str = "shutdown requested") -> None:
+        """Safe-stop (if running), then exit :meth:`serve` once stopped or after ``shutdown_timeout``."""
+        if not self._shutdown_requested:
+            log.info("shutting down: %s", reason)
+        self._shutdown_requested = True
+        now = time.monotonic()
+        self._shutdown_deadline = min(self._shutdown_deadline, now + self.shutdown_timeout)
+        self.core.stop(reason, now)
+
+    def serve(self, install_signal_handlers: bool = True) -> None:
+        """Run the loop until shutdown. Signal handlers are installed when called from the main thread."""
+        if install_signal_handlers:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda signum, _frame: self.request_shutdown(signal.Signals(signum).name))
+        self.core.warm_up()
+        gc.collect()
+        gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
+        self.running = True
+        poll_ms = max(1, int(self.watchdog * 1000 / 4))
+        log.info("daemon ready: robot %s, formulation %s, control %s, admin %s", self.shape.robot,
+                 self.core.controller.formulation.name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
+        try:
+            while True:
+                events = dict(self.poller.poll(poll_ms))
+                if self.control in events:
+                    self._serve_control()
+                if self.reference is not None and self.reference in events:
+                    self._serve_reference()
+                if self.admin in events:
+                    self._serve_admin()
+                self._check_watchdog()
+                if self._shutdown_requested and (
+                    self.core.mode in (MODE_STOPPED, MODE_IDLE) or time.monotonic() > self._shutdown_deadline
+                ):
+                    break
+        finally:
+            self.running = False
+            self.close()
+            log.info("daemon stopped (%s)", self.core.reason)
+
+    def close(self) -> None:
+        for s in self._sockets:
+            s.close(linger=0)
+        self._sockets.clear()
+
+    # ------------------------------------------------------------------ control channel
+    def _serve_control(self) -> None:
+        """Answer the newest pending state (older ones are stale: the bridge has moved on)."""
+        pending: list[list[bytes]] = []
+        while True:
+            try:
+                pending.append(self.control.recv_multipart(zmq.NOBLOCK, copy=True))
+            except zmq.Again:
+                break
+        newest_state = None
+        for frames in pending:
+            if len(frames) != 2:
+                self.stats.errors += 1
+                self.rate_log.warning("frames", f"control message with {len(frames) - 1} frames dropped")
+                continue
+            peer, raw = frames
+            received = time.perf_counter()
+            try:
+                message = wire.decode_control(raw, self.shape)
+            except ProtocolError as e:
+                self._reply_error(peer, e.code, str(e), e.seq)
+                continue
+            if isinstance(message, dict):  # hello
+                self._hello(peer, message)
+                continue
+            if newest_state is not None:
+                self.stats.states_dropped += 1
+            newest_state = (peer, message, received)
+        if newest_state is not None:
+            self._answer(*newest_state)
+
+    def _hello(self, peer: bytes, message: dict[str, Any]) -> None:
+        s = self.shape
+        theirs = (message.get("robot"), message.get("nq"), message.get("nv"), message.get("nu"))
+        if theirs != (s.robot, s.nq, s.nv, s.nu):
+            self._reply_error(peer, "robot_mismatch", f"bridge has robot/nq/nv/nu {theirs}, "
+                              f"daemon has {(s.robot, s.nq, s.nv, s.nu)}")  # fmt: skip
+            return
+        self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
+
+    def _answer(self, peer: bytes, message: StateMessage, received: float) -> None:
+        now = time.monotonic()
+        if peer != self._peer:
+            if self._peer is not None and now - self._last_state_time < self.watchdog:
+                self._reply_error(peer, "busy", "another bridge is driving this daemon", message.seq)
+                return
+            if self._peer is not None:
+                log.info("a new bridge connected; mode %s (%s)", self.core.mode, self.core.reason)
+            self._peer, self._last_seq = peer, -1  # a new session: sequence numbers start again
+        if message.seq <= self._last_seq:
+            self._reply_error(peer, "stale_seq", f"seq {message.seq} not greater than {self._last_seq}", message.seq)
+            return
+        if self._last_seq >= 0:
+            self.stats.states_skipped += message.seq - self._last_seq - 1
+        self._last_seq = message.seq
+        self._last_state_time = now
+        self._last_t = message.t
+        try:
+            out = self.core.tick(message, now)
+        except InputError as e:
+            self._reply_error(peer, "bad_state", str(e), message.seq)
+            return
+        except Exception as e:  # never let a bug in the tick kill the loop: stop safely and say why
+            log.exception("tick failed")
+            self.core.stop(f"internal error: {type(e).__name__}: {e}", now)
+            self._reply_error(peer, "internal", f"{type(e).__name__}: {e}", message.seq)
+            return
+        self.control.send_multipart([peer, wire.encode_command(out.seq, out.t, out.tau, out.mode)])
+        self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
+        compute_us = (time.perf_counter() - received) * 1e6
+        timings = out.result.timings if out.result is not None else None
+        self.stats.record(compute_us, message.last_rtt_us, timings)
+        if out.note:
+            self.rate_log.warning("note", out.note)
+        if self.telemetry is not None:
+            self._publish(out, message, compute_us)
+
+    def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
+        self.stats.errors += 1
+        self.rate_log.warning(code, f"control error {code}: {text}")
+        self.control.send_multipart([peer, wire.encode_error(code, text, seq)])
+
+    def _check_watchdog(self) -> None:
+        now = time.monotonic()
+        if self.core.mode == MODE_RUN and now - self._last_state_time > self.watchdog:
+            gap_ms = (now - self._last_state_time) * 1e3
+            self.core.stop(f"watchdog: no state for {gap_ms:.0f} ms", now)
+            log.warning("watchdog: no state for %.1f ms; safe stop", gap_ms)
+        self.core.expire(now)
+
+    # ------------------------------------------------------------------ telemetry
+    def _publish(self, out: TickOutput, message: StateMessage, compute_us: float) -> None:
+        record: dict[str, Any] = {
+            "v": wire.PROTOCOL_VERSION, "type": "telemetry", "seq": out.seq, "t": out.t, "mode": out.mode,
+            "formulation": self.core.controller.formulation.name, "q": wire.f64(message.q), "qd": wire.f64(message.v),
+            "tau": wire.f64(out.tau), "compute_us": compute_us, "clipped": out.clipped,
+        }  # fmt: skip
+        if out.target is not None:
+            record["q_ref"] = wire.f64(out.target.q_ref)
+            record["qdd_des"] = wire.f64(out.qdd_des)
+        result = out.result
+        if result is not None:
+            contacts = self.core.controller.last_contacts
+            record.update({
+                "found": bool(result.found), "iterations": int(result.iterations), "fallback": result.fallback or "",
+                "repaired": bool(result.consistency_repaired), "message": result.message,
+                "timings_us": {k: v * 1e6 for k, v in result.timings.items()},
+                "contact_ids": ["/".join(map(str, c)) for c in contacts.ids],
+                "contact_points": wire.f64(contacts.points), "contact_normals": wire.f64(contacts.normals),
+                "contact_phi": wire.f64(contacts.phi), "force_normal": wire.f64(result.f_normal),
+                "force_world": wire.f64(result.force_in_world) if contacts.n else b"",
+            })  # fmt: skip
+        if message.contact_forces is not None:
+            record["sensed_forces"] = wire.f64(message.contact_forces)
+        try:
+            self.telemetry.send(wire.pack(record), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    # ------------------------------------------------------------------ reference stream
+    def _serve_reference(self) -> None:
+        reference = self.core.reference
+        while True:
+            try:
+                raw = self.reference.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                target = wire.decode_reference(raw, self.core.robot.nu)
+            except ProtocolError as e:
+                self.stats.errors += 1
+                self.rate_log.warning("reference", f"reference message dropped: {e.code}: {e}")
+                continue
+            if hasattr(reference, "set_target"):
+                reference.set_target(*target)
+            else:
+                self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
+                                      f"{type(reference).__name__}, not 'stream'; ignored")  # fmt: skip
+
+    # ------------------------------------------------------------------ admin channel
+    def _serve_admin(self) -> None:
+        raw = self.admin.recv()
+        try:
+            request = wire.decode_request(raw)
+            reply = self._handle(request)
+        except ProtocolError as e:
+            reply = wire.encode_error(e.code, str(e))
+        except IdControlError as e:
+            code = "unknown_name" if isinstance(e, ConfigError) and "unknown" in str(e) else "bad_field"
+            if isinstance(e, InputError) and "cannot start" in str(e):
+                code = "invalid_transition"
+            reply = wire.encode_error(code, str(e))
+        except Exception as e:
+            log.exception("admin request failed")
+            reply = wire.encode_error("internal", f"{type(e).__name__}: {e}")
+        self.admin.send(reply)
+
+    def _handle(self, request: dict[str, Any]) -> bytes:
+        kind = request["type"]
+        core = self.core
+        now = time.monotonic()
+        if kind == "status":
+            return wire.encode_reply(kind, **self.status())
+        if kind == "stats":
+            return wire.encode_reply(kind, **self.summary())
+        if kind == "start":
+            core.start(now)
+            self._last_state_time = now  # the watchdog counts from the start
+            return wire.encode_reply(kind, mode=core.mode)
+        if kind == "stop":
+            core.stop(str(request.get("reason", "stop requested")), now)
+            return wire.encode_reply(kind, mode=core.mode)
+        if kind == "set_formulation":
+            name = wire.get_str(request, "name")
+            options = request.get("options") or {}
+            if not isinstance(options, dict):
+                raise ProtocolError("bad_field", "options must be a map")
+            core.set_formulation(name, options)
+            return wire.encode_reply(kind, formulation=core.controller.formulation.name)
+        if kind == "set_gains":
+            core.set_gains(request.get("kp"), request.get("kd"), request.get("ki"))
+            return wire.encode_reply(kind, kp=core.gains.kp.tolist(), kd=core.gains.kd.tolist())
+        if kind == "set_reference":
+            from idcontrol.reference import make_reference
+
+            name = wire.get_str(request, "name")
+            options = request.get("options") or {}
+            if not isinstance(options, dict):
+                raise ProtocolError("bad_field", "options must be a map")
+            if core.mode in (MODE_RUN, MODE_SAFE_STOP) and name != core.reference.name:
+                raise ProtocolError("invalid_transition", "stop before switching to another kind of reference")
+            core.reference = make_reference(name, core.robot, **options)
+            return wire.encode_reply(kind, reference=name)
+        if kind == "reset_stats":
+            self.stats.reset()
+            return wire.encode_reply(kind)
+        if kind == "shutdown":
+            self.request_shutdown("shutdown requested over admin")
+            return wire.encode_reply(kind, mode=core.mode)
+        raise ProtocolError("unknown_type", f"unknown request {kind!r}")  # unreachable: decode_request checks
+
+    def status(self) -> dict[str, Any]:
+        core = self.core
+        now = time.monotonic()
+        return {
+            "robot": self.shape.robot, "mode": core.mode, "reason": core.reason,
+            "formulation": core.controller.formulation.name, "reference": core.reference.name,
+            "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
+            "deadline_misses": self.stats.deadline_misses,
+            "bridge_connected": bool(now - self._last_state_time < max(self.watchdog, 0.1)),
+            "last_error": core.last_error, "fell": core.metrics.fell,
+        }  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        core = self.core
+        return {
+            **self.stats.summary(), **core.metrics.summary(), "formulation": core.controller.formulation.name,
+            "torque_clips": core.clip_count, "solve_failures": core.fail_count, "mode": core.mode,
+            "reason": core.reason,
+        }  # fmt: skip

@@ -1,0 +1,97 @@
+"""Per-tick timing statistics kept by the daemon (preallocated; no allocation per tick)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def percentiles_us(samples: np.ndarray) -> dict[str, float]:
+    """p50 / p99 / max of a sample array in µs (NaN when empty)."""
+    if samples.size == 0:
+        return {"p50": math.nan, "p99": math.nan, "max": math.nan}
+    p50, p99 = np.percentile(samples, (50, 99))
+    return {"p50": round(float(p50), 1), "p99": round(float(p99), 1), "max": round(float(samples.max()), 1)}
+
+
+def slack_us(slack: np.ndarray) -> dict[str, float]:
+    """Slack (period minus compute time), µs: the median and the worst cases."""
+    if slack.size == 0:
+        return {"p50": math.nan, "p1": math.nan, "min": math.nan}
+    p1, p50 = np.percentile(slack, (1, 50))
+    return {"p50": round(float(p50), 1), "p1": round(float(p1), 1), "min": round(float(slack.min()), 1)}
+
+
+class Series:
+    """A ring of float samples: the statistics cover the most recent ``capacity`` ticks."""
+
+    def __init__(self, capacity: int) -> None:
+        self._data = np.empty(capacity)
+        self.count = 0
+
+    def add(self, value: float) -> None:
+        self._data[self.count % self._data.size] = value
+        self.count += 1
+
+    def values(self) -> np.ndarray:
+        return self._data[: min(self.count, self._data.size)]
+
+    def clear(self) -> None:
+        self.count = 0
+
+
+class TickStats:
+    """Compute time, bridge round trip and slack per tick; deadline misses; dropped states.
+
+    period : the control period, s (the deadline of a command is one period after its state).
+    capacity : ticks kept for percentiles (default about 17 minutes at 1 kHz).
+    """
+
+    def __init__(self, period: float, capacity: int = 1 << 20) -> None:
+        self.period_us = period * 1e6
+        self.compute_us = Series(capacity)
+        self.roundtrip_us = Series(capacity)
+        self.phase_sums_us: dict[str, float] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.compute_us.clear()
+        self.roundtrip_us.clear()
+        self.phase_sums_us = {}
+        self.ticks = 0
+        self.deadline_misses = 0
+        self.states_skipped = 0  # gaps in the bridge's sequence numbers
+        self.states_dropped = 0  # superseded by a newer state before being answered
+        self.errors = 0
+
+    def record(self, compute_us: float, roundtrip_us: float | None, phases_s: dict[str, float] | None) -> None:
+        """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent."""
+        self.ticks += 1
+        self.compute_us.add(compute_us)
+        if roundtrip_us is not None:
+            self.roundtrip_us.add(roundtrip_us)
+            late = roundtrip_us > self.period_us
+        else:
+            late = compute_us > self.period_us
+        self.deadline_misses += late
+        if phases_s:
+            sums = self.phase_sums_us
+            for key, value in phases_s.items():
+                sums[key] = sums.get(key, 0.0) + value * 1e6
+
+    def summary(self) -> dict[str, object]:
+        compute = self.compute_us.values()
+        n = max(self.ticks, 1)
+        return {
+            "ticks": self.ticks,
+            "deadline_misses": self.deadline_misses,
+            "on_deadline_fraction": 1.0 - self.deadline_misses / n if self.ticks else math.nan,
+            "compute_us": percentiles_us(compute),
+            "roundtrip_us": percentiles_us(self.roundtrip_us.values()),
+            "slack_us": slack_us(self.period_us - compute),
+            "phase_mean_us": {k: round(v / n, 1) for k, v in self.phase_sums_us.items()},
+            "states_skipped": self.states_skipped,
+            "states_dropped": self.states_dropped,
+            "errors": self.errors,
+        }

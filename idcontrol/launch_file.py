@@ -1,0 +1,197 @@
+"""Launch files: which robot, bridge, formulation, reference, rates, endpoints and duration.
+
+A launch file is TOML (see ``launch/*.toml``)::
+
+    robot = "quadruped"          # a robot of robots/ (or a path to a robot.toml)
+    duration = 20.0              # s of bridge time; 0 = until Ctrl-C
+    objects = false              # the world holds the robot file's movable bodies (the arm's box)
+
+    [controller]
+    formulation = "two_stage_qp" # noslip_lcp, coulomb_lcp, two_stage_qp, one_stage_qp, pid, sensed_id
+    rate_hz = 1000.0             # control rate; the bridge sends state at this rate
+    mu = 1.0                     # friction the controller assumes (inf = no slip)
+    watchdog_ms = 20.0           # safe stop when no state arrives for this long
+    options = {}                 # formulation options
+
+    [reference]
+    name = "trot"                # hold, trot, arm_sinusoid, stream
+    options = { speed = 0.2 }
+
+    [bridge]
+    kind = "mujoco"
+    mode = "lockstep"            # or "realtime"
+    mu = 1.0                     # the simulator's friction
+    substeps = 1                 # physics steps per control period
+
+    [endpoints]                  # loopback only
+    control = "tcp://127.0.0.1:5555"
+    admin = "tcp://127.0.0.1:5556"
+    telemetry = "tcp://127.0.0.1:5557"
+
+Everything is validated when the file is loaded, so a bad file fails before
+any process starts.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.errors import ConfigError, RobotFileNotFound
+
+BRIDGE_KINDS = ("mujoco",)
+BRIDGE_MODES = ("lockstep", "realtime")
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    formulation: str = "two_stage_qp"
+    rate_hz: float = 1000.0
+    mu: float = 1.0
+    watchdog_ms: float = 20.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dt(self) -> float:
+        return 1.0 / self.rate_hz
+
+
+@dataclass(frozen=True)
+class ReferenceSettings:
+    name: str = "hold"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    kind: str = "mujoco"
+    mode: str = "lockstep"
+    mu: float = 1.0
+    substeps: int = 1
+    late_limit: int = 20  # consecutive late commands before the bridge's own safe stop
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    path: Path
+    robot: str
+    duration: float
+    objects: bool
+    controller: ControllerSettings
+    reference: ReferenceSettings
+    bridge: BridgeSettings
+    endpoints: Endpoints
+
+    def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
+        """The command line's ``--duration`` / ``--formulation`` over the file's values."""
+        out = self
+        if duration is not None:
+            if not duration >= 0:
+                raise ConfigError(f"--duration must be >= 0 s, got {duration}")
+            out = replace(out, duration=float(duration))
+        if formulation is not None:
+            _check_formulation(formulation)
+            out = replace(out, controller=replace(out.controller, formulation=formulation))
+        return out
+
+
+def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [{key}] must be a table")
+    return value
+
+
+def _fields(table: dict[str, Any], cls: type, where: str) -> dict[str, Any]:
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    return table
+
+
+def _check_formulation(name: str) -> None:
+    from idcontrol.errors import UnknownFormulation
+    from idcontrol.formulations import available_formulations
+
+    if name not in available_formulations():
+        raise UnknownFormulation(name, available_formulations())
+
+
+def _positive(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _friction(value: Any, where: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or value < 0:
+        raise ConfigError(f"{where} must be >= 0 (inf allowed), got {value!r}")
+    return float(value)
+
+
+def load_launch(path: str | Path) -> LaunchConfig:
+    """Read and validate a launch file (robot existence, names, rates, endpoints)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RobotFileNotFound(str(path), "launch file")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints"}
+    unknown = sorted(set(data) - top_known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
+    robot = data.get("robot")
+    if not isinstance(robot, str) or not robot:
+        raise ConfigError(f"{path}: 'robot' must name a robot")
+    from idcontrol.robot.config import load_robot_config
+
+    load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now rather than in a child process
+    duration = data.get("duration", 0.0)
+    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not duration >= 0:
+        raise ConfigError(f"{path}: duration must be >= 0 s, got {duration!r}")
+
+    objects = data.get("objects", False)
+    if not isinstance(objects, bool):
+        raise ConfigError(f"{path}: objects must be true or false")
+    controller = ControllerSettings(**_fields(_section(data, "controller", path), ControllerSettings,
+                                              f"{path} [controller]"))  # fmt: skip
+    _check_formulation(controller.formulation)
+    rate = _positive(controller.rate_hz, f"{path}: controller.rate_hz")
+    if not 10.0 <= rate <= 10000.0:
+        raise ConfigError(f"{path}: controller.rate_hz = {rate} outside 10 .. 10000 Hz")
+    _positive(controller.watchdog_ms, f"{path}: controller.watchdog_ms")
+    if controller.watchdog_ms * 1e-3 < 2.0 / rate:
+        raise ConfigError(f"{path}: watchdog_ms = {controller.watchdog_ms} is shorter than two control periods")
+    _friction(controller.mu, f"{path}: controller.mu")
+    if not isinstance(controller.options, dict):
+        raise ConfigError(f"{path}: controller.options must be a table")
+
+    reference = ReferenceSettings(**_fields(_section(data, "reference", path), ReferenceSettings,
+                                            f"{path} [reference]"))  # fmt: skip
+    if not isinstance(reference.options, dict):
+        raise ConfigError(f"{path}: reference.options must be a table")
+
+    bridge = BridgeSettings(**_fields(_section(data, "bridge", path), BridgeSettings, f"{path} [bridge]"))
+    if bridge.kind not in BRIDGE_KINDS:
+        raise ConfigError(f"{path}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
+    if bridge.mode not in BRIDGE_MODES:
+        raise ConfigError(f"{path}: bridge.mode {bridge.mode!r} not one of {list(BRIDGE_MODES)}")
+    _friction(bridge.mu, f"{path}: bridge.mu")
+    if not isinstance(bridge.substeps, int) or bridge.substeps < 1:
+        raise ConfigError(f"{path}: bridge.substeps must be a positive integer, got {bridge.substeps!r}")
+    if not isinstance(bridge.late_limit, int) or bridge.late_limit < 1:
+        raise ConfigError(f"{path}: bridge.late_limit must be a positive integer")
+
+    endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
+    endpoints.check()
+    used = [e for e in (endpoints.control, endpoints.admin, endpoints.telemetry, endpoints.reference) if e]
+    if len(set(used)) != len(used):
+        raise ConfigError(f"{path}: endpoints must differ, got {used}")
+    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints)

@@ -1,0 +1,212 @@
+"""``idcontrol launch``: start the daemon and the bridge of a launch file, run, stop, summarize.
+
+The daemon and the bridge run as separate processes (each in its own
+session, so Ctrl-C reaches only the launcher, which then stops the robot
+in order: safe stop, statistics, daemon shutdown, bridge stop). While the
+run goes on, one status line shows bridge time, mode, ticks, deadline misses
+and compute time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from idcontrol.client import AdminClient
+from idcontrol.errors import ConfigError, IdControlError, ProtocolError
+from idcontrol.launch_file import LaunchConfig
+
+SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
+                "tau_rate_mean", "formulation")  # fmt: skip
+
+
+def check_endpoints_free(config: LaunchConfig) -> None:
+    """Fail fast, before any process starts, when an endpoint's port is taken."""
+    ctx = zmq.Context.instance()
+    e = config.endpoints
+    for name, endpoint in (("control", e.control), ("admin", e.admin), ("telemetry", e.telemetry),
+                           ("reference", e.reference)):  # fmt: skip
+        if not endpoint:
+            continue
+        s = ctx.socket(zmq.PUB)
+        s.setsockopt(zmq.LINGER, 0)
+        try:
+            s.bind(endpoint)
+        except zmq.ZMQError as err:
+            raise ConfigError(f"the {name} endpoint {endpoint} is not available ({err}); "
+                              "is another daemon running?") from None  # fmt: skip
+        finally:
+            s.close(linger=0)
+
+
+class Launch:
+    """One launched run. ``overrides`` are passed on to both child processes."""
+
+    def __init__(self, config: LaunchConfig, overrides: list[str], live: bool = True) -> None:
+        self.config = config
+        self.overrides = overrides
+        self.live = live
+        self.daemon: subprocess.Popen | None = None
+        self.bridge: subprocess.Popen | None = None
+        self._interrupted = False
+
+    def _spawn(self, role: str, stdout: int | None = None) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides]
+        return subprocess.Popen(cmd, stdout=stdout, start_new_session=True)
+
+    def _wait_daemon_ready(self, admin: AdminClient, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise IdControlError(f"the daemon exited with code {self.daemon.returncode} before it was ready")
+            try:
+                return admin.request("status", timeout=0.5)
+            except TimeoutError:
+                continue
+        raise IdControlError(f"the daemon did not answer within {timeout:.0f} s")
+
+    def _wait(self, admin: AdminClient, predicate, timeout: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = admin.request("status")
+            if predicate(status):
+                return status
+            for name, proc in (("daemon", self.daemon), ("bridge", self.bridge)):
+                if proc is not None and proc.poll() is not None:
+                    raise IdControlError(f"the {name} exited with code {proc.returncode} while waiting for {what}")
+            if time.monotonic() > deadline:
+                raise IdControlError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.05)
+
+    def run(self) -> dict[str, Any]:
+        """Run to the end (duration, Ctrl-C, a fall, or a safe stop); return the summary."""
+        check_endpoints_free(self.config)
+        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        admin = AdminClient(self.config.endpoints.admin)
+        started_wall = time.monotonic()
+        try:
+            self.daemon = self._spawn("daemon")
+            self._wait_daemon_ready(admin)
+            self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
+            self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
+            status = admin.request("start")
+            status = admin.request("status")
+            t0 = status["t"]
+            end_reason = self._monitor(admin, t0)
+            status = admin.request("status")
+            if status["mode"] == "run":
+                admin.request("stop", reason=end_reason)
+            self._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 5.0, "the safe stop")
+            stats = admin.request("stats")
+            sim_time = status["t"] - t0
+            admin.request("shutdown")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            admin.close()
+            bridge_report = self._stop_children()
+        summary = {key: stats[key] for key in SUMMARY_KEYS}
+        summary.update({
+            "robot": self.config.robot, "launch_file": str(self.config.path), "end": end_reason,
+            "sim_time_s": sim_time, "wall_time_s": time.monotonic() - started_wall,
+            "bridge_mode": self.config.bridge.mode, "on_deadline_fraction": stats["on_deadline_fraction"],
+            "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
+            "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
+            "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
+            "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
+        })  # fmt: skip
+        return summary
+
+    def _on_interrupt(self, *_: object) -> None:
+        self._interrupted = True
+
+    def _monitor(self, admin: AdminClient, t0: float) -> str:
+        duration = self.config.duration
+        last_print = 0.0
+        while True:
+            time.sleep(0.05)
+            status = admin.request("status")
+            elapsed = status["t"] - t0
+            if self.live and time.monotonic() - last_print > 0.5:
+                last_print = time.monotonic()
+                line = (f"t {elapsed:7.2f} s  mode {status['mode']:<9} formulation {status['formulation']:<13} "
+                        f"ticks {status['ticks']:>7}  late {status['deadline_misses']:>5}")  # fmt: skip
+                print("\r" + line if sys.stderr.isatty() else line, end="" if sys.stderr.isatty() else "\n",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            if self._interrupted:
+                return "interrupted"
+            if status["fell"]:
+                return "fell"
+            if status["mode"] != "run":
+                return f"daemon left run mode: {status['reason']}"
+            if duration and elapsed >= duration:
+                return "duration reached"
+            for name, proc in (("daemon", self.daemon), ("bridge", self.bridge)):
+                if proc.poll() is not None:
+                    return f"the {name} exited with code {proc.returncode}"
+
+    def _stop_children(self) -> dict[str, Any]:
+        """Stop the bridge, then the daemon (already told to shut down); collect the bridge's report."""
+        report: dict[str, Any] = {}
+        if self.bridge is not None:
+            if self.bridge.poll() is None:
+                self.bridge.send_signal(signal.SIGTERM)
+            try:
+                out, _ = self.bridge.communicate(timeout=10)
+                for line in reversed((out or b"").decode().splitlines()):
+                    if line.startswith("{"):
+                        report = json.loads(line).get("bridge", {})
+                        break
+            except subprocess.TimeoutExpired:
+                self.bridge.kill()
+        if self.daemon is not None:
+            try:
+                self.daemon.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.daemon.send_signal(signal.SIGTERM)
+                try:
+                    self.daemon.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.daemon.kill()
+        return report
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    def q(d: dict[str, float]) -> str:
+        return f"p50 {d['p50']:.0f}  p99 {d['p99']:.0f}  max {d['max']:.0f} µs"
+
+    ticks = summary["ticks"]
+    misses = summary["deadline_misses"]
+    rows = [
+        ("robot / formulation", f"{summary['robot']} / {summary['formulation']} ({summary['bridge_mode']})"),
+        ("ended", summary["end"]),
+        ("simulated time", f"{summary['sim_time_s']:.2f} s in {summary['wall_time_s']:.1f} s wall"),
+        ("ticks", f"{ticks}"),
+        ("deadline misses", f"{misses} ({100.0 * misses / max(ticks, 1):.3f} %)"),
+        ("compute", q(summary["compute_us"])),
+        ("round trip", q(summary["roundtrip_us"]) if not math.isnan(summary["roundtrip_us"]["p50"]) else "n/a"),
+        ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"),
+        ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
+        ("fell", "yes" if summary["fell"] else "no"),
+    ]
+    return "\n".join(f"{k:<20} {v}" for k, v in rows)
+
+
+def launch(config: LaunchConfig, overrides: list[str], summary_json: str | None, live: bool = True) -> int:
+    try:
+        summary = Launch(config, overrides, live).run()
+    except ProtocolError as e:
+        raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
+    print("", file=sys.stderr)
+    print(format_summary(summary))
+    if summary_json:
+        Path(summary_json).write_text(json.dumps(summary, indent=1) + "\n")
+        print(f"wrote {summary_json}", file=sys.stderr)
+    return 0

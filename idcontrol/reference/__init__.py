@@ -1,0 +1,62 @@
+"""Joint reference generators: what the robot should do, sampled every control tick.
+
+``make_reference(name, robot, **options)`` builds one by name: ``hold``
+(:class:`HoldPose`), ``trot`` (:class:`TrotGait`), ``arm_sinusoid``
+(:class:`ArmSinusoid`) or ``stream`` (:class:`StreamReference`, fed by the
+user's planner). :func:`desired_acceleration` turns a sampled
+:class:`JointTarget` into q̈_des with the PD(I) law of paper Section 7.3.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from idcontrol.errors import ConfigError
+from idcontrol.reference.arm import ArmSinusoid
+from idcontrol.reference.base import JointTarget, Reference, desired_acceleration
+from idcontrol.reference.hold import HoldPose, StreamReference
+from idcontrol.reference.trot import TrotGait
+from idcontrol.robot.model import RobotModel
+
+REFERENCES: dict[str, type[Reference]] = {cls.name: cls for cls in (HoldPose, TrotGait, ArmSinusoid, StreamReference)}
+
+
+def available_references() -> list[str]:
+    return sorted(REFERENCES)
+
+
+def reference_options(name: str) -> list[str]:
+    """The keyword options a registered reference accepts."""
+    parameters = inspect.signature(REFERENCES[name].__init__).parameters.values()
+    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def make_reference(name: str, robot: RobotModel, **options: object) -> Reference:
+    """Build a registered reference for ``robot``; ConfigError for an unknown name, option or value."""
+    if name not in REFERENCES:
+        raise ConfigError(f"unknown reference {name!r}; available: {', '.join(available_references())}")
+    valid = reference_options(name)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {unknown} for reference {name!r}; valid options: {', '.join(valid) or '(none)'}"
+        )
+    try:
+        return REFERENCES[name](robot, **options)  # type: ignore[call-arg]
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ConfigError(f"reference {name!r}: invalid option value: {e}") from e
+
+
+__all__ = [
+    "ArmSinusoid",
+    "HoldPose",
+    "JointTarget",
+    "REFERENCES",
+    "Reference",
+    "StreamReference",
+    "TrotGait",
+    "available_references",
+    "desired_acceleration",
+    "make_reference",
+    "reference_options",
+]

@@ -1,0 +1,72 @@
+"""The reference interface: joint targets each tick, and the PD(I) law that turns them into q̈_des.
+
+A reference runs inside the 1 kHz control tick, so :meth:`Reference.sample`
+must be cheap (tens of µs) and must not block.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.controller import Tracking
+from idcontrol.robot.config import Gains
+
+Array = NDArray[np.float64]
+
+
+class JointTarget(NamedTuple):
+    """Desired motion of the actuated joints, each (nu,) in ``robot.actuated_joints`` order.
+
+    q_ref : rad (m for prismatic joints); v_ref : rad/s; a_ref : rad/s².
+    """
+
+    q_ref: Array
+    v_ref: Array
+    a_ref: Array
+
+
+class Reference:
+    """A joint reference generator for one robot.
+
+    Subclasses set :attr:`name` (the registry name) and implement :meth:`sample`.
+    """
+
+    name: ClassVar[str] = ""
+
+    def sample(self, t: float, q: Array, v: Array) -> JointTarget:
+        """The target at time ``t`` (s) given the measured state ``q`` (nq,), ``v`` (nv,).
+
+        Times must not decrease between :meth:`reset` calls. The returned arrays
+        may be kept by the caller; the reference never writes to them again.
+        """
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget any internal state; the next :meth:`sample` starts the reference afresh."""
+
+
+def desired_acceleration(
+    target: JointTarget,
+    q_act: Array,
+    v_act: Array,
+    gains: Gains,
+    integral: Array | None = None,
+) -> tuple[Array, Tracking]:
+    """q̈_des = q̈_ref + K_p (q_ref − q) + K_d (q̇_ref − q̇) [+ K_i ∫(q_ref − q) dt] on the actuated joints.
+
+    q_act, v_act : (nu,) measured actuated joint positions (rad) and velocities (rad/s).
+    gains : per-joint kp (1/s²), kd (1/s), ki (1/s³), e.g. ``robot.gains``.
+    integral : (nu,) ∫(q_ref − q) dt accumulated by the caller (rad·s), or None for PD only.
+    Returns q̈_des (nu,) rad/s² and the tracking errors.
+    """
+    position_error = target.q_ref - q_act
+    velocity_error = target.v_ref - v_act
+    qdd_des = gains.kp * position_error
+    qdd_des += gains.kd * velocity_error
+    qdd_des += target.a_ref
+    if integral is not None:
+        qdd_des += gains.ki * integral
+    return qdd_des, Tracking(position_error, velocity_error, integral)

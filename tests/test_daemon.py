@@ -1,0 +1,300 @@
+"""Daemon conformance over real ZeroMQ sockets on loopback: every message, every error reply."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.client import AdminClient
+from idcontrol.controller import InverseDynamicsController
+from idcontrol.daemon.core import ControlCore
+from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.daemon.server import Daemon
+from idcontrol.errors import ConfigError, ProtocolError
+from idcontrol.reference import make_reference
+from idcontrol.robot.model import RobotModel
+
+ANY_PORT = Endpoints("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+
+
+@pytest.fixture(scope="module")
+def quadruped() -> RobotModel:
+    return RobotModel("quadruped")
+
+
+class Harness:
+    """A daemon serving in a thread, a DEALER bridge, an admin client and a telemetry subscriber."""
+
+    def __init__(self, robot: RobotModel, formulation: str = "two_stage_qp", watchdog: float = 0.02) -> None:
+        self.ctx = zmq.Context()
+        self.robot = robot
+        controller = InverseDynamicsController(robot, formulation=formulation)
+        core = ControlCore(controller, make_reference("hold", robot))
+        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx)
+        self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
+        self.thread.start()
+        self.bridge = self.dealer()
+        self.admin = AdminClient(self.daemon.bound["admin"], context=self.ctx)
+        self.admin.request("status", timeout=120.0)  # served once warm-up is over
+        self.telemetry = self.ctx.socket(zmq.SUB)
+        self.telemetry.setsockopt(zmq.SUBSCRIBE, b"")
+        self.telemetry.connect(self.daemon.bound["telemetry"])
+        self.seq = 0
+        self.q = robot.standing_configuration()
+        self.v = np.zeros(robot.nv)
+
+    def dealer(self) -> zmq.Socket:
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(self.daemon.bound["control"])
+        return s
+
+    def exchange(self, raw: bytes, socket: zmq.Socket | None = None, timeout_ms: int = 2000) -> dict:
+        socket = socket or self.bridge
+        socket.send(raw)
+        assert socket.poll(timeout_ms), "the daemon did not answer"
+        return msgpack.unpackb(socket.recv(), raw=False)
+
+    def state(self, seq: int | None = None, **fields) -> dict:
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
+        q = fields.pop("q", self.q)
+        return self.exchange(wire.encode_state(seq, seq * 1e-3, q, self.v, **fields))
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            try:
+                self.admin.request("shutdown", timeout=1.0)
+            except TimeoutError:
+                pass
+        self.thread.join(timeout=5)
+        for s in (self.bridge, self.telemetry):
+            s.close(linger=0)
+        self.admin.close()
+        self.ctx.term()
+
+
+@pytest.fixture
+def harness(quadruped):
+    h = Harness(quadruped)
+    yield h
+    h.close()
+    assert not h.thread.is_alive(), "the daemon did not shut down"
+
+
+def test_hello_is_answered_with_welcome_listing_joints_and_contacts(harness):
+    r = harness.robot
+    reply = harness.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu))
+    assert reply["type"] == "welcome" and reply["v"] == wire.PROTOCOL_VERSION
+    assert reply["joint_names"] == list(r.actuated_joints)
+    assert reply["contact_names"] == list(r.sphere_names)
+    assert (reply["nq"], reply["nv"], reply["nu"], reply["dt"]) == (r.nq, r.nv, r.nu, 1e-3)
+
+
+def test_hello_for_another_robot_is_refused(harness):
+    reply = harness.exchange(wire.encode_hello("arm", 11, 11, 11))
+    assert reply["type"] == "error" and reply["code"] == "robot_mismatch"
+
+
+def test_idle_daemon_answers_each_state_with_zero_torque_and_idle_mode(harness):
+    reply = harness.state()
+    assert reply["type"] == "command" and reply["seq"] == harness.seq and reply["mode"] == "idle"
+    assert np.all(np.frombuffer(reply["tau"], "<f8") == 0.0)
+
+
+def test_started_daemon_commands_finite_torques_within_limits_with_the_same_seq(harness):
+    harness.state()
+    assert harness.admin.request("start")["mode"] == "run"
+    for _ in range(20):
+        reply = harness.state()
+        assert reply["type"] == "command" and reply["mode"] == "run" and reply["seq"] == harness.seq
+        tau = np.frombuffer(reply["tau"], "<f8")
+        assert tau.shape == (12,) and np.all(np.isfinite(tau))
+        assert np.all(np.abs(tau) <= harness.robot.torque_limits + 1e-12)
+    # standing still on four feet: the torques hold the robot's weight (not zero)
+    assert np.abs(tau).max() > 0.1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "code"),
+    [
+        (lambda m: b"\xc1\x00", "malformed"),
+        (lambda m: msgpack.packb([1, 2]), "malformed"),
+        (lambda m: msgpack.packb({**m, "v": 99}), "bad_version"),
+        (lambda m: msgpack.packb({**m, "type": "command"}), "unknown_type"),
+        (lambda m: msgpack.packb({k: x for k, x in m.items() if k != "q"}), "missing_field"),
+        (lambda m: msgpack.packb({**m, "q": b"\x00" * 16}), "bad_field"),
+        (lambda m: msgpack.packb({**m, "qd": wire.f64(np.full(18, np.nan))}), "non_finite"),
+        (lambda m: msgpack.packb({**m, "q": wire.f64(np.r_[0, 0, 0.16, 0, 0, 0, 2.0, np.zeros(12)])}), "bad_state"),
+    ],
+)
+def test_each_bad_state_gets_its_error_code_and_never_a_command(harness, mutate, code):
+    """Bad input is answered with an error reply; the daemon keeps serving good states afterwards."""
+    harness.admin.request("start")
+    good = msgpack.unpackb(wire.encode_state(1000, 1.0, harness.q, harness.v), raw=False)
+    reply = harness.exchange(mutate(good))
+    assert reply["type"] == "error" and reply["code"] == code, reply
+    assert reply["message"]
+    harness.seq = 2000
+    assert harness.state()["type"] == "command"
+
+
+def test_duplicate_and_older_sequence_numbers_are_stale(harness):
+    assert harness.state(seq=10)["type"] == "command"
+    for seq in (10, 9):
+        reply = harness.state(seq=seq)
+        assert reply["type"] == "error" and reply["code"] == "stale_seq" and reply["seq"] == seq
+    assert harness.state(seq=12)["type"] == "command"
+    assert harness.admin.request("stats")["states_skipped"] == 1  # seq 11 never arrived
+
+
+def test_oversized_message_is_dropped_and_the_daemon_survives(harness):
+    harness.bridge.send(b"\x00" * (2 * wire.MAX_MESSAGE_BYTES))
+    assert not harness.bridge.poll(200)
+    assert harness.admin.request("status")["mode"] == "idle"
+
+
+def test_a_second_bridge_is_busy_while_the_first_is_alive(harness):
+    harness.admin.request("start")
+    harness.state()
+    other = harness.dealer()
+    try:
+        reply = harness.exchange(wire.encode_state(1, 0.0, harness.q, harness.v), socket=other)
+        assert reply["type"] == "error" and reply["code"] == "busy"
+    finally:
+        other.close(linger=0)
+
+
+def test_watchdog_safe_stops_within_its_period_when_states_stop(harness):
+    """No state for 20 ms in run mode: safe stop, measured from the last state."""
+    harness.admin.request("start")
+    harness.state()
+    last = time.monotonic()
+    while harness.admin.request("status")["mode"] == "run":
+        time.sleep(0.001)
+    elapsed = time.monotonic() - last
+    status = harness.admin.request("status")
+    assert status["mode"] in ("safe_stop", "stopped") and "watchdog" in status["reason"]
+    assert elapsed < 0.020 + 0.030  # the watchdog plus poll granularity and admin latency on a loaded machine
+
+
+def test_restarted_bridge_resumes_only_after_an_explicit_start(harness):
+    harness.admin.request("start")
+    harness.state()
+    time.sleep(0.1)  # the bridge "dies": the watchdog stops the robot
+    new_bridge = harness.dealer()
+    try:
+        for seq in (1, 2, 3):
+            reply = harness.exchange(wire.encode_state(seq, 0.0, harness.q, harness.v), socket=new_bridge)
+            assert reply["type"] == "command" and reply["mode"] in ("safe_stop", "stopped")
+        while harness.admin.request("status")["mode"] != "stopped":
+            time.sleep(0.01)
+        harness.admin.request("start")
+        reply = harness.exchange(wire.encode_state(4, 0.0, harness.q, harness.v), socket=new_bridge)
+        assert reply["mode"] == "run"
+    finally:
+        new_bridge.close(linger=0)
+
+
+def test_admin_requests_and_their_error_replies(harness):
+    a = harness.admin
+    status = a.request("status")
+    assert status["mode"] == "idle" and status["robot"] == "quadruped" and status["formulation"] == "two_stage_qp"
+    assert a.request("start")["mode"] == "run"
+    with pytest.raises(ProtocolError) as e:
+        a.request("start")
+    assert e.value.code == "invalid_transition"
+    with pytest.raises(ProtocolError) as e:
+        a.request("set_formulation", name="magic")
+    assert e.value.code == "unknown_name"
+    with pytest.raises(ProtocolError) as e:
+        a.request("set_formulation")
+    assert e.value.code == "missing_field"
+    with pytest.raises(ProtocolError) as e:
+        a.request("set_gains", kp=-1.0)
+    assert e.value.code == "bad_field"
+    with pytest.raises(ProtocolError) as e:
+        a.request("set_reference", name="moonwalk")
+    assert e.value.code in ("unknown_name", "invalid_transition")
+    assert a.request("set_gains", kp=100.0, kd=[5.0] * 12)["kd"] == [5.0] * 12
+    assert a.request("set_formulation", name="noslip_lcp")["formulation"] == "noslip_lcp"
+    assert a.request("stop", reason="test")["mode"] in ("safe_stop", "stopped")
+    assert a.request("reset_stats")["request"] == "reset_stats"
+    for raw, code in ((b"\xc1", "malformed"), (msgpack.packb({"v": 1, "type": "dance"}), "unknown_type"),
+                      (msgpack.packb({"v": 3, "type": "status"}), "bad_version")):  # fmt: skip
+        with pytest.raises(ProtocolError) as e:
+            wire.decode_reply(a.request_raw(raw))
+        assert e.value.code == code
+
+
+def test_switching_formulation_mid_run_misses_no_tick(harness):
+    """Every state is answered by a run command while the formulation changes between ticks."""
+    harness.admin.request("start")
+    names = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
+    for i in range(40):
+        if i % 10 == 5:
+            harness.admin.request("set_formulation", name=names[(i // 10) % len(names)])
+        reply = harness.state()
+        assert reply["type"] == "command" and reply["mode"] == "run" and reply["seq"] == harness.seq
+    stats = harness.admin.request("stats")
+    assert stats["ticks"] == 40 and stats["states_skipped"] == 0 and stats["solve_failures"] == 0
+
+
+def test_telemetry_publishes_one_record_per_command_with_predicted_forces(harness):
+    time.sleep(0.2)  # let the subscription reach the publisher (before start: the watchdog counts from start)
+    harness.admin.request("start")
+    harness.state()
+    assert harness.telemetry.poll(2000)
+    record = msgpack.unpackb(harness.telemetry.recv(), raw=False)
+    assert record["type"] == "telemetry" and record["seq"] == harness.seq and record["mode"] == "run"
+    assert len(record["contact_ids"]) == 4
+    f_n = np.frombuffer(record["force_normal"], "<f8")
+    weight = harness.robot.total_mass() * 9.81
+    assert abs(f_n.sum() - weight) < 0.05 * weight  # standing still: the feet carry the weight
+    assert np.frombuffer(record["tau"], "<f8").shape == (12,)
+
+
+def test_stream_reference_follows_published_targets(harness):
+    r = harness.robot
+    harness.admin.request("set_reference", name="stream")
+    pub = harness.ctx.socket(zmq.PUB)
+    pub.connect(harness.daemon.bound["reference"])
+    try:
+        time.sleep(0.2)
+        q_ref = r.joint_positions(harness.q) + 0.01
+        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12)))
+        time.sleep(0.05)
+        harness.admin.request("start")
+        harness.state()
+        assert harness.telemetry.poll(2000)
+        record = msgpack.unpackb(harness.telemetry.recv(), raw=False)
+        np.testing.assert_allclose(np.frombuffer(record["q_ref"], "<f8"), q_ref)
+    finally:
+        pub.close(linger=0)
+
+
+def test_non_loopback_and_malformed_endpoints_are_refused():
+    for bad in ("tcp://0.0.0.0:5555", "tcp://10.1.2.3:5555", "udp://127.0.0.1:1", "tcp://127.0.0.1"):
+        with pytest.raises(ConfigError):
+            Endpoints(control=bad).check()
+
+
+def test_port_in_use_is_a_clear_config_error(quadruped):
+    ctx = zmq.Context()
+    blocker = ctx.socket(zmq.PUB)
+    port = blocker.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+        with pytest.raises(ConfigError, match="in use"):
+            Daemon(core, Endpoints(control=f"tcp://127.0.0.1:{port}", admin="tcp://127.0.0.1:*",
+                                   telemetry=None), context=ctx)  # fmt: skip
+    finally:
+        blocker.close(linger=0)
+        ctx.term()

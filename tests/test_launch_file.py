@@ -1,0 +1,103 @@
+"""Launch files: the shipped ones load; bad ones fail fast with a message that names the problem."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import zmq
+
+from idcontrol.errors import ConfigError, RobotFileNotFound, UnknownFormulation, UnknownRobot
+from idcontrol.launch_file import load_launch
+from idcontrol.launcher import check_endpoints_free
+
+LAUNCH = Path(__file__).resolve().parents[1] / "launch"
+
+GOOD = """
+robot = "quadruped"
+duration = 1.0
+[controller]
+formulation = "two_stage_qp"
+rate_hz = 1000.0
+[reference]
+name = "hold"
+[bridge]
+mode = "lockstep"
+[endpoints]
+control = "tcp://127.0.0.1:15555"
+admin = "tcp://127.0.0.1:15556"
+telemetry = "tcp://127.0.0.1:15557"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["quadruped_stand", "quadruped_trot", "arm_grasp"])
+def test_shipped_launch_files_load(name):
+    """Each required launch file names robot, bridge, formulation, rate, endpoints and duration."""
+    config = load_launch(LAUNCH / f"{name}.toml")
+    assert config.robot and config.duration > 0 and config.controller.rate_hz == 1000.0
+    assert config.endpoints.control.startswith("tcp://127.0.0.1:")
+
+
+def test_arm_launch_file_has_no_slip_friction_and_the_box():
+    config = load_launch(LAUNCH / "arm_grasp.toml")
+    assert math.isinf(config.controller.mu) and math.isinf(config.bridge.mu) and config.objects
+
+
+def test_overrides_replace_duration_and_formulation(tmp_path):
+    config = load_launch(write(tmp_path, GOOD)).with_overrides(duration=7.5, formulation="noslip_lcp")
+    assert config.duration == 7.5 and config.controller.formulation == "noslip_lcp"
+    with pytest.raises(UnknownFormulation):
+        config.with_overrides(formulation="nope")
+    with pytest.raises(ConfigError):
+        config.with_overrides(duration=-1)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "words"),
+    [
+        (('robot = "quadruped"', 'robot = "hexapod"'), UnknownRobot, "hexapod"),
+        (("rate_hz = 1000.0", "rate_hz = 0.0"), ConfigError, "rate_hz"),
+        (("rate_hz = 1000.0", "rate_hz = 1e6"), ConfigError, "rate_hz"),
+        (("rate_hz = 1000.0", 'rate_hz = "fast"'), ConfigError, "rate_hz"),
+        (('formulation = "two_stage_qp"', 'formulation = "magic"'), UnknownFormulation, "magic"),
+        (('mode = "lockstep"', 'mode = "turbo"'), ConfigError, "turbo"),
+        (("127.0.0.1:15555", "192.168.1.5:15555"), ConfigError, "loopback"),
+        (("127.0.0.1:15556", "127.0.0.1:15555"), ConfigError, "differ"),
+        (("duration = 1.0", "duration = -1.0"), ConfigError, "duration"),
+        (("duration = 1.0", "duraton = 1.0"), ConfigError, "duraton"),
+        (("[bridge]", "[bridge]\nspeed = 3"), ConfigError, "speed"),
+        (("[controller]", "[controller]\nmu = -0.5"), ConfigError, "mu"),
+        (("[controller]", "[controller]\nwatchdog_ms = 1.0"), ConfigError, "watchdog"),
+        (("[endpoints]", "[endpoints"), ConfigError, "TOML"),
+    ],
+)
+def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, words):
+    old, new = change
+    assert old in GOOD
+    with pytest.raises(error, match=words):
+        load_launch(write(tmp_path, GOOD.replace(old, new, 1)))
+
+
+def test_missing_launch_file_names_the_path(tmp_path):
+    with pytest.raises(RobotFileNotFound, match="nowhere.toml"):
+        load_launch(tmp_path / "nowhere.toml")
+
+
+def test_port_in_use_is_reported_before_anything_starts(tmp_path):
+    config = load_launch(write(tmp_path, GOOD))
+    ctx = zmq.Context.instance()
+    blocker = ctx.socket(zmq.PUB)
+    blocker.bind("tcp://127.0.0.1:15556")
+    try:
+        with pytest.raises(ConfigError, match="admin endpoint"):
+            check_endpoints_free(config)
+    finally:
+        blocker.close(linger=0)
+    check_endpoints_free(config)  # free again

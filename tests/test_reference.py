@@ -1,0 +1,290 @@
+"""Reference generators on the real robot models: hold, trot (with its leg IK) and the arm sinusoid."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from idcontrol.errors import ConfigError
+from idcontrol.reference import (
+    ArmSinusoid,
+    HoldPose,
+    TrotGait,
+    available_references,
+    desired_acceleration,
+    make_reference,
+)
+from idcontrol.robot.model import RobotModel
+
+LEGS = ("LF", "RF", "LH", "RH")
+DT = 1e-3
+
+
+@pytest.fixture(scope="module")
+def quadruped() -> RobotModel:
+    return RobotModel("quadruped")
+
+
+@pytest.fixture(scope="module")
+def arm() -> RobotModel:
+    return RobotModel("arm")
+
+
+def tilted(robot: RobotModel, pitch: float = 0.0, roll: float = 0.0, sag: float = 0.0, yaw: float = 0.0):
+    """The standing configuration with the base rotated (rad, Rz(yaw) Ry(pitch) Rx(roll)) and lowered by ``sag`` m."""
+    q = robot.standing_configuration()
+    rotation = pin.rpy.rpyToMatrix(roll, pitch, yaw)
+    q[3:7] = pin.Quaternion(rotation).coeffs()
+    q[2] -= sag
+    return q
+
+
+def feet_in_base(robot: RobotModel, joints: np.ndarray) -> np.ndarray:
+    """(4, 3) foot positions in the base frame for actuated joint positions ``joints`` (Pinocchio FK)."""
+    m = robot.model
+    d = m.createData()
+    q = pin.neutral(m)
+    for name, value in zip(robot.actuated_joints, joints, strict=True):
+        q[m.joints[m.getJointId(name)].idx_q] = value
+    pin.framesForwardKinematics(m, d, q)
+    return np.array([d.oMf[m.getFrameId(f"{leg}_foot")].translation for leg in LEGS])
+
+
+def run(reference, q: np.ndarray, t_end: float, dt: float = DT, t_start: float = 0.0):
+    """Sample ``reference`` every ``dt`` s at a constant state; yield (t, target)."""
+    v = np.zeros(len(q) - 1)
+    for k in range(int(round((t_end - t_start) / dt)) + 1):
+        t = t_start + k * dt
+        yield t, reference.sample(t, q, v)
+
+
+# ---------------------------------------------------------------------------------------------------- PD law, hold
+def test_hold_gives_zero_acceleration_at_the_pose_and_pd_action_off_it(quadruped):
+    """q̈_des = 0 at the held pose; off it, q̈_des = K_p (q_ref − q) − K_d q̇ (+ K_i ∫ when given)."""
+    ref = HoldPose(quadruped)
+    q = quadruped.standing_configuration()
+    target = ref.sample(0.0, q, np.zeros(quadruped.nv))
+    q_act = quadruped.joint_positions(q)
+    qdd, tracking = desired_acceleration(target, q_act, np.zeros(quadruped.nu), quadruped.gains)
+    np.testing.assert_array_equal(qdd, 0.0)
+    np.testing.assert_array_equal(tracking.position_error, 0.0)
+
+    dq, dv, integral = np.linspace(-0.1, 0.1, 12), np.linspace(0.5, -0.5, 12), np.full(12, 0.01)
+    g = quadruped.gains
+    qdd, tracking = desired_acceleration(target, q_act + dq, dv, g, integral)
+    np.testing.assert_allclose(qdd, -g.kp * dq - g.kd * dv + g.ki * integral)
+    np.testing.assert_allclose(tracking.position_error, -dq)
+    np.testing.assert_allclose(tracking.velocity_error, -dv)
+    assert tracking.integral_error is integral
+
+
+def test_hold_pose_override_and_stream_reference(quadruped):
+    """A named joint overrides the standing pose; the stream reference returns what was last set."""
+    target = HoldPose(quadruped, pose={"LF_KFE": -1.0}).sample(0.0, quadruped.standing_configuration(), None)
+    assert target.q_ref[quadruped.actuated_joints.index("LF_KFE")] == -1.0
+    stream = make_reference("stream", quadruped)
+    q = quadruped.standing_configuration()
+    np.testing.assert_array_equal(stream.sample(0.0, q, None).q_ref, quadruped.joint_positions(q))
+    stream.set_target(np.ones(12), np.zeros(12), np.full(12, 2.0))
+    np.testing.assert_array_equal(stream.sample(0.1, q, None).a_ref, 2.0)
+
+
+def test_registry_rejects_unknown_names_options_and_values(quadruped, arm):
+    """Unknown reference names, options, joints or bad values are ConfigErrors naming what is valid."""
+    assert available_references() == ["arm_sinusoid", "hold", "stream", "trot"]
+    with pytest.raises(ConfigError, match="unknown reference 'moonwalk'.*trot"):
+        make_reference("moonwalk", quadruped)
+    with pytest.raises(ConfigError, match="unknown option.*speed.*forward_speed"):
+        make_reference("trot", quadruped, speed=0.2)
+    with pytest.raises(ConfigError):
+        make_reference("trot", quadruped, duty_factor=1.5)
+    with pytest.raises(ConfigError):
+        make_reference("trot", quadruped, waypoints=[(0.0, 1.0, 2.0)])
+    with pytest.raises(ConfigError, match="fixed base"):
+        make_reference("trot", arm)
+    with pytest.raises(ConfigError, match="unknown actuated joint"):
+        make_reference("arm_sinusoid", arm, amplitudes={"elbow": 0.1})
+    with pytest.raises(ConfigError, match="unknown actuated joint"):
+        make_reference("hold", arm, pose={"elbow": 0.1})
+    assert isinstance(make_reference("trot", quadruped, forward_speed=0.1, waypoints="paper"), TrotGait)
+
+
+# ---------------------------------------------------------------------------------------------------- trot
+def test_trot_stands_still_at_the_standing_pose_during_start_up(quadruped):
+    """While t < stand_time the joint targets are the standing pose with zero velocity and acceleration."""
+    gait = TrotGait(quadruped, stand_time=0.5)
+    q = quadruped.standing_configuration()
+    q_stand = quadruped.joint_positions(q)
+    for _, target in run(gait, q, 0.45, dt=0.005, t_start=3.0):  # any start time: the clock starts at 3 s
+        np.testing.assert_allclose(target.q_ref, q_stand, atol=1e-12)
+        np.testing.assert_allclose(target.v_ref, 0.0, atol=1e-12)
+        np.testing.assert_allclose(target.a_ref, 0.0, atol=1e-9)
+        assert all(gait.in_stance) and gait.phase == 0.0
+
+
+def test_trot_ik_targets_reproduce_the_planned_feet(quadruped):
+    """Forward kinematics of q_ref puts every foot at its planned target (1e-6 m), tilted base included."""
+    gait = TrotGait(quadruped, yaw_rate=0.3, lateral_speed=0.05)
+    q = tilted(quadruped, pitch=0.05, roll=-0.04, sag=0.005)
+    checked = 0
+    for t, target in run(gait, q, 2.0):
+        if t > 1.0 and round(t / DT) % 7 == 0:
+            np.testing.assert_allclose(feet_in_base(quadruped, target.q_ref), gait.foot_targets_in_base, atol=1e-6)
+            checked += 1
+    assert checked > 100
+
+
+def test_trot_schedule_follows_touchdown_phases_and_duty_factor(quadruped):
+    """A foot is planned in stance exactly for the duty factor after its touchdown phase."""
+    gait = TrotGait(quadruped, stand_time=0.5)
+    q = quadruped.standing_configuration()
+    phases = {"LF": 0.25, "RF": 0.75, "LH": 0.75, "RH": 0.25}
+    stance_count = np.zeros(4)
+    n = 0
+    for t, _ in run(gait, q, 2.0, dt=0.0005):
+        tau = t - 0.5
+        if tau <= 0.3:  # the first liftoff of each foot starts the schedule
+            continue
+        phase = (tau / 0.3) % 1.0
+        assert gait.phase == pytest.approx(phase, abs=1e-9)
+        if min(abs(phase - b) for b in (0.0, 0.25, 0.5, 0.75, 1.0)) < 1e-6:
+            continue  # on an event: either side is right
+        expected = [((phase - phases[leg]) % 1.0) < 0.75 for leg in LEGS]
+        assert list(gait.in_stance) == expected, (t, phase)
+        stance_count += expected
+        n += 1
+    np.testing.assert_allclose(stance_count / n, 0.75, atol=0.01)
+
+
+def test_trot_swing_foot_reaches_step_height_at_mid_swing(quadruped):
+    """LF swings over phases [0, 0.25): at 0.125 its target is step_height above its stance height."""
+    gait = TrotGait(quadruped, step_height=0.015, stand_time=0.5)
+    q = quadruped.standing_configuration()  # level, at the nominal height
+    ground = gait.nominal_feet[0][2]
+    heights = []
+    for t, _ in run(gait, q, 2.0, dt=0.0025):
+        phase = ((t - 0.5) / 0.3) % 1.0
+        if t > 0.5 and abs(phase - 0.125) < 1e-6:
+            heights.append(gait.foot_targets_in_base[0, 2] - ground)
+        if gait.in_stance[0]:
+            assert gait.foot_targets_in_base[0, 2] == pytest.approx(ground, abs=1e-12)
+    assert len(heights) >= 4
+    np.testing.assert_allclose(heights, 0.015, atol=1e-9)
+
+
+def test_trot_velocity_and_acceleration_match_finite_differences(quadruped):
+    """v_ref ≈ dq_ref/dt and a_ref ≈ dv_ref/dt (central differences at 0.1 ms) once the speed is reached,
+    away from touchdown and liftoff (where a_ref steps)."""
+    gait = TrotGait(quadruped, forward_speed=0.2, yaw_rate=0.2)
+    q = quadruped.standing_configuration()
+    samples = [(tuple(gait.in_stance), tg) for t, tg in run(gait, q, 2.0, dt=1e-4) if t >= 1.4]
+    worst_v = worst_a = 0.0
+    for (s0, before), (_, now), (s1, after) in zip(samples, samples[1:], samples[2:], strict=False):
+        if s0 != s1:
+            continue
+        fd_v = (after.q_ref - before.q_ref) / 2e-4
+        fd_a = (after.v_ref - before.v_ref) / 2e-4
+        worst_v = max(worst_v, np.max(np.abs(fd_v - now.v_ref)))
+        worst_a = max(worst_a, np.max(np.abs(fd_a - now.a_ref)) / (1.0 + np.max(np.abs(now.a_ref))))
+    assert worst_v < 2e-3  # rad/s, against peaks of about 10 rad/s
+    assert worst_a < 2e-2  # relative to the peak acceleration
+
+
+def test_trot_targets_are_continuous_between_ticks(quadruped):
+    """Between 1 ms samples q_ref moves as v_ref says (trapezoid rule, 2 mrad) and v_ref as a_ref says
+    (1 rad/s: a_ref may step at touchdown and liftoff), through start-up, gait events and levelling blends."""
+    for q in (quadruped.standing_configuration(), tilted(quadruped, pitch=0.08, roll=0.05, sag=0.01)):
+        gait = TrotGait(quadruped, waypoints="paper")
+        previous = None
+        for _, target in run(gait, q, 2.5):
+            if previous is not None:
+                dq_predicted = 0.5 * DT * (target.v_ref + previous.v_ref)
+                assert np.max(np.abs(target.q_ref - previous.q_ref - dq_predicted)) < 2e-3
+                dv_predicted = 0.5 * DT * (target.a_ref + previous.a_ref)
+                assert np.max(np.abs(target.v_ref - previous.v_ref - dv_predicted)) < 1.0
+            assert np.all(np.isfinite(target.a_ref)) and np.max(np.abs(target.a_ref)) <= 2000.0
+            previous = target
+
+
+def test_trot_tilt_levels_the_body_through_the_stance_legs(quadruped):
+    """With the nose pitched down, stance targets lie below the front feet's ground points and above the hind
+    ones (in the base frame): the joint PD extends the front legs and folds the hind ones, levelling the body;
+    a larger levelling gain moves the targets further that way."""
+    pitch = 0.1  # nose down
+    q = tilted(quadruped, pitch=pitch)
+    front, hind = [0, 1], [2, 3]
+    targets = {}
+    for gain in (0.0, 1.0, 2.0):
+        gait = TrotGait(quadruped, levelling_gain=gain)
+        for _ in run(gait, q, 0.3):  # standing: all feet in stance, blend complete
+            pass
+        targets[gain] = gait.foot_targets_in_base
+    # the standing feet on the ground, seen from the pitched base: R_rpᵀ p_nominal
+    on_ground = (pin.rpy.rpyToMatrix(0.0, pitch, 0.0).T @ np.array(gait.nominal_feet).T).T
+    np.testing.assert_allclose(targets[0.0], on_ground, atol=1e-12)  # L = 0 only tracks the ground
+    np.testing.assert_allclose(targets[1.0], gait.nominal_feet, atol=1e-12)  # L = 1: relative to a level base
+    for low, high in ((0.0, 1.0), (1.0, 2.0)):
+        assert np.all(targets[high][front, 2] < targets[low][front, 2] - 0.005)
+        assert np.all(targets[high][hind, 2] > targets[low][hind, 2] + 0.005)
+
+
+def test_trot_waypoints_turn_in_place_then_walk(quadruped):
+    """Facing away from the next waypoint the robot turns in place; facing it, it walks forward."""
+    gait = TrotGait(quadruped, waypoints=[(0.5, 0.0)], stand_time=0.0)
+    away = tilted(quadruped, yaw=np.pi / 2)  # facing +y, the waypoint is on its right
+    for _ in run(gait, away, 0.5):
+        pass
+    assert gait.command[0] == 0.0 and gait.command[2] < -0.5
+    gait.reset()
+    for _ in run(gait, quadruped.standing_configuration(), 1.0):
+        pass
+    assert gait.command[0] == pytest.approx(0.2) and abs(gait.command[2]) < 1e-9
+    gait.set_base_velocity(0.0, 0.1, 0.0)
+    assert gait.waypoints is None
+
+
+def test_trot_sampling_cost(quadruped):
+    """Per-sample cost of the trot (planning + IK of four legs), printed; not asserted tightly."""
+    gait = TrotGait(quadruped, yaw_rate=0.2)
+    q, v = quadruped.standing_configuration(), np.zeros(quadruped.nv)
+    costs = []
+    for k in range(3000):
+        t0 = time.perf_counter()
+        gait.sample(k * DT, q, v)
+        costs.append(time.perf_counter() - t0)
+    walking = np.array(costs[1000:]) * 1e6
+    print(f"\ntrot sample cost: p50 {np.percentile(walking, 50):.1f} µs, p99 {np.percentile(walking, 99):.1f} µs")
+    assert np.percentile(walking, 50) < 1000.0
+
+
+# ---------------------------------------------------------------------------------------------------- arm
+def test_arm_sinusoid_period_fingers_and_box_stays_between_fingertips(arm):
+    """q_ref repeats every 1/3 s; fingers hold standing + squeeze with v_ref = a_ref = 0; the grasp centre
+    (mean fingertip position) moves by less than 2 cm."""
+    q = arm.standing_configuration()
+    fingers = [arm.actuated_joints.index(f"finger_{i}") for i in range(1, 5)]
+    ref = ArmSinusoid(arm, frequency=3.0, ramp_time=0.5)
+    start, a, b = (ref.sample(t, q, None) for t in (10.0, 10.6, 10.6 + 1.0 / 3.0))  # the clock starts at 10 s
+    np.testing.assert_allclose(start.q_ref[fingers], q[fingers] + 0.002)
+    np.testing.assert_allclose(start.v_ref, 0.0)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(y, x, atol=1e-9)
+    quarter = ref.sample(10.6 + 1.0 / 12.0, q, None)
+    assert np.max(np.abs(quarter.q_ref - a.q_ref)) > 0.04  # it does move in between
+    targets = dict(run(ArmSinusoid(arm), q, 1.0, dt=0.01))
+    m, d = arm.model, arm.data
+    tips = [m.getFrameId(f"fingertip_{i}") for i in range(1, 5)]
+
+    def grasp_centre(joints: np.ndarray) -> np.ndarray:
+        pin.framesForwardKinematics(m, d, joints)
+        return np.mean([d.oMf[f].translation for f in tips], axis=0)
+
+    centre = grasp_centre(q)
+    for target in targets.values():
+        np.testing.assert_allclose(target.q_ref[fingers], q[fingers] + 0.002)
+        np.testing.assert_array_equal(target.v_ref[fingers], 0.0)
+        np.testing.assert_array_equal(target.a_ref[fingers], 0.0)
+        assert np.linalg.norm(grasp_centre(target.q_ref) - centre) < 0.02
