@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
-from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
+from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.problem import ContactProblem, SolveResult, as_index
 from idcontrol.robot.model import RobotModel, check_vector
@@ -94,6 +94,7 @@ class InverseDynamicsController:
         self.actuated = as_index(r.actuated_dofs)
         self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
         self.last_contacts: ContactSet | None = None
+        self._warm_up()
 
     @staticmethod
     def _make(formulation: str | Formulation, options: Mapping[str, object] | None) -> Formulation:
@@ -104,6 +105,24 @@ class InverseDynamicsController:
     def set_formulation(self, formulation: str | Formulation, options: Mapping[str, object] | None = None) -> None:
         """Switch formulation (takes effect at the next solve)."""
         self.formulation = self._make(formulation, options)
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Solve one discarded tick at the standing posture, so that the compiled kernels are loaded now.
+
+        Loading them takes milliseconds on a first call; this keeps that out of
+        the control loop. The formulation's warm-start state is then reset.
+        """
+        r = self.robot
+        zeros = np.zeros(r.nu)
+        state = RobotState(q=r.standing_configuration(), v=np.zeros(r.nv), objects=self.initial_object_states())
+        contacts = self.last_contacts
+        try:
+            self.solve(state, zeros, Tracking(zeros, zeros))
+        except (IdControlError, np.linalg.LinAlgError):
+            pass  # a posture this set-up cannot solve: the kernels then load at the first real tick
+        self.formulation.reset()
+        self.last_contacts = contacts
 
     def initial_object_states(self) -> dict[str, ObjectState]:
         return {o.name: o.initial_state() for o in self.environment.objects}
@@ -117,7 +136,7 @@ class InverseDynamicsController:
         r = self.robot
         q, v = r.check_state(state.q, state.v)
         qdd_des = check_vector("qdd_des", qdd_des, r.nu)
-        objects = {name: s.validated(name) for name, s in state.objects.items()}
+        objects = {name: s.validated(name) for name, s in state.objects.items()} if state.objects else {}
         for name in objects:
             self.environment.object_index(name)  # NameNotFound for a body the environment does not have
         r.update(q, v)
@@ -129,10 +148,13 @@ class InverseDynamicsController:
 
         nv = r.nv
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
-        M, f_ext, v_all = np.zeros((self.m, self.m)), np.empty(self.m), np.empty(self.m)
-        M[:nv, :nv] = r.M
-        np.negative(r.bias, out=f_ext[:nv])
-        v_all[:nv] = v
+        if self.m == nv:
+            M, f_ext, v_all = r.M.copy(), np.negative(r.bias), v.copy()
+        else:
+            M, f_ext, v_all = np.zeros((self.m, self.m)), np.empty(self.m), np.empty(self.m)
+            M[:nv, :nv] = r.M
+            np.negative(r.bias, out=f_ext[:nv])
+            v_all[:nv] = v
         for i, body in enumerate(self.environment.objects):
             s = objects.get(body.name)
             if s is None:

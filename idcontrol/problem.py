@@ -36,6 +36,24 @@ def block(A: Array, rows: Index, cols: Index) -> Array:
     return A[np.ix_(np.arange(A.shape[0])[rows], np.arange(A.shape[1])[cols])]
 
 
+_SLICE_INDICES: dict[tuple[int, int | None, int | None, int | None], IntArray] = {}
+
+
+def index_array(index: Index, size: int) -> IntArray:
+    """``index`` (an index array or slice into ``range(size)``) as a read-only intp array (slices memoized)."""
+    if isinstance(index, slice):
+        key = (size, index.start, index.stop, index.step)
+        out = _SLICE_INDICES.get(key)
+        if out is None:
+            out = np.arange(size, dtype=np.intp)[index]
+            out.setflags(write=False)
+            if len(_SLICE_INDICES) > 256:
+                _SLICE_INDICES.clear()
+            _SLICE_INDICES[key] = out
+        return out
+    return np.asarray(index, dtype=np.intp)
+
+
 def as_index(indices: IntArray) -> Index:
     """A slice when ``indices`` are contiguous and increasing, else the array itself."""
     indices = np.asarray(indices, dtype=np.intp)

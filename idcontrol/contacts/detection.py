@@ -24,6 +24,7 @@ from idcontrol.contacts.geometry import BoxShape, HalfSpace, tangent_bases, tang
 from idcontrol.contacts.world import Environment, ObjectState
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
+from idcontrol.solvers.kernels import contact_rows, halfspace_contacts
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -110,7 +111,7 @@ class ContactDetector:
                 s_axis, t_axis = tangent_basis(surface.shape.normal)
                 tiles = [np.tile(axis, (len(robot.sphere_radii), 1)) for axis in (surface.shape.normal, s_axis, t_axis)]
                 self._halfspaces.append((i, tiles[0], surface.shape.offset, tiles[1], tiles[2]))
-        self._id_cache: dict[tuple, tuple[Hashable, ...]] = {}
+        self._id_cache: dict[tuple, tuple[tuple[Hashable, ...], IntArray, Array]] = {}
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
 
     def detect(self, objects: Mapping[str, ObjectState] | None = None) -> ContactSet:
@@ -121,14 +122,11 @@ class ContactDetector:
         chunks: list[tuple] = []  # (sphere indices, body, surface name, phi, points, normals, ŝ, t̂, μ)
         for si, normal, offset, s_axis, t_axis in self._halfspaces:
             surface = env.surfaces[si]
-            distance = centers @ normal[0] - offset
-            phi = distance - radii
-            hit = np.flatnonzero(phi <= self.margin)
+            hit, phi, points = halfspace_contacts(centers, radii, normal[0], offset, self.margin)
             if hit.size:
                 k = hit.size
-                points = centers[hit] - (0.5 * (distance[hit] + radii[hit]))[:, None] * normal[0]
                 # every row of a plane's contact frame is the same: slice pre-tiled copies (no per-tick work)
-                chunks.append((hit, -1, surface.name, phi[hit], points, normal[:k], s_axis[:k], t_axis[:k], surface.mu))
+                chunks.append((hit, -1, surface.name, phi, points, normal[:k], s_axis[:k], t_axis[:k], surface.mu))
         for si in self._others:
             surface = env.surfaces[si]
             if isinstance(surface.shape, BoxShape):
@@ -152,40 +150,43 @@ class ContactDetector:
             s_axis, t_axis = tangent_bases(normals[hit])
             chunks.append((hit, body, name, phi[hit], points[hit], normals[hit], s_axis, t_axis, mu))
 
-    def _ids(self, chunks: list[tuple]) -> tuple[Hashable, ...]:
-        """Stable contact identities (cached per contact pattern, so a tick allocates none)."""
+    def _pattern(self, chunks: list[tuple]) -> tuple[tuple[Hashable, ...], IntArray, Array]:
+        """Stable contact identities, body indices and μ of the chunks' spheres, cached per contact pattern.
+
+        The arrays are read-only: they are shared by every tick with the same pattern.
+        """
         key = tuple((c[2], tuple(c[0].tolist())) for c in chunks)
-        ids = self._id_cache.get(key)
-        if ids is None:
+        cached = self._id_cache.get(key)
+        if cached is None:
             names = self.robot.sphere_names
             if self.samples == 1:
                 ids = tuple((names[k], name) for name, spheres in key for k in spheres)
             else:
                 ids = tuple((names[k], name, j) for name, spheres in key for k in spheres for j in range(self.samples))
+            bodies = np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks])
+            mus = np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks])
+            bodies.setflags(write=False)
+            mus.setflags(write=False)
             if len(self._id_cache) > 4096:
                 self._id_cache.clear()
-            self._id_cache[key] = ids
-        return ids
+            cached = self._id_cache[key] = (ids, bodies, mus)
+        return cached
 
     def _assemble(self, chunks: list[tuple]) -> ContactSet:
         if not chunks:
             empty3 = np.zeros((0, 3))
             return ContactSet((), np.zeros(0), empty3, empty3, empty3, empty3, np.zeros(0),
                               np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp))  # fmt: skip
-        ids = self._ids(chunks)
+        ids, bodies, mus = self._pattern(chunks)
         if len(chunks) == 1:
-            spheres, body, _, phi, points, normals, s_axis, t_axis, mu = chunks[0]
-            bodies = np.full(len(spheres), body, dtype=np.intp)
-            mus = np.full(len(spheres), mu, dtype=float)
+            spheres, _, _, phi, points, normals, s_axis, t_axis, _ = chunks[0]
         else:
             spheres = np.concatenate([c[0] for c in chunks])
-            bodies = np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks])
             phi = np.concatenate([c[3] for c in chunks])
             points = np.concatenate([c[4] for c in chunks])
             normals = np.concatenate([c[5] for c in chunks])
             s_axis = np.concatenate([c[6] for c in chunks])
             t_axis = np.concatenate([c[7] for c in chunks])
-            mus = np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks])
         if self.samples > 1:  # a ring of points on each contact patch (paper Fig. 19: redundant contacts)
             rep = np.repeat(np.arange(len(spheres)), self.samples)
             ring = np.tile(self._ring, (len(spheres), 1))
@@ -202,18 +203,17 @@ class ContactDetector:
         robot = self.robot
         nv = robot.nv
         m = nv + 6 * len(self.environment.objects)
-        n = contacts.n
-        out = np.zeros((3, n, m))
-        if n == 0:
+        if contacts.n == 0:
+            out = np.zeros((3, 0, m))
             return out[0], out[1], out[2]
-        directions = np.stack([contacts.normals, contacts.tangents_s, contacts.tangents_t], axis=1)  # (n, 3, 3)
         slot = robot.sphere_frame_slot[contacts.sphere]
-        lever = contacts.points - robot.frame_origins_in_world[slot]  # (n, 3)
-        wrench = point_wrenches(lever[:, None, :], directions)  # (n, 3, 6) for d = n̂, ŝ, t̂
-        np.einsum("ndk,nkv->dnv", wrench, robot.frame_jacobians[slot], out=out[:, :, :nv])
-        for i in np.flatnonzero(contacts.body >= 0):  # minus the body's point velocity: relative Jacobian
-            body = self.environment.objects[contacts.body[i]]
-            arm = contacts.points[i] - (objects or {})[body.name].position
-            cols = slice(nv + 6 * contacts.body[i], nv + 6 * contacts.body[i] + 6)
-            out[:, i, cols] = -point_wrenches(arm, directions[i])
-        return out[0], out[1], out[2]
+        N, S, T = contact_rows(contacts.points, contacts.normals, contacts.tangents_s, contacts.tangents_t, slot,
+                               robot.frame_origins_in_world, robot.frame_jacobians, m)  # fmt: skip
+        if m > nv:
+            for i in np.flatnonzero(contacts.body >= 0):  # minus the body's point velocity: relative Jacobian
+                body = self.environment.objects[contacts.body[i]]
+                arm = contacts.points[i] - (objects or {})[body.name].position
+                cols = slice(nv + 6 * contacts.body[i], nv + 6 * contacts.body[i] + 6)
+                directions = np.stack([contacts.normals[i], contacts.tangents_s[i], contacts.tangents_t[i]])
+                N[i, cols], S[i, cols], T[i, cols] = -point_wrenches(arm, directions)
+        return N, S, T

@@ -30,8 +30,10 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.linalg.lapack import dpotrf, dtrtri
 
-from idcontrol.problem import ContactProblem, SolveResult, block
+from idcontrol.problem import ContactProblem, SolveResult, index_array
+from idcontrol.solvers.kernels import forces_in_world, reduced_dynamics_data, velocity_and_torque
 
 Array = NDArray[np.float64]
 
@@ -42,29 +44,39 @@ class ReducedDynamics:
     Attributes
     ----------
     nb : number of unactuated DoFs.
+    a, u : (nu,), (nb,) actuated and unactuated indices into v.
     L_inv : (nb, nb) inverse Cholesky factor of M_uu.
     kappa : (m,) κ = −Δt f_ext − M v⁻, impulse units.
     x0 : (nb,) whitened contact-free v⁺_u.
-    N_w, S_w, T_w : (nb, n) whitened unactuated contact columns (Ñ, S̃, T̃).
+    R : (3n, m) the contact rows [N; S; T].
+    R_w : (nb, 3n) their whitened unactuated columns R̃ = [Ñ S̃ T̃].
+    N_w, S_w, T_w : (nb, n) views of R_w (Ñ, S̃, T̃).
     """
 
     def __init__(self, problem: ContactProblem) -> None:
         p = problem
-        a, u = p.actuated, p.unactuated
+        n = p.n
         self.problem = p
-        self.nb = nb = p.nb
-        self.kappa = -p.dt * p.f_ext - p.M @ p.v
-        if nb:
-            chol = np.linalg.cholesky(block(p.M, u, u))
-            self.L_inv = np.linalg.inv(chol)
-            self.x0 = -self.L_inv @ (block(p.M, u, a) @ p.qd_des + self.kappa[u])
-            self.N_w = self.L_inv @ p.N[:, u].T
-            self.S_w = self.L_inv @ p.S[:, u].T
-            self.T_w = self.L_inv @ p.T[:, u].T
+        self.a = index_array(p.actuated, p.m)
+        self.u = index_array(p.unactuated, p.m)
+        self.nb = len(self.u)
+        self.R = np.concatenate((p.N, p.S, p.T))
+        self.kappa, Muu, X = reduced_dynamics_data(p.M, p.f_ext, p.v, p.qd_des, self.R, self.a, self.u, p.dt)
+        if self.nb:
+            chol, info = dpotrf(Muu, lower=1, clean=1)
+            if info != 0:
+                raise np.linalg.LinAlgError("Matrix is not positive definite")
+            self.L_inv = dtrtri(chol, lower=1)[0]
+            LX = self.L_inv @ X
         else:
-            self.L_inv = np.zeros((0, 0))
-            self.x0 = np.zeros(0)
-            self.N_w = self.S_w = self.T_w = np.zeros((0, p.n))
+            self.L_inv, LX = Muu, X
+        self.R_w, self.x0 = LX[:, :-1], -LX[:, -1]
+        self.N_w, self.S_w, self.T_w = self.R_w[:, :n], self.R_w[:, n : 2 * n], self.R_w[:, 2 * n :]
+
+    def velocity_and_torque(self, R_w: Array, R: Array, y: Array) -> tuple[Array, Array]:
+        """v⁺ (m,) and τ (nu,), N·m, for forces ``y`` (N) on contact rows ``R`` (r, m) whitened as ``R_w`` (nb, r)."""
+        p = self.problem
+        return velocity_and_torque(p.M, self.kappa, self.L_inv, self.x0, R_w, R, self.a, self.u, p.qd_des, y, p.dt)
 
     def velocity(self, x: Array) -> Array:
         """(m,) v⁺ from whitened unactuated coordinates ``x`` (actuated part = q̇_des)."""
@@ -122,10 +134,10 @@ class Formulation(ABC):
     ) -> SolveResult:
         p = problem
         ids = p.ids()
-        active = tuple(ids[i] for i in np.flatnonzero(f_normal > 0.0))
+        active = tuple(cid for cid, f in zip(ids, f_normal.tolist(), strict=True) if f > 0.0)
         force_in_world = None
         if p.normals is not None and p.n:
-            force_in_world = f_normal[:, None] * p.normals + f_s[:, None] * p.tangents_s + f_t[:, None] * p.tangents_t
+            force_in_world = forces_in_world(f_normal, f_s, f_t, p.normals, p.tangents_s, p.tangents_t)
         result = SolveResult(
             formulation=self.name,
             found=True,

@@ -25,6 +25,7 @@ import qpsolvers
 from numpy.typing import NDArray
 
 from idcontrol.problem import ContactProblem, block
+from idcontrol.solvers.kernels import max_abs_product, min_gap_rate
 
 Array = NDArray[np.float64]
 
@@ -45,9 +46,9 @@ def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: 
     p = problem
     if p.n == 0:
         return False
-    if np.min(p.N @ v_next + p.phi / p.dt) < -tol:
+    if min_gap_rate(p.N, v_next, p.phi, p.dt) < -tol:
         return True
-    return bool(no_slip and max(np.abs(p.S @ v_next).max(), np.abs(p.T @ v_next).max()) > tol)
+    return bool(no_slip and max(max_abs_product(p.S, v_next), max_abs_product(p.T, v_next)) > tol)
 
 
 def repair_desired_velocity(

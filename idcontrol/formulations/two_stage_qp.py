@@ -43,17 +43,37 @@ import time
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.linalg.lapack import dgesdd
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.solvers.kernels import add_to_combination, null_basis, stage_one_data, stage_two_data
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
 
 
+_PYRAMIDS: dict[bytes, Array] = {}
+
+
 def pyramid_rows(mu: Array) -> Array:
-    """(4 nf, 3n) facets μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0 of the friction pyramid, for the nf contacts with finite μ."""
+    """(4 nf, 3n) facets μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0 of the friction pyramid, for the nf contacts with finite μ.
+
+    Read-only and memoized by μ: it only changes with the contact pattern.
+    """
+    key = np.asarray(mu, dtype=float).tobytes()
+    C = _PYRAMIDS.get(key)
+    if C is None:
+        C = _pyramid_rows(np.asarray(mu, dtype=float))
+        C.setflags(write=False)
+        if len(_PYRAMIDS) > 1024:
+            _PYRAMIDS.clear()
+        _PYRAMIDS[key] = C
+    return C
+
+
+def _pyramid_rows(mu: Array) -> Array:
     n = len(mu)
     finite = np.flatnonzero(np.isfinite(mu))
     nf = len(finite)
@@ -103,37 +123,34 @@ def remap_active_set(
 
 
 class StageOne:
-    """Stage I data of one problem over y = [f_N; f_S; f_T], in force units (built once per tick)."""
+    """Stage I data of one problem over y = [f_N; f_S; f_T], in force units (built once per tick).
+
+    ``A``, ``lower``, ``upper`` hold the QP in DAQP's stacked layout: bounds of y
+    (3n), then the non-penetration rows (n), then the pyramid facets.
+    """
 
     def __init__(self, problem: ContactProblem, red: ReducedDynamics) -> None:
         p = problem
-        n, dt = p.n, p.dt
+        n = p.n
         self.n = n
-        self.R_w = np.hstack([red.N_w, red.S_w, red.T_w])  # R̃, (nb, 3n)
-        self.H = self.R_w.T @ self.R_w
-        self.g = self.R_w.T @ (-(red.L_inv @ red.kappa[p.unactuated]) / dt)
-        self.C_normal = red.N_w.T @ self.R_w  # (n, 3n)
-        self.l_normal = -red.normal_rate(red.x0) / dt
+        self.R_w = red.R_w  # R̃, (nb, 3n)
+        self.R = red.R  # [N; S; T], (3n, m)
         self.C_pyramid = pyramid_rows(p.mu)
-        a = p.actuated
-        self.R_a = np.hstack([p.N[:, a].T, p.S[:, a].T, p.T[:, a].T])  # (nu, 3n)
-        self.lb = np.concatenate([np.zeros(n), np.full(2 * n, -INFINITY)])  # f_N ≥ 0; tangential forces signed
-        self.ub = np.full(3 * n, INFINITY)
+        self.H, self.g, self.A, self.lower, self.upper, self.R_a = stage_one_data(
+            red.kappa, red.L_inv, red.x0, red.R_w, red.R, red.a, red.u, p.qd_des, p.phi, self.C_pyramid, p.dt, INFINITY
+        )  # R_a: (nu, 3n)
+        self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
+        self.l_normal = self.lower[3 * n : 4 * n]
+        self.lb, self.ub = self.lower[: 3 * n], self.upper[: 3 * n]  # f_N ≥ 0; tangential forces signed
 
     def constraints(self, with_normal: bool = True) -> tuple[Array, Array, Array]:
         """(C, l, u) of the rows l ≤ C y ≤ u: non-penetration (optional), then the pyramid facets."""
-        if with_normal:
-            C = np.vstack([self.C_normal, self.C_pyramid])
-            l = np.concatenate([self.l_normal, np.zeros(len(self.C_pyramid))])
-        else:
-            C, l = self.C_pyramid, np.zeros(len(self.C_pyramid))
-        return C, l, np.full(len(l), INFINITY)
+        first = 0 if with_normal else self.n
+        return self.A[first:], self.lower[3 * self.n + first :], self.upper[3 * self.n + first :]
 
     def velocity_and_torque(self, problem: ContactProblem, red: ReducedDynamics, y: Array) -> tuple[Array, Array]:
         """v⁺ (m,) and τ (nu,), N·m, for the contact forces y."""
-        x_next = red.x0 + problem.dt * (self.R_w @ y)
-        v_next = red.velocity(x_next)
-        return v_next, red.torque(v_next, self.R_a @ y)
+        return red.velocity_and_torque(self.R_w, self.R, y)
 
     def clip(self, y: Array) -> Array:
         """y with f_N's rounding-level negatives set to zero."""
@@ -158,14 +175,14 @@ def solve_stage_one(
     ny = 3 * stage.n
     H = stage.H
     if regularization:
-        H = H + regularization * max(float(np.trace(H)) / ny, 1e-12) * np.eye(ny)
-    lb, ub = stage.lb, stage.ub
-    C, l, u = stage.constraints(with_normal=True)
-    sol = qp.solve(H, stage.g, C, l, u, lb, ub, warm=warm, active=active)
+        H = H.copy()
+        H.flat[:: ny + 1] += regularization * max(float(np.trace(H)) / ny, 1e-12)
+    sol = qp.solve_stacked(H, stage.g, stage.A, stage.lower, stage.upper, bounds=True, warm=warm, active=active)
     if sol.found:
         return stage.clip(sol.x), sol.iterations, sol.status, False
     C, l, u = stage.constraints(with_normal=False)
-    relaxed = qp.solve(H, stage.g, C if len(C) else None, l if len(C) else None, u if len(C) else None, lb, ub)
+    relaxed = qp.solve(H, stage.g, C if len(C) else None, l if len(C) else None, u if len(C) else None,
+                       stage.lb, stage.ub)  # fmt: skip
     if relaxed.found:
         return stage.clip(relaxed.x), sol.iterations + relaxed.iterations, sol.status, True
     return None, sol.iterations + relaxed.iterations, f"{sol.status}/{relaxed.status}", True
@@ -248,25 +265,26 @@ class TwoStageQP(Formulation):
         warm: bool,
         active: NDArray[np.int32] | None = None,
     ) -> tuple[Array, int, str]:
-        _, singular, vt = np.linalg.svd(stage.R_w, full_matrices=True)
-        rank = int(np.sum(singular > self.null_tol * max(singular[0] if singular.size else 0.0, 1e-300)))
-        W = vt[rank:].T  # (3n, k), orthonormal
+        W = null_space(stage.R_w, self.null_tol)  # (3n, k), orthonormal
         k = W.shape[1]
         if k == 0:
             return z1, 0, "Stage I solution is unique"
         _, tau1 = stage.velocity_and_torque(p, red, z1)
-        RW = stage.R_a @ W
-        H2 = RW.T @ RW
-        rho = self.ridge * max(float(np.trace(H2)) / k, 1e-12)
-        H2[np.diag_indices(k)] += rho
-        g2 = -RW.T @ tau1 + rho * (W.T @ z1)
-        n = stage.n
-        C2 = np.vstack([W[:n], stage.C_pyramid @ W])  # f_N ≥ 0 and the pyramid, on y₁ + W w
-        l2 = -np.concatenate([z1[:n], stage.C_pyramid @ z1])
-        sol = self._stage_two.solve(H2, g2, C2, l2, np.full(len(l2), INFINITY), warm=warm, active=active)
+        H2, g2, C2, l2, u2 = stage_two_data(W, stage.R_a, z1, tau1, stage.C_pyramid, self.ridge, INFINITY)
+        sol = self._stage_two.solve_stacked(H2, g2, C2, l2, u2, bounds=False, warm=warm, active=active)
         if not sol.found:
             return z1, sol.iterations, f"Stage II failed ({sol.status}); Stage I forces used"
-        return stage.clip(z1 + W @ sol.x), sol.iterations, f"Stage II over a {k}-dimensional optimal set"
+        return add_to_combination(z1, W, sol.x, stage.n), sol.iterations, f"Stage II over a {k}-dimensional optimal set"
+
+
+def null_space(R_w: Array, null_tol: float) -> Array:
+    """(q, k) orthonormal basis of null(R_w) for R_w (nb, q): right singular vectors with σ ≤ null_tol · σ_max."""
+    if R_w.shape[0] == 0:
+        return np.eye(R_w.shape[1])
+    _, singular, vt, info = dgesdd(R_w, full_matrices=1)  # numpy's SVD driver, without its wrapper's overhead
+    if info != 0:
+        raise np.linalg.LinAlgError("SVD did not converge")
+    return null_basis(vt, singular, null_tol)
 
 
 def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
@@ -291,7 +309,7 @@ def _finish(
 ) -> SolveResult:
     n = p.n
     v_next, tau = stage.velocity_and_torque(p, red, z)
-    f_normal, f_s, f_t = z[:n].copy(), z[n : 2 * n].copy(), z[2 * n :].copy()
+    f_normal, f_s, f_t = z[:n], z[n : 2 * n], z[2 * n :]  # views of this tick's own z
     repaired = False
     if relaxed or needs_repair(p, v_next, no_slip=False):
         if not getattr(formulation, "repair", True):

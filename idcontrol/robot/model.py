@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound, NonFiniteError, ShapeError
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
+from idcontrol.solvers.kernels import all_finite, frame_jacobians
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -18,7 +21,7 @@ def check_vector(name: str, x: object, n: int) -> Array:
     arr = np.asarray(x, dtype=float)
     if arr.shape != (n,):
         raise ShapeError(name, (n,), arr.shape)
-    if not np.all(np.isfinite(arr)):
+    if not all_finite(arr):
         raise NonFiniteError(name, np.flatnonzero(~np.isfinite(arr)))
     return arr
 
@@ -113,8 +116,20 @@ class RobotModel:
         # only kept up to date when a sphere has an offset from its frame
         self._frame_rotations: Array = np.zeros((len(self._unique_frames), 3, 3))
         self.frame_jacobians: Array = np.zeros((len(self._unique_frames), 6, self.nv))
-        self._q = pin.neutral(m)
-        self._v = np.zeros(self.nv)
+        # DoFs that move each frame's parent joint: the non-zero columns of its Jacobian
+        self._frame_support = np.zeros((len(self._frame_ids), self.nv), dtype=np.bool_)
+        for slot, fid in enumerate(self._frame_ids):
+            for joint in m.supports[m.frames[fid].parentJoint]:
+                if joint > 0:
+                    self._frame_support[slot, m.joints[joint].idx_v : m.joints[joint].idx_v + m.joints[joint].nv] = True
+        self._bind_views()
+        # a binding that returned copies would leave the views at their initial values: re-read them each tick then
+        pin.computeJointJacobians(m, self.data, pin.neutral(m))
+        pin.updateFramePlacements(m, self.data)
+        fresh = [self.data.oMf[f].translation for f in self._frame_ids]
+        self._views_live = np.array_equal(self._J, self.data.J) and all(
+            np.array_equal(view, now) for view, now in zip(self._translations, fresh, strict=True)
+        )
 
     # ------------------------------------------------------------------ set-up helpers
     def _resolve_gains(self, config: RobotConfig) -> Gains:
@@ -173,13 +188,24 @@ class RobotModel:
         idx_q = [self.model.joints[self.model.getJointId(n)].idx_q for n in self.actuated_joints]
         return np.asarray(q)[idx_q]
 
+    def _bind_views(self) -> None:
+        """Take numpy views of the Pinocchio outputs read each tick (its accessors cost ~1 µs per call).
+
+        eigenpy exposes ``data.J`` and the frame placements as views of the C++
+        memory, which the algorithms update in place, so they are taken once.
+        """
+        d = self.data
+        self._J = d.J
+        self._translations = [d.oMf[f].translation for f in self._frame_ids]
+        self._rotations = [d.oMf[f].rotation for f in self._frame_ids]
+
     # ------------------------------------------------------------------ per tick
     def check_state(self, q: object, v: object) -> tuple[Array, Array]:
         """Validate a state; return float arrays. Raises ShapeError / NonFiniteError."""
         q = check_vector("q", q, self.nq)
         v = check_vector("v", v, self.nv)
         if self.floating_base:
-            norm = float(np.linalg.norm(q[3:7]))
+            norm = math.hypot(*q[3:7].tolist())
             if abs(norm - 1.0) > 1e-3:
                 raise InputError(f"q[3:7] must be a unit quaternion (x, y, z, w); its norm is {norm:.6f}")
         return q, v
@@ -194,19 +220,20 @@ class RobotModel:
         pin.crba(m, d, q)
         pin.nonLinearEffects(m, d, q, v)
         pin.updateFramePlacements(m, d)
-        frame = pin.LOCAL_WORLD_ALIGNED
-        for slot, fid in enumerate(self._frame_ids):
-            placement = d.oMf[fid]
-            self.frame_origins_in_world[slot] = placement.translation
-            if not self._zero_offsets:
-                self._frame_rotations[slot] = placement.rotation
-            self.frame_jacobians[slot] = pin.getFrameJacobian(m, d, fid, frame)
+        if not self._views_live:
+            self._bind_views()
+        origins = self.frame_origins_in_world
+        for slot, translation in enumerate(self._translations):
+            origins[slot] = translation
+        frame_jacobians(self._J, self._frame_support, origins, self.frame_jacobians)
         if self._zero_offsets:  # sphere centres at the frame origins (the usual case)
-            np.take(self.frame_origins_in_world, self.sphere_frame_slot, axis=0, out=self.sphere_centers_in_world)
+            np.take(origins, self.sphere_frame_slot, axis=0, out=self.sphere_centers_in_world)
         else:
+            for slot, rotation in enumerate(self._rotations):
+                self._frame_rotations[slot] = rotation
             rot = self._frame_rotations[self.sphere_frame_slot]
             np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
-            self.sphere_centers_in_world += self.frame_origins_in_world[self.sphere_frame_slot]
+            self.sphere_centers_in_world += origins[self.sphere_frame_slot]
 
     @property
     def M(self) -> Array:

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
+from idcontrol.solvers.kernels import lemke_pivot, lemke_ratio_rows
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
@@ -164,24 +165,12 @@ def lemke(
     T[:, n : 2 * n] = M / -m_scale
     T[:, z0] = -d
     T[:, rhs] = q / q_scale
-    outer = np.empty_like(T)
     basis = np.arange(n)  # basic variable held by each row
     tie_tol = max(tol, 4.0 * _EPS)
 
-    def pivot(r: int, c: int) -> int:
-        """Exchange the basic variable of row r for variable c (rank-1 update); return the leaving variable."""
-        T[r] /= T[r, c]  # T[r, c] is now exactly 1, so the update below zeroes column c exactly
-        col = T[:, c].copy()
-        col[r] = 0.0
-        np.multiply.outer(col, T[r], out=outer)
-        np.subtract(T, outer, out=T)
-        leaving = int(basis[r])
-        basis[r] = c
-        return leaving
-
     # first pivot: z₀ rises to max_i(−q_i / d_i); the most violated row leaves (lexicographically)
     z0_row = _lexmin_row(T, np.arange(n), d, n, tie_tol)
-    leaving = pivot(z0_row, z0)
+    leaving = lemke_pivot(T, basis, z0_row, z0)
     pivots = 1
     message = ""
     while True:
@@ -189,26 +178,15 @@ def lemke(
             message = f"pivot cap of {cap} reached"
             break
         entering = leaving + n if leaving < n else leaving - n
-        col = T[:, entering]
-        # minimum-ratio test over rows with a positive pivot (Python floats: cheaper than numpy at this size)
-        c_list = col.tolist()
-        b_list = T[:, rhs].tolist()
-        threshold = tol * max(1.0, max(c_list), -min(c_list))
-        low = np.inf
-        for i, c_i in enumerate(c_list):
-            if c_i > threshold and b_list[i] / c_i < low:
-                low = b_list[i] / c_i
-        if low == np.inf:
+        tied = lemke_ratio_rows(T, entering, tol, tie_tol)  # minimum-ratio test over rows with a positive pivot
+        if not tied.size:
             message = f"secondary ray after {pivots} pivots (entering {_name(entering, n)}): no solution reached"
             break
-        bound = low + tie_tol * max(1.0, abs(low))
-        tied = [i for i, c_i in enumerate(c_list) if c_i > threshold and b_list[i] / c_i <= bound]
-        r = tied[0]
+        r = int(tied[0])
         if len(tied) > 1:
             # z₀ leaves whenever it ties for the minimum ratio (that basis is a solution); else lexicographic rule
-            ties = np.array(tied, dtype=np.intp)
-            r = z0_row if z0_row in tied else _lexmin_row(T, ties, col, n, tie_tol)
-        leaving = pivot(r, entering)
+            r = z0_row if z0_row in tied else _lexmin_row(T, tied, T[:, entering], n, tie_tol)
+        leaving = lemke_pivot(T, basis, r, entering)
         pivots += 1
         if leaving == z0:
             break

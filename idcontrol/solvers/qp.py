@@ -45,7 +45,7 @@ class DenseQP:
         self.settings = {"primal_tol": primal_tol, "iter_limit": iter_limit}
         self._workspaces: dict[tuple[int, int, bool], daqp.Model] = {}
         self._last_key: tuple[int, int, bool] | None = None
-        self._active: NDArray[np.int32] | None = None
+        self._lam: Array | None = None  # multipliers of the last successful solve
 
     def solve(
         self,
@@ -67,20 +67,38 @@ class DenseQP:
         bound, then per row of C), e.g. the previous one mapped by contact identity.
         """
         n = g.shape[0]
-        n_in = 0 if C is None else C.shape[0]
-        box = lb is not None
-        key = (n, n_in, box)
         A = C if C is not None else np.zeros((0, n))
         upper = u if u is not None else np.zeros(0)
         lower = l if l is not None else np.zeros(0)
-        if box:
+        if lb is not None:
             upper = np.concatenate([ub, upper])
             lower = np.concatenate([lb, lower])
-        sense = np.zeros(len(upper), dtype=np.int32)
+        return self.solve_stacked(H, g, A, lower, upper, bounds=lb is not None, warm=warm, active=active)
+
+    def solve_stacked(
+        self,
+        H: Array,
+        g: Array,
+        A: Array,
+        lower: Array,
+        upper: Array,
+        *,
+        bounds: bool,
+        warm: bool = False,
+        active: NDArray[np.int32] | None = None,
+    ) -> QPSolution:
+        """:meth:`solve` with the data already in DAQP's layout (no copies: the per-tick path).
+
+        ``lower``/``upper`` (len(g) + len(A) when ``bounds``, else len(A)) hold the
+        box bounds first, then the bounds of the rows of ``A`` (len(A), len(g)),
+        all C-contiguous float64.
+        """
+        key = (g.shape[0], A.shape[0], bounds)
+        sense = np.zeros(upper.shape[0], dtype=np.int32)
         if active is not None and len(active) == len(sense):
             sense[:] = active
-        elif warm and self._last_key == key and self._active is not None:
-            sense[:] = self._active
+        elif warm and self._last_key == key and self._lam is not None:
+            sense[:] = self.last_active
         model = self._workspaces.get(key)
         if model is None:
             model = daqp.Model()
@@ -102,16 +120,15 @@ class DenseQP:
             model.settings = self.settings
         found = exitflag in _EXIT_OPTIMAL
         self._last_key = key
-        self._active = (np.asarray(info["lam"]) != 0.0).astype(np.int32) if found else None
-        iterations = int(info["iterations"])
-        return QPSolution(x=np.array(x), found=found, iterations=iterations, status=f"daqp exit {exitflag}")
+        self._lam = info["lam"] if found else None  # a copy; the flags are derived only when asked for
+        return QPSolution(x=x, found=found, iterations=info["iterations"], status=f"daqp exit {exitflag}")
 
     @property
     def last_active(self) -> NDArray[np.int32] | None:
         """Active-set flags of the last successful solve (bounds first, then rows of C)."""
-        return self._active
+        return None if self._lam is None else (self._lam != 0.0).astype(np.int32)
 
     def forget(self) -> None:
         """Drop the warm start (the next solve starts cold)."""
         self._last_key = None
-        self._active = None
+        self._lam: Array | None = None
