@@ -298,3 +298,21 @@ def test_port_in_use_is_a_clear_config_error(quadruped):
     finally:
         blocker.close(linger=0)
         ctx.term()
+
+
+@pytest.mark.parametrize("formulation", ["pid", "sensed_id", "coulomb_lcp"])
+def test_every_formulation_publishes_telemetry_while_standing_on_its_feet(quadruped, formulation):
+    """Formulations that predict no forces (pid) or use sensed ones still yield a valid record."""
+    h = Harness(quadruped, formulation=formulation)
+    try:
+        time.sleep(0.2)
+        h.admin.request("start")
+        forces = np.tile([0.0, 0.0, quadruped.total_mass() * 9.81 / 4], (4, 1))
+        reply = h.state(contact_forces=forces)
+        assert reply["type"] == "command" and reply["mode"] == "run"
+        assert h.telemetry.poll(2000)
+        record = msgpack.unpackb(h.telemetry.recv(), raw=False)
+        assert record["formulation"] == formulation and len(record["contact_ids"]) == 4
+        np.testing.assert_array_equal(np.frombuffer(record["sensed_forces"], "<f8").reshape(4, 3), forces)
+    finally:
+        h.close()

@@ -160,7 +160,8 @@ class BridgeLoop:
             if self.socket.poll(500):
                 message = wire.unpack(self.socket.recv(), ("welcome", "error"))
                 if message["type"] == "error":
-                    raise ProtocolError(str(message.get("code")), f"daemon refused: {message.get('message')}")
+                    code = str(message.get("code"))
+                    raise ProtocolError(code, f"daemon refused the bridge ({code}): {message.get('message')}")
                 return message
         raise TimeoutError(f"no daemon answered within {timeout_s} s")
 

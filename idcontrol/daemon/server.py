@@ -261,7 +261,10 @@ class Daemon:
         if out.note:
             self.rate_log.warning("note", out.note)
         if self.telemetry is not None:
-            self._publish(out, message, compute_us)
+            try:
+                self._publish(out, message, compute_us)
+            except Exception as e:  # telemetry is for observers: a bug there must not stop the robot
+                self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
 
     def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
         self.stats.errors += 1
@@ -296,7 +299,7 @@ class Daemon:
                 "contact_ids": ["/".join(map(str, c)) for c in contacts.ids],
                 "contact_points": wire.f64(contacts.points), "contact_normals": wire.f64(contacts.normals),
                 "contact_phi": wire.f64(contacts.phi), "force_normal": wire.f64(result.f_normal),
-                "force_world": wire.f64(result.force_in_world) if contacts.n else b"",
+                "force_world": wire.f64(result.force_in_world) if result.force_in_world is not None else b"",
             })  # fmt: skip
         if message.contact_forces is not None:
             record["sensed_forces"] = wire.f64(message.contact_forces)

@@ -1,0 +1,205 @@
+"""The daemon and the MuJoCo bridge as real processes, over real loopback sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.client import AdminClient
+from idcontrol.robot.model import RobotModel
+
+LAUNCH = Path(__file__).resolve().parents[1] / "launch"
+SUMMARY_KEYS = {"ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
+                "tau_rate_mean", "formulation"}  # fmt: skip
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: str) -> tuple[Path, dict[str, str]]:
+    """A copy of a shipped launch file on free ports."""
+    text = (LAUNCH / f"{name}.toml").read_text()
+    ports = free_ports(3)
+    endpoints = {k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry"), ports, strict=True)}
+    for key, default in (("control", 5555), ("admin", 5556), ("telemetry", 5557)):
+        text = text.replace(f"tcp://127.0.0.1:{default}", endpoints[key])
+    for old, new in replacements.items():
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path, endpoints
+
+
+def spawn(*args: str, stdout=subprocess.DEVNULL) -> subprocess.Popen:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=stdout, stderr=subprocess.DEVNULL,
+                            env=env)  # fmt: skip
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = admin.request("status", timeout=1.0)
+        except TimeoutError:
+            continue
+        if predicate(status):
+            return status
+        time.sleep(0.02)
+    raise AssertionError(f"condition not reached in {timeout} s; last status {status}")
+
+
+def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
+    """`idcontrol launch` runs daemon + MuJoCo bridge lock-step and reports the required summary keys."""
+    path, _ = launch_file(tmp_path)
+    summary_path = tmp_path / "summary.json"
+    command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--duration", "0.5", "--quiet",
+               "--summary-json", str(summary_path)]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["formulation"] == "two_stage_qp" and summary["fell"] is False
+    assert summary["ticks"] >= 500
+    for key in ("compute_us", "roundtrip_us"):
+        assert set(summary[key]) == {"p50", "p99", "max"} and summary[key]["p50"] > 0
+    assert isinstance(summary["deadline_misses"], int) and summary["tracking_error_rad"] >= 0
+    assert "deadline misses" in out.stdout and "round trip" in out.stdout
+
+
+def test_launch_fails_fast_on_a_bad_launch_file(tmp_path):
+    path, _ = launch_file(tmp_path, **{'robot = "quadruped"': 'robot = "hexapod"'})
+    out = subprocess.run([sys.executable, "-m", "idcontrol", "launch", str(path)], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "unknown robot 'hexapod'" in out.stderr
+
+
+def test_killed_bridge_leaves_the_daemon_waiting_and_a_new_bridge_resumes_only_after_start(tmp_path):
+    path, endpoints = launch_file(tmp_path)
+    daemon = spawn("daemon", str(path))
+    bridges = []
+    admin = AdminClient(endpoints["admin"])
+    try:
+        wait_for(admin, lambda s: True)
+        bridges.append(spawn("bridge", str(path)))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        wait_for(admin, lambda s: s["t"] > 0.2)
+        bridges[0].kill()  # SIGKILL: no goodbye
+        stopped = wait_for(admin, lambda s: s["mode"] in ("safe_stop", "stopped"), timeout=10)
+        assert "watchdog" in stopped["reason"] and daemon.poll() is None
+        t_dead = wait_for(admin, lambda s: s["mode"] == "stopped")["t"]
+        bridges.append(spawn("bridge", str(path)))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        time.sleep(0.5)
+        status = admin.request("status")
+        assert status["mode"] == "stopped"  # no resume without an explicit start
+        assert status["t"] <= t_dead + 0.05  # a stopped robot is not simulated forward
+        admin.request("start")
+        resumed = wait_for(admin, lambda s: s["t"] > t_dead + 0.2, timeout=30)
+        assert resumed["mode"] == "run"
+    finally:
+        for b in bridges:
+            stop(b)
+        admin.close()
+        stop(daemon)
+    assert daemon.returncode == 0
+
+
+def test_sigterm_sends_safe_stop_commands_before_the_daemon_exits(tmp_path):
+    """The shutdown is orderly: states keep being answered with safe_stop until the robot is at rest."""
+    path, endpoints = launch_file(tmp_path)
+    robot = RobotModel("quadruped")
+    daemon = spawn("daemon", str(path))
+    ctx = zmq.Context()
+    bridge = ctx.socket(zmq.DEALER)
+    bridge.setsockopt(zmq.LINGER, 0)
+    bridge.connect(endpoints["control"])
+    admin = AdminClient(endpoints["admin"], context=ctx)
+    q, v = robot.standing_configuration(), np.zeros(robot.nv)
+    v[robot.actuated_dofs] = 1.0  # moving joints: the safe stop must damp them
+    modes = []
+    try:
+        wait_for(admin, lambda s: True)
+        admin.request("start")
+        seq = 0
+        while daemon.poll() is None and seq < 5000:
+            seq += 1
+            bridge.send(wire.encode_state(seq, seq * 1e-3, q, v))
+            if not bridge.poll(200):
+                break
+            reply = msgpack.unpackb(bridge.recv(), raw=False)
+            modes.append(reply["mode"])
+            if seq == 10:
+                daemon.send_signal(signal.SIGTERM)
+            if reply["mode"] == "safe_stop":
+                tau = np.frombuffer(reply["tau"], "<f8")
+                assert np.all(tau < 0)  # damping opposes the +1 rad/s joint velocities
+                v[robot.actuated_dofs] *= 0.9  # the robot slows down
+        daemon.wait(timeout=10)
+    finally:
+        bridge.close(linger=0)
+        admin.close()
+        ctx.term()
+        stop(daemon)
+    assert modes[:10] == ["run"] * 10
+    assert "safe_stop" in modes and modes[-1] in ("safe_stop", "stopped")
+    assert daemon.returncode == 0
+
+
+def test_bridge_refuses_a_daemon_of_another_robot(tmp_path):
+    quad, endpoints = launch_file(tmp_path)
+    arm_text = quad.read_text().replace('robot = "quadruped"', 'robot = "arm"')
+    arm = tmp_path / "arm.toml"
+    arm.write_text(arm_text)
+    daemon = spawn("daemon", str(quad))
+    admin = AdminClient(endpoints["admin"])
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = subprocess.run([sys.executable, "-m", "idcontrol", "bridge", str(arm)], capture_output=True,
+                                text=True, timeout=60)  # fmt: skip
+        assert bridge.returncode == 2 and "robot_mismatch" in bridge.stderr + bridge.stdout
+    finally:
+        admin.close()
+        stop(daemon)
+
+
+@pytest.mark.parametrize("formulation", ["noslip_lcp", "coulomb_lcp"])
+def test_formulation_override_reaches_the_daemon(tmp_path, formulation):
+    path, endpoints = launch_file(tmp_path)
+    daemon = spawn("daemon", str(path), "--formulation", formulation)
+    admin = AdminClient(endpoints["admin"])
+    try:
+        assert wait_for(admin, lambda s: True)["formulation"] == formulation
+    finally:
+        admin.close()
+        stop(daemon)
