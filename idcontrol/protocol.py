@@ -164,6 +164,8 @@ class StateMessage:
     contact_forces : (k, 3) force on each contact sphere of the robot file, world frame, N; optional.
     objects : pose and twist of movable bodies by name (world frame); optional.
     last_rtt_us : the bridge's round trip of the previous command, µs; optional (statistics only).
+    bridge_stopped : the bridge has stopped the robot on its own (late commands); the daemon then
+        stops too, so that only an explicit start resumes.
     """
 
     seq: int
@@ -173,6 +175,7 @@ class StateMessage:
     contact_forces: Array | None = None
     objects: dict[str, ObjectState] = field(default_factory=dict)
     last_rtt_us: float | None = None
+    bridge_stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +228,10 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     rtt = message.get("last_rtt_us")
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")
-    return StateMessage(seq, t, q, v, forces, objects, rtt)
+    stopped = message.get("bridge_stopped", False)
+    if not isinstance(stopped, bool):
+        raise ProtocolError("bad_field", f"bridge_stopped must be a boolean, got {type(stopped).__name__}", seq)
+    return StateMessage(seq, t, q, v, forces, objects, rtt, stopped)
 
 
 def encode_state(
@@ -236,6 +242,7 @@ def encode_state(
     contact_forces: Array | None = None,
     objects: Mapping[str, ObjectState] | None = None,
     last_rtt_us: float | None = None,
+    bridge_stopped: bool = False,
 ) -> bytes:
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
     if contact_forces is not None:
@@ -252,6 +259,8 @@ def encode_state(
         }
     if last_rtt_us is not None:
         message["last_rtt_us"] = float(last_rtt_us)
+    if bridge_stopped:
+        message["bridge_stopped"] = True
     return pack(message)
 
 

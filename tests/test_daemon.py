@@ -316,3 +316,12 @@ def test_every_formulation_publishes_telemetry_while_standing_on_its_feet(quadru
         np.testing.assert_array_equal(np.frombuffer(record["sensed_forces"], "<f8").reshape(4, 3), forces)
     finally:
         h.close()
+
+
+def test_a_bridge_that_stopped_the_robot_stops_the_daemon_too(harness):
+    """bridge_stopped in a state ends run mode: only an explicit start resumes, on both sides."""
+    harness.admin.request("start")
+    assert harness.state()["mode"] == "run"
+    reply = harness.state(bridge_stopped=True)
+    assert reply["mode"] in ("safe_stop", "stopped")
+    assert "bridge" in harness.admin.request("status")["reason"]

@@ -125,7 +125,8 @@ class BridgeLoop:
     def _send_state(self) -> float:
         s = self.sim.state()
         objects: dict[str, ObjectState] = s.objects
-        self.socket.send(wire.encode_state(self._seq, s.t, s.q, s.v, s.contact_forces, objects, self._last_rtt_us))
+        self.socket.send(wire.encode_state(self._seq, s.t, s.q, s.v, s.contact_forces, objects, self._last_rtt_us,
+                                           self._safe_stopped))  # fmt: skip
         self.report.states_sent += 1
         return time.perf_counter()
 

@@ -212,6 +212,9 @@ class ControlCore:
         robot = self.robot
         q, v = robot.check_state(message.q, message.v)
         out = TickOutput(message.seq, message.t, self._zero, self.mode)
+        if message.bridge_stopped and self.mode == MODE_RUN:
+            self.stop("the bridge stopped the robot (late commands)", now)
+            out.note = "bridge safe stop: daemon safe stop"
         if self.mode == MODE_RUN:
             self._run(message, q, v, out)
             if robot.floating_base and self._fallen(q):

@@ -1,4 +1,26 @@
-"""The arm task's reference (paper Section 7.2): a sinusoid about the grasp posture, fingers squeezing."""
+"""The arm task's reference (paper Section 7.2): a sinusoid about the grasp posture; the fingers grip.
+
+Paper: "the four fingers are commanded to keep zero velocity and acceleration while gripping, and to close
+further if not in contact". Why the fingers are never driven *into* the box (no position squeeze):
+
+* The ID controller fixes the actuated velocities, P v⁺ = q̇_des (eq 39), and the box is rigid. Two opposing
+  fingers whose q̇_des close the gap between them (q̇_des,1 + q̇_des,2 > 0) ask for an impossible motion:
+  the solve is infeasible or, with slightly off-centre contact points, feasible only through a near-singular
+  box rotation with kilonewton forces (measured: 70–300 kN predicted, every torque clipped, box flung away).
+  A position "squeeze" offset does exactly that (K_p Δt × offset of closing velocity on every finger).
+* The grip force is the controller's business: with a finite μ the two-stage QP picks the smallest normal
+  forces whose friction cone carries the box (Stage II, minimum torque). Zero velocity keeps the fingers
+  consistent with the rigid box whatever the force.
+
+So a gripping finger has q_ref = the opening at which it touched, v_ref = a_ref = 0; the finger gains of
+``robots/arm/robot.toml`` (K_d = 1/Δt) make q̇_des = q̇ + Δt q̈_des exactly zero rather than 0.96 q̇.
+
+"In contact" needs the contact state, which :meth:`Reference.sample` does not receive: the loop reports it
+with :meth:`ArmSinusoid.observe_contacts` (the controller's candidate contacts of the previous tick). A
+finger whose fingertip is farther than ``contact_tolerance`` from the object closes at ``close_speed``,
+slowing as the gap shrinks (gap / ``approach_time``), and holds the opening where it touches again. Without
+observations every finger is taken as gripping.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +40,17 @@ DEFAULT_AMPLITUDES = {"arm_j5": 0.05, "arm_j6": 0.05, "arm_j7": 0.1}
 
 
 class ArmSinusoid(Reference):
-    """q_ref(t) = q_grasp + e(t) A sin(2π f t) on the arm joints; fingers held closed past the box surface.
+    """q_ref(t) = q_grasp + e(t) A sin(2π f t) on the arm joints; fingers grip (zero velocity) or close.
 
     amplitudes : joint name → amplitude A (rad); joints not named stay at the grasp posture.
     frequency : f, Hz (the paper: about three oscillations per second).
-    squeeze : how far (m) each finger's position reference lies past its standing (just touching)
-        opening, so a finger that lost contact closes further; its velocity and acceleration are zero.
+    squeeze : how far (m) a gripping finger's position reference lies past its touching opening. Keep 0
+        (see the module docstring: any closing command on a rigid grasp is inconsistent).
     ramp_time : the envelope e(t) rises from 0 to 1 over this long (quintic), s; 0 starts at full amplitude.
-    fingers : the prismatic finger joints.
+    fingers : the prismatic finger joints (q grows as a finger closes).
+    close_speed : closing speed of a finger out of contact, m/s.
+    approach_time : near the object a closing finger's speed is gap / approach_time (at most close_speed), s.
+    contact_tolerance : a fingertip within this distance of the object (signed, m) is in contact.
 
     Time starts at the first :meth:`sample` after :meth:`reset`.
     """
@@ -38,16 +63,24 @@ class ArmSinusoid(Reference):
         *,
         amplitudes: Mapping[str, float] | None = None,
         frequency: float = 3.0,
-        squeeze: float = 0.002,
+        squeeze: float = 0.0,
         ramp_time: float = 0.5,
         fingers: tuple[str, ...] = ("finger_1", "finger_2", "finger_3", "finger_4"),
+        close_speed: float = 0.02,
+        approach_time: float = 0.01,
+        contact_tolerance: float = 2e-5,
     ) -> None:
         self.nu = robot.nu
         self.frequency = float(frequency)
         self.ramp_time = float(ramp_time)
         self.squeeze = float(squeeze)
+        self.close_speed = float(close_speed)
+        self.approach_time = float(approach_time)
+        self.contact_tolerance = float(contact_tolerance)
         if not (self.frequency > 0 and math.isfinite(self.frequency)) or self.ramp_time < 0 or self.squeeze < 0:
             raise ConfigError("arm_sinusoid: frequency must be > 0, ramp_time and squeeze >= 0")
+        if not (self.close_speed >= 0 and self.approach_time > 0 and self.contact_tolerance >= 0):
+            raise ConfigError("arm_sinusoid: close_speed and contact_tolerance must be >= 0, approach_time > 0")
         amplitudes = DEFAULT_AMPLITUDES if amplitudes is None else amplitudes
         self.amplitude = np.zeros(robot.nu)  # (nu,) rad
         for joint, value in amplitudes.items():
@@ -55,17 +88,60 @@ class ArmSinusoid(Reference):
                 raise NameNotFound("actuated joint", joint, robot.actuated_joints)
             self.amplitude[robot.actuated_joints.index(joint)] = float(value)
         self.q_center = standing_joint_positions(robot)  # (nu,) the grasp posture
+        model = robot.model
+        finger_slots, finger_q, finger_v, upper, sphere_of = [], [], [], [], []
         for finger in fingers:
             if finger not in robot.actuated_joints:
                 raise NameNotFound("actuated joint", finger, robot.actuated_joints)
-            if self.amplitude[robot.actuated_joints.index(finger)] != 0.0:
+            slot = robot.actuated_joints.index(finger)
+            if self.amplitude[slot] != 0.0:
                 raise ConfigError(f"arm_sinusoid: finger {finger!r} cannot oscillate (its v_ref and a_ref are zero)")
-            self.q_center[robot.actuated_joints.index(finger)] += self.squeeze
+            joint = model.getJointId(finger)
+            finger_slots.append(slot)
+            finger_q.append(model.joints[joint].idx_q)
+            finger_v.append(model.joints[joint].idx_v)
+            upper.append(float(model.upperPositionLimit[model.joints[joint].idx_q]))
+            # the contact sphere(s) this finger carries: those whose frame hangs off the finger joint
+            frames = robot.sphere_frame_ids
+            sphere_of.append([k for k, f in enumerate(frames) if model.frames[int(f)].parentJoint == joint])
+        self._fingers = np.asarray(finger_slots, dtype=np.intp)
+        self._finger_q = np.asarray(finger_q, dtype=np.intp)
+        self._finger_v = np.asarray(finger_v, dtype=np.intp)
+        self._finger_upper = np.asarray(upper)
+        self._sphere_finger = np.full(len(robot.sphere_names), -1, dtype=np.intp)  # sphere index → finger index
+        for i, spheres in enumerate(sphere_of):
+            self._sphere_finger[spheres] = i
+        self._grasp = self.q_center[self._fingers].copy()  # (nf,) the opening each finger touches at
         self.reset()
 
     def reset(self) -> None:
         self._t0: float | None = None
+        self._hold = self._grasp.copy()  # (nf,) opening a gripping finger holds, m
+        self._gap = np.full(len(self._fingers), -np.inf)  # (nf,) last observed fingertip gap; -inf: gripping
+        self._was_gripping = np.ones(len(self._fingers), dtype=bool)
 
+    # ------------------------------------------------------------------ contact state
+    def observe_contacts(self, contacts: object) -> None:
+        """Record each fingertip's gap to the object from the controller's candidate contacts (a ContactSet).
+
+        A fingertip without a candidate contact (farther than the detection margin) has an infinite gap.
+        Call once per tick, e.g. with ``controller.last_contacts`` after the solve.
+        """
+        gap = np.full(len(self._fingers), np.inf)
+        if contacts is not None:
+            fingers = self._sphere_finger[np.asarray(contacts.sphere, dtype=np.intp)]
+            bodies, phis = np.asarray(contacts.body).tolist(), np.asarray(contacts.phi).tolist()
+            for finger, body, phi in zip(fingers.tolist(), bodies, phis, strict=True):
+                if finger >= 0 and body >= 0:
+                    gap[finger] = min(gap[finger], phi)
+        self._gap = gap
+
+    @property
+    def gripping(self) -> Array:
+        """(nf,) bool: which fingers were in contact at the last observation."""
+        return self._gap <= self.contact_tolerance
+
+    # ------------------------------------------------------------------ the target
     def sample(self, t: float, q: Array, v: Array) -> JointTarget:
         if self._t0 is None:
             self._t0 = t
@@ -84,4 +160,18 @@ class ArmSinusoid(Reference):
         target[0] += self.q_center
         np.multiply(self.amplitude, ed * sin + e * w * cos, out=target[1])
         np.multiply(self.amplitude, edd * sin + 2.0 * ed * w * cos - e * w * w * sin, out=target[2])
+        self._fingers_target(target, q)
         return JointTarget(target[0], target[1], target[2])
+
+    def _fingers_target(self, target: Array, q: Array) -> None:
+        """Gripping fingers hold (q_ref = touching opening + squeeze, v_ref = 0); the others close."""
+        q_f = np.asarray(q, dtype=float)[self._finger_q]
+        gripping = self._gap <= self.contact_tolerance
+        self._hold = np.where(gripping & ~self._was_gripping, q_f, self._hold)  # touched again: hold here
+        self._was_gripping = gripping
+        closing = ~gripping & (q_f < self._finger_upper)
+        speed = np.minimum(self.close_speed, np.maximum(self._gap, 0.0) / self.approach_time + 1e-3)
+        q_ref = np.where(gripping, self._hold + self.squeeze, np.where(closing, q_f, self._finger_upper))
+        target[0, self._fingers] = q_ref
+        target[1, self._fingers] = np.where(closing, speed, 0.0)
+        target[2, self._fingers] = 0.0

@@ -1,0 +1,140 @@
+"""The bridge loop's timing rules, against a scripted daemon on a real loopback socket.
+
+The simulator here is a recording stub (the loop's logic is under test, not
+physics); the MuJoCo back end has its own tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import msgpack
+import numpy as np
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.bridges.loop import BridgeLoop
+from idcontrol.robot.model import RobotModel
+
+ROBOT = RobotModel("quadruped")
+
+
+@dataclass
+class StubState:
+    t: float
+    q: np.ndarray
+    v: np.ndarray
+    objects: dict = field(default_factory=dict)
+    contact_forces: np.ndarray | None = None
+
+
+class RecordingSim:
+    """Advances time by dt per step and records the torques applied."""
+
+    def __init__(self, dt: float = 1e-3) -> None:
+        self.dt = dt
+        self.t = 0.0
+        self.applied: list[np.ndarray] = []
+        self.v = np.zeros(ROBOT.nv)
+        self.v[ROBOT.actuated_dofs] = 0.5
+
+    def state(self) -> StubState:
+        return StubState(self.t, ROBOT.standing_configuration(), self.v.copy())
+
+    def step(self, tau: np.ndarray) -> None:
+        self.applied.append(np.array(tau, dtype=float))
+        self.t += self.dt
+
+
+class ScriptedDaemon:
+    """A ROUTER that answers states according to ``answer(seq) -> (delay_s, mode) | None``."""
+
+    def __init__(self, ctx: zmq.Context, answer) -> None:
+        self.socket = ctx.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.endpoint = f"tcp://127.0.0.1:{self.socket.bind_to_random_port('tcp://127.0.0.1')}"
+        self.answer = answer
+        self.states: list[dict] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while self.running:
+            if not self.socket.poll(10):
+                continue
+            peer, raw = self.socket.recv_multipart()
+            message = msgpack.unpackb(raw, raw=False)
+            if message["type"] != "state":
+                continue
+            self.states.append(message)
+            plan = self.answer(message["seq"])
+            if plan is None:
+                continue
+            delay, mode = plan
+            time.sleep(delay)
+            tau = np.full(ROBOT.nu, float(message["seq"]))  # the torque names the state it answers
+            self.socket.send_multipart([peer, wire.encode_command(message["seq"], message["t"], tau, mode)])
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(timeout=2)
+        self.socket.close(linger=0)
+
+
+def run_loop(answer, mode: str, duration: float, wall_limit: float = 5.0):
+    """Run the bridge for ``duration`` s of simulated time, or until ``wall_limit`` s of wall time."""
+    ctx = zmq.Context()
+    daemon = ScriptedDaemon(ctx, answer)
+    sim = RecordingSim()
+    loop = BridgeLoop(sim, ROBOT, daemon.endpoint, mode=mode, context=ctx, resend_s=0.05)
+    timer = threading.Timer(wall_limit, loop.request_stop)
+    timer.start()
+    try:
+        report = loop.run(duration)
+    finally:
+        timer.cancel()
+        daemon.close()
+        ctx.term()
+    return sim, daemon, report
+
+
+def test_lockstep_steps_once_per_command_with_that_commands_torque():
+    sim, daemon, report = run_loop(lambda seq: (0.0, "run"), "lockstep", 0.05)
+    assert report.steps == len(sim.applied) == 50
+    for k, tau in enumerate(sim.applied, start=1):
+        assert np.all(tau == k)  # step k applied the answer to state k
+
+
+def test_lockstep_holds_the_simulation_while_the_daemon_is_idle():
+    sim, daemon, report = run_loop(lambda seq: (0.0, "idle" if seq <= 5 else "run"), "lockstep", 0.01)
+    assert report.steps == 10 and report.states_sent == 15  # five idle heartbeats without a step
+
+
+def test_lockstep_waits_for_a_silent_daemon_without_stepping():
+    sim, daemon, report = run_loop(lambda seq: (0.0, "run") if seq <= 3 else None, "lockstep", 0.01, wall_limit=0.5)
+    assert report.steps == 3  # seq 4 is never answered: simulated time stands still
+    assert report.states_sent > 4  # the state is re-sent for a restarted daemon
+
+
+def test_realtime_reuses_the_last_torque_for_a_late_command():
+    """State 5's answer comes 3 ms late: the tick after it reuses state 4's torque, then service resumes."""
+    sim, daemon, report = run_loop(lambda seq: (0.003 if seq == 5 else 0.0, "run"), "realtime", 0.03)
+    applied = [int(t[0]) for t in sim.applied]
+    i = applied.index(4)
+    assert applied[i + 1] == 4  # late: the previous torque again
+    assert report.late_commands >= 1 and report.safe_stops == 0
+    assert max(applied) > 10
+
+
+def test_realtime_safe_stops_after_twenty_late_commands_and_says_so():
+    """No answers after state 3: torques are reused, and after 20 late commands the bridge damps the joints."""
+    sim, daemon, report = run_loop(lambda seq: (0.0, "run") if seq <= 3 else None, "realtime", 0.06)
+    assert report.safe_stops == 1 and report.max_late_in_a_row >= 20
+    applied = np.array([t[0] for t in sim.applied])
+    assert np.all(applied[3:20] == 3.0)  # the last good torque while late
+    damped = sim.applied[-1]
+    np.testing.assert_allclose(damped, -0.5 * 0.5)  # damping 0.5 N·m·s/rad against 0.5 rad/s
+    assert daemon.states[-1].get("bridge_stopped") is True
