@@ -11,6 +11,7 @@ A launch file is TOML (see ``launch/*.toml``)::
     rate_hz = 1000.0             # control rate; the bridge sends state at this rate
     mu = 1.0                     # friction the controller assumes (inf = no slip)
     watchdog_ms = 20.0           # safe stop when no state arrives for this long
+    penetration_tolerance = 0.0  # m of penetration left uncorrected (see InverseDynamicsController)
     options = {}                 # formulation options
 
     [reference]
@@ -53,6 +54,7 @@ class ControllerSettings:
     rate_hz: float = 1000.0
     mu: float = 1.0
     watchdog_ms: float = 20.0
+    penetration_tolerance: float = 0.0
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -170,6 +172,9 @@ def load_launch(path: str | Path) -> LaunchConfig:
     if controller.watchdog_ms * 1e-3 < 2.0 / rate:
         raise ConfigError(f"{path}: watchdog_ms = {controller.watchdog_ms} is shorter than two control periods")
     _friction(controller.mu, f"{path}: controller.mu")
+    tol = controller.penetration_tolerance
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not 0.0 <= tol < 0.05:
+        raise ConfigError(f"{path}: controller.penetration_tolerance must be in [0, 0.05) m, got {tol!r}")
     if not isinstance(controller.options, dict):
         raise ConfigError(f"{path}: controller.options must be a table")
 

@@ -120,6 +120,7 @@ class Launch:
             "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
+            "object_dropped_at_s": stats["object_dropped_at_s"],
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
         })  # fmt: skip
         return summary
@@ -196,6 +197,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
         ("fell", "yes" if summary["fell"] else "no"),
     ]
+    if summary.get("object_dropped_at_s") is not None:
+        rows.append(("object dropped", f"at t = {summary['object_dropped_at_s']:.3f} s"))
     return "\n".join(f"{k:<20} {v}" for k, v in rows)
 
 

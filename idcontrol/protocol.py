@@ -291,8 +291,10 @@ def decode_command(raw: bytes, nu: int) -> CommandMessage:
     return CommandMessage(seq, get_float(message, "t"), get_array(message, "tau", nu, seq), mode)
 
 
-def encode_hello(robot: str, nq: int, nv: int, nu: int) -> bytes:
-    return pack({"v": PROTOCOL_VERSION, "type": "hello", "robot": robot, "nq": nq, "nv": nv, "nu": nu})
+def encode_hello(robot: str, nq: int, nv: int, nu: int, clock: str = "realtime") -> bytes:
+    """``clock``: "realtime" (a robot, or a simulator paced by the wall clock) or "lockstep"."""
+    return pack({"v": PROTOCOL_VERSION, "type": "hello", "robot": robot, "nq": nq, "nv": nv, "nu": nu,
+                 "clock": clock})  # fmt: skip
 
 
 def encode_welcome(shape: RobotShape, dt: float, mode: str) -> bytes:

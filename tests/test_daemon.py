@@ -31,7 +31,9 @@ def quadruped() -> RobotModel:
 class Harness:
     """A daemon serving in a thread, a DEALER bridge, an admin client and a telemetry subscriber."""
 
-    def __init__(self, robot: RobotModel, formulation: str = "two_stage_qp", watchdog: float = 0.02) -> None:
+    def __init__(
+        self, robot: RobotModel, formulation: str = "two_stage_qp", watchdog: float = 0.02, clock: str = "lockstep"
+    ) -> None:
         self.ctx = zmq.Context()
         self.robot = robot
         controller = InverseDynamicsController(robot, formulation=formulation)
@@ -45,6 +47,9 @@ class Harness:
         self.telemetry = self.ctx.socket(zmq.SUB)
         self.telemetry.setsockopt(zmq.SUBSCRIBE, b"")
         self.telemetry.connect(self.daemon.bound["telemetry"])
+        if clock == "lockstep":  # a test steps at its own pace, not the wall clock's
+            r = robot
+            assert self.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
         self.seq = 0
         self.q = robot.standing_configuration()
         self.v = np.zeros(robot.nv)
@@ -172,8 +177,17 @@ def test_a_second_bridge_is_busy_while_the_first_is_alive(harness):
         other.close(linger=0)
 
 
-def test_watchdog_safe_stops_within_its_period_when_states_stop(harness):
+@pytest.fixture
+def realtime_harness(quadruped):
+    """A bridge that announced a real-time clock: the 20 ms watchdog applies."""
+    h = Harness(quadruped, clock="realtime")
+    yield h
+    h.close()
+
+
+def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness):
     """No state for 20 ms in run mode: safe stop, measured from the last state."""
+    harness = realtime_harness
     harness.admin.request("start")
     harness.state()
     last = time.monotonic()
@@ -185,7 +199,8 @@ def test_watchdog_safe_stops_within_its_period_when_states_stop(harness):
     assert elapsed < 0.020 + 0.030  # the watchdog plus poll granularity and admin latency on a loaded machine
 
 
-def test_restarted_bridge_resumes_only_after_an_explicit_start(harness):
+def test_restarted_bridge_resumes_only_after_an_explicit_start(realtime_harness):
+    harness = realtime_harness
     harness.admin.request("start")
     harness.state()
     time.sleep(0.1)  # the bridge "dies": the watchdog stops the robot
@@ -325,3 +340,17 @@ def test_a_bridge_that_stopped_the_robot_stops_the_daemon_too(harness):
     reply = harness.state(bridge_stopped=True)
     assert reply["mode"] in ("safe_stop", "stopped")
     assert "bridge" in harness.admin.request("status")["reason"]
+
+
+def test_lockstep_bridge_gets_the_long_watchdog_and_realtime_the_short_one(quadruped):
+    """A simulator that announced a lock-step clock may pause 100 ms between states without a stop."""
+    h = Harness(quadruped)
+    try:
+        r = h.robot
+        assert h.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
+        h.admin.request("start")
+        h.state()
+        time.sleep(0.1)
+        assert h.state()["mode"] == "run"
+    finally:
+        h.close()

@@ -116,17 +116,17 @@ def test_killed_bridge_leaves_the_daemon_waiting_and_a_new_bridge_resumes_only_a
         wait_for(admin, lambda s: s["t"] > 0.2)
         bridges[0].kill()  # SIGKILL: no goodbye
         stopped = wait_for(admin, lambda s: s["mode"] in ("safe_stop", "stopped"), timeout=10)
-        assert "watchdog" in stopped["reason"] and daemon.poll() is None
+        assert "watchdog" in stopped["reason"] and daemon.poll() is None, stopped
         t_dead = wait_for(admin, lambda s: s["mode"] == "stopped")["t"]
         bridges.append(spawn("bridge", str(path)))
         wait_for(admin, lambda s: s["bridge_connected"])
         time.sleep(0.5)
         status = admin.request("status")
-        assert status["mode"] == "stopped"  # no resume without an explicit start
-        assert status["t"] <= t_dead + 0.05  # a stopped robot is not simulated forward
+        assert status["mode"] == "stopped", status  # no resume without an explicit start
+        assert status["t"] <= t_dead + 0.05, status  # a stopped robot is not simulated forward
         admin.request("start")
         resumed = wait_for(admin, lambda s: s["t"] > t_dead + 0.2, timeout=30)
-        assert resumed["mode"] == "run"
+        assert resumed["mode"] == "run", resumed
     finally:
         for b in bridges:
             stop(b)

@@ -45,9 +45,9 @@ def test_shipped_launch_files_load(name):
     assert config.endpoints.control.startswith("tcp://127.0.0.1:")
 
 
-def test_arm_launch_file_has_no_slip_friction_and_the_box():
+def test_arm_launch_file_has_a_no_slip_world_a_conservative_controller_and_the_box():
     config = load_launch(LAUNCH / "arm_grasp.toml")
-    assert math.isinf(config.controller.mu) and math.isinf(config.bridge.mu) and config.objects
+    assert math.isinf(config.bridge.mu) and config.controller.mu == 1.0 and config.objects
 
 
 def test_overrides_replace_duration_and_formulation(tmp_path):

@@ -16,6 +16,8 @@ def run_bridge_process(config: LaunchConfig) -> int:
 
     robot = RobotModel(config.robot)
     b = config.bridge
-    sim = MujocoSim(robot, mu=b.mu, timestep=config.controller.dt / b.substeps, with_objects=config.objects)
+    sim = MujocoSim(
+        robot, mu=b.mu, timestep=config.controller.dt / b.substeps, with_objects=config.objects, object_mu=b.mu
+    )
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
                       substeps=b.substeps, late_limit=b.late_limit)  # fmt: skip

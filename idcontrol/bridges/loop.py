@@ -157,7 +157,7 @@ class BridgeLoop:
         r = self.robot
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._stop:
-            self.socket.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu))
+            self.socket.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu, self.mode))
             if self.socket.poll(500):
                 message = wire.unpack(self.socket.recv(), ("welcome", "error"))
                 if message["type"] == "error":

@@ -113,16 +113,24 @@ class ContactDetector:
                 self._halfspaces.append((i, tiles[0], surface.shape.offset, tiles[1], tiles[2]))
         self._id_cache: dict[tuple, tuple[tuple[Hashable, ...], IntArray, Array]] = {}
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
+        self._allowed: Array | None = None  # the current detect call's sphere mask
 
-    def detect(self, objects: Mapping[str, ObjectState] | None = None) -> ContactSet:
-        """Candidate contacts for the robot pose of the last ``robot.update``."""
+    def detect(self, objects: Mapping[str, ObjectState] | None = None, allowed: Array | None = None) -> ContactSet:
+        """Candidate contacts for the robot pose of the last ``robot.update``.
+
+        allowed : (k,) bool per contact sphere: only these may be candidates (a gait's planned
+            stance feet); None: every sphere.
+        """
         robot, env = self.robot, self.environment
         centers = robot.sphere_centers_in_world
         radii = robot.sphere_radii
+        masked = allowed is not None and not allowed.all()
+        self._allowed = allowed if masked else None
+        plane_radii = np.where(allowed, radii, -np.inf) if masked else radii  # never within a plane's margin
         chunks: list[tuple] = []  # (sphere indices, body, surface name, phi, points, normals, ŝ, t̂, μ)
         for si, normal, offset, s_axis, t_axis in self._halfspaces:
             surface = env.surfaces[si]
-            hit, phi, points = halfspace_contacts(centers, radii, normal[0], offset, self.margin)
+            hit, phi, points = halfspace_contacts(centers, plane_radii, normal[0], offset, self.margin)
             if hit.size:
                 k = hit.size
                 # every row of a plane's contact frame is the same: slice pre-tiled copies (no per-tick work)
@@ -144,8 +152,11 @@ class ContactDetector:
     def _append(
         self, chunks: list[tuple], body: int, name: str, mu: float, phi: Array, points: Array, normals: Array
     ) -> None:
-        """Keep the candidates within the margin, with their (curved-surface) tangent frames."""
-        hit = np.flatnonzero(phi <= self.margin)
+        """Keep the (allowed) candidates within the margin, with their (curved-surface) tangent frames."""
+        within = phi <= self.margin
+        if self._allowed is not None:
+            within &= self._allowed
+        hit = np.flatnonzero(within)
         if hit.size:
             s_axis, t_axis = tangent_bases(normals[hit])
             chunks.append((hit, body, name, phi[hit], points[hit], normals[hit], s_axis, t_axis, mu))

@@ -24,8 +24,9 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
     robot = robot or RobotModel(config.robot)
     c = config.controller
     controller = InverseDynamicsController(
-        robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt, formulation_options=c.options
-    )
+        robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt, formulation_options=c.options,
+        penetration_tolerance=float(c.penetration_tolerance),
+    )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
     return ControlCore(controller, reference, SafetySettings())
 

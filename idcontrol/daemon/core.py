@@ -44,6 +44,8 @@ class SafetySettings:
     safe_stop_timeout : the safe stop ends after this long regardless, s.
     fall_height_fraction : a floating base below this fraction of its standing height has fallen.
     fall_tilt : a floating base tilted more than this from upright has fallen, rad.
+    drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
+        margin) for this many ticks has been dropped.
     """
 
     hold_ticks: int = 5
@@ -52,6 +54,7 @@ class SafetySettings:
     safe_stop_timeout: float = 1.0
     fall_height_fraction: float = 0.5
     fall_tilt: float = 1.0
+    drop_ticks: int = 50
 
 
 @dataclass
@@ -80,6 +83,7 @@ class RunMetrics:
     tau_rate_ticks: int = 0
     tau_abs_sum: float = 0.0  # Σ mean_j |τ|, N·m
     fell: bool = False
+    dropped_at: float | None = None  # bridge time the grasped object was lost, s
     fallbacks: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, object]:
@@ -90,6 +94,7 @@ class RunMetrics:
             "tau_rate_mean": self.tau_rate_sum / max(self.tau_rate_ticks, 1),
             "tau_mean": self.tau_abs_sum / n,
             "fell": self.fell,
+            "object_dropped_at_s": self.dropped_at,
             "fallbacks": dict(self.fallbacks),
         }
 
@@ -128,6 +133,8 @@ class ControlCore:
         self._safe_stop_started = 0.0
         self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
         self.metrics = RunMetrics()
+        self._has_objects = bool(controller.environment.objects)
+        self._untouched = 0
         self._formulations: dict[str, Formulation] = {}  # ready instances by name, filled by warm_up
         self.clip_count = 0
         self.fail_count = 0
@@ -236,7 +243,8 @@ class ControlCore:
         target = self.reference.sample(message.t, q, v)
         q_act, v_act = q[self._idx_q], v[self._idx_v]
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
-        state = RobotState(q=q, v=v, t=message.t, objects=message.objects, sensed_forces=message.contact_forces)
+        state = RobotState(q=q, v=v, t=message.t, objects=message.objects, sensed_forces=message.contact_forces,
+                           contact_mask=self.reference.contact_mask())  # fmt: skip
         out.target, out.qdd_des = target, qdd_des
         try:
             result = self.controller.solve(state, qdd_des, tracking)
@@ -246,6 +254,10 @@ class ControlCore:
             result = None
             self.last_error = f"{type(e).__name__}: {e}"
         out.result = result
+        contacts = self.controller.last_contacts
+        self.reference.observe_contacts(contacts)
+        if self._has_objects and contacts is not None:
+            self._track_grasp(contacts, message.t)
         tau = result.tau if result is not None else None
         if tau is None or not result.found or not np.all(np.isfinite(tau)):
             self.fail_count += 1
@@ -275,6 +287,14 @@ class ControlCore:
         if result.fallback:
             m.fallbacks[result.fallback] = m.fallbacks.get(result.fallback, 0) + 1
         self._tau_prev = clipped
+
+    def _track_grasp(self, contacts, t: float) -> None:
+        """An object no sphere has been near for ``drop_ticks`` ticks has been dropped (recorded once)."""
+        touching = bool((contacts.body >= 0).any())
+        self._untouched = 0 if touching else self._untouched + 1
+        if self._untouched >= self.safety.drop_ticks and self.metrics.dropped_at is None:
+            self.metrics.dropped_at = t - (self.safety.drop_ticks - 1) * self.dt
+            self.last_error = f"object dropped at t = {self.metrics.dropped_at:.3f} s"
 
     def _fallen(self, q: Array) -> bool:
         x, y, z, w = q[3:7]

@@ -70,6 +70,8 @@ class Daemon:
     """Serve one :class:`ControlCore` on ZeroMQ sockets until shut down.
 
     watchdog : run mode safe-stops when no state arrives for this long, s (default 20 ms).
+    lockstep_watchdog : the same for a bridge that announced a lock-step clock in its ``hello``
+        (a simulator that steps only on commands may run slower than real time), s.
     shutdown_timeout : on shutdown, the longest wait for the safe stop to finish, s.
     """
 
@@ -79,6 +81,7 @@ class Daemon:
         endpoints: Endpoints | None = None,
         *,
         watchdog: float = 0.020,
+        lockstep_watchdog: float = 1.0,
         shutdown_timeout: float = 1.0,
         context: zmq.Context | None = None,
     ) -> None:
@@ -87,7 +90,10 @@ class Daemon:
         self.endpoints.check()
         if not watchdog > 0:
             raise ConfigError(f"watchdog must be > 0 s, got {watchdog}")
-        self.watchdog = watchdog
+        self.realtime_watchdog = watchdog
+        self.lockstep_watchdog = max(watchdog, lockstep_watchdog)
+        self.watchdog = watchdog  # the active peer's
+        self._lockstep_peers: set[bytes] = set()
         self.shutdown_timeout = shutdown_timeout
         robot = core.robot
         self.shape = RobotShape(
@@ -159,7 +165,7 @@ class Daemon:
         gc.collect()
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
-        poll_ms = max(1, int(self.watchdog * 1000 / 4))
+        poll_ms = max(1, int(self.realtime_watchdog * 1000 / 4))
         log.info("daemon ready: robot %s, formulation %s, control %s, admin %s", self.shape.robot,
                  self.core.controller.formulation.name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
         try:
@@ -224,6 +230,10 @@ class Daemon:
             self._reply_error(peer, "robot_mismatch", f"bridge has robot/nq/nv/nu {theirs}, "
                               f"daemon has {(s.robot, s.nq, s.nv, s.nu)}")  # fmt: skip
             return
+        if message.get("clock") == "lockstep":
+            self._lockstep_peers.add(peer)
+            if self._peer in (None, peer):  # the bridge about to drive: its watchdog applies from start
+                self.watchdog = self.lockstep_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
     def _answer(self, peer: bytes, message: StateMessage, received: float) -> None:
@@ -235,6 +245,8 @@ class Daemon:
             if self._peer is not None:
                 log.info("a new bridge connected; mode %s (%s)", self.core.mode, self.core.reason)
             self._peer, self._last_seq = peer, -1  # a new session: sequence numbers start again
+            lockstep = peer in self._lockstep_peers
+            self.watchdog = self.lockstep_watchdog if lockstep else self.realtime_watchdog
         if message.seq <= self._last_seq:
             self._reply_error(peer, "stale_seq", f"seq {message.seq} not greater than {self._last_seq}", message.seq)
             return

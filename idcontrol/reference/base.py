@@ -47,6 +47,15 @@ class Reference:
     def reset(self) -> None:
         """Forget any internal state; the next :meth:`sample` starts the reference afresh."""
 
+    def observe_contacts(self, contacts: object) -> None:
+        """The controller's candidate contacts of the last tick (a ContactSet), for references that
+        react to contact (the arm's fingers close until they touch). Default: ignored."""
+
+    def contact_mask(self) -> Array | None:
+        """(k,) bool per contact sphere of the robot file: which may touch at the last sample
+        (a gait's planned stance feet); None when the reference plans no contacts."""
+        return None
+
 
 def desired_acceleration(
     target: JointTarget,

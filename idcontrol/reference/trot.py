@@ -96,6 +96,7 @@ class TrotGait(Reference):
         levelling_gain: float = 1.0,
         blend_fraction: float = 0.15,
         max_joint_acceleration: float = 2000.0,
+        body_feedback: bool = True,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
@@ -124,6 +125,7 @@ class TrotGait(Reference):
         if blend_fraction > 0.5 or self.levelling_gain < 0.0:
             raise ConfigError("trot options: blend_fraction must be in (0, 0.5] and levelling_gain >= 0")
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
+        self.body_feedback = bool(body_feedback)
 
         m = robot.model
         q_stand = robot.standing_configuration()
@@ -149,6 +151,9 @@ class TrotGait(Reference):
             nominal.append((float(foot[0]), float(foot[1]), float(foot[2])))
             slots.append(tuple(robot.actuated_joints.index(j) for j in joints))
         self.nominal_feet = tuple(nominal)  # in the base frame of the standing pose, m
+        names = robot.sphere_names  # the foot spheres, when the robot file names them <leg>_foot
+        self._foot_sphere = [names.index(f"{leg}_foot") if f"{leg}_foot" in names else -1 for leg in LEGS]
+        self._mask = np.ones(len(names), dtype=bool)
         self._slots = tuple(slots)
         self.nu = robot.nu
         self._template = [*robot.joint_positions(q_stand).tolist(), *([0.0] * (2 * robot.nu))]
@@ -158,6 +163,15 @@ class TrotGait(Reference):
         self.waypoints: tuple[tuple[float, float], ...] | None = None
         self.set_waypoints(waypoints)
         self.reset()
+
+    def contact_mask(self) -> Array | None:
+        """Only the feet planned in stance may touch: a swing foot inside the detection margin
+        carries no predicted force (it is being lifted or is about to land)."""
+        if -1 in self._foot_sphere:
+            return None
+        for i, sphere in enumerate(self._foot_sphere):
+            self._mask[sphere] = self.in_stance[i]
+        return self._mask
 
     # ------------------------------------------------------------------ run-time commands
     def set_base_velocity(self, forward: float, lateral: float = 0.0, yaw_rate: float = 0.0) -> None:
@@ -245,6 +259,9 @@ class TrotGait(Reference):
         m00, m01, m02 = cy_ * r00 + sy_ * r10, cy_ * r01 + sy_ * r11, cy_ * r02 + sy_ * r12
         m10, m11, m12 = cy_ * r10 - sy_ * r00, cy_ * r11 - sy_ * r01, cy_ * r12 - sy_ * r02
         sag = self.base_height - z_base  # h_nom − z_b, m
+        if not self.body_feedback:  # plan in the base frame as if it were level at h_nom
+            m00, m01, m02, m10, m11, m12 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
+            r20, r21, r22, sag = 0.0, 0.0, 1.0, 0.0
 
         L, blend, a_max = self.levelling_gain, self.blend_time, self.max_joint_acceleration
         out = self._template[:]
