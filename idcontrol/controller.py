@@ -189,7 +189,9 @@ class InverseDynamicsController:
             v_all[block] = np.concatenate([s.linear_velocity, s.angular_velocity])
         sensed = None
         if state.sensed_forces is not None:
-            sensed = self._sensed_generalized_force(np.asarray(state.sensed_forces, dtype=float), contacts, objects)
+            forces = self._check_sensed_forces(state.sensed_forces)
+            if self.formulation.uses_sensed_forces:
+                sensed = self._sensed_generalized_force(forces, contacts, objects)
         problem = ContactProblem(
             dt=self.dt,
             M=M,
@@ -234,16 +236,21 @@ class InverseDynamicsController:
         result.timings["total"] = time.perf_counter() - started
         return result
 
+    def _check_sensed_forces(self, sensed_forces: object) -> Array:
+        """(k, 3) finite measured forces, N, or ShapeError / NonFiniteError."""
+        forces = np.asarray(sensed_forces, dtype=float)
+        k = len(self.robot.sphere_names)
+        if forces.shape != (k, 3):
+            raise ShapeError("sensed_forces", (k, 3), forces.shape)
+        if not np.all(np.isfinite(forces)):
+            raise NonFiniteError("sensed_forces", np.flatnonzero(~np.isfinite(forces).all(axis=1)))
+        return forces
+
     def _sensed_generalized_force(
         self, forces: Array, contacts: ContactSet, objects: Mapping[str, ObjectState]
     ) -> Array:
         """Σ J_cᵀ f over the spheres' measured world forces (applied at the sphere centres), N."""
         r = self.robot
-        k = len(r.sphere_names)
-        if forces.shape != (k, 3):
-            raise ShapeError("sensed_forces", (k, 3), forces.shape)
-        if not np.all(np.isfinite(forces)):
-            raise NonFiniteError("sensed_forces", np.flatnonzero(~np.isfinite(forces).all(axis=1)))
         out = np.zeros(self.m)
         slot = r.sphere_frame_slot
         lever = r.sphere_centers_in_world - r.frame_origins_in_world[slot]

@@ -220,11 +220,16 @@ class ContactDetector:
         slot = robot.sphere_frame_slot[contacts.sphere]
         N, S, T = contact_rows(contacts.points, contacts.normals, contacts.tangents_s, contacts.tangents_t, slot,
                                robot.frame_origins_in_world, robot.frame_jacobians, m)  # fmt: skip
-        if m > nv:
-            for i in np.flatnonzero(contacts.body >= 0):  # minus the body's point velocity: relative Jacobian
-                body = self.environment.objects[contacts.body[i]]
-                arm = contacts.points[i] - (objects or {})[body.name].position
-                cols = slice(nv + 6 * contacts.body[i], nv + 6 * contacts.body[i] + 6)
-                directions = np.stack([contacts.normals[i], contacts.tangents_s[i], contacts.tangents_t[i]])
-                N[i, cols], S[i, cols], T[i, cols] = -point_wrenches(arm, directions)
+        on_body = np.flatnonzero(contacts.body >= 0)
+        if on_body.size:  # minus the body's point velocity: relative Jacobian, all such contacts at once
+            names = [o.name for o in self.environment.objects]
+            bodies = contacts.body[on_body]
+            centres = np.array([(objects or {})[names[b]].position for b in bodies.tolist()])
+            arms = contacts.points[on_body] - centres
+            directions = np.stack([contacts.normals[on_body], contacts.tangents_s[on_body],
+                                   contacts.tangents_t[on_body]], axis=1)  # fmt: skip
+            wrenches = -point_wrenches(arms[:, None, :], directions)  # (h, 3, 6) for n̂, ŝ, t̂
+            cols = nv + 6 * bodies[:, None] + np.arange(6)
+            rows = on_body[:, None]
+            N[rows, cols], S[rows, cols], T[rows, cols] = wrenches[:, 0], wrenches[:, 1], wrenches[:, 2]
         return N, S, T

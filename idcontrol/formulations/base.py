@@ -106,6 +106,8 @@ class Formulation(ABC):
     """
 
     name: ClassVar[str]
+    #: Whether solve() reads ``problem.sensed_force`` (otherwise the controller does not build it).
+    uses_sensed_forces: ClassVar[bool] = False
     #: True when the model enforces S v⁺ = T v⁺ = 0 (reported in the residuals).
     no_slip: ClassVar[bool] = False
 

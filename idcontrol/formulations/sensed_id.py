@@ -23,6 +23,7 @@ class SensedID(Formulation):
     """Inverse dynamics with the sensed generalized contact force."""
 
     name = "sensed_id"
+    uses_sensed_forces = True
 
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
