@@ -203,3 +203,30 @@ def test_formulation_override_reaches_the_daemon(tmp_path, formulation):
     finally:
         admin.close()
         stop(daemon)
+
+
+def run_launch(path: Path, tmp_path: Path, *extra: str) -> dict:
+    summary_path = tmp_path / "summary.json"
+    command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet", "--summary-json", str(summary_path),
+               *extra]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(summary_path.read_text())
+
+
+def test_arm_holds_the_box_through_its_sinusoid_in_a_no_slip_world(tmp_path):
+    path, _ = launch_file(tmp_path, "arm_grasp")
+    summary = run_launch(path, tmp_path, "--duration", "1.0")
+    assert summary["object_dropped_at_s"] is None and summary["fell"] is False
+    assert summary["tracking_error_rad"] < 0.02 and summary["sim_time_s"] >= 1.0
+
+
+def test_arm_reports_when_it_drops_the_box(tmp_path):
+    """μ = 1 in the world while the controller assumes μ = ∞ (no squeeze): the box is lost, and said so."""
+    path, _ = launch_file(tmp_path, "arm_grasp", **{
+        'mode = "lockstep"\nmu = inf': 'mode = "lockstep"\nmu = 1.0',  # the world (bridge section)
+        "mu = 1.0\nwatchdog_ms": "mu = inf\nwatchdog_ms",  # the controller
+    })  # fmt: skip
+    assert 'mode = "lockstep"\nmu = 1.0' in path.read_text() and "mu = inf\nwatchdog_ms" in path.read_text()
+    summary = run_launch(path, tmp_path, "--duration", "0.5")
+    assert summary["object_dropped_at_s"] is not None and 0.0 < summary["object_dropped_at_s"] < 0.5
