@@ -137,7 +137,7 @@ def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None
         if len(value) != 8 * length:
             raise ProtocolError("bad_field", f"{key} holds {len(value)} bytes, expected {8 * length} "
                                 f"({length} float64)", seq)  # fmt: skip
-        array = np.frombuffer(value, dtype="<f8")
+        array = np.frombuffer(value, dtype="<f8").copy()  # writable: compiled kernels specialize on it
     elif isinstance(value, list):
         if len(value) != length:
             raise ProtocolError("bad_field", f"{key} has {len(value)} values, expected {length}", seq)
