@@ -10,7 +10,10 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
 * ``solo12``: Solo12 standing as in the TSID reference (base 0.24 m, legs
   ±0.8/∓1.6 rad), when example-robot-data is installed;
 * ``fig19``: the paper's Fig. 19, the quadruped with the contacts at each foot
-  multiplied (4, 8, 16, 32, 64, 128 contacts in all).
+  multiplied (4, 8, 16, 32, 64, 128 contacts in all);
+* ``transport``: the floor under any round trip on this machine: a quadruped
+  state sent over loopback ZeroMQ to a second process that decodes it and
+  answers with a command (the daemon's codec, no controller), at 1 kHz.
 """
 
 from __future__ import annotations
@@ -123,6 +126,59 @@ def bench_scenario(
     )
 
 
+TRANSPORT_ECHO = """
+import sys, zmq
+from idcontrol import protocol as wire
+shape = wire.RobotShape("quadruped", 19, 18, tuple(f"j{i}" for i in range(12)), ("LF", "RF", "LH", "RH"), ())
+ctx = zmq.Context(); s = ctx.socket(zmq.ROUTER); s.bind(sys.argv[1]); print("ready", flush=True)
+while True:
+    peer, raw = s.recv_multipart()
+    if raw == b"quit":
+        break
+    m = wire.decode_control(raw, shape)
+    s.send_multipart([peer, wire.encode_command(m.seq, m.t, m.v[6:], "run")])
+"""
+
+
+def bench_transport(ticks: int, period: float = 1e-3) -> dict[str, float]:
+    """Round trip state -> command through a second process over loopback TCP, µs, one per period."""
+    import zmq
+
+    from idcontrol import protocol as wire
+
+    ctx = zmq.Context()
+    client = ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    port = client.bind_to_random_port("tcp://127.0.0.1")  # learn a free port, then hand it to the echo side
+    client.unbind(f"tcp://127.0.0.1:{port}")
+    endpoint = f"tcp://127.0.0.1:{port}"
+    echo = subprocess.Popen([sys.executable, "-c", TRANSPORT_ECHO, endpoint], stdout=subprocess.PIPE, text=True)
+    try:
+        echo.stdout.readline()
+        client.connect(endpoint)
+        q, v, forces = np.zeros(19), np.zeros(18), np.zeros((4, 3))
+        q[6] = 1.0
+        rtt = np.empty(ticks)
+        next_tick = time.perf_counter()
+        for i in range(ticks + 100):
+            started = time.perf_counter()
+            client.send(wire.encode_state(i + 1, i * period, q, v, forces))
+            wire.decode_command(client.recv(), 12)
+            if i >= 100:
+                rtt[i - 100] = (time.perf_counter() - started) * 1e6
+            next_tick += period
+            time.sleep(max(0.0, next_tick - time.perf_counter()))
+        client.send(b"quit")
+    finally:
+        echo.wait(timeout=10)
+        client.close(linger=0)
+        ctx.term()
+    p50, p99, p999 = np.percentile(rtt, (50, 99, 99.9))
+    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
+            "p99_9_us": round(float(p999), 1), "max_us": round(float(rtt.max()), 1),
+            "over_1ms": int(np.count_nonzero(rtt > 1000.0))}  # fmt: skip
+
+
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
     """Run the TSID reference benchmark (a separate interpreter) and return its JSON line."""
     try:
@@ -158,6 +214,12 @@ def run(
               f"{row.build_us:>6.1f} {row.solve_us:>6.1f}", flush=True)  # fmt: skip
 
     for scenario in scenarios:
+        if scenario == "transport":
+            t = bench_transport(ticks)
+            print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
+                  f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
+                  f"{t['over_1ms']} over 1 ms", flush=True)  # fmt: skip
+            continue
         if scenario == "fig19":
             robot = RobotModel("quadruped")
             for total in fig19_contacts:

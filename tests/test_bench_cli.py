@@ -30,3 +30,11 @@ def test_bench_rejects_an_unknown_formulation(capsys) -> None:
     """An unknown formulation name fails fast with the list of valid names."""
     assert main(["bench", "--formulations", "qp"]) == 2
     assert "two_stage_qp" in capsys.readouterr().err
+
+
+def test_transport_floor_measures_real_round_trips_through_a_second_process() -> None:
+    """The transport scenario echoes real states through another process: every round trip is timed."""
+    from idcontrol.bench import bench_transport
+
+    t = bench_transport(200)
+    assert t["ticks"] == 200 and 0 < t["p50_us"] <= t["p99_us"] <= t["max_us"]
