@@ -33,12 +33,20 @@ class AdminClient:
 
     def request_raw(self, payload: bytes, timeout: float | None = None) -> bytes:
         """Send raw bytes (tests send malformed requests with this); return the raw reply."""
-        self._socket.send(payload)
-        if not self._socket.poll(int(1000 * (self.timeout if timeout is None else timeout))):
-            self._socket.close(linger=0)
-            self._socket = self._connect()
+        timeout_ms = int(1000 * (self.timeout if timeout is None else timeout))
+        # A REQ socket without a live peer blocks in send: wait for it to be writable, bounded.
+        if not self._socket.poll(timeout_ms, zmq.POLLOUT):
+            self._reset()
+            raise TimeoutError(f"the daemon at {self.endpoint} does not accept requests")
+        self._socket.send(payload, zmq.NOBLOCK)
+        if not self._socket.poll(timeout_ms):
+            self._reset()
             raise TimeoutError(f"no reply from the daemon at {self.endpoint}")
         return self._socket.recv()
+
+    def _reset(self) -> None:
+        self._socket.close(linger=0)
+        self._socket = self._connect()
 
     def close(self) -> None:
         self._socket.close(linger=0)
