@@ -1,13 +1,11 @@
 """In-process closed loop with real MuJoCo: ControlCore (reference → PD → formulation → clipped τ) → MujocoSim.
 
 No sockets: each tick the simulator's state goes into :meth:`ControlCore.tick` and the command back into
-:meth:`MujocoSim.step`, 1 kHz, μ = 1. Gains kp = 1000 1/s², kd = 60 1/s in q̈_des for every formulation.
-
-Measured (this file's loop, 2 s of ``hold``): mean joint error 0.0184 rad with two_stage_qp and 0.0188 rad
-with coulomb_lcp. Almost all of it is a steady offset, not noise: both formulations ask the feet to leave
-the ground at |φ|/Δt to undo MuJoCo's ~2–5 µm soft-contact penetration. The base rises until the PD's pull,
-Δt·kp·e, balances that rate, so the offset is e ≈ |φ| / (kp Δt²) (2.3 mm of base height for two_stage_qp
-and 4.7 mm for coulomb_lcp at kp = 1000). Lower kp gives a proportionally larger error (0.16 rad at kp = 150).
+:meth:`MujocoSim.step`, 1 kHz, μ = 1, with the launch files' settings: the robot file's gains and a 1 mm
+penetration tolerance. Without the tolerance (the paper's N v⁺ ≥ −φ/Δt) the formulations ask the feet to
+leave the ground at |φ|/Δt to undo MuJoCo's µm soft-contact penetration, and the base climbs until the PD's
+pull balances that rate: 0.158 rad of mean joint error after 2 s of standing at kp = 150, against 0.001 rad
+with the tolerance.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ from idcontrol.protocol import StateMessage
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
 
-KP, KD = 1000.0, 60.0
-STANDING_ERROR_BOUND = 0.03  # rad; measured 0.0184 (two_stage_qp), 0.0188 (coulomb_lcp)
+PENETRATION_TOLERANCE = 0.001  # m, as in launch/quadruped_*.toml
+STANDING_ERROR_BOUND = 0.01  # rad
 
 
 @pytest.fixture(scope="module")
@@ -31,15 +29,23 @@ def quadruped() -> RobotModel:
     return RobotModel("quadruped")
 
 
-def closed_loop(robot: RobotModel, formulation: str, reference: str, seconds: float, **options):
+def closed_loop(
+    robot: RobotModel,
+    formulation: str,
+    reference: str,
+    seconds: float,
+    gains: tuple[float, float] | None = None,
+    **options,
+):
     """Run the loop for ``seconds`` of simulated time or until the core leaves run mode.
 
     Returns (core, final SimState, ticks run in run mode, torque clips).
     """
     sim = MujocoSim(robot, mu=1.0)
-    controller = InverseDynamicsController(robot, formulation=formulation)
+    controller = InverseDynamicsController(robot, formulation=formulation, penetration_tolerance=PENETRATION_TOLERANCE)
     core = ControlCore(controller, make_reference(reference, robot, **options))
-    core.set_gains(kp=KP, kd=KD)
+    if gains is not None:
+        core.set_gains(kp=gains[0], kd=gains[1])
     core.start(0.0)
     ticks = clips = 0
     for i in range(int(round(seconds / sim.model.opt.timestep))):
@@ -53,16 +59,21 @@ def closed_loop(robot: RobotModel, formulation: str, reference: str, seconds: fl
     return core, sim.state(), ticks, clips
 
 
-@pytest.mark.parametrize("formulation", ["two_stage_qp", "coulomb_lcp"])
-def test_quadruped_stands_two_seconds(quadruped, formulation):
-    """Holding the standing pose for 2 s: no fall, no torque clip, small joint error, base where it started."""
-    core, state, ticks, clips = closed_loop(quadruped, formulation, "hold", 2.0)
+# coulomb_lcp needs stiffer feedback: Lemke puts the weight on one diagonal pair of feet (measured: it falls
+# at 0.69 s with the robot file's kp = 150, kd = 8 and at 2.2 s with 400/40; it stands with 1000/60, and its
+# torques chatter into the limits now and then (42 clipped joint-ticks in 2 s), as the paper reports).
+@pytest.mark.parametrize(
+    ("formulation", "gains", "max_clips"), [("two_stage_qp", None, 0), ("coulomb_lcp", (1000.0, 60.0), 100)]
+)
+def test_quadruped_stands_two_seconds(quadruped, formulation, gains, max_clips):
+    """Holding the standing pose for 2 s: no fall, small joint error, base where it started, few clips."""
+    core, state, ticks, clips = closed_loop(quadruped, formulation, "hold", 2.0, gains)
     summary = core.metrics.summary()
     assert ticks == 2000 and core.mode == "run" and not summary["fell"], core.reason
-    assert clips == 0
+    assert clips <= max_clips
     assert summary["tracking_error_rad"] < STANDING_ERROR_BOUND
     standing = quadruped.standing_configuration()
-    assert abs(state.q[2] - standing[2]) < 0.01  # m (2.3–4.7 mm above: the |φ|/Δt offset)
+    assert abs(state.q[2] - standing[2]) < 0.005  # m
     assert np.hypot(state.q[0] - standing[0], state.q[1] - standing[1]) < 0.005  # m, no drift
 
 
@@ -83,10 +94,11 @@ def test_quadruped_stands_with_noslip_lcp(quadruped):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "two_stage_qp cannot lift a loaded swing foot. Its complementarity-free Stage II puts a normal force "
-        "on any contact within the 5 mm margin, including a separating one, whenever that lowers ‖τ‖². "
-        "A folding swing leg gets a fictitious upward foot force instead of motor torque, so the foot stays "
-        "planted; the PD error grows until the robot is thrown (falls at about 1.1 s)."
+        "The trot falls at about 1.1-1.5 s. Swing works (only planned stance feet are contacts), but at the "
+        "first touchdown a landing foot still 0.6 mm up is a candidate contact and gets ~11 N of predicted "
+        "force; the torques drive it down and the rigid model then stops it within one tick (~370 N on every "
+        "foot, torques clipped at 8 N·m), which launches the robot. With two point feet on a diagonal nothing "
+        "balances the base about the support line; the paper's planner adds VIIP balance, which ours lacks."
     ),
 )
 def test_quadruped_trots_three_seconds_with_two_stage_qp(quadruped):

@@ -150,6 +150,8 @@ def test_sigterm_sends_safe_stop_commands_before_the_daemon_exits(tmp_path):
     modes = []
     try:
         wait_for(admin, lambda s: True)
+        bridge.send(wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep"))  # paced by this test
+        assert bridge.poll(5000) and msgpack.unpackb(bridge.recv(), raw=False)["type"] == "welcome"
         admin.request("start")
         seq = 0
         while daemon.poll() is None and seq < 5000:

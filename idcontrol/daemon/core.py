@@ -223,7 +223,7 @@ class ControlCore:
             self.stop("the bridge stopped the robot (late commands)", now)
             out.note = "bridge safe stop: daemon safe stop"
         if self.mode == MODE_RUN:
-            self._run(message, q, v, out)
+            self._run(message, q, v, out, now)
             if robot.floating_base and self._fallen(q):
                 self.metrics.fell = True
                 self.stop("the robot fell", now)
@@ -239,7 +239,7 @@ class ControlCore:
             self._tau_prev = None
         return out
 
-    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput) -> None:
+    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput, now: float) -> None:
         target = self.reference.sample(message.t, q, v)
         q_act, v_act = q[self._idx_q], v[self._idx_v]
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
@@ -248,7 +248,7 @@ class ControlCore:
         out.target, out.qdd_des = target, qdd_des
         try:
             result = self.controller.solve(state, qdd_des, tracking)
-        except InputError:
+        except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
         except IdControlError as e:  # a formulation that throws is a failed solve, not a dead daemon
             result = None
@@ -268,7 +268,7 @@ class ControlCore:
                 out.tau = self._tau_prev
                 out.note = f"solve failed ({reason}); reusing the previous torque ({self._held})"
             else:
-                self.stop(f"solve failed: {reason}", time.monotonic())
+                self.stop(f"solve failed: {reason}", now)
                 out.note = f"solve failed ({reason}): safe stop"
             return
         self._held = 0
