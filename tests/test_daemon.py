@@ -354,3 +354,29 @@ def test_lockstep_bridge_gets_the_long_watchdog_and_realtime_the_short_one(quadr
         assert h.state()["mode"] == "run"
     finally:
         h.close()
+
+
+def test_trot_speed_changes_in_place_while_running_and_other_options_are_refused(quadruped):
+    """set_reference with the running reference's name updates it without a restart; the rest is refused."""
+    h = Harness(quadruped)
+    try:
+        h.admin.request("set_reference", name="trot", options={"forward_speed": 0.1})
+        h.admin.request("start")
+        h.state()
+        gait = h.daemon.core.reference
+        reply = h.admin.request("set_reference", name="trot", options={"forward_speed": 0.3, "yaw_rate": 0.2})
+        assert reply["updated"] == ["forward_speed", "yaw_rate"] and h.daemon.core.reference is gait
+        assert gait.desired == (0.3, 0.0, 0.2)
+        time.sleep(0.2)
+        h.state()
+        assert h.telemetry.poll(2000)
+        record = msgpack.unpackb(h.telemetry.recv(), raw=False)
+        assert set(record["reference"]) == {"phase", "in_stance", "command"}
+        with pytest.raises(ProtocolError) as e:
+            h.admin.request("set_reference", name="trot", options={"cycle_time": 0.5})
+        assert e.value.code == "invalid_transition" and "cycle_time" in str(e.value)
+        with pytest.raises(ProtocolError) as e:
+            h.admin.request("set_reference", name="hold")
+        assert e.value.code == "invalid_transition"
+    finally:
+        h.close()

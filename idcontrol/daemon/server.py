@@ -301,6 +301,9 @@ class Daemon:
         if out.target is not None:
             record["q_ref"] = wire.f64(out.target.q_ref)
             record["qdd_des"] = wire.f64(out.qdd_des)
+            reference = self.core.reference.telemetry()
+            if reference:
+                record["reference"] = reference
         result = out.result
         if result is not None:
             contacts = self.core.controller.last_contacts
@@ -390,8 +393,15 @@ class Daemon:
             options = request.get("options") or {}
             if not isinstance(options, dict):
                 raise ProtocolError("bad_field", "options must be a map")
-            if core.mode in (MODE_RUN, MODE_SAFE_STOP) and name != core.reference.name:
+            running = core.mode in (MODE_RUN, MODE_SAFE_STOP)
+            if running and name != core.reference.name:
                 raise ProtocolError("invalid_transition", "stop before switching to another kind of reference")
+            if running:
+                try:
+                    core.reference.update(**options)  # in place: the gait keeps its phase
+                except (ConfigError, InputError) as e:
+                    raise ProtocolError("invalid_transition", str(e)) from None
+                return wire.encode_reply(kind, reference=name, updated=sorted(options))
             core.reference = make_reference(name, core.robot, **options)
             return wire.encode_reply(kind, reference=name)
         if kind == "reset_stats":

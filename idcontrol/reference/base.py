@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.controller import Tracking
+from idcontrol.errors import ConfigError
 from idcontrol.robot.config import Gains
 
 Array = NDArray[np.float64]
@@ -46,6 +47,14 @@ class Reference:
 
     def reset(self) -> None:
         """Forget any internal state; the next :meth:`sample` starts the reference afresh."""
+
+    def update(self, **options: object) -> None:
+        """Change options while running, without restarting the reference (ConfigError if unsupported)."""
+        raise ConfigError(f"reference {self.name!r} has no run-time options; got {sorted(options)}")
+
+    def telemetry(self) -> dict[str, object] | None:
+        """Plain values describing the last sample (e.g. a gait's phase), published each tick; None: none."""
+        return None
 
     def observe_contacts(self, contacts: object) -> None:
         """The controller's candidate contacts of the last tick (a ContactSet), for references that

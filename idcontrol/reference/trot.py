@@ -174,6 +174,27 @@ class TrotGait(Reference):
         return self._mask
 
     # ------------------------------------------------------------------ run-time commands
+    def telemetry(self) -> dict[str, object]:
+        """Gait phase in [0, 1), planned stance per leg (LF, RF, LH, RH), commanded twist (m/s, m/s, rad/s)."""
+        return {"phase": self.phase, "in_stance": list(self.in_stance), "command": list(self.command)}
+
+    RUNTIME_OPTIONS = ("forward_speed", "lateral_speed", "yaw_rate", "waypoints")
+
+    def update(self, **options: object) -> None:
+        """Run-time changes of the commanded motion, keeping the gait's phase: ``forward_speed``,
+        ``lateral_speed`` (m/s), ``yaw_rate`` (rad/s) or ``waypoints`` (list of (x, y), "paper", None)."""
+        unknown = sorted(set(options) - set(self.RUNTIME_OPTIONS))
+        if unknown:
+            raise ConfigError(f"trot options {unknown} cannot change while running; these can: {self.RUNTIME_OPTIONS}")
+        speeds = [k for k in ("forward_speed", "lateral_speed", "yaw_rate") if k in options]
+        if speeds:
+            forward, lateral, yaw = (float(options.get(k, d)) for k, d in zip(  # type: ignore[arg-type]
+                ("forward_speed", "lateral_speed", "yaw_rate"), self.desired, strict=True))  # fmt: skip
+            self.set_base_velocity(forward, lateral, yaw)
+            self.cruise_speed = forward
+        if "waypoints" in options:
+            self.set_waypoints(options["waypoints"])  # type: ignore[arg-type]
+
     def set_base_velocity(self, forward: float, lateral: float = 0.0, yaw_rate: float = 0.0) -> None:
         """Desired base twist in the heading frame (m/s, m/s, rad/s); stops waypoint following."""
         values = (float(forward), float(lateral), float(yaw_rate))
