@@ -117,15 +117,15 @@ def test_killed_bridge_leaves_the_daemon_waiting_and_a_new_bridge_resumes_only_a
         bridges[0].kill()  # SIGKILL: no goodbye
         stopped = wait_for(admin, lambda s: s["mode"] in ("safe_stop", "stopped"), timeout=10)
         assert "watchdog" in stopped["reason"] and daemon.poll() is None, stopped
-        t_dead = wait_for(admin, lambda s: s["mode"] == "stopped")["t"]
+        wait_for(admin, lambda s: s["mode"] == "stopped")
         bridges.append(spawn("bridge", str(path)))
-        wait_for(admin, lambda s: s["bridge_connected"])
+        t_restart = wait_for(admin, lambda s: s["bridge_connected"])["t"]  # the new simulation's clock
         time.sleep(0.5)
         status = admin.request("status")
         assert status["mode"] == "stopped", status  # no resume without an explicit start
-        assert status["t"] <= t_dead + 0.05, status  # a stopped robot is not simulated forward
+        assert status["t"] == t_restart, status  # a stopped robot is not simulated forward
         admin.request("start")
-        resumed = wait_for(admin, lambda s: s["t"] > t_dead + 0.2, timeout=30)
+        resumed = wait_for(admin, lambda s: s["t"] > t_restart + 0.05, timeout=120)
         assert resumed["mode"] == "run", resumed
     finally:
         for b in bridges:
@@ -167,7 +167,7 @@ def test_sigterm_sends_safe_stop_commands_before_the_daemon_exits(tmp_path):
                 tau = np.frombuffer(reply["tau"], "<f8")
                 assert np.all(tau < 0)  # damping opposes the +1 rad/s joint velocities
                 v[robot.actuated_dofs] *= 0.9  # the robot slows down
-        daemon.wait(timeout=10)
+        daemon.wait(timeout=60)
     finally:
         bridge.close(linger=0)
         admin.close()
