@@ -216,7 +216,7 @@ class InverseDynamicsController:
             problem.velocity_error = check_vector("velocity_error", tracking.velocity_error, r.nu)
             if tracking.integral_error is not None:
                 problem.integral_error = check_vector("integral_error", tracking.integral_error, r.nu)
-        problem.kp, problem.kd, problem.ki = r.gains.kp, r.gains.kd, r.gains.ki
+        problem.kp, problem.kd, problem.ki = r.pid_gains.kp, r.pid_gains.kd, r.pid_gains.ki  # the pid baseline
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
 

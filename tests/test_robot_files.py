@@ -307,3 +307,30 @@ def test_arm_grasp_in_mujoco():
         else:
             assert dist > 1e-3, (body, geom)
     assert touching == {f"fingertip_{i}" for i in range(1, 5)}
+
+
+def test_pid_gains_section_sets_the_baselines_torque_gains_apart_from_the_acceleration_gains(tmp_path):
+    """[pid_gains] feeds only the pid formulation; without it the pid uses the numbers of [gains]."""
+    from idcontrol.robot.model import RobotModel
+
+    src = pathlib.Path(__file__).resolve().parents[1] / "robots" / "quadruped"
+    for name in ("quadruped.urdf", "robot.toml"):
+        (tmp_path / name).write_text((src / name).read_text())
+    plain = RobotModel(str(tmp_path / "robot.toml"))
+    np.testing.assert_array_equal(plain.pid_gains.kp, plain.gains.kp)
+    text = (
+        (tmp_path / "robot.toml")
+        .read_text()
+        .replace("[gains]", "[pid_gains]\nkp = 20.0\nkd = { default = 0.5, LF_KFE = 0.7 }\n\n[gains]")
+    )
+    (tmp_path / "robot.toml").write_text(text)
+    split = RobotModel(str(tmp_path / "robot.toml"))
+    np.testing.assert_array_equal(split.gains.kp, plain.gains.kp)
+    assert np.all(split.pid_gains.kp == 20.0) and split.pid_gains.kd[split.actuated_joints.index("LF_KFE")] == 0.7
+    from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+
+    controller = InverseDynamicsController(split, formulation="pid")
+    error = np.full(split.nu, 0.01)
+    state = RobotState(q=split.standing_configuration(), v=np.zeros(split.nv))
+    result = controller.solve(state, np.zeros(split.nu), Tracking(error, np.zeros(split.nu)))
+    np.testing.assert_allclose(result.tau, 20.0 * error)  # N·m: the torque gains, not the 1/s² ones

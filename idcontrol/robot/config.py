@@ -90,6 +90,7 @@ class RobotConfig:
     floating_base: bool
     actuated_joints: tuple[str, ...] | None
     gains_raw: dict[str, Any]
+    pid_gains_raw: dict[str, Any] | None  # [pid_gains]: the pid baseline's torque gains, if given
     torque_limit_overrides: dict[str, float]
     contact_spheres: tuple[ContactSphere, ...]
     standing_base_position: Array | None
@@ -222,6 +223,7 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
         floating_base=raw["base"] == "floating",
         actuated_joints=tuple(actuated) if actuated is not None else None,
         gains_raw=dict(raw.get("gains", {})),
+        pid_gains_raw=dict(raw["pid_gains"]) if "pid_gains" in raw else None,
         torque_limit_overrides={str(k): float(v) for k, v in limits.items()},
         contact_spheres=tuple(spheres),
         standing_base_position=_vec(standing, "base_position", 3, path),

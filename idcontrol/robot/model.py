@@ -92,7 +92,8 @@ class RobotModel:
                 f"{config.path}: joints {bad} have no positive torque limit (URDF effort or [limits.torque])"
             )
         self.torque_limits: Array = limits
-        self.gains = self._resolve_gains(config)
+        self.gains = self._resolve_gains(config, config.gains_raw, "gains")
+        self.pid_gains = self._resolve_pid_gains(config)
 
         frame_names = [f.name for f in m.frames]
         self.sphere_names = tuple(s.name for s in config.contact_spheres)
@@ -132,11 +133,18 @@ class RobotModel:
         )
 
     # ------------------------------------------------------------------ set-up helpers
-    def _resolve_gains(self, config: RobotConfig) -> Gains:
+    def _resolve_pid_gains(self, config: RobotConfig) -> Gains:
+        """Torque gains of the ``pid`` baseline (N·m/rad, N·m·s/rad, N·m/(rad·s)): ``[pid_gains]``, else
+        the numbers of ``[gains]``, which the other formulations use as q̈_des gains (1/s², 1/s, 1/s³)."""
+        if config.pid_gains_raw is None:
+            return self.gains
+        return self._resolve_gains(config, config.pid_gains_raw, "pid_gains")
+
+    def _resolve_gains(self, config: RobotConfig, table: dict, section: str) -> Gains:
         out = {}
         defaults = {"kp": 100.0, "kd": 10.0, "ki": 0.0}
         for key, default in defaults.items():
-            raw = config.gains_raw.get(key, default)
+            raw = table.get(key, default)
             if isinstance(raw, dict):
                 values = np.full(self.nu, float(raw.get("default", default)))
                 for name, value in raw.items():
@@ -148,7 +156,7 @@ class RobotModel:
             else:
                 values = np.full(self.nu, float(raw))
             if np.any(values < 0) or not np.all(np.isfinite(values)):
-                raise ConfigError(f"{config.path}: gains.{key} must be finite and >= 0")
+                raise ConfigError(f"{config.path}: {section}.{key} must be finite and >= 0")
             out[key] = values
         return Gains(**out)
 
