@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from idcontrol.problem import ContactProblem
+from idcontrol.robot.model import RobotModel
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -68,3 +69,15 @@ def solo12_urdf() -> pathlib.Path | None:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261121)
+
+
+@pytest.fixture(scope="module")
+def quadruped() -> RobotModel:
+    """The shipped quadruped (one model per test module: ticks update its data in place)."""
+    return RobotModel("quadruped")
+
+
+@pytest.fixture(scope="module")
+def arm() -> RobotModel:
+    """The shipped arm with its box."""
+    return RobotModel("arm")

@@ -37,11 +37,6 @@ from idcontrol.robot.model import RobotModel
 DROP_DISTANCE = 0.01  # m, box centre to fingertip centroid
 
 
-@pytest.fixture(scope="module")
-def arm() -> RobotModel:
-    return RobotModel("arm")
-
-
 PENETRATION_TOLERANCE = 1e-3  # m: MuJoCo's grasp penetrations are 0.03-0.1 mm; 0.1 mm still drops at μ = 1
 HAS_TOLERANCE = "penetration_tolerance" in inspect.signature(InverseDynamicsController.__init__).parameters
 

@@ -24,11 +24,6 @@ PENETRATION_TOLERANCE = 0.001  # m, as in launch/quadruped_*.toml
 STANDING_ERROR_BOUND = 0.01  # rad
 
 
-@pytest.fixture(scope="module")
-def quadruped() -> RobotModel:
-    return RobotModel("quadruped")
-
-
 def closed_loop(
     robot: RobotModel,
     formulation: str,

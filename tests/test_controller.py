@@ -27,16 +27,6 @@ CONTACT_FORMULATIONS = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_
 G = 9.81
 
 
-@pytest.fixture(scope="module")
-def quadruped() -> RobotModel:
-    return RobotModel("quadruped")
-
-
-@pytest.fixture(scope="module")
-def arm() -> RobotModel:
-    return RobotModel("arm")
-
-
 def standing(robot: RobotModel, v_scale: float = 0.0, seed: int = 0) -> RobotState:
     v = v_scale * np.random.default_rng(seed).standard_normal(robot.nv)
     return RobotState(q=robot.standing_configuration(), v=v)

@@ -23,11 +23,6 @@ from idcontrol.robot.model import RobotModel
 ANY_PORT = Endpoints("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
 
 
-@pytest.fixture(scope="module")
-def quadruped() -> RobotModel:
-    return RobotModel("quadruped")
-
-
 class Harness:
     """A daemon serving in a thread, a DEALER bridge, an admin client and a telemetry subscriber."""
 

@@ -22,16 +22,6 @@ from idcontrol.robot.model import RobotModel
 from tests.conftest import solo12_urdf
 
 
-@pytest.fixture(scope="module")
-def quadruped() -> RobotModel:
-    return RobotModel("quadruped")
-
-
-@pytest.fixture(scope="module")
-def arm() -> RobotModel:
-    return RobotModel("arm")
-
-
 def random_state(robot: RobotModel, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A random (q, v): random base pose and twist, joints within ±1 rad (±0.02 m for prismatic)."""
     q = robot.standing_configuration()

@@ -23,16 +23,6 @@ LEGS = ("LF", "RF", "LH", "RH")
 DT = 1e-3
 
 
-@pytest.fixture(scope="module")
-def quadruped() -> RobotModel:
-    return RobotModel("quadruped")
-
-
-@pytest.fixture(scope="module")
-def arm() -> RobotModel:
-    return RobotModel("arm")
-
-
 def tilted(robot: RobotModel, pitch: float = 0.0, roll: float = 0.0, sag: float = 0.0, yaw: float = 0.0):
     """The standing configuration with the base rotated (rad, Rz(yaw) Ry(pitch) Rx(roll)) and lowered by ``sag`` m."""
     q = robot.standing_configuration()
