@@ -218,6 +218,21 @@ def max_abs_product(A, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _gram(A):  # pragma: no cover - compiled
+    """AᵀA for A (r, c): the symmetric (c, c) Gram matrix of A's columns."""
+    r, c = A.shape
+    G = np.zeros((c, c))
+    for i in range(c):
+        for j in range(i, c):
+            s = 0.0
+            for k in range(r):
+                s += A[k, i] * A[k, j]
+            G[i, j] = s
+            G[j, i] = s
+    return G
+
+
+@njit(cache=True)
 def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, pyramid, dt, infinity):  # pragma: no cover
     """Stage I over y = [f_N; f_S; f_T] in DAQP's stacked layout.
 
@@ -228,14 +243,7 @@ def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, pyramid, dt, inf
     nb, ny = R_w.shape
     n = ny // 3
     p = pyramid.shape[0]
-    H = np.zeros((ny, ny))
-    for i in range(ny):
-        for j in range(i, ny):
-            s = 0.0
-            for k in range(nb):
-                s += R_w[k, i] * R_w[k, j]
-            H[i, j] = s
-            H[j, i] = s
+    H = _gram(R_w)
     w = np.zeros(nb)  # −L⁻¹ κ_u / Δt
     for i in range(nb):
         s = 0.0
@@ -286,15 +294,9 @@ def stage_two_data(W, R_a, z1, tau1, pyramid, ridge, infinity):  # pragma: no co
             if r != 0.0:
                 for j in range(k):
                     RW[i, j] += r * W[c, j]
-    H = np.zeros((k, k))
+    H = _gram(RW)
     trace = 0.0
     for i in range(k):
-        for j in range(i, k):
-            s = 0.0
-            for r in range(nu):
-                s += RW[r, i] * RW[r, j]
-            H[i, j] = s
-            H[j, i] = s
         trace += H[i, i]
     rho = ridge * max(trace / k, 1e-12)
     g = np.zeros(k)
