@@ -19,6 +19,10 @@ class ConfigError(IdControlError):
     """A robot, launch or controller configuration is invalid."""
 
 
+class UnknownName(ConfigError):
+    """A name (robot, formulation, reference, joint, frame, option) that is not among the valid ones."""
+
+
 class RobotFileNotFound(ConfigError):
     """A URDF or robot configuration file does not exist."""
 
@@ -27,7 +31,7 @@ class RobotFileNotFound(ConfigError):
         super().__init__(f"{what} not found: {self.path}")
 
 
-class UnknownRobot(ConfigError):
+class UnknownRobot(UnknownName):
     """A robot name that is not shipped in ``robots/``."""
 
     def __init__(self, name: str, available: Iterable[str]) -> None:
@@ -36,7 +40,7 @@ class UnknownRobot(ConfigError):
         super().__init__(f"unknown robot {name!r}; available: {', '.join(self.available) or '(none)'}")
 
 
-class NameNotFound(ConfigError):
+class NameNotFound(UnknownName):
     """A joint, frame or body name that the model does not have."""
 
     def __init__(self, kind: str, name: str, available: Iterable[str]) -> None:
@@ -47,7 +51,7 @@ class NameNotFound(ConfigError):
         super().__init__(f"unknown {kind} {name!r}; the model has: {shown}")
 
 
-class UnknownFormulation(ConfigError):
+class UnknownFormulation(UnknownName):
     """A formulation name that is not registered."""
 
     def __init__(self, name: str, available: Iterable[str]) -> None:
@@ -56,8 +60,31 @@ class UnknownFormulation(ConfigError):
         super().__init__(f"unknown formulation {name!r}; available: {', '.join(self.available)}")
 
 
+class UnknownReference(UnknownName):
+    """A reference name that is not registered."""
+
+    def __init__(self, name: str, available: Iterable[str]) -> None:
+        self.name = name
+        self.available = sorted(available)
+        super().__init__(f"unknown reference {name!r}; available: {', '.join(self.available)}")
+
+
+class UnknownOption(UnknownName):
+    """Options a formulation or reference does not accept."""
+
+    def __init__(self, owner: str, unknown: Iterable[str], accepted: Iterable[str]) -> None:
+        self.unknown = sorted(unknown)
+        self.accepted = list(accepted)
+        super().__init__(f"unknown option(s) {self.unknown} for {owner}; valid options: "
+                         f"{', '.join(self.accepted) or '(none)'}")  # fmt: skip
+
+
 class InputError(IdControlError):
     """A state, request or problem given to the controller is malformed."""
+
+
+class InvalidTransition(InputError):
+    """A request the controller's state machine does not allow in its current mode."""
 
 
 class ShapeError(InputError):

@@ -82,8 +82,7 @@ def unpack(raw: bytes, allowed_types: tuple[str, ...]) -> dict[str, Any]:
         raise ProtocolError("malformed", f"not valid msgpack: {type(e).__name__}: {e}") from None
     if not isinstance(message, dict):
         raise ProtocolError("malformed", f"a message must be a map, got {type(message).__name__}")
-    seq = message.get("seq")
-    seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+    seq = _seq_of(message)
     version = message.get("v")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(
@@ -113,8 +112,8 @@ def get_int(message: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def get_float(message: Mapping[str, Any], key: str, default: float | None = None) -> float:
-    value = message.get(key, default) if default is not None else require(message, key)
+def get_float(message: Mapping[str, Any], key: str) -> float:
+    value = require(message, key)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ProtocolError("bad_field", f"{key} must be a number, got {type(value).__name__}", _seq_of(message))
     value = float(value)

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.controller import InverseDynamicsController, RobotState
-from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
 from idcontrol.problem import SolveResult
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
@@ -169,9 +169,9 @@ class ControlCore:
 
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
-        """idle or stopped → run. Raises :class:`InputError` in any other mode."""
+        """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode."""
         if self.mode not in (MODE_IDLE, MODE_STOPPED):
-            raise InputError(f"cannot start in mode {self.mode!r}; allowed from idle or stopped")
+            raise InvalidTransition(f"cannot start in mode {self.mode!r}; allowed from idle or stopped")
         self.reference.reset()
         self._tau_prev = None
         self._held = 0

@@ -34,7 +34,7 @@ from idcontrol import protocol as wire
 from idcontrol.daemon.core import ControlCore, TickOutput
 from idcontrol.daemon.endpoints import Endpoints
 from idcontrol.daemon.stats import TickStats
-from idcontrol.errors import ConfigError, IdControlError, InputError, ProtocolError
+from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
 
 log = logging.getLogger("idcontrol.daemon")
@@ -351,11 +351,12 @@ class Daemon:
             reply = self._handle(request)
         except ProtocolError as e:
             reply = wire.encode_error(e.code, str(e))
+        except UnknownName as e:
+            reply = wire.encode_error("unknown_name", str(e))
+        except InvalidTransition as e:
+            reply = wire.encode_error("invalid_transition", str(e))
         except IdControlError as e:
-            code = "unknown_name" if isinstance(e, ConfigError) and "unknown" in str(e) else "bad_field"
-            if isinstance(e, InputError) and "cannot start" in str(e):
-                code = "invalid_transition"
-            reply = wire.encode_error(code, str(e))
+            reply = wire.encode_error("bad_field", str(e))
         except Exception as e:
             log.exception("admin request failed")
             reply = wire.encode_error("internal", f"{type(e).__name__}: {e}")

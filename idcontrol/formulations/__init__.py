@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from idcontrol.errors import ConfigError, UnknownFormulation
+from idcontrol.errors import UnknownFormulation, UnknownOption
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.coulomb_lcp import CoulombLCP
 from idcontrol.formulations.noslip_lcp import NoSlipLCP
@@ -39,7 +39,7 @@ def make_formulation(name: str, **options: object) -> Formulation:
     accepted = [q.name for q in parameters if q.kind in named and q.name != "self"]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise ConfigError(f"formulation {name!r} has no option(s) {unknown}; it accepts {accepted or 'none'}")
+        raise UnknownOption(f"formulation {name!r}", unknown, accepted)
     return cls(**options)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 
-from idcontrol.errors import ConfigError
+from idcontrol.errors import ConfigError, UnknownOption, UnknownReference
 from idcontrol.reference.arm import ArmSinusoid
 from idcontrol.reference.base import JointTarget, Reference, desired_acceleration
 from idcontrol.reference.hold import HoldPose, StreamReference
@@ -34,13 +34,11 @@ def reference_options(name: str) -> list[str]:
 def make_reference(name: str, robot: RobotModel, **options: object) -> Reference:
     """Build a registered reference for ``robot``; ConfigError for an unknown name, option or value."""
     if name not in REFERENCES:
-        raise ConfigError(f"unknown reference {name!r}; available: {', '.join(available_references())}")
+        raise UnknownReference(name, available_references())
     valid = reference_options(name)
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise ConfigError(
-            f"unknown option(s) {unknown} for reference {name!r}; valid options: {', '.join(valid) or '(none)'}"
-        )
+        raise UnknownOption(f"reference {name!r}", unknown, valid)
     try:
         return REFERENCES[name](robot, **options)  # type: ignore[call-arg]
     except (TypeError, ValueError, AttributeError) as e:
