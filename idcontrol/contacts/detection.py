@@ -113,7 +113,6 @@ class ContactDetector:
                 self._halfspaces.append((i, tiles[0], surface.shape.offset, tiles[1], tiles[2]))
         self._id_cache: dict[tuple, tuple[tuple[Hashable, ...], IntArray, Array]] = {}
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
-        self._allowed: Array | None = None  # the current detect call's sphere mask
 
     def detect(self, objects: Mapping[str, ObjectState] | None = None, allowed: Array | None = None) -> ContactSet:
         """Candidate contacts for the robot pose of the last ``robot.update``.
@@ -124,9 +123,9 @@ class ContactDetector:
         robot, env = self.robot, self.environment
         centers = robot.sphere_centers_in_world
         radii = robot.sphere_radii
-        masked = allowed is not None and not allowed.all()
-        self._allowed = allowed if masked else None
-        plane_radii = np.where(allowed, radii, -np.inf) if masked else radii  # never within a plane's margin
+        if allowed is not None and allowed.all():
+            allowed = None
+        plane_radii = radii if allowed is None else np.where(allowed, radii, -np.inf)  # masked: never near a plane
         chunks: list[tuple] = []  # (sphere indices, body, surface name, phi, points, normals, ŝ, t̂, μ)
         for si, normal, offset, s_axis, t_axis in self._halfspaces:
             surface = env.surfaces[si]
@@ -141,21 +140,29 @@ class ContactDetector:
                 found = surface.shape.sphere_contacts(centers, radii, surface.rotation, surface.position)
             else:
                 found = surface.shape.sphere_contacts(centers, radii)
-            self._append(chunks, -1, surface.name, surface.mu, *found)
+            self._append(chunks, allowed, -1, surface.name, surface.mu, *found)
         for bi, body in enumerate(env.objects):
             state = (objects or {}).get(body.name)
             if state is not None:
                 found = body.shape.sphere_contacts(centers, radii, state.rotation, state.position)
-                self._append(chunks, bi, body.name, body.mu, *found)
+                self._append(chunks, allowed, bi, body.name, body.mu, *found)
         return self._assemble(chunks)
 
     def _append(
-        self, chunks: list[tuple], body: int, name: str, mu: float, phi: Array, points: Array, normals: Array
+        self,
+        chunks: list[tuple],
+        allowed: Array | None,
+        body: int,
+        name: str,
+        mu: float,
+        phi: Array,
+        points: Array,
+        normals: Array,
     ) -> None:
-        """Keep the (allowed) candidates within the margin, with their (curved-surface) tangent frames."""
+        """Keep the candidates within the margin (and ``allowed``), with their (curved-surface) tangent frames."""
         within = phi <= self.margin
-        if self._allowed is not None:
-            within &= self._allowed
+        if allowed is not None:
+            within &= allowed
         hit = np.flatnonzero(within)
         if hit.size:
             s_axis, t_axis = tangent_bases(normals[hit])
