@@ -18,6 +18,7 @@ drive this same object.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -297,8 +298,7 @@ class ControlCore:
             self.last_error = f"object dropped at t = {self.metrics.dropped_at:.3f} s"
 
     def _fallen(self, q: Array) -> bool:
-        x, y, z, w = q[3:7]
-        up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world
-        tilt = float(np.arccos(np.clip(up_z, -1.0, 1.0)))
+        x, y = float(q[3]), float(q[4])
+        up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world: cos(tilt)
         s = self.safety
-        return bool(q[2] < s.fall_height_fraction * self._standing_height or tilt > s.fall_tilt)
+        return bool(q[2] < s.fall_height_fraction * self._standing_height or up_z < math.cos(s.fall_tilt))

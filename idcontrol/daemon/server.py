@@ -128,6 +128,8 @@ class Daemon:
         self._last_seq = -1
         self._last_state_time = -1e9
         self._last_t = float("nan")
+        self._labelled_ids: tuple | None = None
+        self._labels: list[str] = []
         self._shutdown_requested = False
         self._shutdown_deadline = float("inf")
         self.running = False
@@ -311,7 +313,7 @@ class Daemon:
                 "found": bool(result.found), "iterations": int(result.iterations), "fallback": result.fallback or "",
                 "repaired": bool(result.consistency_repaired), "message": result.message,
                 "timings_us": {k: v * 1e6 for k, v in result.timings.items()},
-                "contact_ids": ["/".join(map(str, c)) for c in contacts.ids],
+                "contact_ids": self._contact_labels(contacts.ids),
                 "contact_points": wire.f64(contacts.points), "contact_normals": wire.f64(contacts.normals),
                 "contact_phi": wire.f64(contacts.phi), "force_normal": wire.f64(result.f_normal),
                 "force_world": wire.f64(result.force_in_world) if result.force_in_world is not None else b"",
@@ -322,6 +324,12 @@ class Daemon:
             self.telemetry.send(wire.pack(record), zmq.NOBLOCK)
         except zmq.Again:
             pass
+
+    def _contact_labels(self, ids: tuple) -> list[str]:
+        """Contact labels "sphere/surface", rebuilt only when the pattern changes (the detector reuses its ids)."""
+        if ids is not self._labelled_ids:
+            self._labelled_ids, self._labels = ids, ["/".join(map(str, c)) for c in ids]
+        return self._labels
 
     # ------------------------------------------------------------------ reference stream
     def _serve_reference(self) -> None:
