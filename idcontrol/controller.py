@@ -120,10 +120,14 @@ class InverseDynamicsController:
             return formulation
         return make_formulation(formulation, **dict(options or {}))
 
-    def set_formulation(self, formulation: str | Formulation, options: Mapping[str, object] | None = None) -> None:
-        """Switch formulation (takes effect at the next solve)."""
+    def set_formulation(
+        self, formulation: str | Formulation, options: Mapping[str, object] | None = None, *, warm_up: bool = True
+    ) -> None:
+        """Switch formulation (takes effect at the next solve). ``warm_up=False`` for an instance that has
+        already solved (a switch between two ticks of a running loop must not cost a tick)."""
         self.formulation = self._make(formulation, options)
-        self._warm_up()
+        if warm_up:
+            self._warm_up()
 
     def _warm_up(self) -> None:
         """Solve one discarded tick at the standing posture, so that the compiled kernels are loaded now.

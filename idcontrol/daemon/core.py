@@ -148,7 +148,7 @@ class ControlCore:
         run-time switch to any formulation with default options becomes a swap. The state machine
         and the active formulation are untouched.
         """
-        from idcontrol.formulations import available_formulations
+        from idcontrol.formulations import available_formulations, make_formulation
 
         robot = self.robot
         q = robot.standing_configuration()
@@ -160,7 +160,7 @@ class ControlCore:
         active = self.controller.formulation
         for name in available_formulations():
             formulation = active if name == active.name else self._formulations.get(name)
-            formulation = formulation or self.controller._make(name, None)
+            formulation = formulation or make_formulation(name)
             self._formulations[name] = formulation  # the launch file's instance keeps its options
             self.controller.formulation = formulation
             for _ in range(ticks):
@@ -198,8 +198,8 @@ class ControlCore:
     def set_formulation(self, name: str, options: dict | None = None) -> None:
         """Swap the formulation between ticks. Without options a warmed-up instance is reused
         (see :meth:`warm_up`); with options a new one is built first, then swapped in."""
-        formulation = self._formulations.get(name) if not options else None
-        self.controller.formulation = formulation or self.controller._make(name, options)
+        ready = self._formulations.get(name) if not options else None
+        self.controller.set_formulation(ready or name, options, warm_up=False)  # no extra solve between ticks
 
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:
         """Replace PD(I) gains (scalars or one per actuated joint); validated before any is applied."""
