@@ -43,8 +43,12 @@ class RecordingSim:
         self.v = np.zeros(ROBOT.nv)
         self.v[ROBOT.actuated_dofs] = 0.5
 
+    @property
+    def time(self) -> float:
+        return len(self.applied) * self.dt
+
     def state(self) -> StubState:
-        return StubState(len(self.applied) * self.dt, ROBOT.standing_configuration(), self.v.copy())
+        return StubState(self.time, ROBOT.standing_configuration(), self.v.copy())
 
     def step(self, tau: np.ndarray) -> None:
         self.applied.append(np.array(tau, dtype=float))
