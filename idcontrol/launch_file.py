@@ -196,7 +196,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
     endpoints.check()
-    used = [e for e in (endpoints.control, endpoints.admin, endpoints.telemetry, endpoints.reference) if e]
+    used = [endpoint for _, endpoint in endpoints.items()]
     if len(set(used)) != len(used):
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
     return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints)

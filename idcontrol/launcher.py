@@ -21,7 +21,8 @@ from typing import Any
 import zmq
 
 from idcontrol.client import AdminClient
-from idcontrol.errors import ConfigError, IdControlError, ProtocolError
+from idcontrol.daemon.endpoints import bind
+from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.launch_file import LaunchConfig
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
@@ -31,18 +32,11 @@ SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us"
 def check_endpoints_free(config: LaunchConfig) -> None:
     """Fail fast, before any process starts, when an endpoint's port is taken."""
     ctx = zmq.Context.instance()
-    e = config.endpoints
-    for name, endpoint in (("control", e.control), ("admin", e.admin), ("telemetry", e.telemetry),
-                           ("reference", e.reference)):  # fmt: skip
-        if not endpoint:
-            continue
+    for name, endpoint in config.endpoints.items():
         s = ctx.socket(zmq.PUB)
         s.setsockopt(zmq.LINGER, 0)
         try:
-            s.bind(endpoint)
-        except zmq.ZMQError as err:
-            raise ConfigError(f"the {name} endpoint {endpoint} is not available ({err}); "
-                              "is another daemon running?") from None  # fmt: skip
+            bind(s, endpoint, name)
         finally:
             s.close(linger=0)
 

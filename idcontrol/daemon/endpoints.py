@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import zmq
+
 from idcontrol.errors import ConfigError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -18,12 +20,15 @@ class Endpoints:
     telemetry: str | None = "tcp://127.0.0.1:5557"
     reference: str | None = None
 
+    def items(self) -> list[tuple[str, str]]:
+        """(channel, endpoint) of every configured channel."""
+        pairs = (("control", self.control), ("admin", self.admin), ("telemetry", self.telemetry),
+                 ("reference", self.reference))  # fmt: skip
+        return [(name, endpoint) for name, endpoint in pairs if endpoint]
+
     def check(self) -> None:
         """Refuse endpoints beyond loopback (they need CURVE authentication, not configured)."""
-        for name in ("control", "admin", "telemetry", "reference"):
-            endpoint = getattr(self, name)
-            if endpoint is None:
-                continue
+        for name, endpoint in self.items():
             scheme, _, rest = endpoint.partition("://")
             if scheme in ("ipc", "inproc") and rest:
                 continue
@@ -33,3 +38,12 @@ class Endpoints:
             if host not in LOOPBACK_HOSTS:
                 raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; "
                                   "non-loopback endpoints need CURVE keys, which are not configured")  # fmt: skip
+
+
+def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
+    """Bind ``socket`` for channel ``name``; ConfigError naming the endpoint when it cannot be bound."""
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as e:
+        hint = " (port in use: another daemon running?)" if e.errno == zmq.EADDRINUSE else ""
+        raise ConfigError(f"cannot bind the {name} endpoint {endpoint}: {e}{hint}") from None

@@ -32,7 +32,7 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.daemon.core import ControlCore, TickOutput
-from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.daemon.endpoints import Endpoints, bind
 from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
@@ -56,14 +56,6 @@ class RateLimitedLog:
             self._last[key] = now
         else:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
-
-
-def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
-    try:
-        socket.bind(endpoint)
-    except zmq.ZMQError as e:
-        hint = " (port in use: another daemon running?)" if e.errno == zmq.EADDRINUSE else ""
-        raise ConfigError(f"cannot bind the {name} endpoint {endpoint}: {e}{hint}") from None
 
 
 class Daemon:
