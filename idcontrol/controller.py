@@ -90,6 +90,8 @@ class InverseDynamicsController:
         formulation_options: Mapping[str, object] | None = None,
         penetration_tolerance: float = 0.0,
         penetration_gain: float = 1.0,
+        activation_distance: float | None = None,
+        consistent_contact_velocity: bool = False,
     ) -> None:
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         if environment is None:
@@ -101,6 +103,10 @@ class InverseDynamicsController:
             raise ConfigError(f"penetration_tolerance must be >= 0 m, got {penetration_tolerance}")
         if not 0.0 < penetration_gain <= 1.0:
             raise ConfigError(f"penetration_gain must be in (0, 1], got {penetration_gain}")
+        if activation_distance is not None and not activation_distance >= 0:
+            raise ConfigError(f"activation_distance must be >= 0 m or None, got {activation_distance}")
+        self.activation_distance = None if activation_distance is None else float(activation_distance)
+        self.consistent_contact_velocity = bool(consistent_contact_velocity)
         self.penetration_tolerance = float(penetration_tolerance)
         self.penetration_gain = float(penetration_gain)
         self.environment = environment
@@ -170,10 +176,19 @@ class InverseDynamicsController:
                 raise ShapeError("contact_mask", (len(r.sphere_names),), mask.shape)
         contacts = self.detector.detect(objects, mask)
         N, S, T = self.detector.rows(contacts, objects)
+        nv = r.nv
+        if self.activation_distance is not None and contacts.n:
+            # predicted gap at the end of the period (movable bodies' velocities enter through their columns)
+            gap = contacts.phi + self.dt * (N[:, :nv] @ v)
+            if self.m > nv:
+                gap += self.dt * (N[:, nv:] @ self._object_velocities(objects))
+            keep = np.flatnonzero(gap <= self.activation_distance)
+            if keep.size < contacts.n:
+                contacts = contacts.subset(keep)
+                N, S, T = N[keep], S[keep], T[keep]
         self.last_contacts = contacts
         t2 = time.perf_counter()
 
-        nv = r.nv
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
         if self.m == nv:
             M, f_ext, v_all = r.M.copy(), np.negative(r.bias), v.copy()
@@ -203,7 +218,7 @@ class InverseDynamicsController:
             v=v_all,
             actuated=self.actuated,
             unactuated=self.unactuated,
-            qd_des=v[self.actuated] + self.dt * qdd_des,
+            qd_des=self._joint_velocity_now(v_all, N, S, T) + self.dt * qdd_des,
             N=N,
             S=S,
             T=T,
@@ -223,6 +238,31 @@ class InverseDynamicsController:
         problem.kp, problem.kd, problem.ki = r.pid_gains.kp, r.pid_gains.kd, r.pid_gains.ki  # the pid baseline
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
+
+    def _object_velocities(self, objects: Mapping[str, ObjectState]) -> Array:
+        """(6 b,) the movable bodies' velocities (linear, angular; world), in the problem's column order."""
+        out = np.zeros(self.m - self.robot.nv)
+        for i, body in enumerate(self.environment.objects):
+            s = objects.get(body.name)
+            if s is not None:
+                out[6 * i : 6 * i + 3], out[6 * i + 3 : 6 * i + 6] = s.linear_velocity, s.angular_velocity
+        return out
+
+    def _joint_velocity_now(self, v_all: Array, N: Array, S: Array, T: Array) -> Array:
+        """(nu,) the actuated velocity that q̇_des = q̇ + Δt q̈_des starts from.
+
+        By default the measured q̇. With ``consistent_contact_velocity``, the measured q̇ plus the
+        least-squares actuated correction that brings every active contact to rest relative to what it
+        touches, base and objects unchanged: a landing foot's approach velocity is then taken up by its
+        own joints rather than by an impulse on the whole robot. Contacts already at rest are unchanged.
+        """
+        qd = v_all[self.actuated]
+        if not self.consistent_contact_velocity or N.shape[0] == 0:
+            return qd
+        J = np.concatenate([N, S, T])
+        A = J[:, self.actuated]
+        correction, *_ = np.linalg.lstsq(A, -(J @ v_all), rcond=1e-9)
+        return qd + correction
 
     def _phi_for_problem(self, phi: Array) -> Array:
         """Signed distances with penetrations reduced as configured (see the class docstring)."""

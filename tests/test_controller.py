@@ -311,3 +311,54 @@ def test_bad_input_raises_the_packages_errors(quadruped: RobotModel, tmp_path) -
     )
     with pytest.raises(NameNotFound, match="XX_KFE"):
         RobotModel(str(tmp_path / "robot.toml"))
+
+
+def test_activation_distance_keeps_hovering_feet_out_and_arriving_feet_in(quadruped: RobotModel) -> None:
+    """With an activation distance a foot 1 mm up at rest is no contact; one 0.05 mm up falling at 0.1 m/s is."""
+    controller = InverseDynamicsController(quadruped, ground(1.0), "two_stage_qp", activation_distance=1e-4)
+    q = quadruped.standing_configuration()
+    q[2] += 1e-3
+    problem, _ = controller.build_problem(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
+    assert problem.n == 0
+    q[2] += 5e-5 - 1e-3
+    v = np.zeros(quadruped.nv)
+    v[2] = -0.1  # base (and feet) falling, m/s
+    problem, _ = controller.build_problem(RobotState(q=q, v=v), np.zeros(quadruped.nu))
+    assert problem.n == 4
+    paper = InverseDynamicsController(quadruped, ground(1.0), "two_stage_qp")  # default: every candidate
+    q[2] += 1e-3
+    problem, _ = paper.build_problem(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
+    assert problem.n == 4
+
+
+def test_consistent_contact_velocity_stops_a_landing_foot_with_its_own_joints(quadruped: RobotModel) -> None:
+    """q̇_des (for q̈_des = 0) holds every active contact still, base velocity unchanged; off, it is q̇."""
+    rng = np.random.default_rng(3)
+    v = 0.2 * rng.standard_normal(quadruped.nv)  # feet moving relative to the floor, base moving too
+    state = RobotState(q=quadruped.standing_configuration(), v=v)
+    zero = np.zeros(quadruped.nu)
+    plain = InverseDynamicsController(quadruped, ground(1.0), "two_stage_qp")
+    problem, _ = plain.build_problem(state, zero)
+    np.testing.assert_array_equal(problem.qd_des, v[6:])
+    consistent = InverseDynamicsController(quadruped, ground(1.0), "two_stage_qp", consistent_contact_velocity=True)
+    problem, _ = consistent.build_problem(state, zero)
+    v_des = v.copy()
+    v_des[6:] = problem.qd_des
+    J = np.concatenate([problem.N, problem.S, problem.T])
+    assert np.abs(J @ v).max() > 0.05  # the feet do move now
+    assert np.abs(J @ v_des).max() < 1e-12
+
+
+def test_noslip_spread_shares_the_weight_and_stays_complementary(quadruped: RobotModel) -> None:
+    """With spread ε the no-slip LCP splits a symmetric stance evenly (the least-norm solution); w ⟂ f to ε·f."""
+    vertex = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    result = vertex.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found and np.count_nonzero(result.f_normal > 1e-6) < 4  # a vertex of the solution set
+    spread = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", formulation_options={"spread": 1e-6})
+    result = spread.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found, result.message
+    weight = quadruped.total_mass() * G
+    np.testing.assert_allclose(result.f_normal, weight / 4, rtol=1e-4)
+    res = result.residuals
+    assert res.dynamics < 1e-8 and res.slip < 1e-10 and res.penetration < 1e-8
+    assert res.complementarity < 1e-4 * weight

@@ -69,6 +69,12 @@ class ContactSet:
     def n(self) -> int:
         return len(self.phi)
 
+    def subset(self, keep: IntArray) -> ContactSet:
+        """The contacts at indices ``keep`` (increasing), in the same order."""
+        return ContactSet(tuple(self.ids[i] for i in keep.tolist()), self.phi[keep], self.points[keep],
+                          self.normals[keep], self.tangents_s[keep], self.tangents_t[keep], self.mu[keep],
+                          self.sphere[keep], self.body[keep])  # fmt: skip
+
 
 class ContactDetector:
     """Finds candidate contacts and builds their Jacobian rows.

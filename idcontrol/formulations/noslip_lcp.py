@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
@@ -38,12 +39,21 @@ class NoSlipLCP(Formulation):
     rank_tol : relative tolerance of Algorithm 1's independence test.
     tol : absolute LCP tolerance, m/s².
     repair : run the Section 4.5 consistency repair when needed.
+    spread : ε ≥ 0, relative Tikhonov weight on the normal impulses (default 0: the paper's LCP).
+        Standing on more feet than the no-slip constraints need, the LCP has a whole set of
+        solutions and Algorithm 2 returns a vertex of it (two diagonal feet carrying a quadruped);
+        a compliant world (MuJoCo, a real floor) shares the load instead. With ε > 0 the LCP matrix
+        becomes BᵀB + ε·mean(diag BᵀB)·I, whose unique solution tends to the least-norm solution of
+        the original LCP as ε → 0; complementarity then holds to ε·f.
     """
 
     name = "noslip_lcp"
     no_slip = True
 
-    def __init__(self, *, rank_tol: float = 1e-8, tol: float = 1e-10, repair: bool = True) -> None:
+    def __init__(self, *, rank_tol: float = 1e-8, tol: float = 1e-10, repair: bool = True, spread: float = 0.0) -> None:
+        if not spread >= 0.0:
+            raise ConfigError(f"noslip_lcp option spread must be >= 0, got {spread!r}")
+        self.spread = float(spread)
         self.rank_tol = rank_tol
         self.tol = tol
         self.repair = repair
@@ -82,6 +92,9 @@ class NoSlipLCP(Formulation):
         B[:, negligible] = 0.0
         r = red.normal_rate(x_star) / dt  # force units: w [m/s²] = BᵀB f_N [N] + r
         warm = map_warm_start(self._previous_ids, self._previous_active, ids)
+        if self.spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
+            weight = self.spread * max(float(np.einsum("ij,ij->", B, B)) / n, np.finfo(float).tiny)
+            B = np.vstack([B, np.sqrt(weight) * np.eye(n)])
         lcp = ppm(B, r, warm, tol=self.tol)
         fallback = None
         if not lcp.found:
@@ -105,6 +118,7 @@ class NoSlipLCP(Formulation):
             lcp.z = np.zeros(n)
             lcp.active = []
         f_normal = lcp.z
+        B = B[: red.nb]  # without the spreading rows, if any
         x_next = x_star + dt * (B @ f_normal)
         tangential = np.zeros(2 * n)
         if len(sel):
