@@ -12,6 +12,10 @@ A launch file is TOML (see ``launch/*.toml``)::
     mu = 1.0                     # friction the controller assumes (inf = no slip)
     watchdog_ms = 20.0           # safe stop when no state arrives for this long
     penetration_tolerance = 0.0  # m of penetration left uncorrected (see InverseDynamicsController)
+    activation_distance = 1e-4   # m: a candidate contact enters the problem only if its predicted gap at the
+                                 # end of the period is at most this (omit: every candidate in the margin)
+    consistent_contact_velocity = false  # q̇_des starts from joint velocities that hold the active contacts still
+    gains = { kp = 1000.0, kd = 60.0 }   # PD(I) gains of q̈_des (default: the robot file's [gains])
     options = {}                 # formulation options
 
     [reference]
@@ -55,6 +59,9 @@ class ControllerSettings:
     mu: float = 1.0
     watchdog_ms: float = 20.0
     penetration_tolerance: float = 0.0
+    activation_distance: float | None = None
+    consistent_contact_velocity: bool = False
+    gains: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -177,6 +184,14 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: controller.penetration_tolerance must be in [0, 0.05) m, got {tol!r}")
     if not isinstance(controller.options, dict):
         raise ConfigError(f"{path}: controller.options must be a table")
+    act = controller.activation_distance
+    if act is not None and (not isinstance(act, (int, float)) or isinstance(act, bool) or not 0.0 <= act < 0.05):
+        raise ConfigError(f"{path}: controller.activation_distance must be in [0, 0.05) m, got {act!r}")
+    if not isinstance(controller.consistent_contact_velocity, bool):
+        raise ConfigError(f"{path}: controller.consistent_contact_velocity must be true or false")
+    gains = controller.gains
+    if not isinstance(gains, dict) or set(gains) - {"kp", "kd", "ki"}:
+        raise ConfigError(f"{path}: controller.gains must be a table with keys among kp, kd, ki, got {gains!r}")
 
     reference = ReferenceSettings(**_fields(_section(data, "reference", path), ReferenceSettings,
                                             f"{path} [reference]"))  # fmt: skip

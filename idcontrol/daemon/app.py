@@ -25,10 +25,14 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
     c = config.controller
     controller = InverseDynamicsController(
         robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt, formulation_options=c.options,
-        penetration_tolerance=float(c.penetration_tolerance),
+        penetration_tolerance=float(c.penetration_tolerance), activation_distance=c.activation_distance,
+        consistent_contact_velocity=c.consistent_contact_velocity,
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    return ControlCore(controller, reference, SafetySettings())
+    core = ControlCore(controller, reference, SafetySettings())
+    if c.gains:
+        core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain
+    return core
 
 
 def run_daemon(config: LaunchConfig) -> int:

@@ -97,6 +97,8 @@ class TrotGait(Reference):
         blend_fraction: float = 0.15,
         max_joint_acceleration: float = 2000.0,
         body_feedback: bool = True,
+        touchdown_search_speed: float = 0.1,
+        touchdown_search_depth: float = 0.02,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
@@ -126,6 +128,8 @@ class TrotGait(Reference):
             raise ConfigError("trot options: blend_fraction must be in (0, 0.5] and levelling_gain >= 0")
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
         self.body_feedback = bool(body_feedback)
+        self.search_speed = _positive("touchdown_search_speed", touchdown_search_speed)
+        self.search_depth = _positive("touchdown_search_depth", touchdown_search_depth)
 
         m = robot.model
         q_stand = robot.standing_configuration()
@@ -163,6 +167,13 @@ class TrotGait(Reference):
         self.waypoints: tuple[tuple[float, float], ...] | None = None
         self.set_waypoints(waypoints)
         self.reset()
+
+    def observe_contacts(self, contacts: object) -> None:
+        """Which feet the controller had among its active contacts: a planned stance foot lands when it
+        first appears there (until then it keeps descending, see ``touchdown_search_speed``)."""
+        spheres = contacts.sphere.tolist() if contacts is not None else []
+        for i, sphere in enumerate(self._foot_sphere):
+            self._touching[i] = sphere in spheres
 
     def contact_mask(self) -> Array | None:
         """Only the feet planned in stance may touch: a swing foot inside the detection margin
@@ -228,6 +239,8 @@ class TrotGait(Reference):
         self._p = [[x, y] for x, y, _ in self.nominal_feet]  # stance foot x-y in H at _tau
         self._liftoff = [(0.0, 0.0, 0.0, 0.0)] * n  # (x, y, ẋ, ẏ) in H at liftoff
         self._t_last = [-self.stand_time] * n  # gait time of the last touchdown (or start) / liftoff
+        self.landed = [True] * n  # a planned stance foot that has touched the ground since its touchdown
+        self._touching = [True] * n  # each foot among the controller's active contacts at the last tick
         D = self.duty_factor
         self._t_next = [((phi + D) % 1.0) * self.cycle_time for phi in self.touchdown_phases]  # first liftoff
         self._tau = -self.stand_time
@@ -303,9 +316,21 @@ class TrotGait(Reference):
                     p[0] = nx + 0.5 * T_st * (vx - wz * ny)
                     p[1] = ny + 0.5 * T_st * (vy + wz * nx)
                     t_next[i] = t_e + T_st
+                    self.landed[i] = False
                 in_stance[i] = not in_stance[i]
                 t_last[i] = t_a = t_e
-            if in_stance[i]:
+            if in_stance[i] and not self.landed[i]:
+                if self._touching[i] or tau - t_last[i] > self.search_depth / self.search_speed:
+                    self.landed[i] = True  # touched (or searched as deep as allowed): stance from now on
+                    t_last[i] = tau
+            if in_stance[i] and not self.landed[i]:  # late touchdown: keep descending until the ground is found
+                _advance(p, vx, vy, wz, tau - t_a)
+                px, py = p[0], p[1]
+                pz = nz - self.search_speed * (tau - t_last[i])
+                vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, -self.search_speed
+                axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+                w = wd = wdd = 0.0
+            elif in_stance[i]:
                 _advance(p, vx, vy, wz, tau - t_a)
                 px, py, pz = p[0], p[1], nz
                 vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, 0.0
