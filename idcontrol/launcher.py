@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,20 @@ def check_endpoints_free(config: LaunchConfig) -> None:
 
 
 class Launch:
-    """One launched run. ``overrides`` are passed on to both child processes."""
+    """One launched run. ``overrides`` are passed on to both child processes; ``prepare`` is called with
+    the admin client once the bridge is connected, before the robot is started (e.g. to set gains)."""
 
-    def __init__(self, config: LaunchConfig, overrides: list[str], live: bool = True) -> None:
+    def __init__(
+        self,
+        config: LaunchConfig,
+        overrides: list[str],
+        live: bool = True,
+        prepare: Callable[[AdminClient], None] | None = None,
+    ) -> None:
         self.config = config
         self.overrides = overrides
         self.live = live
+        self.prepare = prepare
         self.daemon: subprocess.Popen | None = None
         self.bridge: subprocess.Popen | None = None
         self._interrupted = False
@@ -91,6 +100,8 @@ class Launch:
             self._wait_daemon_ready(admin)
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
+            if self.prepare is not None:
+                self.prepare(admin)
             status = admin.request("start")
             status = admin.request("status")
             t0 = status["t"]

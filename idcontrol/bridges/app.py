@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import logging
 
-from idcontrol.bridges.loop import run_bridge
+from idcontrol.bridges.loop import Simulator, run_bridge
+from idcontrol.bridges.simulators import make_simulator
 from idcontrol.launch_file import LaunchConfig
 from idcontrol.robot.model import RobotModel
+
+
+def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
+    """The launch file's simulator (``[bridge]`` kind, friction, substeps; its movable bodies if ``objects``)."""
+    b = config.bridge
+    return make_simulator(b.kind, robot, mu=b.mu, timestep=config.controller.dt / b.substeps,
+                          with_objects=config.objects, object_mu=b.mu)  # fmt: skip
 
 
 def run_bridge_process(config: LaunchConfig) -> int:
     """Build the launch file's simulator and serve it to the daemon until SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s bridge %(levelname)s %(message)s")
-    from idcontrol.bridges.mujoco_sim import MujocoSim
-
     robot = RobotModel(config.robot)
     b = config.bridge
-    sim = MujocoSim(
-        robot, mu=b.mu, timestep=config.controller.dt / b.substeps, with_objects=config.objects, object_mu=b.mu
-    )
+    sim = simulator_for(config, robot)
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
                       substeps=b.substeps, late_limit=b.late_limit)  # fmt: skip
