@@ -1,0 +1,307 @@
+"""Run a robot in closed loop and record it: in process, or as daemon + bridge processes over the protocol.
+
+Both runners take a :class:`~idcontrol.launch_file.LaunchConfig` (read from a launch file with
+:func:`~idcontrol.launch_file.load_launch`, or built by :func:`loop_config`) and assemble the controller
+the way the daemon does (:func:`idcontrol.daemon.app.build_core`), so a test exercises the same core
+that runs on the robot.
+
+* :func:`run_in_process`: the simulator's state goes straight into :meth:`ControlCore.tick` and the
+  command back into ``step``; no sockets, deterministic, fast.
+* :func:`run_over_protocol`: ``idcontrol launch``'s daemon and bridge processes on private ``ipc://``
+  endpoints; the rows come from the telemetry channel (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.bridges.loop import Simulator
+from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.errors import ConfigError, IdControlError
+from idcontrol.launch_file import BridgeSettings, ControllerSettings, LaunchConfig, ReferenceSettings, load_launch
+from idcontrol.protocol import MODE_RUN, StateMessage
+from idcontrol.reference import Reference
+from idcontrol.robot.model import RobotModel
+from idcontrol.testing.run import ClosedLoopRun, RunRecorder
+
+Gains = tuple[float, float] | dict[str, object]
+
+
+def loop_config(
+    robot: str,
+    *,
+    formulation: str = "two_stage_qp",
+    reference: str = "hold",
+    reference_options: dict[str, Any] | None = None,
+    formulation_options: dict[str, Any] | None = None,
+    mu: float = 1.0,
+    sim_mu: float | None = None,
+    penetration_tolerance: float = 0.0,
+    objects: bool = False,
+    simulator: str = "mujoco",
+    rate_hz: float = 1000.0,
+    substeps: int = 1,
+    duration: float = 1.0,
+) -> LaunchConfig:
+    """A launch configuration in code, with a launch file's defaults (see :mod:`idcontrol.launch_file`).
+
+    robot : a robot of robots/ or the path of a robot.toml.  mu : the friction the controller assumes;
+    sim_mu : the simulator's (default: ``mu``).  objects : the robot file's movable bodies are in the world.
+    """
+    return LaunchConfig(
+        path=Path("<loop_config>"),
+        robot=robot,
+        duration=float(duration),
+        objects=objects,
+        controller=ControllerSettings(
+            formulation=formulation,
+            rate_hz=rate_hz,
+            mu=mu,
+            penetration_tolerance=penetration_tolerance,
+            options=dict(formulation_options or {}),
+        ),
+        reference=ReferenceSettings(name=reference, options=dict(reference_options or {})),
+        bridge=BridgeSettings(kind=simulator, mu=mu if sim_mu is None else sim_mu, substeps=substeps),
+        endpoints=Endpoints(),
+    )
+
+
+def _gains(gains: Gains | None) -> dict[str, object]:
+    if gains is None:
+        return {}
+    return dict(gains) if isinstance(gains, dict) else {"kp": gains[0], "kd": gains[1]}
+
+
+# ---------------------------------------------------------------------------------------------------- in process
+def run_in_process(
+    config: LaunchConfig,
+    seconds: float | None = None,
+    *,
+    robot: RobotModel | None = None,
+    simulator: Simulator | str | None = None,
+    gains: Gains | None = None,
+    reference: Reference | None = None,
+    until: Callable[[Any], bool] | None = None,
+) -> ClosedLoopRun:
+    """Run ``seconds`` of simulated time (default: the config's duration) or until the core leaves run mode.
+
+    robot : a loaded model to reuse (default: loaded from ``config.robot``).
+    simulator : a back end name for :func:`~idcontrol.bridges.simulators.make_simulator` (default: the
+        config's ``[bridge] kind``) or a ready object satisfying :class:`~idcontrol.bridges.loop.Simulator`.
+    gains : (kp, kd) or a dict of kp/kd/ki replacing the robot file's PD(I) gains.
+    reference : your own :class:`~idcontrol.reference.Reference`, in place of the config's ``[reference]``.
+    until : called with each simulator state before its tick; the run ends when it returns True.
+    """
+    from idcontrol.bridges.app import simulator_for
+    from idcontrol.bridges.simulators import make_simulator
+    from idcontrol.daemon.app import build_core
+
+    robot = robot or RobotModel(config.robot)
+    seconds = config.duration if seconds is None else seconds
+    core = build_core(config, robot)
+    if gains is not None:
+        core.set_gains(**_gains(gains))
+    if reference is not None:
+        core.reference = reference
+    if simulator is None:
+        sim = simulator_for(config, robot)
+    elif isinstance(simulator, str):
+        b = config.bridge
+        sim = make_simulator(simulator, robot, mu=b.mu, timestep=config.controller.dt / b.substeps,
+                             with_objects=config.objects, object_mu=b.mu)  # fmt: skip
+    else:
+        sim = simulator
+    recorder = RunRecorder(robot)
+    substeps = config.bridge.substeps
+    core.start(0.0)
+    end_reason = "duration reached"
+    for i in range(int(round(seconds / core.dt))):
+        s = sim.state()
+        if until is not None and until(s):
+            end_reason = "until() returned True"
+            break
+        started = time.perf_counter()
+        out = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t)
+        compute_us = (time.perf_counter() - started) * 1e6
+        result, contacts = out.result, core.controller.last_contacts
+        in_contact = result is not None and contacts is not None
+        recorder.add(
+            t=s.t, q=s.q, v=s.v, tau=out.tau, mode=out.mode, clipped=out.clipped, compute_us=compute_us,
+            q_ref=out.target.q_ref if out.target is not None else None, qdd_des=out.qdd_des,
+            found=bool(result is not None and result.found),
+            timings_us={k: v * 1e6 for k, v in result.timings.items()} if result is not None else None,
+            sensed=s.contact_forces,
+            contact_sphere=contacts.sphere if in_contact else None,
+            contact_normal=contacts.normals if in_contact else None,
+            contact_phi=contacts.phi if in_contact else None,
+            contact_force=result.force_in_world if in_contact else None,
+            objects={name: o.position for name, o in s.objects.items()},
+        )  # fmt: skip
+        if out.mode != MODE_RUN:
+            end_reason = core.reason
+            break
+        for _ in range(substeps):
+            sim.step(out.tau)
+    return recorder.finish(
+        transport="in_process", formulation=core.controller.formulation.name, dt=core.dt,
+        mu=config.controller.mu, q_end=np.array(sim.state().q), summary=core.metrics.summary(),
+        end_reason=end_reason,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------- processes
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else "nan" if math.isnan(value) else repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    raise ConfigError(f"cannot write {value!r} ({type(value).__name__}) to a launch file")
+
+
+def launch_file_text(config: LaunchConfig) -> str:
+    """The launch file (TOML) that :func:`~idcontrol.launch_file.load_launch` reads back as ``config``."""
+    lines = [f"robot = {_toml(config.robot)}", f"duration = {_toml(config.duration)}",
+             f"objects = {_toml(config.objects)}"]  # fmt: skip
+    for section in ("controller", "reference", "bridge", "endpoints"):
+        settings = getattr(config, section)
+        lines.append(f"\n[{section}]")
+        for name in settings.__dataclass_fields__:
+            value = getattr(settings, name)
+            if value is not None:
+                lines.append(f"{name} = {_toml(value)}")
+    return "\n".join(lines) + "\n"
+
+
+class TelemetryCollector:
+    """Subscribes to the daemon's telemetry and keeps every raw record (a thread drains the socket)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.setsockopt(zmq.RCVHWM, 0)  # keep everything: the run is bounded
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self.socket.connect(endpoint)
+        self.records: list[bytes] = []
+        self._last_record = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="telemetry", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            if self.socket.poll(50):
+                self.records.append(self.socket.recv())
+                self._last_record = time.monotonic()
+
+    def stop(self, quiet_s: float = 0.2) -> list[bytes]:
+        """Stop once nothing has arrived for ``quiet_s``; return the records in arrival order."""
+        while time.monotonic() - self._last_record < quiet_s:
+            time.sleep(quiet_s / 4)
+        self._stop.set()
+        self._thread.join()
+        self.socket.close(linger=0)
+        return self.records
+
+
+def run_over_protocol(
+    config: LaunchConfig,
+    seconds: float | None = None,
+    *,
+    gains: Gains | None = None,
+) -> ClosedLoopRun:
+    """Run the config's daemon and bridge as processes (as ``idcontrol launch`` does) for ``seconds`` of bridge
+    time (default: the config's duration), on private ``ipc://`` endpoints, and record the telemetry.
+
+    The rows run from the first run-mode record to the last one within ``seconds`` (or the first record
+    after the daemon left run mode). ``summary`` is the daemon's ``stats`` for the whole run. Raises
+    :class:`~idcontrol.errors.IdControlError` when a process fails to start or exits early.
+    """
+    from idcontrol.launcher import Launch
+
+    seconds = config.duration if seconds is None else seconds
+    robot = RobotModel(config.robot)
+    gain_fields = _gains(gains)
+    with tempfile.TemporaryDirectory(prefix="idc-") as folder:  # short: ipc paths are limited to ~100 bytes
+        endpoints = Endpoints(
+            control=f"ipc://{folder}/control", admin=f"ipc://{folder}/admin", telemetry=f"ipc://{folder}/telemetry",
+            reference=f"ipc://{folder}/reference" if config.endpoints.reference else None,
+        )  # fmt: skip
+        path = Path(folder) / "launch.toml"
+        path.write_text(launch_file_text(replace(config, duration=float(seconds), endpoints=endpoints)))
+        prepare = (lambda admin: admin.request("set_gains", **gain_fields)) if gain_fields else None
+        launch = Launch(load_launch(path), [], live=False, prepare=prepare)
+        collector = TelemetryCollector(endpoints.telemetry)
+        try:
+            summary = launch.run()
+        finally:
+            records = collector.stop()
+    return _run_from_telemetry(robot, config, records, seconds, summary)
+
+
+def _run_from_telemetry(
+    robot: RobotModel, config: LaunchConfig, raw: list[bytes], seconds: float, summary: dict[str, Any]
+) -> ClosedLoopRun:
+    recorder = RunRecorder(robot)
+    nq, nv, nu, k = robot.nq, robot.nv, robot.nu, len(robot.sphere_names)
+    t0 = None
+    seqs = []
+    for message in (wire.unpack(r, ("telemetry",)) for r in raw):
+        mode = message["mode"]
+        if t0 is None:
+            if mode != MODE_RUN:
+                continue  # before the start
+            t0 = message["t"]
+        if message["t"] - t0 > seconds - 0.5 * config.controller.dt:
+            break
+        labels = message.get("contact_ids")
+        contacts = {}
+        if labels is not None:
+            n = len(labels)
+            force = message["force_world"]
+            contacts = {
+                "contact_sphere": np.array([recorder.sphere_of(label) for label in labels], dtype=np.intp),
+                "contact_normal": wire.get_array(message, "contact_normals", 3 * n).reshape(n, 3),
+                "contact_phi": wire.get_array(message, "contact_phi", n),
+                "contact_force": wire.get_array(message, "force_world", 3 * n).reshape(n, 3) if force else None,
+            }
+        recorder.add(
+            t=message["t"], q=wire.get_array(message, "q", nq), v=wire.get_array(message, "qd", nv),
+            tau=wire.get_array(message, "tau", nu), mode=mode, clipped=message["clipped"],
+            compute_us=message["compute_us"],
+            q_ref=wire.get_array(message, "q_ref", nu) if "q_ref" in message else None,
+            qdd_des=wire.get_array(message, "qdd_des", nu) if "qdd_des" in message else None,
+            found=bool(message.get("found", False)), timings_us=message.get("timings_us"),
+            sensed=wire.get_array(message, "sensed_forces", 3 * k) if "sensed_forces" in message else None,
+            **contacts,
+        )  # fmt: skip
+        seqs.append(message["seq"])
+        if mode != MODE_RUN:
+            break
+    if not seqs:
+        raise IdControlError(f"no run-mode telemetry was recorded (the run ended: {summary.get('end')})")
+    q_end = recorder.rows["q"][-1]
+    return recorder.finish(
+        transport="protocol", formulation=str(summary["formulation"]), dt=config.controller.dt,
+        mu=config.controller.mu, q_end=q_end, summary=summary, end_reason=str(summary.get("end", "")),
+        missing_records=int(seqs[-1] - seqs[0] + 1 - len(seqs)),
+    )  # fmt: skip
