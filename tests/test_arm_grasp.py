@@ -1,6 +1,7 @@
 """The arm holds the 6000 kg/m³ box in MuJoCo while following its 3 Hz sinusoid (paper Sections 7.1-7.2, 7.6).
 
-In-process closed loop: MujocoSim → ControlCore (two-stage QP) → MujocoSim, 1 kHz, real MuJoCo.
+In-process closed loop through the test harness (idcontrol.testing): MujocoSim → ControlCore (two-stage QP)
+→ MujocoSim, 1 kHz, real MuJoCo.
 
 "Dropped" (criterion used throughout): the box centre is more than 1 cm from the centroid of the four
 fingertip-sphere centres.
@@ -10,15 +11,13 @@ Needed beyond this suite's files:
 * penetrations of MuJoCo's soft contact (tens of µm under the grip force) must not be pushed out within
   one tick: the paper's N v⁺ ≥ −φ⁻/Δt would ask 3 cm/s of separation from *both* opposing fingers, an
   infeasible or near-singular solve with kilonewton forces (measured: the box is flung within 0.06 s).
-  The controller's ``penetration_tolerance`` (spec section 9, item 31) is set to 1 mm; where the controller
-  predates that option, :func:`penetration_floor` applies the equivalent φ ← max(φ, 0).
+  The controller's ``penetration_tolerance`` (spec section 9, item 31) is set to 1 mm.
 * the simulator's box friction is set with ``object_mu`` (the bridge's ``mu`` only reaches the floor, which
   the fixed-base arm does not have).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import replace
 
@@ -26,69 +25,37 @@ import numpy as np
 import pytest
 
 from idcontrol.bridges.mujoco_sim import MujocoSim
-from idcontrol.contacts import detection
 from idcontrol.contacts.world import Environment, MovableBody
 from idcontrol.controller import InverseDynamicsController, RobotState
-from idcontrol.daemon.core import ControlCore
-from idcontrol.protocol import StateMessage
-from idcontrol.reference import ArmSinusoid, make_reference
+from idcontrol.reference import ArmSinusoid
 from idcontrol.robot.model import RobotModel
+from idcontrol.testing import assert_stays_in_run, loop_config, run_in_process
 
 DROP_DISTANCE = 0.01  # m, box centre to fingertip centroid
-
-
 PENETRATION_TOLERANCE = 1e-3  # m: MuJoCo's grasp penetrations are 0.03-0.1 mm; 0.1 mm still drops at μ = 1
-HAS_TOLERANCE = "penetration_tolerance" in inspect.signature(InverseDynamicsController.__init__).parameters
-
-
-@pytest.fixture(autouse=True)
-def penetration_floor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only for a controller without ``penetration_tolerance``: φ ← max(φ, 0) in the detector instead."""
-    if HAS_TOLERANCE:
-        return
-    detect = detection.ContactDetector.detect
-
-    def floored(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        contacts = detect(self, *args, **kwargs)
-        contacts.phi = np.maximum(contacts.phi, 0.0)
-        return contacts
-
-    monkeypatch.setattr(detection.ContactDetector, "detect", floored)
 
 
 def run_grasp(arm: RobotModel, sim_mu: float, ctrl_mu: float, seconds: float, formulation: str = "two_stage_qp",
               stop_when_dropped: bool = False) -> dict:  # fmt: skip
     """Close the loop for ``seconds``; returns drop time (or None), max distance (m), clip count, tracking error."""
-    sim = MujocoSim(arm, mu=sim_mu, with_objects=True, object_mu=sim_mu)
-    env = Environment.flat_ground(ctrl_mu, tuple(MovableBody(replace(o, mu=ctrl_mu)) for o in arm.config.objects))
-    options = {"penetration_tolerance": PENETRATION_TOLERANCE} if HAS_TOLERANCE else {}
-    controller = InverseDynamicsController(arm, env, formulation=formulation, **options)
-    reference = make_reference("arm_sinusoid", arm)
-    core = ControlCore(controller, reference)
-    core.start(0.0)
-    dropped, max_distance, clipped, predicted = None, 0.0, 0, []
-    for i in range(int(round(seconds / controller.dt))):
-        s = sim.state()
+    config = loop_config("arm", formulation=formulation, reference="arm_sinusoid", mu=ctrl_mu, sim_mu=sim_mu,
+                         objects=True, penetration_tolerance=PENETRATION_TOLERANCE)  # fmt: skip
+    distances: list[tuple[float, float]] = []  # (t, box centre to fingertip centroid) of every state
+
+    def observe(s) -> bool:  # noqa: ANN001
         arm.update(s.q, s.v)
         distance = float(np.linalg.norm(s.objects["box"].position - arm.sphere_centers_in_world.mean(axis=0)))
-        max_distance = max(max_distance, distance)
-        if dropped is None and distance > DROP_DISTANCE:
-            dropped = s.t
-            if stop_when_dropped:
-                break
-        out = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t)
-        reference.observe_contacts(controller.last_contacts)
-        assert out.mode == "run", out.note
-        clipped += out.clipped
-        if out.result is not None and out.result.contact_count:
-            predicted.append(float(np.sum(out.result.f_normal)))
-        sim.step(out.tau)
+        distances.append((s.t, distance))
+        return stop_when_dropped and distance > DROP_DISTANCE
+
+    run = run_in_process(config, seconds, robot=arm, until=observe)
+    assert_stays_in_run(run)
+    dropped = next((t for t, d in distances if d > DROP_DISTANCE), None)
     return {
         "dropped": dropped,
-        "max_distance": max_distance,
-        "clipped": clipped,
-        "tracking": core.metrics.summary()["tracking_error_rad"],
-        "normal_force": float(np.mean(predicted)) if predicted else 0.0,
+        "max_distance": max(d for _, d in distances),
+        "clipped": run.clip_count,
+        "tracking": run.summary["tracking_error_rad"],
     }
 
 

@@ -102,7 +102,8 @@ def run_in_process(
         config's ``[bridge] kind``) or a ready object satisfying :class:`~idcontrol.bridges.loop.Simulator`.
     gains : (kp, kd) or a dict of kp/kd/ki replacing the robot file's PD(I) gains.
     reference : your own :class:`~idcontrol.reference.Reference`, in place of the config's ``[reference]``.
-    until : called with each simulator state before its tick; the run ends when it returns True.
+    until : called with each simulator state before its tick (a place to measure what the rows do not hold);
+        the run ends, without ticking that state, when it returns True.
     """
     from idcontrol.bridges.app import simulator_for
     from idcontrol.bridges.simulators import make_simulator
