@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +29,9 @@ from idcontrol.testing import (
 )
 from idcontrol.testing.runners import launch_file_text
 
+pytest_plugins = ("pytester",)
+
+REPO = Path(__file__).resolve().parents[1]
 STAND = loop_config("quadruped", reference="hold", penetration_tolerance=0.001)
 
 
@@ -148,3 +154,16 @@ def test_over_protocol_matches_in_process(quadruped):
     np.testing.assert_allclose(over.force_sensed, local.force_sensed, atol=1e-6)
     assert_no_fall(over)
     assert_friction_cone(over, "sensed")
+
+
+def test_the_guides_example_passes_for_a_robot_of_its_own(pytester):
+    """docs/testing.md's example test file, run by pytest with the plugin, passes on a copy of the quadruped."""
+    guide = (REPO / "docs" / "testing.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", guide, flags=re.S)
+    mybot = pytester.path / "robots" / "mybot"
+    shutil.copytree(REPO / "robots" / "quadruped", mybot)
+    toml = mybot / "robot.toml"
+    toml.write_text(toml.read_text().replace('name = "quadruped"', 'name = "mybot"'))
+    pytester.makepyfile(test_mybot=example)
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
