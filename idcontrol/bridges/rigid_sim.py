@@ -1,0 +1,341 @@
+"""Rigid-contact time-stepping simulator: the contact model of the paper's simulator (Moby), matched to the controller.
+
+Each step of length Δt solves one velocity-level impulse LCP, the Stewart–Trinkle /
+Anitescu–Potra model with a four-facet friction pyramid (spec §2.8, §4.1–4.3, with
+the joint torques given instead of the desired velocities)::
+
+    v⁺ = v* + Δt M⁻¹ (Nᵀ f_N + Fᵀ f_F),   v* = v + Δt M⁻¹ (Pᵀ τ − h)
+    0 ≤ f_N ⊥ N v⁺ + φ/Δt ≥ 0                 non-penetration, with the gap of every candidate
+    0 ≤ f_F ⊥ F v⁺ + E λ ≥ 0                  F = [S; −S; T; −T]: friction opposes the sliding velocity
+    0 ≤ λ  ⊥ μ f_N − Eᵀ f_F ≥ 0              λ ≈ the sliding speed; |f_S| + |f_T| ≤ μ f_N (the pyramid)
+
+over z = [f_N (n); f_F (4n, [S+; S−; T+; T−]); λ (one per finite-μ contact)], in force units
+(impulse / Δt). A contact with μ = ∞ has no λ row: its tangential velocity is zero. The LCP
+matrix is [N; F] M⁻¹ [N; F]ᵀ plus the E / μ blocks: copositive, solved by the project's
+Lemke (lexicographic anti-cycling, Tikhonov fallback); a step first tries the previous
+step's active set, which is verified like any solution and gives way to Lemke when it fails.
+Then q⁺ = q ⊕ Δt v⁺ (``pin.integrate``: semi-implicit Euler on the manifold).
+
+The model is the controller's: same URDF (Pinocchio M and h, updated in place), same
+contact spheres, same contact detection, Jacobian rows and tangent axes
+(:class:`~idcontrol.contacts.detection.ContactDetector`), same worlds (half-spaces, height
+maps, boxes; μ per surface). Movable bodies (``[[objects]]``) are six extra DoFs, velocity
+[v_com; ω] in world axes as in the controller, integrated with the exponential map. Not
+modelled: joint limits, joint damping/friction, contacts between movable bodies and static
+surfaces (only the robot's spheres collide).
+
+State exchange uses idcontrol's (Pinocchio) conventions, see :class:`RigidSimState`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pinocchio as pin
+from numpy.typing import NDArray
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
+
+from idcontrol.contacts.detection import ContactDetector, ContactSet
+from idcontrol.contacts.world import Environment, MovableBody, ObjectState
+from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.robot.model import RobotModel
+from idcontrol.solvers.lcp import lcp_residuals
+from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, residual_scales
+
+Array = NDArray[np.float64]
+
+
+class ContactSolveFailed(IdControlError):
+    """The step's contact LCP had no solution Lemke (with regularization) could find; the state is unchanged."""
+
+
+@dataclass(frozen=True)
+class RigidSimState:
+    """A snapshot of the simulation in idcontrol's conventions (fresh arrays), as :class:`MujocoSim`'s ``SimState``.
+
+    t : simulation time, s.
+    q : (nq,) Pinocchio configuration (floating base: position, quaternion x y z w, joints).
+    v : (nv,) Pinocchio velocity (floating base: linear and angular velocity in the base frame, joints).
+    objects : movable bodies by name (world frame, centre-of-mass velocities).
+    contact_forces : (k, 3) force the environment applied on each contact sphere during the last step,
+        world frame, N, in ``robot.toml`` order.
+    """
+
+    t: float
+    q: Array
+    v: Array
+    objects: dict[str, ObjectState]
+    contact_forces: Array
+
+
+@dataclass
+class ContactStep:
+    """The contact LCP of the last step and its solution (force units: impulse / Δt).
+
+    contacts : the candidate contacts at the start of the step.
+    Q, q : the LCP, ``w = Q z + q``; z = [f_N; f_F (4n, [S+; S−; T+; T−]); λ (finite-μ contacts)].
+    z, w : its solution.
+    f_normal, f_s, f_t : (n,) normal and signed tangential forces along n̂, ŝ, t̂, N.
+    finite : indices of the contacts with finite μ (the λ rows, in order).
+    pivots : Lemke pivots (0 when the previous step's active set solved this one).
+    regularization : Tikhonov ε Lemke needed (0 if none).
+    """
+
+    contacts: ContactSet
+    Q: Array
+    q: Array
+    z: Array
+    w: Array
+    f_normal: Array
+    f_s: Array
+    f_t: Array
+    finite: Array
+    pivots: int = 0
+    regularization: float = 0.0
+
+
+@dataclass
+class _Body:
+    """A movable body's state during the run (world frame)."""
+
+    body: MovableBody
+    position: Array
+    rotation: Array
+    velocity: Array = field(default_factory=lambda: np.zeros(6))  # [v_com; ω], world axes
+
+    def state(self) -> ObjectState:
+        quat = pin.Quaternion(self.rotation)
+        return ObjectState(self.position.copy(), np.array([quat.x, quat.y, quat.z, quat.w]),
+                           self.velocity[:3].copy(), self.velocity[3:].copy())  # fmt: skip
+
+
+def pyramid_lcp(
+    R_w: Array, normal_rate: Array, tangent_rate: tuple[Array, Array], mu: Array, dt: float
+) -> tuple[Array, Array, Array]:
+    """The step's LCP (Q, q) in force units and the indices of the finite-μ contacts.
+
+    R_w : (m, 5n) whitened columns L⁻¹[Nᵀ, Sᵀ, −Sᵀ, Tᵀ, −Tᵀ] (M = L Lᵀ), so R M⁻¹ Rᵀ = R_wᵀ R_w.
+    normal_rate : (n,) N v* + φ/Δt, m/s; tangent_rate : (S v*, T v*), each (n,), m/s.
+    mu : (n,) friction coefficients (inf: no λ row).
+    """
+    n = len(mu)
+    finite = np.flatnonzero(np.isfinite(mu))
+    size = 5 * n + len(finite)
+    Q = np.zeros((size, size))
+    Q[: 5 * n, : 5 * n] = R_w.T @ R_w
+    lam = 5 * n + np.arange(len(finite))
+    for direction in range(1, 5):  # E and −Eᵀ
+        Q[direction * n + finite, lam] = 1.0
+        Q[lam, direction * n + finite] = -1.0
+    Q[lam, finite] = mu[finite]
+    s_rate, t_rate = tangent_rate
+    q = np.concatenate([normal_rate, s_rate, -s_rate, t_rate, -t_rate, np.zeros(len(finite))]) / dt
+    return Q, q, finite
+
+
+def solve_from_active_set(Q: Array, q: Array, active: Array) -> tuple[Array, Array] | None:
+    """The LCP solution with z > 0 exactly on ``active`` (w = 0 there), or None if that guess is not one.
+
+    Solves Q_AA z_A = −q_A and accepts the point only if it passes the residual test of
+    :func:`~idcontrol.solvers.lemke.lemke` (z ≥ 0, w ≥ 0, zᵀw = 0 to :data:`ACCEPT_TOL`, relative).
+    """
+    n = len(q)
+    z = np.zeros(n)
+    if active.size:
+        try:
+            z[active] = np.linalg.solve(Q[np.ix_(active, active)], -q[active])
+        except np.linalg.LinAlgError:
+            return None
+    if not np.all(np.isfinite(z)):
+        return None
+    z = np.maximum(z, 0.0)
+    w = Q @ z + q
+    z_scale, w_scale = residual_scales(Q, q, z)
+    w[np.abs(w) <= 1e-12 * w_scale] = 0.0
+    res = lcp_residuals(Q, q, z, w)
+    rel = max(res.w_negativity / w_scale, res.complementarity / (z_scale * w_scale))
+    return (z, w) if rel <= ACCEPT_TOL else None
+
+
+class RigidSim:
+    """A rigid-contact simulation of an idcontrol robot, stepped with joint torques.
+
+    Parameters
+    ----------
+    robot : the robot model, or a robot name / robot.toml path.
+    mu : friction coefficient of the default flat ground (``math.inf``: no slip); ignored with ``environment``.
+    timestep : Δt, s.
+    with_objects : the robot configuration's ``[[objects]]`` are movable bodies of the world.
+    object_mu : friction coefficient of every object (default: each object's configured ``mu``).
+    environment : the world (default: flat ground z = 0 for a floating-base robot, nothing for a fixed
+        base, plus the objects); it must not hold objects when ``with_objects`` adds them.
+    margin : candidate-contact distance, m (a body falling faster than margin / Δt may pass through).
+    initial : (nq,) configuration :meth:`reset` returns to (default: the standing posture, raised
+        so that no sphere penetrates the terrain).
+    """
+
+    def __init__(
+        self,
+        robot: RobotModel | str,
+        mu: float = 1.0,
+        timestep: float = 1e-3,
+        with_objects: bool = False,
+        *,
+        object_mu: float | None = None,
+        environment: Environment | None = None,
+        margin: float = 0.005,
+        initial: Array | None = None,
+    ) -> None:
+        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        r = self.robot
+        if not timestep > 0.0:
+            raise ConfigError(f"timestep must be > 0 s, got {timestep}")
+        if not mu >= 0.0:
+            raise ConfigError(f"floor: mu must be >= 0 (inf allowed), got {mu}")
+        self.dt = float(timestep)
+        objects = ()
+        if with_objects:
+            objects = tuple(MovableBody(o if object_mu is None else replace(o, mu=object_mu))
+                            for o in r.config.objects)  # fmt: skip
+        if environment is None:
+            environment = Environment.flat_ground(mu, objects) if r.floating_base else Environment((), objects)
+        elif objects:
+            if environment.objects:
+                raise ConfigError("with_objects adds the robot's objects to an environment that already has some")
+            environment = Environment(environment.surfaces, objects, environment.gravity)
+        self.environment = environment
+        self.detector = ContactDetector(r, environment, margin=margin)
+        self.m = r.nv + 6 * len(environment.objects)
+        self._act = np.asarray(r.actuated_dofs, dtype=np.intp)
+        self._f = np.empty(self.m)  # Pᵀτ − h (and the objects' f_ext), N / N·m
+        self._M = np.zeros((self.m, self.m))
+        self._forces = np.zeros((len(r.sphere_names), 3))
+        self.last_step: ContactStep | None = None
+        self._warm: tuple[tuple, Array] | None = None  # the last step's contact identities and active set
+        self.initial = self._lifted_standing() if initial is None else r.check_state(initial, np.zeros(r.nv))[0]
+        self.reset()
+
+    def _lifted_standing(self) -> Array:
+        """The standing posture, a floating base raised until no sphere penetrates the terrain."""
+        r = self.robot
+        q = r.standing_configuration()
+        if r.floating_base:
+            r.update(q, np.zeros(r.nv))
+            contacts = self.detector.detect({b.name: b.initial_state() for b in self.environment.objects})
+            if contacts.n and contacts.phi.min() < 0.0:
+                q[2] -= contacts.phi.min() / max(float(contacts.normals[np.argmin(contacts.phi), 2]), 1e-3)
+        return q
+
+    # ------------------------------------------------------------------ state exchange
+    @property
+    def time(self) -> float:
+        """Simulation time, s."""
+        return self._t
+
+    def reset(
+        self, q: Array | None = None, v: Array | None = None, objects: dict[str, ObjectState] | None = None
+    ) -> None:
+        """Restart at time 0 from ``q`` (nq,), ``v`` (nv,) (default: ``initial``, at rest) and object states."""
+        r = self.robot
+        q = self.initial if q is None else q
+        v = np.zeros(r.nv) if v is None else v
+        q, v = r.check_state(q, v)
+        self._q, self._v = q.copy(), v.copy()
+        objects = objects or {}
+        for name in objects:
+            self.environment.object_index(name)
+        self._bodies = []
+        for body in self.environment.objects:
+            s = objects.get(body.name, body.initial_state()).validated(body.name)
+            velocity = np.concatenate([s.linear_velocity, s.angular_velocity])
+            self._bodies.append(_Body(body, s.position.copy(), s.rotation.copy(), velocity))
+        self._t = 0.0
+        self._forces[:] = 0.0
+        self._warm = None
+        self.last_step = None
+
+    def object_states(self) -> dict[str, ObjectState]:
+        return {b.body.name: b.state() for b in self._bodies}
+
+    def state(self) -> RigidSimState:
+        """The current state (fresh arrays) in idcontrol's conventions."""
+        return RigidSimState(self._t, self._q.copy(), self._v.copy(), self.object_states(), self._forces.copy())
+
+    def contact_forces(self) -> Array:
+        """(k, 3) force the environment applied on each contact sphere during the last step, world frame, N."""
+        return self._forces.copy()
+
+    def fell(self, min_base_height: float) -> bool:
+        """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
+        if not self.robot.floating_base:
+            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
+        return not (np.all(np.isfinite(self._q)) and self._q[2] >= min_base_height)
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, tau: Array) -> None:
+        """Advance by Δt with joint torques ``tau`` (nu,), N·m, clipped to the robot's limits.
+
+        Raises :class:`ContactSolveFailed` (state unchanged) if the contact LCP cannot be solved.
+        """
+        r, dt, nv = self.robot, self.dt, self.robot.nv
+        tau = np.clip(np.asarray(tau, dtype=float), -r.torque_limits, r.torque_limits)
+        if tau.shape != (r.nu,):
+            raise InputError(f"tau must have shape ({r.nu},), got {tau.shape}")
+        r.update(self._q, self._v)
+        M, f, v = self._M, self._f, np.empty(self.m)
+        M[:nv, :nv] = r.M
+        np.negative(r.bias, out=f[:nv])
+        f[self._act] += tau
+        v[:nv] = self._v
+        for i, b in enumerate(self._bodies):
+            block = slice(nv + 6 * i, nv + 6 * i + 6)
+            M[block, block] = b.body.inertia(b.rotation)
+            f[block] = b.body.external_force(b.rotation, b.velocity[3:], self.environment.gravity)
+            v[block] = b.velocity
+        objects = {b.body.name: b.state() for b in self._bodies} if self._bodies else None
+        contacts = self.detector.detect(objects)
+        factor = cho_factor(M, lower=True, check_finite=False)
+        v_free = v + dt * cho_solve(factor, f, check_finite=False)
+        self._forces[:] = 0.0
+        if contacts.n == 0:
+            self.last_step = None
+            self._advance(v_free)
+        else:
+            self._advance(self._solve_contacts(contacts, objects, factor, v_free))
+
+    def _solve_contacts(self, contacts: ContactSet, objects, factor, v_free: Array) -> Array:
+        """Solve the step's LCP; fill the per-sphere forces and ``last_step``; return v⁺ (m,)."""
+        dt, n = self.dt, contacts.n
+        N, S, T = self.detector.rows(contacts, objects)
+        R = np.vstack([N, S, -S, T, -T])  # (5n, m)
+        R_w = solve_triangular(factor[0], R.T, lower=True, check_finite=False)
+        Q, q, finite = pyramid_lcp(R_w, N @ v_free + contacts.phi / dt, (S @ v_free, T @ v_free), contacts.mu, dt)
+        warm = self._warm is not None and self._warm[0] == contacts.ids
+        solved = solve_from_active_set(Q, q, self._warm[1]) if warm else None
+        pivots, eps = 0, 0.0
+        if solved is None:
+            sol = lemke_regularized(Q, q, original_tol=1e-7)
+            if not sol.found:
+                raise ContactSolveFailed(f"t = {self._t:.4f} s, {n} contacts: {sol.message}")
+            solved, pivots, eps = (sol.z, sol.w), sol.pivots, sol.regularization
+        z, w = solved
+        self._warm = (contacts.ids, np.flatnonzero(z > 0.0))
+        f_normal = z[:n]
+        f_s, f_t = z[n : 2 * n] - z[2 * n : 3 * n], z[3 * n : 4 * n] - z[4 * n : 5 * n]
+        self.last_step = ContactStep(contacts, Q, q, z, w, f_normal.copy(), f_s, f_t, finite, pivots, eps)
+        force = (f_normal[:, None] * contacts.normals + f_s[:, None] * contacts.tangents_s
+                 + f_t[:, None] * contacts.tangents_t)  # fmt: skip
+        np.add.at(self._forces, contacts.sphere, force)
+        return v_free + dt * cho_solve(factor, R.T @ z[: 5 * n], check_finite=False)
+
+    def _advance(self, v_next: Array) -> None:
+        """q⁺ = q ⊕ Δt v⁺ for the robot (Pinocchio), exponential map for the bodies."""
+        r, dt, nv = self.robot, self.dt, self.robot.nv
+        self._v = v_next[:nv].copy()
+        self._q = pin.integrate(r.model, self._q, self._v * dt)
+        for i, b in enumerate(self._bodies):
+            b.velocity = v_next[nv + 6 * i : nv + 6 * i + 6].copy()
+            b.position = b.position + dt * b.velocity[:3]
+            b.rotation = pin.exp3(dt * b.velocity[3:]) @ b.rotation
+        self._t += dt
