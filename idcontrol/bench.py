@@ -13,7 +13,9 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
   multiplied (4, 8, 16, 32, 64, 128 contacts in all);
 * ``transport``: the floor under any round trip on this machine: a quadruped
   state sent over loopback ZeroMQ to a second process that decodes it and
-  answers with a command (the daemon's codec, no controller), at 1 kHz.
+  answers with a command (the daemon's codec, no controller), at 1 kHz;
+* ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
+  under the two-stage QP's torques on flat ground and on the 3 cm height map; only the step is timed.
 """
 
 from __future__ import annotations
@@ -179,6 +181,37 @@ def bench_transport(ticks: int, period: float = 1e-3) -> dict[str, float]:
             "over_1ms": int(np.count_nonzero(rtt > 1000.0))}  # fmt: skip
 
 
+def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
+    """Time :meth:`RigidSim.step` (µs) over ``ticks`` steps of the quadruped standing under the two-stage QP."""
+    from idcontrol.bridges.rigid_sim import RigidSim
+    from idcontrol.contacts.world import Environment
+    from idcontrol.daemon.core import ControlCore
+    from idcontrol.protocol import StateMessage
+    from idcontrol.reference import make_reference
+
+    robot = RobotModel("quadruped")
+    world = Environment.ground(1.0, terrain)
+    sim = RigidSim(robot, environment=world)
+    core = ControlCore(InverseDynamicsController(robot, world, "two_stage_qp"), make_reference("hold", robot))
+    core.start(0.0)
+    step_us = np.empty(ticks)
+    warm = 0
+    gc.collect()
+    gc.freeze()
+    for i in range(ticks + 100):
+        s = sim.state()
+        tau = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t).tau
+        started = time.perf_counter()
+        sim.step(tau)
+        if i >= 100:
+            step_us[i - 100] = (time.perf_counter() - started) * 1e6
+            warm += sim.last_step is not None and sim.last_step.pivots == 0
+    gc.unfreeze()
+    p50, p99 = np.percentile(step_us, (50, 99))
+    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
+            "max_us": round(float(step_us.max()), 1), "warm_fraction": warm / ticks}  # fmt: skip
+
+
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
     """Run the TSID reference benchmark (a separate interpreter) and return its JSON line."""
     try:
@@ -219,6 +252,13 @@ def run(
             print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
                   f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
                   f"{t['over_1ms']} over 1 ms", flush=True)  # fmt: skip
+            continue
+        if scenario == "rigid_sim":
+            for terrain in ("flat", "height_map"):
+                t = bench_rigid_sim(ticks, terrain)
+                print(f"rigid_sim  quadruped standing ({terrain}), one simulator step, {t['ticks']} steps: "
+                      f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
+                      f"{t['warm_fraction']:.1%} solved from the previous active set", flush=True)  # fmt: skip
             continue
         if scenario == "fig19":
             robot = RobotModel("quadruped")

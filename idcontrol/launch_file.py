@@ -23,10 +23,13 @@ A launch file is TOML (see ``launch/*.toml``)::
     options = { speed = 0.2 }
 
     [bridge]
-    kind = "mujoco"
+    kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
+    terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
+    terrain_seed = 0             # the height map's random seed
+    terrain_height = 0.03        # m, the height map's highest bump
 
     [endpoints]                  # loopback only
     control = "tcp://127.0.0.1:5555"
@@ -48,7 +51,8 @@ from typing import Any
 from idcontrol.daemon.endpoints import Endpoints
 from idcontrol.errors import ConfigError, RobotFileNotFound
 
-BRIDGE_KINDS = ("mujoco",)
+BRIDGE_KINDS = ("mujoco", "rigid")
+TERRAINS = ("flat", "height_map")
 BRIDGE_MODES = ("lockstep", "realtime")
 
 
@@ -82,6 +86,9 @@ class BridgeSettings:
     mu: float = 1.0
     substeps: int = 1
     late_limit: int = 20  # consecutive late commands before the bridge's own safe stop
+    terrain: str = "flat"  # or "height_map" (rigid bridge only)
+    terrain_seed: int = 0
+    terrain_height: float = 0.03  # m, highest bump of the height map
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,15 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: bridge.substeps must be a positive integer, got {bridge.substeps!r}")
     if not isinstance(bridge.late_limit, int) or bridge.late_limit < 1:
         raise ConfigError(f"{path}: bridge.late_limit must be a positive integer")
+    if bridge.terrain not in TERRAINS:
+        raise ConfigError(f"{path}: bridge.terrain {bridge.terrain!r} not one of {list(TERRAINS)}")
+    if bridge.terrain != "flat" and bridge.kind != "rigid":
+        raise ConfigError(f"{path}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
+    if not isinstance(bridge.terrain_seed, int) or isinstance(bridge.terrain_seed, bool) or bridge.terrain_seed < 0:
+        raise ConfigError(f"{path}: bridge.terrain_seed must be an integer >= 0, got {bridge.terrain_seed!r}")
+    height = bridge.terrain_height
+    if not isinstance(height, (int, float)) or isinstance(height, bool) or not 0.0 <= height <= 0.1:
+        raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
     endpoints.check()

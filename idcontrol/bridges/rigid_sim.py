@@ -14,6 +14,8 @@ over z = [f_N (n); f_F (4n, [S+; S−; T+; T−]); λ (one per finite-μ contact
 matrix is [N; F] M⁻¹ [N; F]ᵀ plus the E / μ blocks: copositive, solved by the project's
 Lemke (lexicographic anti-cycling, Tikhonov fallback); a step first tries the previous
 step's active set, which is verified like any solution and gives way to Lemke when it fails.
+The ± pairs of the no-slip rows make that matrix singular; when Lemke fails on them
+(seen on the arm's four-finger grasp), the step is solved again with μ = 1e4 in their place.
 Then q⁺ = q ⊕ Δt v⁺ (``pin.integrate``: semi-implicit Euler on the manifold).
 
 The model is the controller's: same URDF (Pinocchio M and h, updated in place), same
@@ -45,6 +47,9 @@ from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, residual_scal
 
 Array = NDArray[np.float64]
 
+#: Friction coefficient standing for μ = ∞ in a step whose exact no-slip LCP Lemke could not solve.
+MU_NO_SLIP = 1e4
+
 
 class ContactSolveFailed(IdControlError):
     """The step's contact LCP had no solution Lemke (with regularization) could find; the state is unchanged."""
@@ -74,15 +79,19 @@ class ContactStep:
     """The contact LCP of the last step and its solution (force units: impulse / Δt).
 
     contacts : the candidate contacts at the start of the step.
+    objects : the movable bodies' states at the start of the step (for their contacts' rows).
     Q, q : the LCP, ``w = Q z + q``; z = [f_N; f_F (4n, [S+; S−; T+; T−]); λ (finite-μ contacts)].
     z, w : its solution.
     f_normal, f_s, f_t : (n,) normal and signed tangential forces along n̂, ŝ, t̂, N.
     finite : indices of the contacts with finite μ (the λ rows, in order).
     pivots : Lemke pivots (0 when the previous step's active set solved this one).
     regularization : Tikhonov ε Lemke needed (0 if none).
+    no_slip_stand_in : Lemke failed on the exact no-slip rows of the μ = ∞ contacts, which were then given
+        μ = :data:`MU_NO_SLIP` (and λ rows) instead.
     """
 
     contacts: ContactSet
+    objects: dict[str, ObjectState] | None
     Q: Array
     q: Array
     z: Array
@@ -93,6 +102,7 @@ class ContactStep:
     finite: Array
     pivots: int = 0
     regularization: float = 0.0
+    no_slip_stand_in: bool = False
 
 
 @dataclass
@@ -310,20 +320,27 @@ class RigidSim:
         N, S, T = self.detector.rows(contacts, objects)
         R = np.vstack([N, S, -S, T, -T])  # (5n, m)
         R_w = solve_triangular(factor[0], R.T, lower=True, check_finite=False)
-        Q, q, finite = pyramid_lcp(R_w, N @ v_free + contacts.phi / dt, (S @ v_free, T @ v_free), contacts.mu, dt)
+        rates = (N @ v_free + contacts.phi / dt, (S @ v_free, T @ v_free))
+        mu = contacts.mu
+        Q, q, finite = pyramid_lcp(R_w, *rates, mu, dt)
         warm = self._warm is not None and self._warm[0] == contacts.ids
         solved = solve_from_active_set(Q, q, self._warm[1]) if warm else None
-        pivots, eps = 0, 0.0
+        pivots, eps, stand_in = 0, 0.0, False
         if solved is None:
             sol = lemke_regularized(Q, q, original_tol=1e-7)
+            if not sol.found and np.isinf(mu).any():  # the ± pairs of no-slip rows can defeat Lemke: μ = 1e4
+                stand_in = True
+                Q, q, finite = pyramid_lcp(R_w, *rates, np.where(np.isinf(mu), MU_NO_SLIP, mu), dt)
+                sol = lemke_regularized(Q, q, original_tol=1e-7)
             if not sol.found:
                 raise ContactSolveFailed(f"t = {self._t:.4f} s, {n} contacts: {sol.message}")
             solved, pivots, eps = (sol.z, sol.w), sol.pivots, sol.regularization
         z, w = solved
-        self._warm = (contacts.ids, np.flatnonzero(z > 0.0))
+        self._warm = (contacts.ids, np.flatnonzero(z > 0.0)) if not stand_in else None
         f_normal = z[:n]
         f_s, f_t = z[n : 2 * n] - z[2 * n : 3 * n], z[3 * n : 4 * n] - z[4 * n : 5 * n]
-        self.last_step = ContactStep(contacts, Q, q, z, w, f_normal.copy(), f_s, f_t, finite, pivots, eps)
+        self.last_step = ContactStep(contacts, objects, Q, q, z, w, f_normal.copy(), f_s, f_t, finite, pivots, eps,
+                                     stand_in)  # fmt: skip
         force = (f_normal[:, None] * contacts.normals + f_s[:, None] * contacts.tangents_s
                  + f_t[:, None] * contacts.tangents_t)  # fmt: skip
         np.add.at(self._forces, contacts.sphere, force)

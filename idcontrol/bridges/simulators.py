@@ -19,6 +19,7 @@ SimulatorFactory = Callable[..., Simulator]
 
 _SIMULATORS: dict[str, str | SimulatorFactory] = {
     "mujoco": "idcontrol.bridges.mujoco_sim:MujocoSim",
+    "rigid": "idcontrol.bridges.rigid_sim:RigidSim",  # flat ground; a launch file's terrain: bridges.app
 }
 
 

@@ -120,6 +120,31 @@ class Environment:
         """The ground plane z = 0 with friction ``mu``."""
         return cls([Surface(HalfSpace(normal=np.array([0.0, 0.0, 1.0]), offset=0.0, name="ground"), mu)], objects)
 
+    @classmethod
+    def rough_ground(
+        cls, mu: float, max_height: float, seed: int, objects: tuple[MovableBody, ...] = ()
+    ) -> Environment:
+        """The paper's rough terrain: a 4 m × 4 m height map (2 cm grid) of random bumps 0 … ``max_height`` m
+        high (:meth:`HeightMap.bumps`, 80 bumps drawn with ``seed``), friction ``mu``, held flat beyond."""
+        return cls([Surface(HeightMap.bumps(4.0, 0.02, max_height, 80, seed, name="ground"), mu)], objects)
+
+    @classmethod
+    def ground(
+        cls,
+        mu: float,
+        terrain: str = "flat",
+        *,
+        seed: int = 0,
+        max_height: float = 0.03,
+        objects: tuple[MovableBody, ...] = (),
+    ) -> Environment:
+        """A launch file's terrain by name: ``flat`` (:meth:`flat_ground`) or ``height_map`` (:meth:`rough_ground`)."""
+        if terrain == "flat":
+            return cls.flat_ground(mu, objects)
+        if terrain == "height_map":
+            return cls.rough_ground(mu, max_height, seed, objects)
+        raise NameNotFound("terrain", terrain, ["flat", "height_map"])
+
     def object_index(self, name: str) -> int:
         for i, o in enumerate(self.objects):
             if o.name == name:

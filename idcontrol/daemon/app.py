@@ -15,9 +15,11 @@ from idcontrol.robot.model import RobotModel
 
 
 def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment:
-    """Flat ground plus, when the launch file asks, the robot file's movable bodies; all with friction ``mu``."""
+    """The bridge's terrain (flat ground or its height map) plus, when the launch file asks, the robot file's
+    movable bodies; all with friction ``mu``."""
     objects = tuple(MovableBody(replace(o, mu=mu)) for o in robot.config.objects) if config.objects else ()
-    return Environment.flat_ground(mu, objects)
+    b = config.bridge
+    return Environment.ground(mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height, objects=objects)
 
 
 def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> ControlCore:
