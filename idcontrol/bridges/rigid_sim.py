@@ -42,8 +42,7 @@ from idcontrol.contacts.detection import ContactDetector, ContactSet
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, IdControlError, InputError
 from idcontrol.robot.model import RobotModel
-from idcontrol.solvers.lcp import lcp_residuals
-from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, residual_scales
+from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, polish
 
 Array = NDArray[np.float64]
 
@@ -147,11 +146,10 @@ def pyramid_lcp(
 def solve_from_active_set(Q: Array, q: Array, active: Array) -> tuple[Array, Array] | None:
     """The LCP solution with z > 0 exactly on ``active`` (w = 0 there), or None if that guess is not one.
 
-    Solves Q_AA z_A = −q_A and accepts the point only if it passes the residual test of
-    :func:`~idcontrol.solvers.lemke.lemke` (z ≥ 0, w ≥ 0, zᵀw = 0 to :data:`ACCEPT_TOL`, relative).
+    Solves Q_AA z_A = −q_A and accepts the point only if it passes :func:`~idcontrol.solvers.lemke.lemke`'s
+    own residual test (z ≥ 0, w ≥ 0, zᵀw = 0 to :data:`ACCEPT_TOL`, relative).
     """
-    n = len(q)
-    z = np.zeros(n)
+    z = np.zeros(len(q))
     if active.size:
         try:
             z[active] = np.linalg.solve(Q[np.ix_(active, active)], -q[active])
@@ -159,13 +157,8 @@ def solve_from_active_set(Q: Array, q: Array, active: Array) -> tuple[Array, Arr
             return None
     if not np.all(np.isfinite(z)):
         return None
-    z = np.maximum(z, 0.0)
-    w = Q @ z + q
-    z_scale, w_scale = residual_scales(Q, q, z)
-    w[np.abs(w) <= 1e-12 * w_scale] = 0.0
-    res = lcp_residuals(Q, q, z, w)
-    rel = max(res.w_negativity / w_scale, res.complementarity / (z_scale * w_scale))
-    return (z, w) if rel <= ACCEPT_TOL else None
+    z, w, relative_residual = polish(Q, q, z, 1e-12)
+    return (z, w) if relative_residual <= ACCEPT_TOL else None
 
 
 class RigidSim:
