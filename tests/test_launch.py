@@ -232,3 +232,32 @@ def test_arm_reports_when_it_drops_the_box(tmp_path):
     assert 'mode = "lockstep"\nmu = 1.0' in path.read_text() and "mu = inf\nwatchdog_ms" in path.read_text()
     summary = run_launch(path, tmp_path, "--duration", "0.5")
     assert summary["object_dropped_at_s"] is not None and 0.0 < summary["object_dropped_at_s"] < 0.5
+
+
+def test_switching_formulation_mid_trot_over_admin_misses_no_tick(tmp_path):
+    """Daemon + MuJoCo bridge trotting lock-step: three run-time switches, every state answered, no fall."""
+    path, endpoints = launch_file(tmp_path, "quadruped_trot")
+    daemon = spawn("daemon", str(path))
+    admin = AdminClient(endpoints["admin"])
+    bridge = None
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = spawn("bridge", str(path))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        wait_for(admin, lambda s: s["t"] > 0.7)  # trotting (0.5 s stand, then the gait)
+        for name in ("two_stage_qp", "coulomb_lcp", "two_stage_qp"):
+            t_switch = admin.request("status")["t"]
+            assert admin.request("set_formulation", name=name)["formulation"] == name
+            wait_for(admin, lambda s, t0=t_switch: s["t"] > t0 + 0.1)
+        status = admin.request("status")
+        stats = admin.request("stats")
+        assert status["mode"] == "run" and not status["fell"], status
+        assert stats["states_skipped"] == 0 and stats["states_dropped"] == 0, stats
+        assert stats["solve_failures"] == 0, stats
+        assert stats["ticks"] >= int(status["t"] * 1000) - 1, (stats["ticks"], status["t"])
+    finally:
+        if bridge is not None:
+            stop(bridge)
+        admin.close()
+        stop(daemon)
