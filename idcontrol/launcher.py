@@ -112,7 +112,10 @@ class Launch:
             self._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 5.0, "the safe stop")
             stats = admin.request("stats")
             sim_time = status["t"] - t0
-            admin.request("shutdown")
+            try:
+                admin.request("shutdown")
+            except TimeoutError:  # it may exit before its reply leaves; _stop_children ends it either way
+                print("idcontrol: the daemon did not acknowledge shutdown; stopping it", file=sys.stderr)
         finally:
             signal.signal(signal.SIGINT, previous)
             admin.close()

@@ -182,8 +182,9 @@ class Daemon:
             log.info("daemon stopped (%s)", self.core.reason)
 
     def close(self) -> None:
+        """Close every socket; the admin socket lingers briefly so the reply to ``shutdown`` still leaves."""
         for s in self._sockets:
-            s.close(linger=0)
+            s.close(linger=200 if s is self.admin else 0)
         self._sockets.clear()
 
     # ------------------------------------------------------------------ control channel
