@@ -27,8 +27,9 @@ from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.solvers.kernels import noslip_finish, noslip_setup, refine_normal_forces
 from idcontrol.solvers.lemke import lemke_regularized
-from idcontrol.solvers.ppm import active_set, find_indices, ppm
+from idcontrol.solvers.ppm import active_set, ppm
 
 
 class NoSlipLCP(Formulation):
@@ -69,28 +70,9 @@ class NoSlipLCP(Formulation):
         red = ReducedDynamics(p)
         n, dt = p.n, p.dt
         ids = p.ids()
-        # Algorithm 1 on the whitened tangential columns, in the order S₁, T₁, S₂, T₂, ...
-        X = np.empty((red.nb, 2 * n))
-        X[:, 0::2] = red.S_w
-        X[:, 1::2] = red.T_w
-        kept = find_indices(X, self.rank_tol)
-        sel = np.asarray(kept.selected, dtype=np.intp)
-        Q, R = kept.basis, kept.triangular
-        rows_all = np.empty((2 * n, p.m))
-        rows_all[0::2] = p.S
-        rows_all[1::2] = p.T
-        C = rows_all[sel]
-        # contact-free v* satisfying J v* = [q̇_des; 0; 0] (whitened unactuated part)
-        b_c = -C[:, p.actuated] @ p.qd_des
-        x_star = red.x0 - Q @ (Q.T @ red.x0)
-        R_inv = np.linalg.inv(R) if len(sel) else R
-        if len(sel):
-            x_star += Q @ (R_inv.T @ b_c)
-        B = red.N_w - Q @ (Q.T @ red.N_w)  # N Γ_J Nᵀ = BᵀB
-        # a contact whose normal the kept equality rows already fix has no effect on v⁺ (rounding noise only)
-        negligible = np.einsum("ij,ij->j", B, B) <= (1e-9**2) * np.einsum("ij,ij->j", red.N_w, red.N_w)
-        B[:, negligible] = 0.0
-        r = red.normal_rate(x_star) / dt  # force units: w [m/s²] = BᵀB f_N [N] + r
+        # Algorithm 1 on the whitened tangential columns (S₁, T₁, S₂, ...), then v* and N Γ_J Nᵀ = BᵀB
+        sel, Q, R, C_a, x_star, B, r = noslip_setup(red.N_w, red.S_w, red.T_w, red.x0, p.N, p.S, p.T, red.a,
+                                                    p.qd_des, p.phi, dt, self.rank_tol)  # fmt: skip
         warm = map_warm_start(self._previous_ids, self._previous_active, ids)
         if self.spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
             weight = self.spread * max(float(np.einsum("ij,ij->", B, B)) / n, np.finfo(float).tiny)
@@ -119,14 +101,11 @@ class NoSlipLCP(Formulation):
             lcp.active = []
         f_normal = lcp.z
         B = B[: red.nb]  # without the spreading rows, if any
-        x_next = x_star + dt * (B @ f_normal)
-        tangential = np.zeros(2 * n)
-        if len(sel):
-            tangential[sel] = R_inv @ (Q.T @ (x_next - red.x0 - dt * (red.N_w @ f_normal))) / dt
-        f_s, f_t = tangential[0::2].copy(), tangential[1::2].copy()
-        v_next = red.velocity(x_next)
-        a = p.actuated
-        tau = red.torque(v_next, p.N[:, a].T @ f_normal + C[:, a].T @ tangential[sel])
+        if lcp.found and self.spread == 0.0:  # complementarity in the robot's coordinates, not only the whitened ones
+            active = np.flatnonzero(f_normal > 0.0)
+            refine_normal_forces(f_normal, active, x_star, B, red.L_inv, p.N, p.phi, red.a, red.u, p.qd_des, dt)
+        v_next, tau, f_s, f_t = noslip_finish(f_normal, x_star, B, red.x0, red.N_w, Q, R, sel, C_a, p.M,
+                                              red.kappa, red.L_inv, p.N, red.a, red.u, p.qd_des, dt)  # fmt: skip
         self._previous_ids = ids
         self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
 

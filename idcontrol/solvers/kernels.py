@@ -399,3 +399,386 @@ def lemke_ratio_rows(T, entering, tol, tie_tol):  # pragma: no cover - compiled
                 tied[count] = i
                 count += 1
     return tied[:count]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Algorithms 1 and 2 and the no-slip LCP (see idcontrol.solvers.ppm and idcontrol.formulations.noslip_lcp)
+
+
+@njit(cache=True)
+def find_independent_columns(X, rel_tol):  # pragma: no cover - compiled
+    """Algorithm 1 on whitened columns: (selected (r,), Q (d, r) orthonormal, R (r, r) upper, X[:, selected] = Q R).
+
+    Column j is kept when its residual orthogonal to the columns kept before it
+    exceeds ``rel_tol`` times its norm (greedy, left to right, Gram–Schmidt).
+    """
+    d, k = X.shape
+    residual = X.copy()
+    threshold = np.empty(k)
+    for j in range(k):
+        s = 0.0
+        for i in range(d):
+            s += X[i, j] * X[i, j]
+        threshold[j] = rel_tol * max(math.sqrt(s), 2.2250738585072014e-308)
+    selected = np.empty(min(d, k), dtype=np.intp)
+    Q = np.zeros((d, min(d, k)))
+    count = 0
+    j = 0
+    while j < k and count < d:
+        s = 0.0
+        for i in range(d):
+            s += residual[i, j] * residual[i, j]
+        norm = math.sqrt(s)
+        if norm > threshold[j]:
+            for i in range(d):
+                Q[i, count] = residual[i, j] / norm
+            for c in range(j + 1, k):  # remove the new direction from the later columns
+                t = 0.0
+                for i in range(d):
+                    t += Q[i, count] * residual[i, c]
+                for i in range(d):
+                    residual[i, c] -= t * Q[i, count]
+            selected[count] = j
+            count += 1
+        j += 1
+    Q = Q[:, :count].copy()
+    R = np.zeros((count, count))
+    for a in range(count):
+        for b in range(count):
+            s = 0.0
+            for i in range(d):
+                s += Q[i, a] * X[i, selected[b]]
+            R[a, b] = s
+    return selected[:count].copy(), Q, R
+
+
+@njit(cache=True)
+def _cholesky_in_place(A):  # pragma: no cover - compiled
+    """Lower Cholesky factor of the SPD matrix A, overwriting A's lower triangle; False if a pivot is not > 0."""
+    n = A.shape[0]
+    for j in range(n):
+        s = A[j, j]
+        for k in range(j):
+            s -= A[j, k] * A[j, k]
+        if not s > 0.0:
+            return False
+        A[j, j] = math.sqrt(s)
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for k in range(j):
+                t -= A[i, k] * A[j, k]
+            A[i, j] = t / A[j, j]
+    return True
+
+
+#: :func:`ppm_kernel` status codes
+PPM_SOLVED, PPM_RANK, PPM_SINGULAR, PPM_ILL, PPM_CHECK, PPM_CAP = 0, 1, 2, 3, 4, 5
+
+
+@njit(cache=True)
+def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
+    """Algorithm 2 on LCP(r, BᵀB), warm-started from the active indices ``warm`` (see ``solvers.ppm.ppm``).
+
+    Returns (z (n,), w (n,), status (a ``PPM_*`` code), pivots, active indices in the order held).
+    Assumes n > 0 and min r < −tol (the caller handles the trivial solution).
+    """
+    d, n = B.shape
+    z = np.zeros(n)
+    in_active = np.zeros(n, dtype=np.bool_)
+    active = np.empty(n + 1, dtype=np.intp)
+    size = 0
+    for i in warm:
+        if 0 <= i < n and not in_active[i]:
+            in_active[i] = True
+            active[size] = i
+            size += 1
+    if size == 0:
+        best = 0
+        for i in range(n):
+            if r[i] < r[best]:
+                best = i
+        active[0] = best
+        in_active[best] = True
+        size = 1
+    scale = 1.0
+    for i in range(n):
+        scale = max(scale, abs(r[i]))
+    w = r.copy()
+    Bz = np.empty(d)
+    for pivots in range(1, cap + 1):
+        if size > d:
+            return z, r.copy(), PPM_RANK, pivots, active[:size].copy()
+        A = np.empty((size, size))
+        for a in range(size):
+            for b in range(a + 1):
+                s = 0.0
+                for i in range(d):
+                    s += B[i, active[a]] * B[i, active[b]]
+                A[a, b] = s
+                A[b, a] = s
+        if not _cholesky_in_place(A):
+            return z, r.copy(), PPM_SINGULAR, pivots, active[:size].copy()
+        low, high = np.inf, 0.0
+        for a in range(size):
+            low = min(low, A[a, a])
+            high = max(high, A[a, a])
+        if low < 1e-6 * max(high, 1e-300):  # condition number of BₐᵀBₐ above ~1e12
+            return z, r.copy(), PPM_ILL, pivots, active[:size].copy()
+        za = np.empty(size)  # z_a = −(L Lᵀ)⁻¹ r_a
+        for a in range(size):
+            s = r[active[a]]
+            for b in range(a):
+                s -= A[a, b] * za[b]
+            za[a] = s / A[a, a]
+        for a in range(size - 1, -1, -1):
+            s = za[a]
+            for b in range(a + 1, size):
+                s -= A[b, a] * za[b]
+            za[a] = s / A[a, a]
+        for a in range(size):
+            za[a] = -za[a]
+        for i in range(d):
+            s = 0.0
+            for a in range(size):
+                s += B[i, active[a]] * za[a]
+            Bz[i] = s
+        i_min, w_min = 0, np.inf  # most negative w among the basic (inactive) contacts
+        for c in range(n):
+            if not in_active[c]:
+                s = r[c]
+                for i in range(d):
+                    s += B[i, c] * Bz[i]
+                if s < w_min:
+                    i_min, w_min = c, s
+        j_min = 0
+        for a in range(1, size):
+            if za[a] < za[j_min]:
+                j_min = a
+        if w_min >= -tol * scale:
+            if za[j_min] < -tol * scale:
+                in_active[active[j_min]] = False
+                for a in range(j_min, size - 1):
+                    active[a] = active[a + 1]
+                size -= 1
+                continue
+            for a in range(size):
+                z[active[a]] = max(za[a], 0.0)
+            for i in range(d):
+                s = 0.0
+                for a in range(size):
+                    s += B[i, active[a]] * z[active[a]]
+                Bz[i] = s
+            z_max = 1.0
+            for c in range(n):
+                z_max = max(z_max, z[c])
+            bound = 1e3 * tol * scale
+            bad = False
+            for c in range(n):
+                s = r[c]
+                for i in range(d):
+                    s += B[i, c] * Bz[i]
+                if in_active[c] and abs(s) < bound:
+                    s = 0.0
+                w[c] = s
+                if s < -bound or abs(z[c] * s) > bound * z_max:
+                    bad = True
+            return z, w, PPM_CHECK if bad else PPM_SOLVED, pivots, active[:size].copy()
+        drop = active[j_min] if za[j_min] < -tol * scale else -1
+        active[size] = i_min
+        size += 1
+        in_active[i_min] = True
+        if drop >= 0:
+            for a in range(j_min, size - 1):
+                active[a] = active[a + 1]
+            size -= 1
+            in_active[drop] = False
+    return z, r.copy(), PPM_CAP, cap, active[:size].copy()
+
+
+@njit(cache=True)
+def noslip_setup(N_w, S_w, T_w, x0, N, S, T, a, qd_des, phi, dt, rank_tol):  # pragma: no cover - compiled
+    """The no-slip LCP's data after Algorithm 1 (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`).
+
+    Algorithm 1 runs on the whitened tangential columns in the order S̃₁, T̃₁, S̃₂, ...
+    Returns: ``selected`` (r,) kept columns (2i: S row of contact i, 2i + 1: its T row);
+    Q (nb, r), R (r, r) with X[:, selected] = Q R; C_a (r, nu) the kept rows' actuated
+    columns; x* (nb,) the whitened contact-free velocity with the kept rows held
+    (J v* = [q̇_des; 0]); B (nb, n) = (I − QQᵀ)Ñ with negligible columns zeroed
+    (N Γ_J Nᵀ = BᵀB); r (n,) = (N v* + φ/Δt)/Δt, force units.
+    """
+    nb, n = N_w.shape
+    nu = a.shape[0]
+    X = np.empty((nb, 2 * n))
+    for i in range(nb):
+        for c in range(n):
+            X[i, 2 * c] = S_w[i, c]
+            X[i, 2 * c + 1] = T_w[i, c]
+    selected, Q, R = find_independent_columns(X, rank_tol)
+    k = selected.shape[0]
+    C_a = np.empty((k, nu))
+    b = np.empty(k)  # −C_a q̇_des
+    for s in range(k):
+        contact = selected[s] // 2
+        rows = S if selected[s] % 2 == 0 else T
+        t = 0.0
+        for j in range(nu):
+            C_a[s, j] = rows[contact, a[j]]
+            t += C_a[s, j] * qd_des[j]
+        b[s] = -t
+    y = np.empty(k)  # Rᵀ y = b (R upper triangular)
+    for s in range(k):
+        t = b[s]
+        for p in range(s):
+            t -= R[p, s] * y[p]
+        y[s] = t / R[s, s]
+    x_star = x0.copy()
+    for s in range(k):
+        t = 0.0
+        for i in range(nb):
+            t += Q[i, s] * x0[i]
+        for i in range(nb):
+            x_star[i] += Q[i, s] * (y[s] - t)
+    B = N_w.copy()
+    for c in range(n):
+        for s in range(k):
+            t = 0.0
+            for i in range(nb):
+                t += Q[i, s] * N_w[i, c]
+            for i in range(nb):
+                B[i, c] -= t * Q[i, s]
+        before = 0.0
+        after = 0.0
+        for i in range(nb):
+            before += N_w[i, c] * N_w[i, c]
+            after += B[i, c] * B[i, c]
+        if after <= 1e-18 * before:  # the kept rows already fix this normal: no effect on v⁺, rounding only
+            for i in range(nb):
+                B[i, c] = 0.0
+    r = np.empty(n)
+    for c in range(n):
+        t = phi[c] / dt
+        for j in range(nu):
+            t += N[c, a[j]] * qd_des[j]
+        for i in range(nb):
+            t += N_w[i, c] * x_star[i]
+        r[c] = t / dt
+    return selected, Q, R, C_a, x_star, B, r
+
+
+@njit(cache=True)
+def _unactuated_velocity(L_inv, x, u, v):  # pragma: no cover - compiled
+    """v[u] = L⁻ᵀ x (L⁻¹ lower triangular)."""
+    nb = u.shape[0]
+    for j in range(nb):
+        s = 0.0
+        for i in range(j, nb):
+            s += L_inv[i, j] * x[i]
+        v[u[j]] = s
+
+
+@njit(cache=True)
+def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_des, dt):  # pragma: no cover
+    """One step of iterative refinement of the active contacts' normal forces (N), in place.
+
+    The LCP is solved in whitened coordinates, where N v⁺ + φ/Δt = 0 holds on the
+    active contacts to rounding; evaluated in the robot's coordinates (v⁺ = L⁻ᵀ x⁺)
+    it is off by rounding amplified by the whitening. With g the active contacts'
+    N v⁺ + φ/Δt in robot coordinates, f_a ← max(f_a − (BₐᵀBₐ)⁻¹ g/Δt, 0). Skipped
+    when the active block is not positive definite.
+    """
+    nb, n = B.shape
+    k = active.shape[0]
+    if k == 0 or k > nb:
+        return
+    m = N.shape[1]
+    x = x_star.copy()
+    for i in range(nb):
+        s = 0.0
+        for c in range(n):
+            s += B[i, c] * f_normal[c]
+        x[i] += dt * s
+    v = np.empty(m)
+    for j in range(a.shape[0]):
+        v[a[j]] = qd_des[j]
+    _unactuated_velocity(L_inv, x, u, v)
+    A = np.empty((k, k))
+    for p in range(k):
+        for q in range(p + 1):
+            s = 0.0
+            for i in range(nb):
+                s += B[i, active[p]] * B[i, active[q]]
+            A[p, q] = s
+            A[q, p] = s
+    if not _cholesky_in_place(A):
+        return
+    step = np.empty(k)
+    for p in range(k):  # L y = −g / Δt, then Lᵀ δ = y
+        c = active[p]
+        s = phi[c] / dt
+        for j in range(m):
+            s += N[c, j] * v[j]
+        s = -s / dt
+        for q in range(p):
+            s -= A[p, q] * step[q]
+        step[p] = s / A[p, p]
+    for p in range(k - 1, -1, -1):
+        s = step[p]
+        for q in range(p + 1, k):
+            s -= A[q, p] * step[q]
+        step[p] = s / A[p, p]
+    for p in range(k):
+        f_normal[active[p]] = max(f_normal[active[p]] + step[p], 0.0)
+
+
+@njit(cache=True)
+def noslip_finish(f_normal, x_star, B, x0, N_w, Q, R, selected, C_a, M, kappa, L_inv, N, a, u, qd_des, dt):  # noqa: E501 # pragma: no cover
+    """v⁺ (m,), τ (nu,) N·m, f_S and f_T (n,) N of the no-slip solution with normal forces ``f_normal`` (N).
+
+    x⁺ = x* + Δt B f_N; the kept tangential forces solve Q R f_kept = x⁺ − x₀ − Δt Ñ f_N (divided by Δt);
+    τ = (M_a v⁺ + κ_a)/Δt − N_aᵀ f_N − C_aᵀ f_kept.
+    """
+    nb, n = N_w.shape
+    k = selected.shape[0]
+    x = np.empty(nb)
+    gap = np.empty(nb)  # x⁺ − x₀ − Δt Ñ f_N
+    for i in range(nb):
+        s = 0.0
+        t = 0.0
+        for c in range(n):
+            s += B[i, c] * f_normal[c]
+            t += N_w[i, c] * f_normal[c]
+        x[i] = x_star[i] + dt * s
+        gap[i] = x[i] - x0[i] - dt * t
+    kept = np.empty(k)
+    for s in range(k - 1, -1, -1):  # R kept = Qᵀ gap
+        t = 0.0
+        for i in range(nb):
+            t += Q[i, s] * gap[i]
+        for p in range(s + 1, k):
+            t -= R[s, p] * kept[p]
+        kept[s] = t / R[s, s]
+    f_s = np.zeros(n)
+    f_t = np.zeros(n)
+    for s in range(k):
+        kept[s] /= dt
+        if selected[s] % 2 == 0:
+            f_s[selected[s] // 2] = kept[s]
+        else:
+            f_t[selected[s] // 2] = kept[s]
+    m = M.shape[0]
+    v = np.empty(m)
+    for j in range(a.shape[0]):
+        v[a[j]] = qd_des[j]
+    _unactuated_velocity(L_inv, x, u, v)
+    tau = np.empty(a.shape[0])
+    for j in range(a.shape[0]):
+        s = kappa[a[j]]
+        for c in range(m):
+            s += M[a[j], c] * v[c]
+        contact = 0.0
+        for c in range(n):
+            contact += N[c, a[j]] * f_normal[c]
+        for s2 in range(k):
+            contact += C_a[s2, j] * kept[s2]
+        tau[j] = s / dt - contact
+    return v, tau, f_s, f_t

@@ -21,6 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.solvers.kernels import (
+    PPM_CAP,
+    PPM_CHECK,
+    PPM_ILL,
+    PPM_RANK,
+    PPM_SINGULAR,
+    PPM_SOLVED,
+    find_independent_columns,
+    ppm_kernel,
+)
 from idcontrol.solvers.lcp import LCPSolution
 
 Array = NDArray[np.float64]
@@ -48,33 +58,24 @@ def find_indices(X: Array, rel_tol: float = 1e-8) -> IndependentColumns:
     whitened (``L⁻¹ xᵢ`` with ``M = L Lᵀ``) so the same test is a Gram–Schmidt
     residual: column j is kept when its component orthogonal to the kept
     columns exceeds ``rel_tol`` times its norm. The greedy result is identical;
-    the cost is at most ``rank`` vectorized passes over all columns.
+    the cost is O(d · k · rank) in one compiled pass.
 
     Parameters
     ----------
     X : (d, k) columns in the paper's order (S₁, T₁, S₂, T₂, ...).
     """
-    d, k = X.shape
-    residual = X.copy()
-    norms0 = np.sqrt(np.einsum("ij,ij->j", X, X))
-    threshold = rel_tol * np.maximum(norms0, np.finfo(float).tiny)
-    selected: list[int] = []
-    basis = np.zeros((d, min(d, k)))
-    start = 0
-    for r in range(min(d, k)):
-        norms = np.sqrt(np.einsum("ij,ij->j", residual[:, start:], residual[:, start:]))
-        candidates = np.flatnonzero(norms > threshold[start:])
-        if candidates.size == 0:
-            break
-        j = start + int(candidates[0])
-        q = residual[:, j] / np.linalg.norm(residual[:, j])
-        basis[:, r] = q
-        residual[:, j + 1 :] -= np.outer(q, q @ residual[:, j + 1 :])
-        selected.append(j)
-        start = j + 1
-    basis = basis[:, : len(selected)]
-    triangular = basis.T @ X[:, selected]
-    return IndependentColumns(selected, basis, triangular)
+    selected, basis, triangular = find_independent_columns(np.ascontiguousarray(X, dtype=float), rel_tol)
+    return IndependentColumns(selected.tolist(), basis, triangular)
+
+
+_PPM_MESSAGES = {
+    PPM_SOLVED: "solved",
+    PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
+    PPM_SINGULAR: "active block of {a} contacts is singular",
+    PPM_ILL: "active block of {a} contacts is ill-conditioned",
+    PPM_CHECK: "final solution failed its complementarity check",
+    PPM_CAP: "pivot cap reached",
+}
 
 
 def ppm(
@@ -87,12 +88,16 @@ def ppm(
 ) -> LCPSolution:
     """Algorithm 2: solve LCP(r, BᵀB) by modified principal pivoting, warm-started.
 
+    Each iteration factors the a × a block BₐᵀBₐ of the active contacts (a ≤ d),
+    solves for their z and updates w = r + Bᵀ(Bₐ zₐ) in O(d n); the most
+    negative w enters, and a negative z leaves (compiled: :func:`ppm_kernel`).
+
     Parameters
     ----------
     B : (d, n) factor of the LCP matrix (Q = BᵀB, symmetric PSD).
     r : (n,) LCP vector.
     warm_active : the previous solve's non-basic (active) indices, mapped to
-        this problem's indexing; ignored entries must already be removed.
+        this problem's indexing; out-of-range and repeated entries are ignored.
     tol : absolute tolerance on w and z in the units of r.
     max_pivots : cap on iterations (default 2n + 20, as Moby's 2n plus slack).
 
@@ -102,58 +107,14 @@ def ppm(
     cap was hit; the caller then falls back to Lemke.
     """
     n = r.shape[0]
-    z = np.zeros(n)
     if n == 0 or r.min() >= -tol:
-        return LCPSolution(z=z, w=r.copy(), found=True, pivots=0, active=[], message="trivial solution z = 0")
+        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[],
+                           message="trivial solution z = 0")  # fmt: skip
     cap = max_pivots if max_pivots is not None else 2 * n + 20
-    active = [i for i in dict.fromkeys(warm_active) if 0 <= i < n]
-    if not active:
-        active = [int(np.argmin(r))]
-    in_active = np.zeros(n, dtype=bool)
-    in_active[active] = True
-    scale = max(1.0, float(np.abs(r).max()))
-    d = B.shape[0]
-    for pivots in range(1, cap + 1):
-        if len(active) > d:
-            return LCPSolution(z=z, w=r.copy(), found=False, pivots=pivots, active=list(active),
-                               message=f"active block of {len(active)} contacts exceeds rank bound {d}")  # fmt: skip
-        Ba = B[:, active]
-        A = Ba.T @ Ba
-        try:
-            chol = np.linalg.cholesky(A)
-        except np.linalg.LinAlgError:
-            return LCPSolution(z=z, w=r.copy(), found=False, pivots=pivots, active=list(active),
-                               message=f"active block of {len(active)} contacts is singular")  # fmt: skip
-        diag = np.diag(chol)
-        if diag.min() < 1e-6 * max(diag.max(), 1e-300):  # condition number of A above ~1e12
-            return LCPSolution(z=z, w=r.copy(), found=False, pivots=pivots, active=list(active),
-                               message=f"active block of {len(active)} contacts is ill-conditioned")  # fmt: skip
-        chol_inv = np.linalg.inv(chol)  # a ≤ rank B ≤ 6: one small inverse beats two generic solves
-        z_active = -(chol_inv.T @ (chol_inv @ r[active]))
-        w_all = r + B.T @ (Ba @ z_active)
-        w_basic = np.where(in_active, np.inf, w_all)
-        i = int(np.argmin(w_basic))
-        j = int(np.argmin(z_active))
-        if w_basic[i] >= -tol * scale:
-            if z_active[j] < -tol * scale:
-                in_active[active[j]] = False
-                del active[j]
-                continue
-            z[:] = 0.0
-            z[active] = np.maximum(z_active, 0.0)
-            w = r + B.T @ (B[:, active] @ z[active])
-            w[active] = np.where(np.abs(w[active]) < 1e3 * tol * scale, 0.0, w[active])
-            if w.min() < -1e3 * tol * scale or np.abs(z * w).max() > 1e3 * tol * scale * max(1.0, z.max()):
-                return LCPSolution(z=z, w=w, found=False, pivots=pivots, active=list(active),
-                                   message="final solution failed its complementarity check")  # fmt: skip
-            return LCPSolution(z=z, w=w, found=True, pivots=pivots, active=list(active), message="solved")
-        drop = active[j] if z_active[j] < -tol * scale else None
-        active.append(i)
-        in_active[i] = True
-        if drop is not None:
-            active.remove(drop)
-            in_active[drop] = False
-    return LCPSolution(z=z, w=r.copy(), found=False, pivots=cap, active=list(active), message="pivot cap reached")
+    warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
+    z, w, status, pivots, active = ppm_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
+    message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0])
+    return LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(), message=message)
 
 
 def active_set(
