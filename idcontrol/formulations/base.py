@@ -30,10 +30,9 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg.lapack import dpotrf, dtrtri
 
 from idcontrol.problem import ContactProblem, SolveResult, index_array
-from idcontrol.solvers.kernels import forces_in_world, reduced_dynamics_data, velocity_and_torque
+from idcontrol.solvers.kernels import forces_in_world, reduced_dynamics, velocity_and_torque
 
 Array = NDArray[np.float64]
 
@@ -60,17 +59,11 @@ class ReducedDynamics:
         self.a = index_array(p.actuated, p.m)
         self.u = index_array(p.unactuated, p.m)
         self.nb = len(self.u)
-        self.R = np.concatenate((p.N, p.S, p.T))
-        self.kappa, Muu, X = reduced_dynamics_data(p.M, p.f_ext, p.v, p.qd_des, self.R, self.a, self.u, p.dt)
-        if self.nb:
-            chol, info = dpotrf(Muu, lower=1, clean=1)
-            if info != 0:
-                raise np.linalg.LinAlgError("Matrix is not positive definite")
-            self.L_inv = dtrtri(chol, lower=1)[0]
-            LX = self.L_inv @ X
-        else:
-            self.L_inv, LX = Muu, X
-        self.R_w, self.x0 = LX[:, :-1], -LX[:, -1]
+        ok, self.kappa, self.L_inv, self.R, self.R_w, self.x0 = reduced_dynamics(
+            p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, self.a, self.u, p.dt
+        )
+        if not ok:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
         self.N_w, self.S_w, self.T_w = self.R_w[:, :n], self.R_w[:, n : 2 * n], self.R_w[:, 2 * n :]
 
     def velocity_and_torque(self, R_w: Array, R: Array, y: Array) -> tuple[Array, Array]:

@@ -126,33 +126,56 @@ def forces_in_world(f_normal, f_s, f_t, normals, tangents_s, tangents_t):  # pra
 
 
 @njit(cache=True)
-def reduced_dynamics_data(M, f_ext, v, qd_des, R, a, u, dt):  # pragma: no cover - compiled
-    """κ = −Δt f_ext − M v⁻ (m,), M_uu (nb, nb) and X = [R_uᵀ, M_ua q̇_des + κ_u] (nb, r + 1).
+def reduced_dynamics(M, f_ext, v, qd_des, N, S, T, a, u, dt):  # pragma: no cover - compiled
+    """The problem with P v⁺ = q̇_des eliminated (see :class:`~idcontrol.formulations.base.ReducedDynamics`).
 
-    ``R`` (r, m) holds contact rows (e.g. [N; S; T]). With M_uu = L Lᵀ, L⁻¹X
-    gives R̃ and −x₀ in one product (see :class:`~idcontrol.formulations.base.ReducedDynamics`).
+    Returns (ok, κ (m,), L⁻¹ (nb, nb), R = [N; S; T] (3n, m), R̃ = L⁻¹ R_uᵀ (nb, 3n), x₀ (nb,)) with
+    κ = −Δt f_ext − M v⁻, M_uu = L Lᵀ and x₀ = −L⁻¹ (M_ua q̇_des + κ_u); ``ok`` is False (and the rest
+    unusable) when M_uu is not positive definite.
     """
     m = M.shape[0]
     nb = u.shape[0]
-    r = R.shape[0]
+    n = N.shape[0]
+    R = np.empty((3 * n, m))
+    R[:n] = N
+    R[n : 2 * n] = S
+    R[2 * n :] = T
     kappa = np.empty(m)
     for i in range(m):
         s = -dt * f_ext[i]
         for j in range(m):
             s -= M[i, j] * v[j]
         kappa[i] = s
-    Muu = np.empty((nb, nb))
-    X = np.empty((nb, r + 1))
+    L = np.zeros((nb, nb))
     for i in range(nb):
-        for j in range(nb):
-            Muu[i, j] = M[u[i], u[j]]
-        for c in range(r):
-            X[i, c] = R[c, u[i]]
-        s = kappa[u[i]]
-        for j in range(a.shape[0]):
-            s += M[u[i], a[j]] * qd_des[j]
-        X[i, r] = s
-    return kappa, Muu, X
+        for j in range(i + 1):
+            L[i, j] = M[u[i], u[j]]
+    L_inv = np.zeros((nb, nb))
+    R_w = np.empty((nb, 3 * n))
+    x0 = np.empty(nb)
+    if not _cholesky_in_place(L):
+        return False, kappa, L_inv, R, R_w, x0
+    for j in range(nb):  # L⁻¹ column by column (forward substitution on eⱼ)
+        L_inv[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, nb):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * L_inv[k, j]
+            L_inv[i, j] = s / L[i, i]
+    for i in range(nb):
+        for c in range(3 * n):
+            s = 0.0
+            for k in range(i + 1):
+                s += L_inv[i, k] * R[c, u[k]]
+            R_w[i, c] = s
+        s = 0.0
+        for k in range(i + 1):
+            t = kappa[u[k]]
+            for j in range(a.shape[0]):
+                t += M[u[k], a[j]] * qd_des[j]
+            s += L_inv[i, k] * t
+        x0[i] = -s
+    return True, kappa, L_inv, R, R_w, x0
 
 
 @njit(cache=True)
