@@ -59,4 +59,5 @@ class OneStageQP(Formulation):
             self.reset()
             return failed_result(p, self.name, f"Stage I failed ({status})", iterations)
         self._previous_ids, self._previous_mu = p.ids(), p.mu
-        return _finish(self, p, red, stage, z, relaxed, iterations, f"regularized Stage I ({status})", started)
+        v_next, tau = stage.velocity_and_torque(p, red, z)
+        return _finish(self, p, z, v_next, tau, relaxed, iterations, f"regularized Stage I ({status})", started)

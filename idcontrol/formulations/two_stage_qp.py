@@ -43,12 +43,11 @@ import time
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg.lapack import dgesdd
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import add_to_combination, null_basis, stage_one_data, stage_two_data
+from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
@@ -252,9 +251,9 @@ class TwoStageQP(Formulation):
         warm = self.warm_start and ids == self._previous_ids
         active = self._carried(self._stage_two, p, with_normal=False)
         self._previous_ids, self._previous_mu = ids, p.mu
-        z, its2, message = self._stage_two_solve(stage, p, red, z1, warm, active)
+        z, its2, message, v_next, tau = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
-        return _finish(self, p, red, stage, z, relaxed, iterations, message, started)
+        return _finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
 
     def _stage_two_solve(
         self,
@@ -264,27 +263,21 @@ class TwoStageQP(Formulation):
         z1: Array,
         warm: bool,
         active: NDArray[np.int32] | None = None,
-    ) -> tuple[Array, int, str]:
-        W = null_space(stage.R_w, self.null_tol)  # (3n, k), orthonormal
-        k = W.shape[1]
+    ) -> tuple[Array, int, str, Array, Array]:
+        """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ)."""
+        W, H2, g2, C2, l2, u2 = stage_two_setup(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0,
+                                                red.a, red.u, p.qd_des, z1, stage.C_pyramid, self.null_tol,
+                                                self.ridge, p.dt, INFINITY)  # fmt: skip
+        k = W.shape[1]  # W: (3n, k) orthonormal basis of null(R̃)
         if k == 0:
-            return z1, 0, "Stage I solution is unique"
-        _, tau1 = stage.velocity_and_torque(p, red, z1)
-        H2, g2, C2, l2, u2 = stage_two_data(W, stage.R_a, z1, tau1, stage.C_pyramid, self.ridge, INFINITY)
+            return z1, 0, "Stage I solution is unique", *stage.velocity_and_torque(p, red, z1)
         sol = self._stage_two.solve_stacked(H2, g2, C2, l2, u2, bounds=False, warm=warm, active=active)
         if not sol.found:
-            return z1, sol.iterations, f"Stage II failed ({sol.status}); Stage I forces used"
-        return add_to_combination(z1, W, sol.x, stage.n), sol.iterations, f"Stage II over a {k}-dimensional optimal set"
-
-
-def null_space(R_w: Array, null_tol: float) -> Array:
-    """(q, k) orthonormal basis of null(R_w) for R_w (nb, q): right singular vectors with σ ≤ null_tol · σ_max."""
-    if R_w.shape[0] == 0:
-        return np.eye(R_w.shape[1])
-    _, singular, vt, info = dgesdd(R_w, full_matrices=1)  # numpy's SVD driver, without its wrapper's overhead
-    if info != 0:
-        raise np.linalg.LinAlgError("SVD did not converge")
-    return null_basis(vt, singular, null_tol)
+            message = f"Stage II failed ({sol.status}); Stage I forces used"
+            return z1, sol.iterations, message, *stage.velocity_and_torque(p, red, z1)
+        z, v_next, tau = stage_two_finish(z1, W, sol.x, p.M, red.kappa, red.L_inv, red.x0, stage.R_w, stage.R,
+                                          red.a, red.u, p.qd_des, p.dt)  # fmt: skip
+        return z, sol.iterations, f"Stage II over a {k}-dimensional optimal set", v_next, tau
 
 
 def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
@@ -299,16 +292,16 @@ def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> 
 def _finish(
     formulation: Formulation,
     p: ContactProblem,
-    red: ReducedDynamics,
-    stage: StageOne,
     z: Array,
+    v_next: Array,
+    tau: Array,
     relaxed: bool,
     iterations: int,
     message: str,
     started: float,
 ) -> SolveResult:
+    """The result for forces z = [f_N; f_S; f_T] with their v⁺ and τ, repairing q̇_des if needed."""
     n = p.n
-    v_next, tau = stage.velocity_and_torque(p, red, z)
     f_normal, f_s, f_t = z[:n], z[n : 2 * n], z[2 * n :]  # views of this tick's own z
     repaired = False
     if relaxed or needs_repair(p, v_next, no_slip=False):

@@ -362,6 +362,31 @@ def null_basis(vt, singular, null_tol):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def null_space_basis(R_w, null_tol):  # pragma: no cover - compiled
+    """(q, k) orthonormal basis of null(R_w) for R_w (nb, q): right singular vectors with σ ≤ null_tol · σ_max."""
+    q = R_w.shape[1]
+    if R_w.shape[0] == 0:
+        return np.eye(q)
+    _, singular, vt = np.linalg.svd(R_w, full_matrices=True)
+    return null_basis(vt, singular, null_tol)
+
+
+@njit(cache=True)
+def stage_two_setup(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, pyramid, null_tol, ridge, dt, infinity):  # noqa: E501 # pragma: no cover
+    """Stage II's null-space basis W (3n, k) and its QP (see :func:`stage_two_data`), from Stage I's forces z₁.
+
+    With k = 0 (Stage I's forces are unique) the QP arrays are empty.
+    """
+    W = null_space_basis(R_w, null_tol)
+    if W.shape[1] == 0:
+        empty = np.zeros(0)
+        return W, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty
+    _, tau1 = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, z1, dt)
+    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, ridge, infinity)
+    return W, H, g, A, lower, upper
+
+
+@njit(cache=True)
 def add_to_combination(z1, W, w, n):  # pragma: no cover - compiled
     """y₁ + W w with f_N's rounding-level negatives (first n entries) set to zero."""
     y = z1.copy()
@@ -373,6 +398,14 @@ def add_to_combination(z1, W, w, n):  # pragma: no cover - compiled
     for i in range(n):
         y[i] = max(y[i], 0.0)
     return y
+
+
+@njit(cache=True)
+def stage_two_finish(z1, W, w, M, kappa, L_inv, x0, R_w, R, a, u, qd_des, dt):  # pragma: no cover - compiled
+    """y = y₁ + W w (f_N clipped at 0), with its v⁺ (m,) and τ (nu,), N·m (see :func:`velocity_and_torque`)."""
+    y = add_to_combination(z1, W, w, R.shape[0] // 3)
+    v, tau = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt)
+    return y, v, tau
 
 
 # ----------------------------------------------------------------------------------------------------------------------
