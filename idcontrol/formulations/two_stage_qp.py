@@ -136,11 +136,13 @@ class StageOne:
         self.R = red.R  # [N; S; T], (3n, m)
         self.C_pyramid = pyramid_rows(p.mu)
         self.H, self.g, self.A, self.lower, self.upper, self.R_a = stage_one_data(
-            red.kappa, red.L_inv, red.x0, red.R_w, red.R, red.a, red.u, p.qd_des, p.phi, self.C_pyramid, p.dt, INFINITY
-        )  # R_a: (nu, 3n)
+            red.kappa, red.L_inv, red.x0, red.R_w, red.R, red.a, red.u, p.qd_des, p.phi, p.mu, self.C_pyramid, p.dt,
+            INFINITY
+        )  # fmt: skip
         self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
         self.l_normal = self.lower[3 * n : 4 * n]
-        self.lb, self.ub = self.lower[: 3 * n], self.upper[: 3 * n]  # f_N ≥ 0; tangential forces signed
+        # f_N ≥ 0 (left out where the pyramid implies it); tangential forces signed. R_a: (nu, 3n)
+        self.lb, self.ub = self.lower[: 3 * n], self.upper[: 3 * n]
 
     def constraints(self, with_normal: bool = True) -> tuple[Array, Array, Array]:
         """(C, l, u) of the rows l ≤ C y ≤ u: non-penetration (optional), then the pyramid facets."""
@@ -266,7 +268,7 @@ class TwoStageQP(Formulation):
     ) -> tuple[Array, int, str, Array, Array]:
         """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ)."""
         W, H2, g2, C2, l2, u2 = stage_two_setup(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0,
-                                                red.a, red.u, p.qd_des, z1, stage.C_pyramid, self.null_tol,
+                                                red.a, red.u, p.qd_des, z1, stage.C_pyramid, p.mu, self.null_tol,
                                                 self.ridge, p.dt, INFINITY)  # fmt: skip
         k = W.shape[1]  # W: (3n, k) orthonormal basis of null(R̃)
         if k == 0:

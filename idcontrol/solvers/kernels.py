@@ -256,12 +256,20 @@ def _gram(A):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, pyramid, dt, infinity):  # pragma: no cover
+def _implied_by_facets(mu):  # pragma: no cover - compiled
+    """True when the friction pyramid's facets imply f_N ≥ 0 (0 < μ < ∞)."""
+    return 0.0 < mu < np.inf
+
+
+@njit(cache=True)
+def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, mu, pyramid, dt, infinity):  # pragma: no cover
     """Stage I over y = [f_N; f_S; f_T] in DAQP's stacked layout.
 
     Returns H = R̃ᵀR̃ (3n, 3n); g = R̃ᵀ(−L⁻¹κ_u/Δt); A = [Ñᵀ R̃; pyramid] (n + p, 3n);
     the stacked bounds ``lower``/``upper`` (3n + n + p: f_N ≥ 0 and free tangential
     forces, then −(N v* + φ/Δt)/Δt ≤ Ñᵀ R̃ y, then 0 ≤ pyramid y); R_a = (R_a)ᵀ (nu, 3n).
+    The bound f_N,i ≥ 0 is left out (lower = −∞) where 0 < μᵢ < ∞: the sum of the contact's four
+    facets, 4 μᵢ f_N,i ≥ 0, implies it, and a redundant constraint only adds degenerate pivots.
     """
     nb, ny = R_w.shape
     n = ny // 3
@@ -285,6 +293,9 @@ def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, pyramid, dt, inf
     lower = np.zeros(ny + n + p)
     upper = np.full(ny + n + p, infinity)
     lower[n:ny] = -infinity
+    for i in range(n):
+        if _implied_by_facets(mu[i]):
+            lower[i] = -infinity
     for i in range(n):  # −(N_a q̇_des + Ñᵀ x₀ + φ/Δt)/Δt
         s = phi[i] / dt
         for j in range(a.shape[0]):
@@ -300,11 +311,12 @@ def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, pyramid, dt, inf
 
 
 @njit(cache=True)
-def stage_two_data(W, R_a, z1, tau1, pyramid, ridge, infinity):  # pragma: no cover - compiled
+def stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity):  # pragma: no cover - compiled
     """Stage II over w, y = y₁ + W w (W (3n, k) orthonormal), in DAQP's layout.
 
     Returns H₂ = (R_a W)ᵀ(R_a W) + ρI with ρ = ridge·max(tr/k, 1e-12);
-    g₂ = −(R_a W)ᵀτ₁ + ρ Wᵀy₁; A₂ = [W[:n]; pyramid W]; lower₂ = −[y₁[:n]; pyramid y₁]; upper₂ = ∞.
+    g₂ = −(R_a W)ᵀτ₁ + ρ Wᵀy₁; A₂ = [W[:n]; pyramid W]; lower₂ = −[y₁[:n]; pyramid y₁]; upper₂ = ∞,
+    with the f_N ≥ 0 rows the facets imply left out (lower₂ = −∞, see :func:`stage_one_data`).
     """
     ny, k = W.shape
     n = ny // 3
@@ -336,7 +348,7 @@ def stage_two_data(W, R_a, z1, tau1, pyramid, ridge, infinity):  # pragma: no co
     lower = np.empty(n + p)
     for i in range(n):
         A[i] = W[i]
-        lower[i] = -z1[i]
+        lower[i] = -infinity if _implied_by_facets(mu[i]) else -z1[i]
     for i in range(p):
         t = 0.0
         for c in range(ny):
@@ -372,7 +384,7 @@ def null_space_basis(R_w, null_tol):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def stage_two_setup(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, pyramid, null_tol, ridge, dt, infinity):  # noqa: E501 # pragma: no cover
+def stage_two_setup(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, pyramid, mu, null_tol, ridge, dt, infinity):  # noqa: E501 # pragma: no cover
     """Stage II's null-space basis W (3n, k) and its QP (see :func:`stage_two_data`), from Stage I's forces z₁.
 
     With k = 0 (Stage I's forces are unique) the QP arrays are empty.
@@ -382,7 +394,7 @@ def stage_two_setup(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, pyramid,
         empty = np.zeros(0)
         return W, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty
     _, tau1 = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, z1, dt)
-    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, ridge, infinity)
+    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity)
     return W, H, g, A, lower, upper
 
 
