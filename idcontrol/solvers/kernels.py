@@ -850,3 +850,137 @@ def noslip_finish(f_normal, x_star, B, x0, N_w, Q, R, selected, C_a, M, kappa, L
             contact += C_a[s2, j] * kept[s2]
         tau[j] = s / dt - contact
     return v, tau, f_s, f_t
+
+
+@njit(cache=True)
+def _free_step(BF, gF, scale):  # pragma: no cover - compiled
+    """Newton step on the free columns BF (d, f), or a null-space descent direction when they are dependent.
+
+    Returns (step (f,), unbounded): ``unbounded`` marks a direction along which the objective decreases
+    linearly (BF step = 0).
+    """
+    d, f = BF.shape
+    if f <= d:
+        A = BF.T @ BF
+        if _cholesky_in_place(A):
+            low, high = np.inf, 0.0
+            for i in range(f):
+                low = min(low, A[i, i])
+                high = max(high, A[i, i])
+            if low > 1e-6 * high:
+                step = np.empty(f)
+                for i in range(f):  # L y = gF, Lᵀ s = y, step = −s
+                    s = gF[i]
+                    for k in range(i):
+                        s -= A[i, k] * step[k]
+                    step[i] = s / A[i, i]
+                for i in range(f - 1, -1, -1):
+                    s = step[i]
+                    for k in range(i + 1, f):
+                        s -= A[k, i] * step[k]
+                    step[i] = s / A[i, i]
+                return -step, False
+    if d == 0:  # no rows: the objective is linear in every direction
+        sv, Vt = np.zeros(0), np.zeros((0, f))
+    else:
+        _, sv, Vt = np.linalg.svd(BF, full_matrices=False)
+    rank = 0
+    top = max(sv[0], 1e-300) if sv.shape[0] else 1e-300
+    for s in sv:
+        if s > 1e-10 * top:
+            rank += 1
+    coef = np.empty(rank)  # Vᵀ gF
+    for j in range(rank):
+        s = 0.0
+        for i in range(f):
+            s += Vt[j, i] * gF[i]
+        coef[j] = s
+    null_part = gF.copy()
+    for i in range(f):
+        for j in range(rank):
+            null_part[i] -= Vt[j, i] * coef[j]
+    if math.sqrt(np.sum(null_part * null_part)) > 1e-9 * scale:
+        return -null_part, True
+    step = np.zeros(f)
+    for i in range(f):
+        for j in range(rank):
+            step[i] -= Vt[j, i] * coef[j] / (sv[j] * sv[j])
+    return step, False
+
+
+#: :func:`active_set_kernel` status codes
+ACTIVE_SET_SOLVED, ACTIVE_SET_UNBOUNDED, ACTIVE_SET_CAP = 0, 1, 2
+
+
+@njit(cache=True)
+def active_set_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
+    """Primal active-set method on min ½‖Bz‖² + rᵀz, z ≥ 0 (see ``solvers.ppm.active_set``).
+
+    Returns (z (n,), w (n,), status (an ``ACTIVE_SET_*`` code), iterations, free indices in the order held).
+    Assumes n > 0 and min r < −tol.
+    """
+    d, n = B.shape
+    z = np.zeros(n)
+    is_free = np.zeros(n, dtype=np.bool_)
+    free = np.empty(n, dtype=np.intp)
+    size = 0
+    for i in warm:
+        if 0 <= i < n and not is_free[i]:
+            is_free[i] = True
+            free[size] = i
+            size += 1
+    scale = 1.0
+    for i in range(n):
+        scale = max(scale, abs(r[i]))
+    for iteration in range(1, cap + 1):
+        g = B.T @ (B @ z) + r
+        step = np.zeros(0)
+        unbounded = False
+        if size:
+            BF = np.empty((d, size))
+            gF = np.empty(size)
+            for k in range(size):
+                BF[:, k] = B[:, free[k]]
+                gF[k] = g[free[k]]
+            step, unbounded = _free_step(BF, gF, scale)
+        step_max = 0.0
+        for s in step:
+            step_max = max(step_max, abs(s))
+        z_max = 1.0
+        for s in z:
+            z_max = max(z_max, abs(s))
+        if step.shape[0] == 0 or step_max <= 1e-13 * z_max:
+            j, w_min = 0, np.inf
+            for c in range(n):
+                if not is_free[c] and g[c] < w_min:
+                    j, w_min = c, g[c]
+            if w_min >= -tol * scale:
+                for k in range(size):
+                    if abs(g[free[k]]) < 1e3 * tol * scale:
+                        g[free[k]] = 0.0
+                return z, g, ACTIVE_SET_SOLVED, iteration, free[:size].copy()
+            free[size] = j
+            size += 1
+            is_free[j] = True
+            continue
+        k_block, alpha_block = 0, np.inf
+        for k in range(size):
+            if step[k] < -1e-15:
+                ratio = z[free[k]] / -step[k]
+                if ratio < alpha_block:
+                    k_block, alpha_block = k, ratio
+        if unbounded and not math.isfinite(alpha_block):
+            return z, g, ACTIVE_SET_UNBOUNDED, iteration, free[:size].copy()
+        alpha = alpha_block if unbounded else min(1.0, alpha_block)
+        for k in range(size):
+            z[free[k]] += alpha * step[k]
+        if unbounded or alpha_block <= 1.0:
+            blocked = free[k_block]
+            z[blocked] = 0.0
+            is_free[blocked] = False
+            for k in range(k_block, size - 1):
+                free[k] = free[k + 1]
+            size -= 1
+        for c in range(n):
+            z[c] = max(z[c], 0.0)
+    return z, B.T @ (B @ z) + r, ACTIVE_SET_CAP, cap, free[:size].copy()

@@ -22,12 +22,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.solvers.kernels import (
+    ACTIVE_SET_CAP,
+    ACTIVE_SET_SOLVED,
+    ACTIVE_SET_UNBOUNDED,
     PPM_CAP,
     PPM_CHECK,
     PPM_ILL,
     PPM_RANK,
     PPM_SINGULAR,
     PPM_SOLVED,
+    active_set_kernel,
     find_independent_columns,
     ppm_kernel,
 )
@@ -132,75 +136,21 @@ def active_set(
     by moving along the null space of the free columns (where the objective is
     linear) until a bound blocks, instead of failing. Each iteration costs one
     least-squares solve on the free columns plus one O(n·d) gradient product.
-    Warm-started from the previous free (active) set.
+    Warm-started from the previous free (active) set. Compiled: :func:`active_set_kernel`.
     """
-    d, n = B.shape
-    z = np.zeros(n)
+    n = r.shape[0]
     if n == 0 or r.min() >= -tol:
-        return LCPSolution(z=z, w=r.copy(), found=True, pivots=0, active=[], message="trivial solution z = 0")
+        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[],
+                           message="trivial solution z = 0")  # fmt: skip
     cap = max_iterations if max_iterations is not None else 4 * n + 50
-    free = [i for i in dict.fromkeys(warm_active) if 0 <= i < n]
-    is_free = np.zeros(n, dtype=bool)
-    is_free[free] = True
-    scale = max(1.0, float(np.abs(r).max()))
-    for iteration in range(1, cap + 1):
-        g = B.T @ (B @ z) + r
-        step = np.zeros(0)
-        unbounded = False
-        if free:
-            BF = B[:, free]
-            gF = g[free]
-            step, unbounded = _free_step(BF, gF, scale)
-        if step.size == 0 or np.abs(step).max() <= 1e-13 * max(1.0, np.abs(z).max()):
-            w_basic = np.where(is_free, np.inf, g)
-            j = int(np.argmin(w_basic))
-            if w_basic[j] >= -tol * scale:
-                w = g.copy()
-                w[free] = np.where(np.abs(w[free]) < 1e3 * tol * scale, 0.0, w[free])
-                return LCPSolution(z=z, w=w, found=True, pivots=iteration, active=list(free), message="solved")
-            free.append(j)
-            is_free[j] = True
-            continue
-        zF = z[free]
-        decreasing = step < -1e-15
-        ratios = np.where(decreasing, zF / np.where(decreasing, -step, 1.0), np.inf)
-        k = int(np.argmin(ratios)) if ratios.size else 0
-        alpha_block = ratios[k] if ratios.size else np.inf
-        if unbounded and not np.isfinite(alpha_block):
-            return LCPSolution(z=z, w=g, found=False, pivots=iteration, active=list(free),
-                               message="unbounded: the LCP has no solution")  # fmt: skip
-        alpha = alpha_block if unbounded else min(1.0, alpha_block)
-        z[free] = zF + alpha * step
-        if unbounded or alpha_block <= 1.0:
-            blocked = free[k]
-            z[blocked] = 0.0
-            is_free[blocked] = False
-            del free[k]
-        np.maximum(z, 0.0, out=z)
-    return LCPSolution(z=z, w=B.T @ (B @ z) + r, found=False, pivots=cap, active=list(free),
-                       message="iteration cap reached")  # fmt: skip
+    warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
+    z, w, status, iterations, free = active_set_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
+    return LCPSolution(z=z, w=w, found=status == ACTIVE_SET_SOLVED, pivots=iterations, active=free.tolist(),
+                       message=_ACTIVE_SET_MESSAGES[status])  # fmt: skip
 
 
-def _free_step(BF: Array, gF: Array, scale: float) -> tuple[Array, bool]:
-    """Newton step on the free columns, or a null-space descent direction when they are dependent.
-
-    Returns (step, unbounded): ``unbounded`` marks a direction along which the
-    objective decreases linearly (B_F step = 0).
-    """
-    A = BF.T @ BF
-    if A.shape[0] <= BF.shape[0]:
-        try:
-            chol = np.linalg.cholesky(A)
-        except np.linalg.LinAlgError:
-            chol = None
-        if chol is not None:
-            diag = np.diag(chol)
-            if diag.min() > 1e-6 * diag.max():
-                return -np.linalg.solve(chol.T, np.linalg.solve(chol, gF)), False
-    _, s, Vt = np.linalg.svd(BF, full_matrices=False)
-    rank = int(np.sum(s > 1e-10 * max(s[0], 1e-300))) if s.size else 0
-    V, sv = Vt[:rank].T, s[:rank]
-    null_part = gF - V @ (V.T @ gF)
-    if np.linalg.norm(null_part) > 1e-9 * scale:
-        return -null_part, True
-    return -(V / sv**2) @ (V.T @ gF), False
+_ACTIVE_SET_MESSAGES = {
+    ACTIVE_SET_SOLVED: "solved",
+    ACTIVE_SET_UNBOUNDED: "unbounded: the LCP has no solution",
+    ACTIVE_SET_CAP: "iteration cap reached",
+}
