@@ -233,8 +233,8 @@ class ContactDetector:
         slot = robot.sphere_frame_slot[contacts.sphere]
         N, S, T = contact_rows(contacts.points, contacts.normals, contacts.tangents_s, contacts.tangents_t, slot,
                                robot.frame_origins_in_world, robot.frame_jacobians, m)  # fmt: skip
-        on_body = np.flatnonzero(contacts.body >= 0)
-        if on_body.size:  # minus the body's point velocity: relative Jacobian, all such contacts at once
+        on_body = np.flatnonzero(contacts.body >= 0) if self.environment.objects else ()
+        if len(on_body):  # minus the body's point velocity: relative Jacobian, all such contacts at once
             names = [o.name for o in self.environment.objects]
             bodies = contacts.body[on_body]
             centres = np.array([(objects or {})[names[b]].position for b in bodies.tolist()])
