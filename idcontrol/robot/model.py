@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound, NonFiniteError, ShapeError
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
-from idcontrol.solvers.kernels import all_finite, frame_jacobians
+from idcontrol.solvers.kernels import all_finite, frame_kinematics
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -204,7 +204,7 @@ class RobotModel:
         """
         d = self.data
         self._J = d.J
-        self._translations = [d.oMf[f].translation for f in self._frame_ids]
+        self._translations = tuple(d.oMf[f].translation for f in self._frame_ids)
         self._rotations = [d.oMf[f].rotation for f in self._frame_ids]
 
     # ------------------------------------------------------------------ per tick
@@ -231,12 +231,11 @@ class RobotModel:
         if not self._views_live:
             self._bind_views()
         origins = self.frame_origins_in_world
-        for slot, translation in enumerate(self._translations):
-            origins[slot] = translation
-        frame_jacobians(self._J, self._frame_support, origins, self.frame_jacobians)
-        if self._zero_offsets:  # sphere centres at the frame origins (the usual case)
-            np.take(origins, self.sphere_frame_slot, axis=0, out=self.sphere_centers_in_world)
-        else:
+        # origins, Jacobians and (spheres centred at their frame origins, the usual case) sphere centres
+        if self._translations:
+            frame_kinematics(self._J, self._frame_support, self._translations, origins, self.frame_jacobians,
+                             self.sphere_frame_slot, self.sphere_centers_in_world, self._zero_offsets)  # fmt: skip
+        if not self._zero_offsets:
             for slot, rotation in enumerate(self._rotations):
                 self._frame_rotations[slot] = rotation
             rot = self._frame_rotations[self.sphere_frame_slot]

@@ -59,6 +59,23 @@ def frame_jacobians(J, support, origins, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def frame_kinematics(J, support, translations, origins, out, sphere_slot, centers, centers_at_origins):  # noqa: E501 # pragma: no cover
+    """Copy the frames' world ``translations`` (tuple of (3,) views of Pinocchio's data) into ``origins`` (k, 3),
+    fill ``out`` as :func:`frame_jacobians` does and, when ``centers_at_origins``, the sphere centres
+    (s, 3) from the origins of their frames (``sphere_slot`` (s,)).
+    """
+    for f in range(len(translations)):
+        t = translations[f]
+        for j in range(3):
+            origins[f, j] = t[j]
+    frame_jacobians(J, support, origins, out)
+    if centers_at_origins:
+        for k in range(sphere_slot.shape[0]):
+            for j in range(3):
+                centers[k, j] = origins[sphere_slot[k], j]
+
+
+@njit(cache=True)
 def halfspace_contacts(centers, radii, normal, offset, margin):  # pragma: no cover - compiled
     """Spheres within ``margin`` of the plane n̂·x = offset: (indices (h,), φ (h,), midpoints (h, 3)), m."""
     k = centers.shape[0]
