@@ -30,42 +30,24 @@ from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_s
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.enumeration import mindiff
+from idcontrol.solvers.kernels import coulomb_lcp_data
 from idcontrol.solvers.lemke import lemke_regularized
 
 Array = NDArray[np.float64]
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
-    """Build the Coulomb-friction LCP (force units).
+    """Build the Coulomb-friction LCP (force units; compiled: :func:`coulomb_lcp_data`).
 
     Returns
     -------
     Q : (5n + nf, 5n + nf) LCP matrix (nf = contacts with finite μ).
     q : LCP vector.
-    F_w : (nb, 4n) whitened friction columns [S̃, −S̃, T̃, −T̃].
-    F_a : (nu, 4n) actuated rows of Fᵀ.
+    R_w5 : (nb, 5n) whitened columns [Ñ, S̃, −S̃, T̃, −T̃] of the variables [f_N; f_F].
+    R5 : (5n, m) the matching rows [N; S; −S; T; −T].
     """
     p = problem
-    n, dt = p.n, p.dt
-    a = p.actuated
-    F_w = np.hstack([red.S_w, -red.S_w, red.T_w, -red.T_w])
-    R_w = np.hstack([red.N_w, F_w])
-    finite = np.flatnonzero(np.isfinite(p.mu))
-    nf = len(finite)
-    size = 5 * n + nf
-    Q = np.zeros((size, size))
-    Q[: 5 * n, : 5 * n] = R_w.T @ R_w
-    for k, i in enumerate(finite):
-        rows = [n + i, 2 * n + i, 3 * n + i, 4 * n + i]
-        Q[rows, 5 * n + k] = 1.0  # E
-        Q[5 * n + k, rows] = -1.0  # −Eᵀ
-        Q[5 * n + k, i] = p.mu[i]  # μ
-    x0 = red.x0
-    s_rate = p.S[:, a] @ p.qd_des + red.S_w.T @ x0
-    t_rate = p.T[:, a] @ p.qd_des + red.T_w.T @ x0
-    q = np.concatenate([red.normal_rate(x0), s_rate, -s_rate, t_rate, -t_rate, np.zeros(nf)]) / dt
-    F_a = np.hstack([p.S[:, a].T, -p.S[:, a].T, p.T[:, a].T, -p.T[:, a].T])
-    return Q, q, F_w, F_a
+    return coulomb_lcp_data(red.R_w, red.R, red.x0, red.a, p.qd_des, p.phi, p.mu, p.dt)
 
 
 class CoulombLCP(Formulation):
@@ -91,16 +73,12 @@ class CoulombLCP(Formulation):
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
         p = problem
-        n, dt = p.n, p.dt
+        n = p.n
         red = ReducedDynamics(p)
-        Q, q, F_w, F_a = coulomb_lcp(p, red)
-        N_a = p.N[:, p.actuated].T
+        Q, q, R_w5, R5 = coulomb_lcp(p, red)
 
         def velocity_and_torque(z: Array) -> tuple[Array, Array]:
-            f_normal, f_friction = z[:n], z[n : 5 * n]
-            x_next = red.x0 + dt * (red.N_w @ f_normal + F_w @ f_friction)
-            v_next = red.velocity(x_next)
-            return v_next, red.torque(v_next, N_a @ f_normal + F_a @ f_friction)
+            return red.velocity_and_torque(R_w5, R5, z[: 5 * n])
 
         fallback = None
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
