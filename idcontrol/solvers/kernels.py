@@ -556,6 +556,29 @@ def lemke_ratio_rows(T, entering, tol, tie_tol):  # pragma: no cover - compiled
     return tied[:count]
 
 
+@njit(cache=True)
+def lemke_step(T, basis, entering, tol, tie_tol, z0_row):  # pragma: no cover - compiled
+    """One complementary pivot of Lemke's method, when its minimum-ratio test needs no tie-break.
+
+    Returns (leaving variable, tied rows). The pivot is made when a single row attains the
+    minimum ratio or z₀'s row ``z0_row`` ties for it (z₀ then leaves: a solution); otherwise
+    the tableau is untouched and the leaving variable is −1 (ties: the caller breaks them
+    lexicographically and pivots) or −2 (no row: a secondary ray).
+    """
+    tied = lemke_ratio_rows(T, entering, tol, tie_tol)
+    if tied.shape[0] == 0:
+        return -2, tied
+    row = tied[0]
+    if tied.shape[0] > 1:
+        row = -1
+        for r in tied:
+            if r == z0_row:
+                row = z0_row
+        if row < 0:
+            return -1, tied
+    return lemke_pivot(T, basis, row, entering), tied
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Algorithms 1 and 2 and the no-slip LCP (see idcontrol.solvers.ppm and idcontrol.formulations.noslip_lcp)
 

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
-from idcontrol.solvers.kernels import lemke_pivot, lemke_ratio_rows
+from idcontrol.solvers.kernels import lemke_pivot, lemke_step
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
@@ -139,6 +139,13 @@ def lemke(
     InputError : cover not strictly positive.
     """
     M, q = validate_lcp(M, q)
+    return _lemke(M, q, max_pivots=max_pivots, tol=tol, cover=cover)
+
+
+def _lemke(
+    M: Array, q: Array, *, max_pivots: int | None = None, tol: float = 1e-12, cover: ArrayLike | None = None
+) -> LCPSolution:
+    """:func:`lemke` on data already checked by :func:`validate_lcp`."""
     n = q.shape[0]
     if cover is None:
         d = np.ones(n)
@@ -178,15 +185,14 @@ def lemke(
             message = f"pivot cap of {cap} reached"
             break
         entering = leaving + n if leaving < n else leaving - n
-        tied = lemke_ratio_rows(T, entering, tol, tie_tol)  # minimum-ratio test over rows with a positive pivot
-        if not tied.size:
+        # minimum-ratio test over rows with a positive pivot; z₀ leaves whenever it ties for the minimum
+        # (that basis is a solution); other ties are broken by the lexicographic rule
+        leaving, tied = lemke_step(T, basis, entering, tol, tie_tol, z0_row)
+        if leaving == -2:
             message = f"secondary ray after {pivots} pivots (entering {_name(entering, n)}): no solution reached"
             break
-        r = int(tied[0])
-        if len(tied) > 1:
-            # z₀ leaves whenever it ties for the minimum ratio (that basis is a solution); else lexicographic rule
-            r = z0_row if z0_row in tied else _lexmin_row(T, tied, T[:, entering], n, tie_tol)
-        leaving = lemke_pivot(T, basis, r, entering)
+        if leaving == -1:
+            leaving = lemke_pivot(T, basis, _lexmin_row(T, tied, T[:, entering], n, tie_tol), entering)
         pivots += 1
         if leaving == z0:
             break
@@ -273,7 +279,7 @@ def lemke_regularized(
     M, q = validate_lcp(M, q)
     if eps0 <= 0 or growth <= 1 or max_eps < eps0:
         raise InputError("need eps0 > 0, growth > 1 and max_eps >= eps0")
-    sol = lemke(M, q, **kw)
+    sol = _lemke(M, q, **kw)
     if sol.found:
         return sol
     total = sol.pivots
@@ -283,7 +289,7 @@ def lemke_regularized(
     data_scale = max(1.0, float(np.abs(M).max(initial=0.0)), float(np.abs(q).max(initial=0.0)))
     eps = eps0
     while eps <= max_eps * (1.0 + 1e-12):
-        sol = lemke(M + eps * identity, q, **kw)
+        sol = _lemke(M + eps * identity, q, **kw)
         total += sol.pivots
         if sol.found:
             original = lcp_residuals(M, q, sol.z).worst / data_scale
