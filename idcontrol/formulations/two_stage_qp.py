@@ -19,7 +19,8 @@ with R = [Nᵀ Sᵀ Tᵀ]. In whitened coordinates Rᵀ Γ_P R = R̃ᵀR̃ with 
 
 Stage II (minimum torque in the optimal set): every optimal y has the same
 R̃ y, hence the same v⁺, so the optimal set is y₁ + W w with W an orthonormal
-basis of null(R̃) (SVD with a tolerance; 3·4 − 6 = 6-dimensional for four
+basis of null(R̃) (SVD with a tolerance, or a Householder QR where full rank is
+certified, see :func:`~idcontrol.solvers.kernels.null_space_basis`; 3·4 − 6 = 6-dimensional for four
 contacts on a floating base, which is the paper-variable null space of
 5·4 − 6 = 14 dimensions less its 8 trivial ± pairs). Along it
 τ(w) = τ₁ − R_a W w, and Stage II solves::

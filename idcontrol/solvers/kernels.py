@@ -861,8 +861,8 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
     The LCP is solved in whitened coordinates, where N v⁺ + φ/Δt = 0 holds on the
     active contacts to rounding; evaluated in the robot's coordinates (v⁺ = L⁻ᵀ x⁺)
     it is off by rounding amplified by the whitening. With g the active contacts'
-    N v⁺ + φ/Δt in robot coordinates, f_a ← max(f_a − (BₐᵀBₐ)⁻¹ g/Δt, 0). Skipped
-    when the active block is not positive definite.
+    N v⁺ + φ/Δt in robot coordinates, f_a ← max(f_a − (BₐᵀBₐ)⁻¹ g/Δt, 0). Skipped when the
+    active block is not well conditioned or the step is more than a rounding-level correction.
     """
     nb, n = B.shape
     k = active.shape[0]
@@ -889,6 +889,12 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
             A[q, p] = s
     if not _cholesky_in_place(A):
         return
+    low, high = np.inf, 0.0
+    for p in range(k):
+        low = min(low, A[p, p])
+        high = max(high, A[p, p])
+    if low < 1e-6 * high:  # dependent active contacts (the active-set fallback allows them): no unique step
+        return
     step = np.empty(k)
     for p in range(k):  # L y = −g / Δt, then Lᵀ δ = y
         c = active[p]
@@ -904,6 +910,13 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
         for q in range(p + 1, k):
             s -= A[q, p] * step[q]
         step[p] = s / A[p, p]
+    size = 1.0
+    largest = 0.0
+    for p in range(k):
+        size = max(size, f_normal[active[p]])
+        largest = max(largest, abs(step[p]))
+    if largest > 1e-6 * size:  # a refinement corrects rounding; anything larger means the step is not one
+        return
     for p in range(k):
         f_normal[active[p]] = max(f_normal[active[p]] + step[p], 0.0)
 
