@@ -20,6 +20,7 @@ Per tick (spec section 3.11, in the reduced coordinates of
 from __future__ import annotations
 
 import time
+from functools import cache
 
 import numpy as np
 
@@ -58,6 +59,7 @@ class NoSlipLCP(Formulation):
         self.rank_tol = rank_tol
         self.tol = tol
         self.repair = repair
+        _load_fallback_kernels()
         self.reset()
 
     def reset(self) -> None:
@@ -123,3 +125,12 @@ class NoSlipLCP(Formulation):
             p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message, started=started,
             consistency_repaired=repaired, fallback=fallback,
         )  # fmt: skip
+
+
+@cache
+def _load_fallback_kernels() -> None:
+    """Load the compiled LCP kernels now, the fallback's too: a standing warm-up tick may not reach it,
+    and a first call in the control loop would pay their loading (or compiling) there."""
+    B, r = np.array([[1.0, 1.0]]), np.array([-1.0, -1.0])
+    ppm(B, r)
+    active_set(B, r)
