@@ -31,6 +31,11 @@ A launch file is TOML (see ``launch/*.toml``)::
     terrain_seed = 0             # the height map's random seed
     terrain_height = 0.03        # m, the height map's highest bump
 
+    [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
+    priority = 50                # 1 .. 99 (0, the default: normal scheduling)
+    daemon_cpu = 1               # optional CPU pinning
+    bridge_cpu = 0
+
     [endpoints]                  # loopback only
     control = "tcp://127.0.0.1:5555"
     admin = "tcp://127.0.0.1:5556"
@@ -50,6 +55,7 @@ from typing import Any
 
 from idcontrol.daemon.endpoints import Endpoints
 from idcontrol.errors import ConfigError, RobotFileNotFound
+from idcontrol.realtime import RealtimeSettings
 
 BRIDGE_KINDS = ("mujoco", "rigid")
 TERRAINS = ("flat", "height_map")
@@ -101,6 +107,7 @@ class LaunchConfig:
     reference: ReferenceSettings
     bridge: BridgeSettings
     endpoints: Endpoints
+    realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
 
     def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
         """The command line's ``--duration`` / ``--formulation`` over the file's values."""
@@ -159,7 +166,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints"}
+    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "realtime"}
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -230,4 +237,6 @@ def load_launch(path: str | Path) -> LaunchConfig:
     used = [endpoint for _, endpoint in endpoints.items()]
     if len(set(used)) != len(used):
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
-    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints)
+    realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
+    realtime.check(f"{path}")
+    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, realtime)

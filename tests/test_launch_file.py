@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -109,3 +112,28 @@ def test_port_in_use_is_reported_before_anything_starts(tmp_path):
             time.sleep(0.02)
     else:
         raise AssertionError("the port stayed reported as in use after the blocker closed")
+
+
+def test_realtime_table_is_checked_at_load(tmp_path):
+    """[realtime] priority (0-99) and CPU indices are validated when the launch file is read."""
+    base = (LAUNCH / "quadruped_stand_realtime.toml").read_text()
+    assert load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime.priority == 50
+    for bad in ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}"):
+        path = tmp_path / "bad.toml"
+        path.write_text(base.replace("priority = 50", bad))
+        with pytest.raises(ConfigError, match="realtime"):
+            load_launch(path)
+
+
+def test_realtime_settings_take_effect_or_say_why_not():
+    """enter_realtime gives the process SCHED_FIFO and its CPU, or logs a warning naming what was refused."""
+    code = (
+        "import logging, os, sys\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(levelname)s %(message)s')\n"
+        "from idcontrol.realtime import RealtimeSettings, enter_realtime\n"
+        "enter_realtime(RealtimeSettings(priority=10, bridge_cpu=0), 'bridge')\n"
+        "print('fifo', os.sched_getscheduler(0) == os.SCHED_FIFO, 'cpus', sorted(os.sched_getaffinity(0)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert "fifo True" in out or "could not get SCHED_FIFO priority 10" in out, out
+    assert "cpus [0]" in out or "could not be pinned to CPU 0" in out, out

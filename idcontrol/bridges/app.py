@@ -8,6 +8,7 @@ from idcontrol.bridges.loop import Simulator, run_bridge
 from idcontrol.bridges.simulators import make_simulator
 from idcontrol.contacts.world import Environment
 from idcontrol.launch_file import LaunchConfig
+from idcontrol.realtime import enter_realtime
 from idcontrol.robot.model import RobotModel
 
 
@@ -32,5 +33,6 @@ def run_bridge_process(config: LaunchConfig) -> int:
     robot = RobotModel(config.robot)
     b = config.bridge
     sim = simulator_for(config, robot)
+    enter_realtime(config.realtime, "bridge")
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
                       substeps=b.substeps, late_limit=b.late_limit)  # fmt: skip

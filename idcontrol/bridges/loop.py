@@ -20,6 +20,7 @@ its brakes would.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import select
@@ -34,7 +35,7 @@ import zmq
 from idcontrol import protocol as wire
 from idcontrol.contacts.world import ObjectState
 from idcontrol.daemon.stats import percentiles_us
-from idcontrol.errors import ProtocolError
+from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.protocol import MODE_RUN, MODE_SAFE_STOP
 from idcontrol.robot.model import RobotModel
 
@@ -258,6 +259,13 @@ def run_bridge(sim: Simulator, robot: RobotModel, endpoint: str, duration: float
     except (TimeoutError, ProtocolError) as e:
         log.error("%s", e)
         return 2
-    report = loop.run(duration)
+    gc.collect()
+    gc.freeze()  # start-up objects are never scanned again: shorter collector pauses in the loop
+    try:
+        report = loop.run(duration)
+    except IdControlError as e:  # the simulation itself failed (diverged, an unsolvable contact step)
+        log.error("simulation failed: %s; the bridge stops (the daemon's watchdog then stops the robot)", e)
+        print(json.dumps({"bridge": loop.report.__dict__, "error": str(e)}), flush=True)
+        return 3
     print(json.dumps({"bridge": report.__dict__}), flush=True)
     return 0

@@ -10,6 +10,7 @@ from idcontrol.controller import InverseDynamicsController
 from idcontrol.daemon.core import ControlCore, SafetySettings
 from idcontrol.daemon.server import Daemon
 from idcontrol.launch_file import LaunchConfig
+from idcontrol.realtime import enter_realtime
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
 
@@ -41,5 +42,6 @@ def run_daemon(config: LaunchConfig) -> int:
     """Serve until SIGINT/SIGTERM or an admin ``shutdown``; returns the process exit code."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s daemon %(levelname)s %(message)s")
     daemon = Daemon(build_core(config), config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3)
+    enter_realtime(config.realtime, "daemon")
     daemon.serve()
     return 0
