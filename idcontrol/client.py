@@ -7,23 +7,30 @@ from typing import Any
 import zmq
 
 from idcontrol import protocol as wire
+from idcontrol.security import KeyDirectory
 
 
 class AdminClient:
     """Request/reply on the admin endpoint; a request without a reply in ``timeout`` s raises TimeoutError.
 
     A REQ socket that lost its reply cannot send again, so each timeout replaces the socket.
+    ``curve``: the key directory of a daemon that authenticates its peers (:mod:`idcontrol.security`).
     """
 
-    def __init__(self, endpoint: str, timeout: float = 2.0, context: zmq.Context | None = None) -> None:
+    def __init__(
+        self, endpoint: str, timeout: float = 2.0, context: zmq.Context | None = None, curve: KeyDirectory | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
+        self.curve = curve
         self._ctx = context or zmq.Context.instance()
         self._socket = self._connect()
 
     def _connect(self) -> zmq.Socket:
         s = self._ctx.socket(zmq.REQ)
         s.setsockopt(zmq.LINGER, 0)
+        if self.curve is not None:
+            self.curve.make_client(s)
         s.connect(self.endpoint)
         return s
 

@@ -36,10 +36,25 @@ A launch file is TOML (see ``launch/*.toml``)::
     daemon_cpu = 1               # optional CPU pinning
     bridge_cpu = 0
 
-    [endpoints]                  # loopback only
+    [endpoints]                  # loopback unless [security] names CURVE keys
     control = "tcp://127.0.0.1:5555"
     admin = "tcp://127.0.0.1:5556"
     telemetry = "tcp://127.0.0.1:5557"
+
+    [safety]                     # the safety filter and fallback policy (idcontrol.daemon.safety)
+    torque_limits = { default = 6.0, LF_KFE = 5.0 }  # N·m, may only lower the robot's limits
+    torque_rate_limit = 2000.0   # N·m/s per joint (number or table; default inf)
+    position_margin = 0.05       # rad or m beyond the URDF limits: damping stop (default inf: off)
+    velocity_factor = 1.5        # × the URDF velocity limit: damping stop (default inf: off)
+    time_budget_ms = 0.8         # a longer solve counts as failed (default inf)
+    hold_ticks = 5               # failed or late solves that reuse the previous torque
+    safe_controller = "damping"  # or "pd_hold" (hold_kp, hold_kd; N·m/rad, N·m·s/rad)
+    damping = 0.5                # N·m·s/rad of the damping stop
+    safe_stop_timeout = 1.0      # s; a damping stop also ends when every |q̇| < rest_velocity
+
+    [security]
+    curve_keys = "keys"          # a directory made by `idcontrol keys generate DIR` (relative to this
+                                 # file); turns on CURVE on every socket and allows non-loopback endpoints
 
 Everything is validated when the file is loaded, so a bad file fails before
 any process starts.
@@ -54,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.daemon.safety import SafetySettings
 from idcontrol.errors import ConfigError, RobotFileNotFound
 from idcontrol.realtime import RealtimeSettings
 
@@ -107,6 +123,8 @@ class LaunchConfig:
     reference: ReferenceSettings
     bridge: BridgeSettings
     endpoints: Endpoints
+    safety: SafetySettings = field(default_factory=SafetySettings)
+    curve_keys: Path | None = None  # [security] curve_keys: a key directory (``idcontrol keys generate``)
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
 
     def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
@@ -166,7 +184,8 @@ def load_launch(path: str | Path) -> LaunchConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "realtime"}
+    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
+                 "realtime"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -232,11 +251,38 @@ def load_launch(path: str | Path) -> LaunchConfig:
     if not isinstance(height, (int, float)) or isinstance(height, bool) or not 0.0 <= height <= 0.1:
         raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
 
+    safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
+    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
+                                                          "hold_kp", "hold_kd")):  # fmt: skip
+        from idcontrol.daemon.safety import SafetyFilter
+        from idcontrol.robot.model import RobotModel
+
+        SafetyFilter(RobotModel(robot), safety, 1.0 / rate)  # joint names and limits now, not in the daemon
+    curve_keys = _curve_keys(_section(data, "security", path), path)
+
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
-    endpoints.check()
+    endpoints.check(curve=curve_keys is not None)
     used = [endpoint for _, endpoint in endpoints.items()]
     if len(set(used)) != len(used):
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
     realtime.check(f"{path}")
-    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, realtime)
+    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
+                        curve_keys, realtime)  # fmt: skip
+
+
+def _curve_keys(table: dict[str, Any], path: Path) -> Path | None:
+    """The ``[security]`` key directory (relative paths from the launch file's folder), checked now."""
+    unknown = sorted(set(table) - {"curve_keys"})
+    if unknown:
+        raise ConfigError(f"{path} [security]: unknown key(s) {unknown}; known: ['curve_keys']")
+    if "curve_keys" not in table:
+        return None
+    value = table["curve_keys"]
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: security.curve_keys must name a key directory")
+    from idcontrol.security import KeyDirectory
+
+    keys = (path.parent / value).resolve()
+    KeyDirectory(keys).check()
+    return keys

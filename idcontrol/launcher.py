@@ -25,6 +25,7 @@ from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.launch_file import LaunchConfig
+from idcontrol.security import KeyDirectory
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
                 "tau_rate_mean", "formulation")  # fmt: skip
@@ -93,7 +94,8 @@ class Launch:
         """Run to the end (duration, Ctrl-C, a fall, or a safe stop); return the summary."""
         check_endpoints_free(self.config)
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
-        admin = AdminClient(self.config.endpoints.admin)
+        keys = KeyDirectory(self.config.curve_keys) if self.config.curve_keys else None
+        admin = AdminClient(self.config.endpoints.admin, curve=keys)
         started_wall = time.monotonic()
         try:
             self.daemon = self._spawn("daemon")

@@ -10,6 +10,7 @@ from idcontrol.contacts.world import Environment
 from idcontrol.launch_file import LaunchConfig
 from idcontrol.realtime import enter_realtime
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import KeyDirectory
 
 
 def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
@@ -35,4 +36,5 @@ def run_bridge_process(config: LaunchConfig) -> int:
     sim = simulator_for(config, robot)
     enter_realtime(config.realtime, "bridge")
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
-                      substeps=b.substeps, late_limit=b.late_limit)  # fmt: skip
+                      substeps=b.substeps, late_limit=b.late_limit,
+                      curve=KeyDirectory(config.curve_keys) if config.curve_keys else None)  # fmt: skip

@@ -38,6 +38,7 @@ from idcontrol.daemon.stats import percentiles_us
 from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.protocol import MODE_RUN, MODE_SAFE_STOP
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.bridge")
 
@@ -88,6 +89,7 @@ class BridgeLoop:
     endpoint : the daemon's control endpoint (the bridge connects a DEALER).
     period : control period, s; ``substeps`` physics steps of the simulator per period.
     damping : the bridge's own safe-stop damping, N·m·s/rad.
+    curve : the key directory of a daemon that authenticates its peers (:mod:`idcontrol.security`).
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class BridgeLoop:
         damping: float = 0.5,
         resend_s: float = 0.1,
         context: zmq.Context | None = None,
+        curve: KeyDirectory | None = None,
     ) -> None:
         if mode not in ("lockstep", "realtime"):
             raise ValueError(f"mode must be 'lockstep' or 'realtime', got {mode!r}")
@@ -111,6 +114,8 @@ class BridgeLoop:
         self.damping, self.resend_s = damping, resend_s
         self.socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.make_client(self.socket)
         self.socket.connect(endpoint)
         self.report = BridgeReport()
         self._rtt = np.empty(1 << 20)

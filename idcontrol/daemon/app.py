@@ -7,12 +7,13 @@ from dataclasses import replace
 
 from idcontrol.contacts.world import Environment, MovableBody
 from idcontrol.controller import InverseDynamicsController
-from idcontrol.daemon.core import ControlCore, SafetySettings
+from idcontrol.daemon.core import ControlCore
 from idcontrol.daemon.server import Daemon
 from idcontrol.launch_file import LaunchConfig
 from idcontrol.realtime import enter_realtime
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import KeyDirectory
 
 
 def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment:
@@ -32,7 +33,7 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
         consistent_contact_velocity=c.consistent_contact_velocity,
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    core = ControlCore(controller, reference, SafetySettings())
+    core = ControlCore(controller, reference, config.safety)
     if c.gains:
         core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain
     return core
@@ -41,7 +42,8 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
 def run_daemon(config: LaunchConfig) -> int:
     """Serve until SIGINT/SIGTERM or an admin ``shutdown``; returns the process exit code."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s daemon %(levelname)s %(message)s")
-    daemon = Daemon(build_core(config), config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3)
+    curve = KeyDirectory(config.curve_keys) if config.curve_keys else None
+    daemon = Daemon(build_core(config), config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve)
     enter_realtime(config.realtime, "daemon")
     daemon.serve()
     return 0

@@ -8,10 +8,13 @@ state and the current time. It runs the explicit state machine
                      └───────────────────────────────────start──────────────────────────────────┘
 
 and, while running, turns the reference into q̈_des (PD feedback), asks the
-formulation for torques, and guards every command: a non-finite or failed
-solve reuses the previous torque for a few ticks and then safe-stops; torques
-are clipped to the robot's limits and every clip is counted. The safe stop
-commands joint damping τ = −D q̇ (clipped) until the joints are at rest.
+formulation for torques, and guards every command: a formulation that fails,
+throws, returns a non-finite torque or overruns its time budget has the
+previous torque reused for a few ticks, then the safe controller (damping or
+PD hold) takes over; a joint beyond its position or velocity limits starts a
+damping stop; every command passes the safety filter
+(:mod:`idcontrol.daemon.safety`: NaN guard, torque-rate and torque limits),
+which counts each intervention.
 The daemon (:mod:`idcontrol.daemon.server`), replay and the test harness all
 drive this same object.
 """
@@ -26,36 +29,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.controller import InverseDynamicsController, RobotState
-from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition
+from idcontrol.daemon.safety import SafetyFilter, SafetySettings
+from idcontrol.errors import ConfigError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
 from idcontrol.problem import SolveResult
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
 from idcontrol.reference import JointTarget, Reference, desired_acceleration
 
 Array = NDArray[np.float64]
-
-
-@dataclass
-class SafetySettings:
-    """Guards applied to every command.
-
-    hold_ticks : ticks a failed solve may reuse the previous torque before a safe stop.
-    damping : joint damping of the safe stop, N·m·s/rad (per joint or scalar).
-    rest_velocity : the safe stop ends when every |q̇| is below this, rad/s.
-    safe_stop_timeout : the safe stop ends after this long regardless, s.
-    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
-    fall_tilt : a floating base tilted more than this from upright has fallen, rad.
-    drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
-        margin) for this many ticks has been dropped.
-    """
-
-    hold_ticks: int = 5
-    damping: float | Array = 0.5
-    rest_velocity: float = 0.05
-    safe_stop_timeout: float = 1.0
-    fall_height_fraction: float = 0.5
-    fall_tilt: float = 1.0
-    drop_ticks: int = 50
 
 
 @dataclass
@@ -70,7 +51,8 @@ class TickOutput:
     target: JointTarget | None = None
     qdd_des: Array | None = None
     clipped: int = 0  # joints whose torque hit a limit this tick
-    note: str = ""  # why the mode changed this tick, if it did
+    note: str = ""  # what the guards did this tick, if anything (for a rate-limited log line)
+    event: str = ""  # the kind of that note (the log's rate-limiting key)
 
 
 @dataclass
@@ -122,24 +104,37 @@ class ControlCore:
         self.mode = MODE_IDLE
         self.reason = "waiting for start"
         self.gains = robot.gains
-        self.tau_limit = np.asarray(robot.torque_limits, dtype=float)
-        self.damping = np.broadcast_to(np.asarray(self.safety.damping, dtype=float), (robot.nu,)).copy()
+        self.filter = SafetyFilter(robot, self.safety, self.dt)
+        self.tau_limit = self.filter.tau_limit
         self._idx_q = np.asarray(
             [robot.model.joints[robot.model.getJointId(n)].idx_q for n in robot.actuated_joints], dtype=np.intp
         )
         self._idx_v = np.asarray(robot.actuated_dofs, dtype=np.intp)
         self._zero = np.zeros(robot.nu)
-        self._tau_prev: Array | None = None
+        self._tau_prev: Array | None = None  # the last run-mode torque sent (reused by a failed solve)
+        self._tau_sent = np.zeros(robot.nu)  # the last torque sent in any mode (the rate limit's origin)
+        self._q_act = np.zeros(robot.nu)  # the last state's actuated joint positions (a PD hold's posture)
         self._held = 0
+        self._safe_controller = self.safety.safe_controller  # of the current safe stop
         self._safe_stop_started = 0.0
         self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
         self.metrics = RunMetrics()
         self._has_objects = bool(controller.environment.objects)
         self._untouched = 0
         self._formulations: dict[str, Formulation] = {}  # ready instances by name, filled by warm_up
-        self.clip_count = 0
-        self.fail_count = 0
+        self._tracking = None  # the last run tick's tracking errors (for the run metrics)
         self.last_error = ""
+
+    @property
+    def clip_count(self) -> int:
+        """Joint-ticks clipped to the torque limit."""
+        return self.filter.counts["torque_limit"]
+
+    @property
+    def fail_count(self) -> int:
+        """Ticks whose solve failed, threw, returned a non-finite torque or overran its budget."""
+        c = self.filter.counts
+        return c["solve_failed"] + c["non_finite"] + c["over_budget"]
 
     def warm_up(self, ticks: int = 20) -> None:
         """Build every registered formulation and solve the standing posture with each a few times.
@@ -179,11 +174,14 @@ class ControlCore:
         self.mode = MODE_RUN
         self.reason = "started"
 
-    def stop(self, reason: str, now: float) -> None:
-        """Begin a safe stop (from run); from idle go straight to stopped."""
+    def stop(self, reason: str, now: float, controller: str | None = None) -> None:
+        """Begin a safe stop (from run) with ``controller`` (default: the settings' safe controller);
+        from idle go straight to stopped."""
         if self.mode == MODE_RUN:
             self.mode = MODE_SAFE_STOP
             self._safe_stop_started = now
+            self._safe_controller = controller or self.safety.safe_controller
+            self.filter.begin_hold(self._q_act)
             self.reason = reason
         elif self.mode == MODE_IDLE:
             self.mode = MODE_STOPPED
@@ -219,75 +217,111 @@ class ControlCore:
         now = time.monotonic() if now is None else now
         robot = self.robot
         q, v = robot.check_state(message.q, message.v)
+        q_act, v_act = q[self._idx_q], v[self._idx_v]
+        np.copyto(self._q_act, q_act)
         out = TickOutput(message.seq, message.t, self._zero, self.mode)
         if message.bridge_stopped and self.mode == MODE_RUN:
             self.stop("the bridge stopped the robot (late commands)", now)
-            out.note = "bridge safe stop: daemon safe stop"
+            out.note, out.event = "bridge safe stop: daemon safe stop", "bridge_stopped"
         if self.mode == MODE_RUN:
-            self._run(message, q, v, out, now)
+            violation = self.filter.check_state(q_act, v_act)
+            if violation:
+                self.stop(f"limit guard: {violation}", now, controller="damping")
+                out.note, out.event = f"limit guard: {violation}: damping stop", "limit_guard"
+        solved = False
+        if self.mode == MODE_RUN:
+            solved = self._run(message, q, v, out, now)
             if robot.floating_base and self._fallen(q):
                 self.metrics.fell = True
                 self.stop("the robot fell", now)
-                out.note = "fell: safe stop"
+                out.note, out.event = "fell: safe stop", "fell"
         if self.mode == MODE_SAFE_STOP:
-            v_act = v[self._idx_v]
-            out.tau = np.clip(-self.damping * v_act, -self.tau_limit, self.tau_limit)
-            if np.max(np.abs(v_act), initial=0.0) < self.safety.rest_velocity:
+            out.tau = self.filter.safe_torque(self._safe_controller, q_act, v_act)
+            if self._safe_controller == "damping" and np.max(np.abs(v_act), initial=0.0) < self.safety.rest_velocity:
                 self.mode = MODE_STOPPED
             self.expire(now)
+        out.tau = self.filter.apply(out.tau, self._tau_sent).copy()
+        np.copyto(self._tau_sent, out.tau)
+        out.clipped = self.filter.clipped
+        if self.filter.last_non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
+            self.stop("non-finite torque command", now, controller="damping")
+            out.note, out.event = "non-finite torque command: zeros sent, damping stop", "non_finite"
+        elif out.clipped and not out.note:
+            out.note, out.event = f"{out.clipped} joint torque(s) clipped to their limits", "torque_limit"
         out.mode = self.mode
         if out.mode != MODE_RUN:
             self._tau_prev = None
+        elif solved:
+            self._record(out)
         return out
 
-    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput, now: float) -> None:
+    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput, now: float) -> bool:
+        """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether
+        the formulation's own torque is used."""
         target = self.reference.sample(message.t, q, v)
         q_act, v_act = q[self._idx_q], v[self._idx_v]
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
         state = RobotState(q=q, v=v, t=message.t, objects=message.objects, sensed_forces=message.contact_forces,
                            contact_mask=self.reference.contact_mask())  # fmt: skip
         out.target, out.qdd_des = target, qdd_des
+        self._tracking = tracking
         try:
             result = self.controller.solve(state, qdd_des, tracking)
         except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
-        except IdControlError as e:  # a formulation that throws is a failed solve, not a dead daemon
+        except Exception as e:  # a formulation that throws is a failed solve, not a dead daemon
             result = None
-            self.last_error = f"{type(e).__name__}: {e}"
+            self.last_error = f"{self.controller.formulation.name} raised {type(e).__name__}: {e}"
         out.result = result
         contacts = self.controller.last_contacts
         self.reference.observe_contacts(contacts)
         if self._has_objects and contacts is not None:
             self._track_grasp(contacts, message.t)
         tau = result.tau if result is not None else None
-        if tau is None or not result.found or not np.all(np.isfinite(tau)):
-            self.fail_count += 1
-            reason = (result.message if result is not None else self.last_error) or "solver failed"
-            self.last_error = reason
-            if self._tau_prev is not None and self._held < self.safety.hold_ticks:
-                self._held += 1
-                out.tau = self._tau_prev
-                out.note = f"solve failed ({reason}); reusing the previous torque ({self._held})"
-            else:
-                self.stop(f"solve failed: {reason}", now)
-                out.note = f"solve failed ({reason}): safe stop"
-            return
-        self._held = 0
-        clipped = np.clip(tau, -self.tau_limit, self.tau_limit)
-        out.clipped = int(np.count_nonzero(clipped != tau))
-        self.clip_count += out.clipped
-        out.tau = clipped
+        f = self.filter
+        if result is None:
+            failure, kind = self.last_error, "solve_failed"
+        elif tau is None or not result.found:
+            failure, kind = result.message or "solver failed", "solve_failed"
+        elif not np.all(np.isfinite(tau)):
+            failure, kind = "non-finite torque from the formulation", "non_finite"
+        elif result.timings.get("total", 0.0) * 1e3 > self.safety.time_budget_ms:
+            failure = f"solve took {result.timings['total'] * 1e3:.2f} ms, budget {self.safety.time_budget_ms} ms"
+            kind = "over_budget"
+        else:
+            self._held = 0
+            out.tau = tau
+            return True
+        f.count(kind)
+        self.last_error = failure
+        # a late but valid torque may stand in for a previous one when there is none yet
+        reuse = self._tau_prev if self._tau_prev is not None else (tau if kind == "over_budget" else None)
+        if reuse is not None and self._held < self.safety.hold_ticks:
+            self._held += 1
+            f.count("held")
+            out.tau = reuse
+            out.note, out.event = f"{failure}; reusing the previous torque ({self._held})", kind
+            return False
+        f.count("safe_controller")
+        self.stop(f"solve failed: {failure} (after {self._held} held ticks); safe stop with "
+                  f"{self.safety.safe_controller}", now)  # fmt: skip
+        out.note, out.event = self.reason, kind
+        return False
+
+    def _record(self, out: TickOutput) -> None:
+        """Run metrics of a tick whose formulation's torque was sent (after the safety filter)."""
+        tracking = self._tracking
         m = self.metrics
         m.ticks += 1
         m.position_error_sum += float(np.mean(np.abs(tracking.position_error)))
         m.velocity_error_sum += float(np.mean(np.abs(tracking.velocity_error)))
-        m.tau_abs_sum += float(np.mean(np.abs(clipped)))
+        m.tau_abs_sum += float(np.mean(np.abs(out.tau)))
         if self._tau_prev is not None:
-            m.tau_rate_sum += float(np.mean(np.abs(clipped - self._tau_prev))) / self.dt
+            m.tau_rate_sum += float(np.mean(np.abs(out.tau - self._tau_prev))) / self.dt
             m.tau_rate_ticks += 1
-        if result.fallback:
-            m.fallbacks[result.fallback] = m.fallbacks.get(result.fallback, 0) + 1
-        self._tau_prev = clipped
+        if out.result.fallback:
+            m.fallbacks[out.result.fallback] = m.fallbacks.get(out.result.fallback, 0) + 1
+        self._tau_prev = out.tau
 
     def _track_grasp(self, contacts, t: float) -> None:
         """An object no sphere has been near for ``drop_ticks`` ticks has been dropped (recorded once)."""

@@ -26,8 +26,8 @@ class Endpoints:
                  ("reference", self.reference))  # fmt: skip
         return [(name, endpoint) for name, endpoint in pairs if endpoint]
 
-    def check(self) -> None:
-        """Refuse endpoints beyond loopback (they need CURVE authentication, not configured)."""
+    def check(self, curve: bool = False) -> None:
+        """Refuse malformed endpoints, and endpoints beyond loopback unless ``curve`` (CURVE keys configured)."""
         for name, endpoint in self.items():
             scheme, _, rest = endpoint.partition("://")
             if scheme in ("ipc", "inproc") and rest:
@@ -35,9 +35,9 @@ class Endpoints:
             host, _, port = rest.rpartition(":")
             if scheme != "tcp" or not host or not (port.isdigit() or port == "*"):
                 raise ConfigError(f"{name} endpoint {endpoint!r} must look like tcp://127.0.0.1:PORT or ipc://PATH")
-            if host not in LOOPBACK_HOSTS:
-                raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; "
-                                  "non-loopback endpoints need CURVE keys, which are not configured")  # fmt: skip
+            if host not in LOOPBACK_HOSTS and not curve:
+                raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; non-loopback endpoints need CURVE "
+                                  "keys: `idcontrol keys generate DIR`, then [security] curve_keys = DIR")  # fmt: skip
 
 
 def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:

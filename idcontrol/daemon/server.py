@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import signal
 import time
 from typing import Any
@@ -36,6 +37,7 @@ from idcontrol.daemon.endpoints import Endpoints, bind
 from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
+from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.daemon")
 
@@ -65,7 +67,11 @@ class Daemon:
     lockstep_watchdog : the same for a bridge that announced a lock-step clock in its ``hello``
         (a simulator that steps only on commands may run slower than real time), s.
     shutdown_timeout : on shutdown, the longest wait for the safe stop to finish, s.
+    curve : a CURVE key directory: every socket authenticates its peers (required beyond loopback).
     """
+
+    #: Control messages read per loop iteration at most: a flood cannot starve the admin channel.
+    MAX_BATCH = 256
 
     def __init__(
         self,
@@ -76,10 +82,11 @@ class Daemon:
         lockstep_watchdog: float = 1.0,
         shutdown_timeout: float = 1.0,
         context: zmq.Context | None = None,
+        curve: KeyDirectory | None = None,
     ) -> None:
         self.core = core
         self.endpoints = endpoints or Endpoints()
-        self.endpoints.check()
+        self.endpoints.check(curve=curve is not None)
         if not watchdog > 0:
             raise ConfigError(f"watchdog must be > 0 s, got {watchdog}")
         self.realtime_watchdog = watchdog
@@ -100,6 +107,10 @@ class Daemon:
         self.rate_log = RateLimitedLog()
         self._ctx = context or zmq.Context.instance()
         self._sockets: list[zmq.Socket] = []
+        self.curve = curve
+        self._auth = curve.start_authenticator(self._ctx) if curve is not None else None
+        self.watchdog_trips = 0
+        self.last_watchdog_gap_ms = float("nan")  # no state for this long when the watchdog last tripped
         self.bound: dict[str, str] = {}
         self.control = self._socket(zmq.ROUTER, self.endpoints.control, "control")
         self.control.setsockopt(zmq.ROUTER_MANDATORY, 0)
@@ -130,6 +141,8 @@ class Daemon:
         s = self._ctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE_BYTES)  # larger messages are dropped by ZeroMQ itself
+        if self.curve is not None:
+            self.curve.make_server(s)
         try:
             bind(s, endpoint, name)
         except ConfigError:
@@ -159,12 +172,11 @@ class Daemon:
         gc.collect()
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
-        poll_ms = max(1, int(self.realtime_watchdog * 1000 / 4))
         log.info("daemon ready: robot %s, formulation %s, control %s, admin %s", self.shape.robot,
                  self.core.controller.formulation.name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
         try:
             while True:
-                events = dict(self.poller.poll(poll_ms))
+                events = dict(self.poller.poll(self._poll_timeout_ms()))
                 if self.control in events:
                     self._serve_control()
                 if self.reference is not None and self.reference in events:
@@ -181,17 +193,28 @@ class Daemon:
             self.close()
             log.info("daemon stopped (%s)", self.core.reason)
 
+    def _poll_timeout_ms(self) -> int:
+        """Wait at most a quarter of the watchdog, and in run mode no later than the watchdog's expiry."""
+        timeout_ms = max(1, int(self.realtime_watchdog * 1000 / 4))
+        if self.core.mode == MODE_RUN:
+            remaining_ms = (self._last_state_time + self.watchdog - time.monotonic()) * 1e3
+            timeout_ms = min(timeout_ms, max(0, math.ceil(remaining_ms)))
+        return timeout_ms
+
     def close(self) -> None:
         """Close every socket; the admin socket lingers briefly so the reply to ``shutdown`` still leaves."""
         for s in self._sockets:
             s.close(linger=200 if s is self.admin else 0)
         self._sockets.clear()
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
 
     # ------------------------------------------------------------------ control channel
     def _serve_control(self) -> None:
         """Answer the newest pending state (older ones are stale: the bridge has moved on)."""
         pending: list[list[bytes]] = []
-        while True:
+        while len(pending) < self.MAX_BATCH:
             try:
                 pending.append(self.control.recv_multipart(zmq.NOBLOCK, copy=True))
             except zmq.Again:
@@ -266,7 +289,7 @@ class Daemon:
         timings = out.result.timings if out.result is not None else None
         self.stats.record(compute_us, message.last_rtt_us, timings)
         if out.note:
-            self.rate_log.warning("note", out.note)
+            self.rate_log.warning(out.event or "note", out.note)
         if self.telemetry is not None:
             try:
                 self._publish(out, message, compute_us)
@@ -283,6 +306,8 @@ class Daemon:
         if self.core.mode == MODE_RUN and now - self._last_state_time > self.watchdog:
             gap_ms = (now - self._last_state_time) * 1e3
             self.core.stop(f"watchdog: no state for {gap_ms:.0f} ms", now)
+            self.watchdog_trips += 1
+            self.last_watchdog_gap_ms = gap_ms
             log.warning("watchdog: no state for %.1f ms; safe stop", gap_ms)
         self.core.expire(now)
 
@@ -423,7 +448,8 @@ class Daemon:
             "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
             "deadline_misses": self.stats.deadline_misses,
             "bridge_connected": bool(now - self._last_state_time < max(self.watchdog, 0.1)),
-            "last_error": core.last_error, "fell": core.metrics.fell,
+            "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
+            "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
         }  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
@@ -431,5 +457,5 @@ class Daemon:
         return {
             **self.stats.summary(), **core.metrics.summary(), "formulation": core.controller.formulation.name,
             "torque_clips": core.clip_count, "solve_failures": core.fail_count, "mode": core.mode,
-            "reason": core.reason,
+            "reason": core.reason, "interventions": dict(core.filter.counts),
         }  # fmt: skip
