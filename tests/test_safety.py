@@ -1,0 +1,247 @@
+"""The safety filter and the fallback policy, on the pure control core with the real quadruped model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from idcontrol.controller import InverseDynamicsController
+from idcontrol.daemon.core import ControlCore
+from idcontrol.daemon.safety import SafetyFilter, SafetySettings
+from idcontrol.errors import ConfigError, NameNotFound
+from idcontrol.protocol import StateMessage
+from idcontrol.reference import make_reference
+
+
+def make_core(robot, **settings) -> ControlCore:
+    controller = InverseDynamicsController(robot, formulation="two_stage_qp")
+    return ControlCore(controller, make_reference("hold", robot), SafetySettings(**settings))
+
+
+class Stepper:
+    """Feeds the core the standing state (optionally edited) one tick of 1 ms at a time."""
+
+    def __init__(self, core: ControlCore) -> None:
+        self.core = core
+        self.seq = 0
+        self.q = core.robot.standing_configuration()
+        self.v = np.zeros(core.robot.nv)
+
+    def tick(self, q=None, v=None):
+        self.seq += 1
+        t = self.seq * 1e-3
+        message = StateMessage(self.seq, t, self.q if q is None else q, self.v if v is None else v)
+        return self.core.tick(message, now=t)
+
+
+def break_formulation(monkeypatch, core: ControlCore, after: int, how: str) -> None:
+    """From call ``after`` on, the active formulation raises, fails, or returns NaN torques."""
+    formulation = core.controller.formulation
+    solve = formulation.solve
+    calls = [0]
+
+    def faulty(problem):
+        calls[0] += 1
+        if calls[0] <= after:
+            return solve(problem)
+        if how == "raise":
+            raise RuntimeError("injected fault")
+        result = solve(problem)
+        if how == "nan":
+            return replace(result, tau=np.full_like(result.tau, np.nan))
+        return replace(result, found=False, message="injected failure")
+
+    monkeypatch.setattr(formulation, "solve", faulty)
+
+
+def test_torque_limits_default_to_the_urdf_and_overrides_only_lower_them(quadruped):
+    """URDF effort limits (8 N·m) apply by default; a per-joint override lowers one; raising one is refused."""
+    f = SafetyFilter(quadruped, SafetySettings(), 1e-3)
+    np.testing.assert_array_equal(f.tau_limit, quadruped.torque_limits)
+    f = SafetyFilter(quadruped, SafetySettings(torque_limits={"default": 6.0, "LF_KFE": 5.0}), 1e-3)
+    expected = np.full(12, 6.0)
+    expected[quadruped.actuated_joints.index("LF_KFE")] = 5.0
+    np.testing.assert_array_equal(f.tau_limit, expected)
+    tau = f.apply(np.full(12, 7.0), None)
+    np.testing.assert_array_equal(tau, expected)
+    assert f.clipped == 12 and f.counts["torque_limit"] == 12
+    with pytest.raises(ConfigError, match="only lower"):
+        SafetyFilter(quadruped, SafetySettings(torque_limits={"LF_KFE": 9.0}), 1e-3)
+    with pytest.raises(NameNotFound):
+        SafetyFilter(quadruped, SafetySettings(torque_limits={"LF_ELBOW": 1.0}), 1e-3)
+
+
+def test_torque_rate_limit_bounds_the_change_between_commands(quadruped):
+    """With 1000 N·m/s at 1 kHz no joint's torque moves more than 1 N·m per command; each bound is counted."""
+    f = SafetyFilter(quadruped, SafetySettings(torque_rate_limit=1000.0), 1e-3)
+    previous = np.zeros(12)
+    wanted = np.linspace(-5.0, 5.0, 12)
+    sent = []
+    for _ in range(6):
+        previous = f.apply(wanted, previous).copy()
+        sent.append(previous)
+    steps = np.abs(np.diff(np.vstack([np.zeros(12), *sent]), axis=0))
+    assert steps.max() <= 1.0 + 1e-12
+    np.testing.assert_allclose(sent[-1], wanted)  # reached after at most 5 commands
+    # joint j is bounded on the commands k = 1, 2, ... while |wanted_j| − (k − 1) > 1
+    assert f.counts["torque_rate"] == int(np.sum(np.maximum(np.ceil(np.abs(wanted)) - 1, 0)))
+
+
+def test_non_finite_torque_never_leaves_the_filter(quadruped):
+    """NaN or inf in a command becomes zeros, is counted, and is flagged for the caller to stop."""
+    f = SafetyFilter(quadruped, SafetySettings(), 1e-3)
+    tau = np.zeros(12)
+    tau[3] = np.nan
+    tau[5] = np.inf
+    out = f.apply(tau, None)
+    assert np.all(out == 0.0) and f.last_non_finite and f.counts["non_finite"] == 1
+
+
+def test_position_and_velocity_guards_switch_to_a_damping_stop(quadruped):
+    """A knee beyond its URDF limit by more than the margin, or a joint above 1.5 × its velocity limit, stops
+    the run with damping; the reason names the joint and the intervention is counted."""
+    knee = quadruped.actuated_joints.index("LF_KFE")  # limits [-2.6, 0]
+    knee_q = quadruped.model.joints[quadruped.model.getJointId("LF_KFE")].idx_q
+    knee_v = int(quadruped.actuated_dofs[knee])
+    for field, value, kind in (("q", 0.06, "position_limit"), ("v", 31.0, "velocity_limit")):
+        core = make_core(quadruped, position_margin=0.05, velocity_factor=1.5, safe_controller="pd_hold")
+        run = Stepper(core)
+        core.start(0.0)
+        assert run.tick().mode == "run"
+        q, v = run.q.copy(), run.v.copy()
+        v[quadruped.actuated_dofs] = 0.2  # moving: the damping stop is not over at once
+        if field == "q":
+            q[knee_q] = value
+        else:
+            v[knee_v] = value
+        out = run.tick(q, v)
+        assert out.mode == "safe_stop" and "LF_KFE" in core.reason and core.filter.counts[kind] == 1
+        # damping (not the configured pd_hold): τ = −D q̇, clipped
+        np.testing.assert_allclose(out.tau, np.clip(-0.5 * v[quadruped.actuated_dofs], -8, 8))
+
+
+def test_guards_are_off_by_default_and_a_margin_allows_small_excursions(quadruped):
+    """Default settings never stop for limits; with a 0.05 rad margin, 0.04 rad beyond the limit runs on."""
+    knee_q = quadruped.model.joints[quadruped.model.getJointId("LF_KFE")].idx_q
+    for settings in ({}, {"position_margin": 0.05}):
+        core = make_core(quadruped, **settings)
+        run = Stepper(core)
+        core.start(0.0)
+        q = run.q.copy()
+        q[knee_q] = 0.04
+        assert run.tick(q).mode == "run"
+
+
+@pytest.mark.parametrize("how", ["raise", "fail", "nan"])
+def test_a_failing_formulation_reuses_the_previous_torque_then_safe_stops(quadruped, monkeypatch, how):
+    """A formulation that throws, fails or returns NaN: the last good torque for hold_ticks ticks, then the
+    damping stop, with the reason reported; no NaN is ever commanded."""
+    core = make_core(quadruped, hold_ticks=3)
+    run = Stepper(core)
+    core.start(0.0)
+    good = [run.tick().tau for _ in range(3)]
+    break_formulation(monkeypatch, core, after=0, how=how)
+    held = [run.tick() for _ in range(3)]
+    for out in held:
+        assert out.mode == "run" and "reusing the previous torque" in out.note
+        np.testing.assert_array_equal(out.tau, good[-1])
+    run.v[quadruped.actuated_dofs] = 0.2  # moving: the damping stop lasts
+    out = run.tick()
+    assert out.mode == "safe_stop"
+    np.testing.assert_allclose(out.tau, -0.5 * 0.2)
+    assert core.reason.startswith("solve failed") and "damping" in core.reason
+    kind = {"raise": "solve_failed", "fail": "solve_failed", "nan": "non_finite"}[how]
+    counts = core.filter.counts
+    assert counts[kind] == 4 and counts["held"] == 3 and counts["safe_controller"] == 1
+    if how == "raise":
+        assert "RuntimeError: injected fault" in core.last_error
+
+
+def test_pd_hold_keeps_the_posture_where_the_stop_began_until_the_timeout(quadruped, monkeypatch):
+    """safe_controller = pd_hold: τ = Kp (q_hold − q) − Kd q̇ around the stop's posture, in safe_stop until
+    safe_stop_timeout (not at rest), then stopped."""
+    core = make_core(quadruped, hold_ticks=0, safe_controller="pd_hold", hold_kp=40.0, hold_kd=1.0,
+                     safe_stop_timeout=0.01)  # fmt: skip
+    run = Stepper(core)
+    core.start(0.0)
+    run.tick()
+    break_formulation(monkeypatch, core, after=0, how="fail")
+    assert run.tick().mode == "safe_stop"
+    q, v = run.q.copy(), run.v.copy()
+    q[quadruped.model.joints[quadruped.model.getJointId("RH_HFE")].idx_q] += 0.05
+    v[quadruped.actuated_dofs] = 0.1
+    out = run.tick(q, v)
+    expected = 40.0 * (quadruped.joint_positions(run.q) - quadruped.joint_positions(q)) - 1.0 * 0.1
+    assert out.mode == "safe_stop"
+    np.testing.assert_allclose(out.tau, expected)
+    for _ in range(12):
+        out = run.tick()
+    assert out.mode == "stopped" and "timed out" in core.reason
+
+
+def test_a_solve_over_its_time_budget_counts_as_failed(quadruped):
+    """time_budget_ms below any real solve time: with no earlier torque the late (valid) one stands in for
+    hold_ticks ticks, then the safe stop, whose reason names the budget."""
+    core = make_core(quadruped, hold_ticks=2, time_budget_ms=1e-6)
+    run = Stepper(core)
+    core.start(0.0)
+    outs = [run.tick() for _ in range(3)]
+    assert [o.mode for o in outs[:2]] == ["run", "run"] and outs[2].mode in ("safe_stop", "stopped")
+    assert core.filter.counts["over_budget"] == 3 and core.filter.counts["held"] == 2 and "budget" in core.reason
+    assert np.abs(outs[0].tau).max() > 0.1  # the standing torques, not zeros
+
+
+def test_safety_settings_refuse_bad_values():
+    """Each bad [safety] value is a ConfigError naming the key."""
+    for bad in ({"hold_ticks": -1}, {"safe_controller": "brake"}, {"torque_rate_limit": -1.0},
+                {"torque_limits": {"default": 0.0}}, {"velocity_factor": math.nan}, {"damping": "high"}):  # fmt: skip
+        key = next(iter(bad))
+        with pytest.raises(ConfigError, match=key):
+            SafetySettings.from_table(bad, "launch [safety]")
+    with pytest.raises(ConfigError, match="unknown"):
+        SafetySettings.from_table({"max_torque": 1.0}, "launch [safety]")
+
+
+LAUNCH_TEXT = """
+robot = "quadruped"
+[endpoints]
+control = "tcp://127.0.0.1:15555"
+admin = "tcp://127.0.0.1:15556"
+telemetry = "tcp://127.0.0.1:15557"
+[safety]
+"""
+
+
+def test_launch_file_safety_table_reaches_the_core_and_bad_joint_names_fail_at_load(tmp_path, quadruped):
+    """[safety] values become the core's settings; an unknown joint in a per-joint table fails when the file
+    loads, before any process starts."""
+    from idcontrol.daemon.app import build_core
+    from idcontrol.launch_file import load_launch
+
+    path = tmp_path / "run.toml"
+    path.write_text(LAUNCH_TEXT + 'safe_controller = "pd_hold"\ntorque_limits = { LF_HAA = 4.0 }\n'
+                    "time_budget_ms = 0.8\nvelocity_factor = 1.5\n")  # fmt: skip
+    config = load_launch(path)
+    assert config.safety.safe_controller == "pd_hold" and config.safety.time_budget_ms == 0.8
+    core = build_core(config, quadruped)
+    assert core.tau_limit[quadruped.actuated_joints.index("LF_HAA")] == 4.0 and core.safety is config.safety
+    path.write_text(LAUNCH_TEXT + "torque_limits = { LF_WRIST = 4.0 }\n")
+    with pytest.raises(NameNotFound, match="LF_WRIST"):
+        load_launch(path)
+    path.write_text(LAUNCH_TEXT + 'safe_controller = "coast"\n')
+    with pytest.raises(ConfigError, match="safe_controller"):
+        load_launch(path)
+
+
+def test_shipped_quadruped_launch_files_turn_the_limit_guards_on():
+    """The quadruped launch files set the joint limit guards (off in code by default)."""
+    from pathlib import Path
+
+    from idcontrol.launch_file import load_launch
+
+    for name in ("quadruped_stand", "quadruped_trot"):
+        safety = load_launch(Path(__file__).resolve().parents[1] / "launch" / f"{name}.toml").safety
+        assert math.isfinite(safety.position_margin) and math.isfinite(safety.velocity_factor)
