@@ -147,3 +147,23 @@ def test_realtime_safe_stops_after_twenty_late_commands_and_says_so():
     damped = sim.applied[-1]
     np.testing.assert_allclose(damped, -0.5 * 0.5)  # damping 0.5 N·m·s/rad against 0.5 rad/s
     assert daemon.states[-1].get("bridge_stopped") is True
+
+
+def test_realtime_safe_stop_holds_until_the_daemon_leaves_run_and_is_started_again():
+    """After its own safe stop the bridge keeps damping even when run commands return; only after the daemon
+    has left run mode (stopped) and been started again does it apply the daemon's torques."""
+
+    def answer(seq):
+        if 4 <= seq <= 30:
+            return None  # the daemon is silent: 20 missing commands stop the bridge
+        if 41 <= seq <= 45:
+            return (0.0, "stopped")
+        return (0.0, "run")
+
+    sim, daemon, report = run_loop(answer, "realtime", 60 * PERIOD, wall_limit=3.0)
+    applied = np.array([t[0] for t in sim.applied])
+    first_damped = int(np.flatnonzero(applied < 0)[0])
+    resumed = int(np.flatnonzero(applied > 45)[0])  # the first torque answering a state after the restart
+    assert np.all(applied[first_damped:resumed] < 0)  # run commands 31..40 were not applied: still damping
+    assert np.all(applied[resumed:] > 45) and report.safe_stops == 1
+    assert [s.get("bridge_stopped", False) for s in daemon.states if 31 <= s["seq"] <= 40] == [True] * 10

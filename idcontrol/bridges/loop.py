@@ -77,6 +77,7 @@ class BridgeReport:
     late_commands: int = 0
     max_late_in_a_row: int = 0
     safe_stops: int = 0
+    safe_stop_at: float | None = None  # time.monotonic() when the bridge last stopped the robot itself, s
     errors: int = 0
     sim_time: float = 0.0
     roundtrip_us: dict[str, float] = field(default_factory=dict)
@@ -192,6 +193,7 @@ class BridgeLoop:
             if self._late >= self.late_limit and not self._safe_stopped:
                 self._safe_stopped = True
                 self.report.safe_stops += 1
+                self.report.safe_stop_at = time.monotonic()
                 log.warning("%d commands late in a row: bridge safe stop", self._late)
         if self._safe_stopped:  # no step since the last state was sent: its velocity is current
             tau = -self.damping * self._state.v[self._act_v]
