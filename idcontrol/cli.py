@@ -66,6 +66,49 @@ def _bridge(args: argparse.Namespace) -> int:
     return run_bridge_process(_load(args))
 
 
+def _keys(args: argparse.Namespace) -> int:
+    from idcontrol.security import generate_keys
+
+    keys = generate_keys(args.directory, tuple(_csv(args.clients)))
+    print(f"wrote CURVE keys to {keys.path} (server, {args.clients}); authorized clients in {keys.authorized}")
+    print(f'use them with: [security] curve_keys = "{keys.path}" in a launch file')
+    return 0
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from idcontrol.fuzz import main as fuzz_main
+
+    return fuzz_main(args.messages, args.seed, args.robot, args.json)
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from idcontrol.soak import main as soak_main
+
+    return soak_main(args.minutes, args.formulation, args.sample_s, args.json)
+
+
+def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
+    """keys, fuzz and soak: security and reliability tools."""
+    keys = sub.add_parser("keys", help="ZeroMQ CURVE keys for endpoints beyond loopback")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    generate = keys_sub.add_parser("generate", help="write a new key directory (daemon and client key pairs)")
+    generate.add_argument("directory", help="the directory to create (refuses to overwrite keys)")
+    generate.add_argument("--clients", default="client", help="comma list of client key names (default: client)")
+    generate.set_defaults(func=_keys)
+    fuzz = sub.add_parser("fuzz", help="send malformed control messages to a real daemon; count crashes")
+    fuzz.add_argument("--messages", type=int, default=100_000, help="messages to send (default 100000)")
+    fuzz.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fuzz.add_argument("--robot", default="quadruped", help="robot of the daemon (default quadruped)")
+    fuzz.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
+    fuzz.set_defaults(func=_fuzz)
+    soak = sub.add_parser("soak", help="run the closed loop at 1 kHz in real time; RSS and deadlines over time")
+    soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    soak.add_argument("--formulation", default="two_stage_qp", help="the daemon's formulation")
+    soak.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples (default 10)")
+    soak.add_argument("--json", default=None, metavar="PATH", help="also write every sample as JSON")
+    soak.set_defaults(func=_soak)
+
+
 def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
@@ -97,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     bridge = sub.add_parser("bridge", help="run only the simulator bridge of a launch file")
     _add_launch_args(bridge)
     bridge.set_defaults(func=_bridge)
+    _add_reliability_commands(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

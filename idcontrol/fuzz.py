@@ -1,0 +1,300 @@
+"""``idcontrol fuzz``: hammer a real daemon process on loopback with malformed and hostile control messages.
+
+The daemon runs as its own process (``idcontrol daemon`` on a launch file with free loopback ports). One
+DEALER sends bursts of messages, most of them broken in one way (random bytes, truncated or bit-flipped
+msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields, duplicate,
+old or huge sequence numbers, garbage objects, hellos for other robots, now and then a message over the
+size limit) and some valid states, so that the controller runs too. Every reply is checked: an
+``error`` with a documented code other than ``internal``, or a ``command`` whose torque is finite and
+within the robot's limits. Every few bursts the admin channel must answer (and a stopped daemon is
+started again). A crash is the daemon process exiting or its admin channel going silent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.client import AdminClient
+from idcontrol.errors import IdControlError
+from idcontrol.robot.model import RobotModel
+
+LAUNCH_TEMPLATE = """
+robot = "{robot}"
+[controller]
+formulation = "two_stage_qp"
+[reference]
+name = "hold"
+[endpoints]
+control = "tcp://127.0.0.1:{control}"
+admin = "tcp://127.0.0.1:{admin}"
+telemetry = "tcp://127.0.0.1:{telemetry}"
+"""
+
+
+@dataclass
+class FuzzReport:
+    """What a fuzz run did and found."""
+
+    messages: int = 0  # messages sent
+    valid_states: int = 0  # of which well-formed states with a fresh seq
+    replies: int = 0
+    commands: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # error replies by code
+    bad_replies: int = 0  # replies that are neither a documented error nor a safe command
+    internal_errors: int = 0  # "internal" replies: the daemon caught a bug of its own
+    crashes: int = 0  # the daemon process died or its admin channel went silent
+    restarts: int = 0  # admin starts after the daemon had stopped
+    wall_s: float = 0.0
+    messages_per_s: float = 0.0
+    first_problems: list[str] = field(default_factory=list)
+
+
+def free_ports(n: int) -> list[int]:
+    """n currently free loopback TCP ports."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class Mutator:
+    """Random control-channel messages for one robot (numpy Generator: reproducible from the seed)."""
+
+    def __init__(self, robot: RobotModel, rng: np.random.Generator) -> None:
+        self.robot, self.rng = robot, rng
+        self.q = robot.standing_configuration()
+        self.v = np.zeros(robot.nv)
+        self.seq = 0  # the highest seq sent so far
+
+    def valid(self) -> bytes:
+        self.seq += 1
+        v = self.v.copy()
+        v[self.robot.actuated_dofs] = 0.01 * self.rng.standard_normal(self.robot.nu)
+        return wire.encode_state(self.seq, self.seq * 1e-3, self.q, v)
+
+    def _value(self) -> Any:
+        r = self.rng
+        kind = int(r.integers(11))
+        return [None, True, int(r.integers(-(2**63), 2**63 - 1)), 2**64 - 1, float(r.standard_normal()),
+                math.nan, -math.inf, "x" * int(r.integers(0, 20)), r.bytes(int(r.integers(0, 200))),
+                [float(x) for x in r.standard_normal(int(r.integers(0, 30)))],
+                {"position": r.bytes(24)}][kind]  # fmt: skip
+
+    def message(self) -> tuple[bytes, bool]:
+        """One message and whether it is a valid state."""
+        r = self.rng
+        kind = int(r.integers(12))
+        if kind <= 1:
+            return self.valid(), True
+        self.seq += 1  # every message takes a fresh seq: one accepted by accident leaves the next valid
+        base = msgpack.unpackb(wire.encode_state(self.seq, 0.0, self.q, self.v), raw=False)
+        if kind == 2:  # random bytes
+            return r.bytes(int(r.integers(0, 300))), False
+        if kind == 3:  # a field replaced by a value of a random type
+            base[str(r.choice(["v", "type", "t", "q", "qd", "contact_forces", "objects", "last_rtt_us",
+                               "bridge_stopped", "extra"]))] = self._value()  # fmt: skip
+        elif kind == 4:  # NaN / inf inside an array
+            key = str(r.choice(["q", "qd"]))
+            values = np.frombuffer(base[key], "<f8").copy()
+            values[int(r.integers(values.size))] = r.choice([np.nan, np.inf, -np.inf])
+            base[key] = wire.f64(values)
+        elif kind == 5:  # wrong length
+            key = str(r.choice(["q", "qd", "contact_forces"]))
+            base[key] = r.bytes(8 * int(r.integers(0, 40)) + int(r.integers(0, 2)))
+        elif kind == 6:  # envelope: version, type, a missing field
+            choice = int(r.integers(3))
+            if choice == 0:
+                base["v"] = int(r.integers(-5, 10))
+            elif choice == 1:
+                base["type"] = str(r.choice(["command", "welcome", "status", "", "STATE"]))
+            else:
+                del base[str(r.choice(["seq", "t", "q", "qd", "v", "type"]))]
+        elif kind == 7:  # sequence games: duplicate, older, a jump far ahead (accepted: later ones follow it)
+            choice = int(r.integers(3))
+            if choice == 2:
+                self.seq += int(r.integers(2, 10**6))
+            base["seq"] = [self.seq - 1, max(self.seq - int(r.integers(2, 100)), 0), self.seq][choice]
+        elif kind == 8:  # truncated
+            raw = msgpack.packb(base, use_bin_type=True)
+            return raw[: int(r.integers(0, len(raw)))], False
+        elif kind == 9:  # bit flips
+            raw = bytearray(msgpack.packb(base, use_bin_type=True))
+            for _ in range(int(r.integers(1, 8))):
+                raw[int(r.integers(len(raw)))] ^= 1 << int(r.integers(8))
+            return bytes(raw), False
+        elif kind == 10:  # hello with odd fields
+            hello = {"v": 1, "type": "hello", "robot": str(r.choice([self.robot.name, "arm", ""])),
+                     "nq": int(r.integers(0, 40)), "nv": self._value(), "nu": 12, "clock": "lockstep"}  # fmt: skip
+            return msgpack.packb(hello, use_bin_type=True), False
+        else:  # garbage objects, quaternion not of unit norm, or (rarely) over the size limit
+            choice = int(r.integers(100))
+            if choice == 0:
+                return b"\x00" * (wire.MAX_MESSAGE_BYTES + 1), False
+            if choice < 50:
+                base["objects"] = {str(r.choice(["box", "ghost"])): self._value()}
+            else:
+                q = self.q.copy()
+                q[3:7] *= 1.0 + r.uniform(0.01, 10.0)
+                base["q"] = wire.f64(q)
+        return msgpack.packb(base, use_bin_type=True), False
+
+
+class ReplyChecker:
+    """Checks each reply; counts outcomes into the report."""
+
+    def __init__(self, robot: RobotModel, report: FuzzReport) -> None:
+        self.limit = robot.torque_limits
+        self.nu = robot.nu
+        self.report = report
+
+    def problem(self, text: str) -> None:
+        if len(self.report.first_problems) < 20:
+            self.report.first_problems.append(text)
+
+    def check(self, raw: bytes) -> None:
+        r = self.report
+        r.replies += 1
+        try:
+            message = msgpack.unpackb(raw, raw=False)
+            kind = message["type"]
+        except Exception as e:
+            r.bad_replies += 1
+            self.problem(f"undecodable reply: {type(e).__name__}: {e}")
+            return
+        if kind == "error":
+            code = message.get("code")
+            r.errors[code] = r.errors.get(code, 0) + 1
+            if code == "internal":
+                r.internal_errors += 1
+                self.problem(f"internal error: {message.get('message')}")
+            elif code not in wire.ERROR_CODES:
+                r.bad_replies += 1
+                self.problem(f"undocumented error code {code!r}")
+            return
+        if kind == "welcome":
+            return
+        try:
+            command = wire.decode_command(raw, self.nu)
+        except Exception as e:
+            r.bad_replies += 1
+            self.problem(f"bad command: {type(e).__name__}: {e}")
+            return
+        r.commands += 1
+        if not (np.all(np.isfinite(command.tau)) and np.all(np.abs(command.tau) <= self.limit)):
+            r.bad_replies += 1
+            self.problem(f"unsafe torque {command.tau.tolist()} in mode {command.mode}")
+
+
+def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst: int = 64,
+             progress: bool = True) -> FuzzReport:  # fmt: skip
+    """Send ``messages`` fuzzed control messages to a fresh daemon process; see the module docstring."""
+    robot = RobotModel(robot_name)
+    report = FuzzReport()
+    checker = ReplyChecker(robot, report)
+    mutator = Mutator(robot, np.random.default_rng(seed))
+    control, admin_port, telemetry = free_ports(3)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.toml"
+        path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name, control=control, admin=admin_port,
+                                               telemetry=telemetry))  # fmt: skip
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        ctx = zmq.Context()
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.RCVHWM, 0)
+        dealer.connect(f"tcp://127.0.0.1:{control}")
+        admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx)
+        try:
+            _wait_ready(admin, daemon)
+            dealer.send(wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep"))
+            started = time.monotonic()
+            last_print = started
+            while report.messages < messages:
+                n = min(burst, messages - report.messages)
+                for _ in range(n):
+                    raw, valid = mutator.message()
+                    dealer.send(raw)
+                    report.valid_states += valid
+                report.messages += n
+                while dealer.poll(5 if report.messages % (16 * burst) else 50):
+                    checker.check(dealer.recv())
+                if report.messages % (16 * burst) < burst:
+                    if not _alive(admin, daemon, report, checker):
+                        break
+                if progress and time.monotonic() - last_print > 10.0:
+                    last_print = time.monotonic()
+                    print(f"fuzz: {report.messages} messages, {report.replies} replies, {report.crashes} crashes, "
+                          f"{report.bad_replies} bad replies", file=sys.stderr, flush=True)  # fmt: skip
+            while dealer.poll(200):
+                checker.check(dealer.recv())
+            _alive(admin, daemon, report, checker)
+            report.wall_s = time.monotonic() - started
+            report.messages_per_s = report.messages / max(report.wall_s, 1e-9)
+        finally:
+            try:
+                if daemon.poll() is None:
+                    admin.request("shutdown", timeout=2.0)
+                    daemon.wait(timeout=10)
+            except (TimeoutError, subprocess.TimeoutExpired, IdControlError):
+                daemon.kill()
+            dealer.close(linger=0)
+            admin.close()
+            ctx.term()
+    return report
+
+
+def _wait_ready(admin: AdminClient, daemon: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            raise IdControlError(f"the daemon exited with code {daemon.returncode} before it was ready")
+        try:
+            admin.request("status", timeout=0.5)
+            return
+        except TimeoutError:
+            continue
+    raise IdControlError(f"the daemon did not answer within {timeout:.0f} s")
+
+
+def _alive(admin: AdminClient, daemon: subprocess.Popen, report: FuzzReport, checker: ReplyChecker) -> bool:
+    """The daemon answers status (and is started again when it has stopped); a crash is counted otherwise."""
+    try:
+        status = admin.request("status")
+        if status["mode"] in ("idle", "stopped"):
+            admin.request("start")
+            report.restarts += 1
+        return True
+    except (TimeoutError, IdControlError) as e:
+        report.crashes += 1
+        checker.problem(f"daemon unresponsive: {type(e).__name__}: {e}; exit code {daemon.poll()}")
+        return False
+
+
+def main(messages: int, seed: int, robot: str, json_path: str | None) -> int:
+    report = run_fuzz(messages, seed, robot)
+    text = json.dumps(asdict(report), indent=1)
+    print(text)
+    if json_path:
+        Path(json_path).write_text(text + "\n")
+    return 0 if report.crashes == 0 and report.bad_replies == 0 and report.internal_errors == 0 else 1

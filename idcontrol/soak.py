@@ -1,0 +1,134 @@
+"""``idcontrol soak``: the closed loop at 1 kHz in real time for minutes; memory and deadlines over time.
+
+The daemon and a real-time MuJoCo bridge run as separate processes (as ``idcontrol launch`` starts them),
+the quadruped standing, on free loopback ports. Every ``sample_s`` seconds the resident set size (RSS) of
+both processes and the daemon's tick and deadline counters are sampled; at the end the daemon's
+statistics and the bridge's report are collected. Memory is flat when the RSS slope over the second half
+of the run is near zero.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idcontrol.client import AdminClient
+from idcontrol.fuzz import free_ports
+from idcontrol.launch_file import load_launch
+from idcontrol.launcher import Launch
+
+LAUNCH_TEMPLATE = """
+robot = "quadruped"
+duration = 0.0
+[controller]
+formulation = "{formulation}"
+penetration_tolerance = 0.001
+[reference]
+name = "hold"
+[bridge]
+mode = "realtime"
+[endpoints]
+control = "tcp://127.0.0.1:{control}"
+admin = "tcp://127.0.0.1:{admin}"
+telemetry = "tcp://127.0.0.1:{telemetry}"
+"""
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process, MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+@dataclass
+class SoakReport:
+    minutes: float
+    formulation: str
+    samples: list[dict[str, float]] = field(default_factory=list)  # t_s, daemon/bridge RSS MiB, ticks, misses
+    end: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)  # the daemon's final statistics
+    bridge: dict[str, Any] = field(default_factory=dict)  # the bridge's report
+    rss_slope_mb_per_min: dict[str, float] = field(default_factory=dict)  # over the second half of the run
+
+
+def slope_per_min(t_s: list[float], values: list[float]) -> float:
+    """Least-squares slope of values over time, per minute (NaN with fewer than 3 samples)."""
+    if len(t_s) < 3:
+        return float("nan")
+    return float(np.polyfit(np.asarray(t_s) / 60.0, np.asarray(values), 1)[0])
+
+
+def run_soak(minutes: float, formulation: str = "two_stage_qp", sample_s: float = 10.0) -> SoakReport:
+    report = SoakReport(minutes, formulation)
+    control, admin_port, telemetry = free_ports(3)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "soak.toml"
+        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, control=control, admin=admin_port,
+                                               telemetry=telemetry))  # fmt: skip
+        run = Launch(load_launch(path), [], live=False)
+        admin = AdminClient(run.config.endpoints.admin)
+        try:
+            run.daemon = run._spawn("daemon")
+            run._wait_daemon_ready(admin)
+            run.bridge = run._spawn("bridge", stdout=subprocess.PIPE)
+            run._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
+            admin.request("start")
+            started = time.monotonic()
+            next_sample = started
+            report.end = "duration reached"
+            while time.monotonic() - started < minutes * 60.0:
+                time.sleep(max(0.0, min(1.0, next_sample - time.monotonic())))
+                status = admin.request("status")
+                if status["mode"] != "run":
+                    report.end = f"left run mode: {status['reason']}"
+                    break
+                if time.monotonic() >= next_sample:
+                    next_sample += sample_s
+                    sample = {"t_s": round(time.monotonic() - started, 1),
+                              "daemon_rss_mb": round(rss_mb(run.daemon.pid), 2),
+                              "bridge_rss_mb": round(rss_mb(run.bridge.pid), 2),
+                              "ticks": status["ticks"], "deadline_misses": status["deadline_misses"]}  # fmt: skip
+                    report.samples.append(sample)
+                    print(json.dumps(sample), file=sys.stderr, flush=True)
+            if admin.request("status")["mode"] == "run":
+                admin.request("stop", reason="soak over")
+            run._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 5.0, "the safe stop")
+            report.stats = admin.request("stats")
+            admin.request("shutdown")
+        finally:
+            admin.close()
+            report.bridge = run._stop_children()
+    half = [s for s in report.samples if s["t_s"] >= report.samples[-1]["t_s"] / 2] if report.samples else []
+    for who in ("daemon", "bridge"):
+        report.rss_slope_mb_per_min[who] = slope_per_min([s["t_s"] for s in half], [s[f"{who}_rss_mb"] for s in half])
+    return report
+
+
+def main(minutes: float, formulation: str, sample_s: float, json_path: str | None) -> int:
+    report = run_soak(minutes, formulation, sample_s)
+    s = report.stats
+    first, last = (report.samples[0], report.samples[-1]) if report.samples else ({}, {})
+    summary = {
+        "minutes": minutes, "end": report.end, "ticks": s.get("ticks"),
+        "on_deadline_fraction": s.get("on_deadline_fraction"), "deadline_misses": s.get("deadline_misses"),
+        "compute_us": s.get("compute_us"), "roundtrip_us": s.get("roundtrip_us"), "slack_us": s.get("slack_us"),
+        "bridge_late_commands": report.bridge.get("late_commands"),
+        "bridge_safe_stops": report.bridge.get("safe_stops"),
+        "daemon_rss_mb": [first.get("daemon_rss_mb"), last.get("daemon_rss_mb")],
+        "bridge_rss_mb": [first.get("bridge_rss_mb"), last.get("bridge_rss_mb")],
+        "rss_slope_mb_per_min": report.rss_slope_mb_per_min,
+    }  # fmt: skip
+    print(json.dumps(summary, indent=1))
+    if json_path:
+        Path(json_path).write_text(json.dumps(asdict(report), indent=1) + "\n")
+    return 0
