@@ -2,12 +2,13 @@
 
 The daemon runs as its own process (``idcontrol daemon`` on a launch file with free loopback ports). One
 DEALER sends bursts of messages, most of them broken in one way (random bytes, truncated or bit-flipped
-msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields, duplicate,
-old or huge sequence numbers, garbage objects, hellos for other robots, now and then a message over the
-size limit) and some valid states, so that the controller runs too. Every reply is checked: an
-``error`` with a documented code other than ``internal``, or a ``command`` whose torque is finite and
-within the robot's limits. Every few bursts the admin channel must answer (and a stopped daemon is
-started again). A crash is the daemon process exiting or its admin channel going silent.
+msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields, duplicate, old or
+far-ahead sequence numbers, garbage objects, hellos for other robots, now and then a message over the size
+limit, sent from a connection of its own since ZeroMQ closes it) and some valid states, so that the
+controller runs too. Every reply is checked: an ``error`` with a documented code other than ``internal``,
+or a ``command`` whose torque is finite and within the robot's limits. Every few bursts the admin channel
+must answer (and a stopped daemon is started again). A crash is the daemon process exiting or its admin
+channel going silent.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ control = "tcp://127.0.0.1:{control}"
 admin = "tcp://127.0.0.1:{admin}"
 telemetry = "tcp://127.0.0.1:{telemetry}"
 """
+
+
+#: A message over the size limit: ZeroMQ drops it and closes that connection, so it goes on a side socket.
+OVERSIZED = b"\x00" * (wire.MAX_MESSAGE_BYTES + 1)
 
 
 @dataclass
@@ -148,7 +153,7 @@ class Mutator:
         else:  # garbage objects, quaternion not of unit norm, or (rarely) over the size limit
             choice = int(r.integers(100))
             if choice == 0:
-                return b"\x00" * (wire.MAX_MESSAGE_BYTES + 1), False
+                return OVERSIZED, False
             if choice < 50:
                 base["objects"] = {str(r.choice(["box", "ghost"])): self._value()}
             else:
@@ -234,7 +239,10 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                 n = min(burst, messages - report.messages)
                 for _ in range(n):
                     raw, valid = mutator.message()
-                    dealer.send(raw)
+                    if raw is OVERSIZED:
+                        _send_oversized(ctx, f"tcp://127.0.0.1:{control}")
+                    else:
+                        dealer.send(raw)
                     report.valid_states += valid
                 report.messages += n
                 while dealer.poll(5 if report.messages % (16 * burst) else 50):
@@ -262,6 +270,15 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
             admin.close()
             ctx.term()
     return report
+
+
+def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:
+    """One message over the size limit from a throwaway connection (ZeroMQ closes it on the daemon's side)."""
+    side = ctx.socket(zmq.DEALER)
+    side.setsockopt(zmq.LINGER, 200)
+    side.connect(endpoint)
+    side.send(OVERSIZED)
+    side.close()
 
 
 def _wait_ready(admin: AdminClient, daemon: subprocess.Popen, timeout: float = 60.0) -> None:
