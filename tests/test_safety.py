@@ -237,11 +237,12 @@ def test_launch_file_safety_table_reaches_the_core_and_bad_joint_names_fail_at_l
 
 
 def test_shipped_quadruped_launch_files_turn_the_limit_guards_on():
-    """The quadruped launch files set the joint limit guards (off in code by default)."""
+    """The quadruped launch files set the position guard (off in code by default); standing, the velocity one."""
     from pathlib import Path
 
     from idcontrol.launch_file import load_launch
 
-    for name in ("quadruped_stand", "quadruped_trot"):
-        safety = load_launch(Path(__file__).resolve().parents[1] / "launch" / f"{name}.toml").safety
-        assert math.isfinite(safety.position_margin) and math.isfinite(safety.velocity_factor)
+    launch = Path(__file__).resolve().parents[1] / "launch"
+    stand, trot = (load_launch(launch / f"{name}.toml").safety for name in ("quadruped_stand", "quadruped_trot"))
+    assert math.isfinite(stand.position_margin) and math.isfinite(stand.velocity_factor)
+    assert math.isfinite(trot.position_margin)

@@ -75,7 +75,7 @@ class SafetySettings:
 
     The limit guards are off by default: a simulated robot crosses conservative URDF limits in
     experiments that are meant to go wrong (a grasp lost on purpose flings the arm's fingers at 35 times
-    their 0.5 m/s limit). Launch files for hardware should set them (``launch/quadruped_*.toml`` do).
+    their 0.5 m/s limit). Launch files for hardware should set them (the quadruped launch files do).
     time_budget_ms : a solve that takes longer than this counts as failed, ms (inf: no budget).
     fall_height_fraction : a floating base below this fraction of its standing height has fallen.
     fall_tilt : a floating base tilted more than this from upright has fallen, rad.
