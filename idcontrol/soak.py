@@ -3,8 +3,9 @@
 The daemon and a real-time MuJoCo bridge run as separate processes (as ``idcontrol launch`` starts them),
 the quadruped standing, on free loopback ports. Every ``sample_s`` seconds the resident set size (RSS) of
 both processes and the daemon's tick and deadline counters are sampled; at the end the daemon's
-statistics and the bridge's report are collected. Memory is flat when the RSS slope over the second half
-of the run is near zero.
+statistics and the bridge's report are collected. A safe stop on the way (20 late commands in a row on a
+busy machine, say) is recorded and the robot started again, so that memory is watched for the whole run.
+Memory is flat when the RSS slope over the second half of the run is near zero.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class SoakReport:
     formulation: str
     samples: list[dict[str, float]] = field(default_factory=list)  # t_s, daemon/bridge RSS MiB, ticks, misses
     end: str = ""
+    stops: list[str] = field(default_factory=list)  # why run mode ended each time before the end (then restarted)
     stats: dict[str, Any] = field(default_factory=dict)  # the daemon's final statistics
     bridge: dict[str, Any] = field(default_factory=dict)  # the bridge's report
     rss_slope_mb_per_min: dict[str, float] = field(default_factory=dict)  # over the second half of the run
@@ -89,9 +91,11 @@ def run_soak(minutes: float, formulation: str = "two_stage_qp", sample_s: float 
             while time.monotonic() - started < minutes * 60.0:
                 time.sleep(max(0.0, min(1.0, next_sample - time.monotonic())))
                 status = admin.request("status")
-                if status["mode"] != "run":
-                    report.end = f"left run mode: {status['reason']}"
-                    break
+                if status["mode"] != "run":  # a safe stop (e.g. late commands on a busy machine): note it, go on
+                    report.stops.append(f"t = {time.monotonic() - started:.1f} s: {status['reason']}")
+                    run._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 10.0, "the safe stop")
+                    admin.request("start")
+                    continue
                 if time.monotonic() >= next_sample:
                     next_sample += sample_s
                     sample = {"t_s": round(time.monotonic() - started, 1),
@@ -122,6 +126,7 @@ def main(minutes: float, formulation: str, sample_s: float, json_path: str | Non
         "minutes": minutes, "end": report.end, "ticks": s.get("ticks"),
         "on_deadline_fraction": s.get("on_deadline_fraction"), "deadline_misses": s.get("deadline_misses"),
         "compute_us": s.get("compute_us"), "roundtrip_us": s.get("roundtrip_us"), "slack_us": s.get("slack_us"),
+        "safe_stops_then_restarted": len(report.stops), "first_stops": report.stops[:5],
         "bridge_late_commands": report.bridge.get("late_commands"),
         "bridge_safe_stops": report.bridge.get("safe_stops"),
         "daemon_rss_mb": [first.get("daemon_rss_mb"), last.get("daemon_rss_mb")],
