@@ -64,6 +64,7 @@ class FuzzReport:
     internal_errors: int = 0  # "internal" replies: the daemon caught a bug of its own
     crashes: int = 0  # the daemon process died or its admin channel went silent
     restarts: int = 0  # admin starts after the daemon had stopped
+    reconnects: int = 0  # new connections after a window without commands (see run_fuzz)
     wall_s: float = 0.0
     messages_per_s: float = 0.0
     first_problems: list[str] = field(default_factory=list)
@@ -225,22 +226,22 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
         daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         ctx = zmq.Context()
-        dealer = ctx.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.setsockopt(zmq.RCVHWM, 0)
-        dealer.connect(f"tcp://127.0.0.1:{control}")
+        endpoint = f"tcp://127.0.0.1:{control}"
+        hello = wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep")
+        dealer = _connect(ctx, endpoint)
         admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx)
         try:
             _wait_ready(admin, daemon)
-            dealer.send(wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep"))
+            dealer.send(hello)
             started = time.monotonic()
+            commands_at_check = 0
             last_print = started
             while report.messages < messages:
                 n = min(burst, messages - report.messages)
                 for _ in range(n):
                     raw, valid = mutator.message()
                     if raw is OVERSIZED:
-                        _send_oversized(ctx, f"tcp://127.0.0.1:{control}")
+                        _send_oversized(ctx, endpoint)
                     else:
                         dealer.send(raw)
                     report.valid_states += valid
@@ -250,6 +251,14 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                 if report.messages % (16 * burst) < burst:
                     if not _alive(admin, daemon, report, checker):
                         break
+                    if report.commands == commands_at_check:
+                        # a bit flip may have made a huge seq acceptable: every later state is stale on this
+                        # connection, so go on as a new one (its seq numbers start afresh)
+                        dealer.close(linger=0)
+                        dealer = _connect(ctx, endpoint)
+                        dealer.send(hello)
+                        report.reconnects += 1
+                    commands_at_check = report.commands
                 if progress and time.monotonic() - last_print > 10.0:
                     last_print = time.monotonic()
                     print(f"fuzz: {report.messages} messages, {report.replies} replies, {report.crashes} crashes, "
@@ -270,6 +279,14 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
             admin.close()
             ctx.term()
     return report
+
+
+def _connect(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.setsockopt(zmq.RCVHWM, 0)
+    dealer.connect(endpoint)
+    return dealer
 
 
 def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:

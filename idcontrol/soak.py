@@ -4,13 +4,15 @@ The daemon and a real-time MuJoCo bridge run as separate processes (as ``idcontr
 the quadruped standing, on free loopback ports. Every ``sample_s`` seconds the resident set size (RSS) of
 both processes and the daemon's tick and deadline counters are sampled; at the end the daemon's
 statistics and the bridge's report are collected. A safe stop on the way (20 late commands in a row on a
-busy machine, say) is recorded and the robot started again, so that memory is watched for the whole run.
+busy machine, say) is recorded and the robot started again (after a fall, with a new bridge process: a
+fresh simulation), so that memory is watched for the whole run.
 Memory is flat when the RSS slope over the second half of the run is near zero.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,6 +60,7 @@ class SoakReport:
     samples: list[dict[str, float]] = field(default_factory=list)  # t_s, daemon/bridge RSS MiB, ticks, misses
     end: str = ""
     stops: list[str] = field(default_factory=list)  # why run mode ended each time before the end (then restarted)
+    bridge_restarts: int = 0  # new bridge processes after a fall (the bridge's RSS samples then restart)
     stats: dict[str, Any] = field(default_factory=dict)  # the daemon's final statistics
     bridge: dict[str, Any] = field(default_factory=dict)  # the bridge's report
     rss_slope_mb_per_min: dict[str, float] = field(default_factory=dict)  # over the second half of the run
@@ -94,6 +97,13 @@ def run_soak(minutes: float, formulation: str = "two_stage_qp", sample_s: float 
                 if status["mode"] != "run":  # a safe stop (e.g. late commands on a busy machine): note it, go on
                     report.stops.append(f"t = {time.monotonic() - started:.1f} s: {status['reason']}")
                     run._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 10.0, "the safe stop")
+                    if "fell" in status["reason"]:  # a fresh simulation: a new bridge process, standing
+                        run.bridge.send_signal(signal.SIGTERM)
+                        run.bridge.communicate(timeout=10)
+                        report.bridge_restarts += 1
+                        run.bridge = run._spawn("bridge", stdout=subprocess.PIPE)
+                        time.sleep(1.0)  # the old connection's states stop: the daemon takes the new one
+                        run._wait(admin, lambda s: s["bridge_connected"], 60.0, "the new bridge")
                     admin.request("start")
                     continue
                 if time.monotonic() >= next_sample:
@@ -127,6 +137,7 @@ def main(minutes: float, formulation: str, sample_s: float, json_path: str | Non
         "on_deadline_fraction": s.get("on_deadline_fraction"), "deadline_misses": s.get("deadline_misses"),
         "compute_us": s.get("compute_us"), "roundtrip_us": s.get("roundtrip_us"), "slack_us": s.get("slack_us"),
         "safe_stops_then_restarted": len(report.stops), "first_stops": report.stops[:5],
+        "bridge_restarts_after_a_fall": report.bridge_restarts,
         "bridge_late_commands": report.bridge.get("late_commands"),
         "bridge_safe_stops": report.bridge.get("safe_stops"),
         "daemon_rss_mb": [first.get("daemon_rss_mb"), last.get("daemon_rss_mb")],

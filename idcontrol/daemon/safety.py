@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, NameNotFound
-from idcontrol.robot.model import RobotModel
+
+if TYPE_CHECKING:  # the launch file loader imports this module: no Pinocchio import for a type
+    from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
 
