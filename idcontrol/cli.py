@@ -51,13 +51,99 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 def _launch(args: argparse.Namespace) -> int:
     from idcontrol.launcher import launch
 
-    return launch(_load(args), _overrides(args), args.summary_json, live=not args.quiet)
+    config = _load(args)
+    daemon_args = _log_args(args, config.robot)
+    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args)
+
+
+def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
+    """``--log`` for the daemon: the given path, or a timestamped one under logs/ for a bare ``--log``."""
+    if args.log is None:
+        return []
+    from idcontrol.errors import LogError
+    from idcontrol.logs.recorder import default_log_path
+
+    path = args.log or str(default_log_path(robot))
+    if os.path.exists(path):
+        raise LogError(f"log file {path} already exists; logs are never overwritten")
+    return ["--log", path, "--log-max-mb", str(args.log_max_mb)]
 
 
 def _daemon(args: argparse.Namespace) -> int:
     from idcontrol.daemon.app import run_daemon
 
-    return run_daemon(_load(args))
+    config = _load(args)
+    log_path = _log_args(args, config.robot)[1] if args.log is not None else None
+    return run_daemon(config, log_path, int(args.log_max_mb * (1 << 20)))
+
+
+def _add_log_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--log",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="record every tick to an MCAP file (default name: logs/<robot>-<date>-<time>.mcap)",
+    )
+    p.add_argument("--log-max-mb", type=float, default=1024.0,
+                   help="size of one log file before the next segment starts, MB (default 1024)")  # fmt: skip
+
+
+def _log_info(args: argparse.Namespace) -> int:
+    from idcontrol.logs.reader import format_info, read_log
+
+    print(format_info(read_log(args.log)))
+    return 0
+
+
+def _log_export(args: argparse.Namespace) -> int:
+    from idcontrol.logs.export import export
+
+    out = export(args.log, args.format, args.output)
+    print(f"wrote {out}")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from idcontrol.replay import replay_command
+
+    return replay_command(args)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from idcontrol.plot import plot_log
+
+    for path in plot_log(args.log, args.output):
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_log_commands(sub: argparse._SubParsersAction) -> None:
+    log = sub.add_parser("log", help="inspect or export a tick log")
+    log_sub = log.add_subparsers(dest="log_command", required=True)
+    info = log_sub.add_parser("info", help="duration, ticks, robot, formulations, deadline misses, fallbacks")
+    info.add_argument("log", help="an MCAP log written by --log")
+    info.set_defaults(func=_log_info)
+    export = log_sub.add_parser("export", help="write the ticks as a table (csv, parquet) or arrays (npz)")
+    export.add_argument("log", help="an MCAP log written by --log")
+    export.add_argument("--format", choices=("csv", "parquet", "npz"), default="csv")
+    export.add_argument("-o", "--output", default=None, help="output file (default: the log's name, new suffix)")
+    export.set_defaults(func=_log_export)
+    replay = sub.add_parser("replay", help="run a log's states through the controller again and compare")
+    replay.add_argument("log", help="an MCAP log written by --log")
+    replay.add_argument("--formulation", default=None, help="replay with this formulation (default: as logged)")
+    replay.add_argument("--from", dest="t_from", type=float, default=None, metavar="T", help="first bridge time, s")
+    replay.add_argument("--to", dest="t_to", type=float, default=None, metavar="T", help="last bridge time, s")
+    replay.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    replay.add_argument("--to-sim", choices=("mujoco",), default=None,
+                        help="drive the simulator open-loop with the logged torques instead")  # fmt: skip
+    replay.add_argument("--quiet", action="store_true", help="no progress bar")
+    replay.set_defaults(func=_replay)
+    plot = sub.add_parser("plot", help="write PNG figures of a log (torques, forces, tracking, timing)")
+    plot.add_argument("log", help="an MCAP log written by --log")
+    plot.add_argument("-o", "--output", default=None, help="output directory (default: <log stem>_plots)")
+    plot.set_defaults(func=_plot)
 
 
 def _bridge(args: argparse.Namespace) -> int:
@@ -133,14 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     _add_launch_args(launch)
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
+    _add_log_args(launch)
     launch.set_defaults(func=_launch)
     daemon = sub.add_parser("daemon", help="run only the control daemon of a launch file")
     _add_launch_args(daemon)
+    _add_log_args(daemon)
     daemon.set_defaults(func=_daemon)
     bridge = sub.add_parser("bridge", help="run only the simulator bridge of a launch file")
     _add_launch_args(bridge)
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
+    _add_log_commands(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

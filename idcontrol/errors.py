@@ -113,3 +113,7 @@ class ProtocolError(InputError):
         self.code = code
         self.seq = seq
         super().__init__(message)
+
+
+class LogError(IdControlError):
+    """A log file that cannot be written or read (exists already, truncated, not a log, unknown version)."""

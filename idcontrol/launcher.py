@@ -44,8 +44,9 @@ def check_endpoints_free(config: LaunchConfig) -> None:
 
 
 class Launch:
-    """One launched run. ``overrides`` are passed on to both child processes; ``prepare`` is called with
-    the admin client once the bridge is connected, before the robot is started (e.g. to set gains)."""
+    """One launched run. ``overrides`` are passed on to both child processes, ``daemon_args`` to the daemon;
+    ``prepare`` is called with the admin client once the bridge is connected, before the robot is started
+    (e.g. to set gains)."""
 
     def __init__(
         self,
@@ -53,17 +54,19 @@ class Launch:
         overrides: list[str],
         live: bool = True,
         prepare: Callable[[AdminClient], None] | None = None,
+        daemon_args: list[str] | None = None,
     ) -> None:
         self.config = config
         self.overrides = overrides
+        self.daemon_args = daemon_args or []
         self.live = live
         self.prepare = prepare
         self.daemon: subprocess.Popen | None = None
         self.bridge: subprocess.Popen | None = None
         self._interrupted = False
 
-    def _spawn(self, role: str, stdout: int | None = None) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides]
+    def _spawn(self, role: str, stdout: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides, *extra]
         return subprocess.Popen(cmd, stdout=stdout, start_new_session=True)
 
     def _wait_daemon_ready(self, admin: AdminClient, timeout: float = 60.0) -> dict[str, Any]:
@@ -98,7 +101,7 @@ class Launch:
         admin = AdminClient(self.config.endpoints.admin, curve=keys)
         started_wall = time.monotonic()
         try:
-            self.daemon = self._spawn("daemon")
+            self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             self._wait_daemon_ready(admin)
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
@@ -133,6 +136,8 @@ class Launch:
             "object_dropped_at_s": stats["object_dropped_at_s"],
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
         })  # fmt: skip
+        if "log_path" in stats:
+            summary.update(log_path=stats["log_path"], log_dropped=stats["log_dropped"])
         return summary
 
     def _on_interrupt(self, *_: object) -> None:
@@ -207,14 +212,22 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
         ("fell", "yes" if summary["fell"] else "no"),
     ]
+    if "log_path" in summary:
+        rows.append(("log", f"{summary['log_path']} ({summary['log_dropped']} records dropped)"))
     if summary.get("object_dropped_at_s") is not None:
         rows.append(("object dropped", f"at t = {summary['object_dropped_at_s']:.3f} s"))
     return "\n".join(f"{k:<20} {v}" for k, v in rows)
 
 
-def launch(config: LaunchConfig, overrides: list[str], summary_json: str | None, live: bool = True) -> int:
+def launch(
+    config: LaunchConfig,
+    overrides: list[str],
+    summary_json: str | None,
+    live: bool = True,
+    daemon_args: list[str] | None = None,
+) -> int:
     try:
-        summary = Launch(config, overrides, live).run()
+        summary = Launch(config, overrides, live, daemon_args=daemon_args).run()
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)

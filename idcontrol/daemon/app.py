@@ -39,11 +39,20 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
     return core
 
 
-def run_daemon(config: LaunchConfig) -> int:
-    """Serve until SIGINT/SIGTERM or an admin ``shutdown``; returns the process exit code."""
+def run_daemon(config: LaunchConfig, log_path: str | None = None, log_max_bytes: int = 1 << 30) -> int:
+    """Serve until SIGINT/SIGTERM or an admin ``shutdown``; returns the process exit code.
+
+    log_path : record every tick to this MCAP file (see :mod:`idcontrol.logs`); None: no log.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s daemon %(levelname)s %(message)s")
+    core = build_core(config)
+    logger = None
+    if log_path is not None:
+        from idcontrol.logs.recorder import LogRecorder, describe_run
+
+        logger = LogRecorder(log_path, describe_run(config, core), max_bytes=log_max_bytes)
     curve = KeyDirectory(config.curve_keys) if config.curve_keys else None
-    daemon = Daemon(build_core(config), config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve)
+    daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger)
     enter_realtime(config.realtime, "daemon")
     daemon.serve()
     return 0

@@ -36,10 +36,13 @@ from idcontrol.daemon.core import ControlCore, TickOutput
 from idcontrol.daemon.endpoints import Endpoints, bind
 from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
+from idcontrol.logs.recorder import LogRecorder
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
 from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.daemon")
+#: admin requests that change what the core computes; logged so that replay applies them at the same tick
+LOGGED_REQUESTS = ("start", "stop", "set_formulation", "set_gains", "set_reference")
 
 
 class RateLimitedLog:
@@ -83,8 +86,10 @@ class Daemon:
         shutdown_timeout: float = 1.0,
         context: zmq.Context | None = None,
         curve: KeyDirectory | None = None,
+        logger: LogRecorder | None = None,
     ) -> None:
         self.core = core
+        self.logger = logger  # tick log (idcontrol.logs): records queued, never waited on
         self.endpoints = endpoints or Endpoints()
         self.endpoints.check(curve=curve is not None)
         if not watchdog > 0:
@@ -162,6 +167,7 @@ class Daemon:
         now = time.monotonic()
         self._shutdown_deadline = min(self._shutdown_deadline, now + self.shutdown_timeout)
         self.core.stop(reason, now)
+        self._log_event("stop", now, reason=reason)
 
     def serve(self, install_signal_handlers: bool = True) -> None:
         """Run the loop until shutdown. Signal handlers are installed when called from the main thread."""
@@ -190,6 +196,8 @@ class Daemon:
                     break
         finally:
             self.running = False
+            if self.logger is not None:
+                self.logger.close(self.summary())
             self.close()
             log.info("daemon stopped (%s)", self.core.reason)
 
@@ -290,9 +298,9 @@ class Daemon:
         self.stats.record(compute_us, message.last_rtt_us, timings)
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
-        if self.telemetry is not None:
+        if self.telemetry is not None or self.logger is not None:
             try:
-                self._publish(out, message, compute_us)
+                self._publish(out, message, compute_us, now)
             except Exception as e:  # telemetry is for observers: a bug there must not stop the robot
                 self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
 
@@ -308,18 +316,25 @@ class Daemon:
             self.core.stop(f"watchdog: no state for {gap_ms:.0f} ms", now)
             self.watchdog_trips += 1
             self.last_watchdog_gap_ms = gap_ms
+            self._log_event("stop", now, reason=self.core.reason)
             log.warning("watchdog: no state for %.1f ms; safe stop", gap_ms)
         self.core.expire(now)
 
     # ------------------------------------------------------------------ telemetry
-    def _publish(self, out: TickOutput, message: StateMessage, compute_us: float) -> None:
+    def _publish(self, out: TickOutput, message: StateMessage, compute_us: float, now: float) -> None:
         record: dict[str, Any] = {
             "v": wire.PROTOCOL_VERSION, "type": "telemetry", "seq": out.seq, "t": out.t, "mode": out.mode,
             "formulation": self.core.controller.formulation.name, "q": wire.f64(message.q), "qd": wire.f64(message.v),
-            "tau": wire.f64(out.tau), "compute_us": compute_us, "clipped": out.clipped,
+            "tau": wire.f64(out.tau), "compute_us": compute_us, "clipped": out.clipped, "now": now, "note": out.note,
+            "bridge_stopped": message.bridge_stopped, "last_rtt_us": message.last_rtt_us,
         }  # fmt: skip
+        if message.objects:
+            record["objects"] = {name: {"position": wire.f64(s.position), "orientation_xyzw": wire.f64(
+                s.orientation_xyzw), "linear_velocity": wire.f64(s.linear_velocity), "angular_velocity": wire.f64(
+                s.angular_velocity)} for name, s in message.objects.items()}  # fmt: skip
         if out.target is not None:
             record["q_ref"] = wire.f64(out.target.q_ref)
+            record["qd_ref"] = wire.f64(out.target.v_ref)
             record["qdd_des"] = wire.f64(out.qdd_des)
             reference = self.core.reference.telemetry()
             if reference:
@@ -338,10 +353,21 @@ class Daemon:
             })  # fmt: skip
         if message.contact_forces is not None:
             record["sensed_forces"] = wire.f64(message.contact_forces)
-        try:
-            self.telemetry.send(wire.pack(record), zmq.NOBLOCK)
-        except zmq.Again:
-            pass
+        if self.logger is not None:
+            record["log_dropped"] = self.logger.dropped
+        packed = wire.pack(record)
+        if self.logger is not None:
+            self.logger.tick(packed)
+        if self.telemetry is not None:
+            try:
+                self.telemetry.send(packed, zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+
+    def _log_event(self, kind: str, now: float, **fields: Any) -> None:
+        """Record an admin change or stop among the ticks, so that replay can apply it at the same place."""
+        if self.logger is not None:
+            self.logger.event(kind, now, **fields)
 
     def _contact_labels(self, ids: tuple) -> list[str]:
         """Contact labels "sphere/surface", rebuilt only when the pattern changes (the detector reuses its ids)."""
@@ -375,6 +401,9 @@ class Daemon:
         try:
             request = wire.decode_request(raw)
             reply = self._handle(request)
+            if request["type"] in LOGGED_REQUESTS:
+                self._log_event(request["type"], time.monotonic(), **{k: v for k, v in request.items()
+                                                                      if k not in ("v", "type")})  # fmt: skip
         except ProtocolError as e:
             reply = wire.encode_error(e.code, str(e))
         except UnknownName as e:
@@ -450,6 +479,7 @@ class Daemon:
             "bridge_connected": bool(now - self._last_state_time < max(self.watchdog, 0.1)),
             "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
             "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
+            **(self.logger.status() if self.logger is not None else {}),
         }  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
@@ -458,4 +488,5 @@ class Daemon:
             **self.stats.summary(), **core.metrics.summary(), "formulation": core.controller.formulation.name,
             "torque_clips": core.clip_count, "solve_failures": core.fail_count, "mode": core.mode,
             "reason": core.reason, "interventions": dict(core.filter.counts),
+            **(self.logger.status() if self.logger is not None else {}),
         }  # fmt: skip

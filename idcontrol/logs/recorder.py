@@ -1,0 +1,185 @@
+"""The daemon's side of logging: hand each tick record to the writer process, never waiting.
+
+The daemon already packs one msgpack telemetry record per tick; :meth:`LogRecorder.tick` pushes
+those bytes into a bounded ZeroMQ queue towards the writer process
+(:mod:`idcontrol.logs.writer`). When the queue is full the record is dropped and counted
+(:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run statistics):
+the tick never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.errors import LogError
+from idcontrol.logs.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from idcontrol.daemon.core import ControlCore
+    from idcontrol.launch_file import LaunchConfig
+
+SEND_HWM = 20000  # records queued on the daemon's side before dropping (20 s at 1 kHz)
+EVENT_TIMEOUT_S = 0.5  # an admin event may wait this long for room in the queue (never a tick)
+
+
+def default_log_path(robot: str, directory: str | Path = "logs") -> Path:
+    """``logs/<robot>-<YYYYmmdd-HHMMSS>.mcap``, with a counter when that name is taken."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(directory) / f"{robot}-{stamp}"
+    path, n = base.with_suffix(".mcap"), 1
+    while path.exists():
+        path, n = Path(f"{base}-{n}.mcap"), n + 1
+    return path
+
+
+def describe_run(config: LaunchConfig, core: ControlCore) -> dict[str, Any]:
+    """The run's configuration as JSON values: enough to rebuild the same core (see :mod:`idcontrol.replay`)."""
+    robot, c = core.robot, config.controller
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "robot": config.robot,
+        "launch_file": str(config.path),
+        "launch_toml": config.path.read_text(),
+        "duration": config.duration,
+        "formulation": core.controller.formulation.name,
+        "formulation_options": c.options,
+        "reference": core.reference.name,
+        "reference_options": config.reference.options,
+        "gains": {k: getattr(core.gains, k).tolist() for k in ("kp", "kd", "ki")},
+        "dt": core.dt,
+        "mu": c.mu,
+        "penetration_tolerance": c.penetration_tolerance,
+        "bridge": {
+            "kind": config.bridge.kind,
+            "mode": config.bridge.mode,
+            "mu": config.bridge.mu,
+            "substeps": config.bridge.substeps,
+        },  # fmt: skip
+        "nq": robot.nq,
+        "nv": robot.nv,
+        "joint_names": list(robot.actuated_joints),
+        "contact_names": list(robot.sphere_names),
+        "object_names": [o.name for o in core.controller.environment.objects],
+        "torque_limits": core.tau_limit.tolist(),
+        "pid": os.getpid(),
+        "started_unix": time.time(),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready values: containers recursed, NaN and infinities as None, anything else as text."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+class LogRecorder:
+    """Start the writer process for ``path`` and feed it records.
+
+    config : the run's configuration (:func:`describe_run`), written first.
+    max_bytes : size of one log file before the next segment starts.
+    flush_interval : the writer flushes at least this often, s; a crash loses at most this much.
+    queue_size : records queued on the daemon's side (beyond those in flight) before records are dropped.
+    Raises :class:`LogError` when the file exists or the writer cannot start.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        config: dict[str, Any],
+        *,
+        max_bytes: int = 1 << 30,
+        flush_interval: float = 0.05,
+        queue_size: int = SEND_HWM,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise LogError(f"log file {self.path} already exists; logs are never overwritten")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise LogError(f"cannot create the log directory {self.path.parent}: {e.strerror}") from None
+        config = {**config, "clock_offset_s": time.time() - time.monotonic()}
+        cmd = [sys.executable, "-m", "idcontrol.logs.writer", str(self.path), "--max-bytes", str(max_bytes),
+               "--flush-interval", str(flush_interval), "--parent-pid", str(os.getpid())]  # fmt: skip
+        self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process.stdin.write(json.dumps(config))
+        self.process.stdin.close()
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("ready "):
+            self.process.wait(timeout=10)
+            raise LogError(line.removeprefix("error ") or f"the log writer exited with code {self.process.returncode}")
+        self.endpoint = line.split(" ", 1)[1]
+        self._ctx = context or zmq.Context.instance()
+        self.push = self._ctx.socket(zmq.PUSH)
+        self.push.setsockopt(zmq.SNDHWM, queue_size)
+        self.push.setsockopt(zmq.LINGER, 5000)
+        self.push.connect(self.endpoint)
+        self.ticks = 0  # records offered
+        self.dropped = 0  # records the queue had no room for
+        self.events_dropped = 0
+
+    def tick(self, record: bytes) -> None:
+        """Queue one packed tick record; drop and count it when the queue is full. Never blocks."""
+        self.ticks += 1
+        try:
+            self.push.send(record, zmq.NOBLOCK)
+        except zmq.Again:
+            self.dropped += 1
+
+    def event(self, kind: str, now: float, **fields: Any) -> None:
+        """Queue an admin change or stop (called between ticks; waits at most ``EVENT_TIMEOUT_S``)."""
+        self._send_blocking({"v": wire.PROTOCOL_VERSION, "type": "event", "kind": kind, "now": now,
+                             "tick": self.ticks, **fields})  # fmt: skip
+
+    def _send_blocking(self, record: dict[str, Any]) -> bool:
+        raw = wire.pack(record)
+        deadline = time.monotonic() + EVENT_TIMEOUT_S
+        while True:
+            try:
+                self.push.send(raw, zmq.NOBLOCK)
+                return True
+            except zmq.Again:
+                if time.monotonic() > deadline:
+                    self.events_dropped += 1
+                    return False
+                time.sleep(0.001)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "log_path": str(self.path),
+            "log_dropped": self.dropped,
+            "log_writer_alive": self.process.poll() is None,
+        }
+
+    def close(self, summary: dict[str, Any] | None = None, timeout: float = 10.0) -> None:
+        """Send the end record (run statistics), then wait for the writer to finish the file."""
+        if self.process.poll() is None:
+            end = {"v": wire.PROTOCOL_VERSION, "type": "end", "now": time.monotonic(), "ticks": self.ticks,
+                   "log_dropped": self.dropped, "events_dropped": self.events_dropped,
+                   "stats": summary or {}}  # fmt: skip
+            self._send_blocking(_plain(end))
+        self.push.close()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            self.process.wait(timeout=timeout)

@@ -1,0 +1,269 @@
+"""``idcontrol replay``: run a log's states through the controller core again and compare.
+
+The core is rebuilt from the configuration recorded in the log (launch file text, formulation
+and options, gains), warmed up exactly as the daemon does before its first tick, and then given
+every logged state in order, with the logged admin changes (start, stop, set_formulation,
+set_gains, set_reference) applied between the same ticks and the daemon's clock of each tick.
+With the logged formulation, a lock-step simulation log reproduces the logged torques (to
+rounding; the solvers are deterministic). With ``--formulation NAME`` every tick is solved by NAME
+instead, and the differences show what that formulation would have commanded in the same states.
+
+``--to-sim mujoco`` instead drives the simulator open-loop with the logged torques, from the
+first logged state, and reports how far the simulated motion drifts from the logged one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from idcontrol.contacts.world import ObjectState
+from idcontrol.daemon.core import ControlCore
+from idcontrol.errors import IdControlError, LogError
+from idcontrol.logs.reader import TickLog, read_log
+from idcontrol.protocol import StateMessage
+
+STEPPING_MODES = ("run", "safe_stop")  # a bridge steps its simulator only on these commands
+RESIDUALS = ("dynamics", "tracking", "penetration", "complementarity", "friction", "slip")
+
+
+def rebuild_core(log: TickLog, formulation: str | None = None) -> ControlCore:
+    """The daemon's core as the log describes it, warmed up like ``Daemon.serve`` does."""
+    from idcontrol.daemon.app import build_core
+    from idcontrol.launch_file import load_launch
+
+    cfg = log.config
+    if "launch_toml" not in cfg:
+        raise LogError(f"{log.path}: the log holds no launch file; it cannot be replayed")
+    with tempfile.TemporaryDirectory() as tmp:
+        launch_path = Path(tmp) / Path(cfg.get("launch_file", "launch.toml")).name
+        launch_path.write_text(cfg["launch_toml"])
+        config = load_launch(launch_path)
+    c = config.controller
+    name = formulation or cfg["formulation"]
+    options = cfg.get("formulation_options", c.options) if name == cfg["formulation"] else {}
+    config = replace(config, controller=replace(c, formulation=name, options=options))
+    core = build_core(config)
+    gains = cfg.get("gains")
+    if gains:
+        core.set_gains(**gains)
+    core.warm_up()
+    return core
+
+
+def logged_state(tick: dict[str, Any]) -> StateMessage:
+    """The state message a tick answered, from its log record."""
+    sensed = tick.get("sensed_forces")
+    objects = {
+        name: ObjectState(**{k: np.asarray(v, dtype=float) for k, v in pose.items()})
+        for name, pose in (tick.get("objects") or {}).items()
+    }
+    return StateMessage(
+        seq=int(tick["seq"]),
+        t=float(tick["t"]),
+        q=np.asarray(tick["q"], dtype=float),
+        v=np.asarray(tick["qd"], dtype=float),
+        contact_forces=np.asarray(sensed, dtype=float) if sensed else None,
+        objects=objects,
+        last_rtt_us=tick.get("last_rtt_us"),
+        bridge_stopped=bool(tick.get("bridge_stopped", False)),
+    )
+
+
+def apply_event(core: ControlCore, event: dict[str, Any], keep_formulation: bool) -> None:
+    """Apply one logged admin change or stop to the core, as the daemon did."""
+    kind, now = event.get("kind"), float(event.get("now", 0.0))
+    if kind == "start":
+        core.start(now)
+    elif kind == "stop":
+        core.stop(str(event.get("reason", "stop requested")), now)
+    elif kind == "set_formulation" and not keep_formulation:
+        core.set_formulation(event["name"], event.get("options") or {})
+    elif kind == "set_gains":
+        core.set_gains(event.get("kp"), event.get("kd"), event.get("ki"))
+    elif kind == "set_reference":
+        from idcontrol.reference import make_reference
+
+        options = event.get("options") or {}
+        if core.mode in ("run", "safe_stop"):
+            core.reference.update(**options)  # in place, as the daemon does while running
+        else:
+            core.reference = make_reference(event["name"], core.robot, **options)
+
+
+def _progress(done: int, total: int, stream=sys.stderr) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    stream.write(f"\rreplay [{'#' * filled}{'.' * (width - filled)}] {done}/{total} ticks")
+    if done >= total:
+        stream.write("\n")
+    stream.flush()
+
+
+def replay(
+    log: TickLog,
+    formulation: str | None = None,
+    t_from: float | None = None,
+    t_to: float | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Replay ``log`` (see the module docstring) and compare the ticks whose bridge time is in [t_from, t_to].
+
+    Every tick from the start is replayed (so that warm starts and the reference's state match);
+    only those in the window are compared. Returns plain values: ``ticks`` (compared),
+    ``formulation``, ``tau_max_abs_diff``, ``tau_rms_diff`` (N·m), ``force_max_abs_diff`` (N, over
+    ticks whose contacts match), per-joint maxima, mismatch counts and the replayed solves' worst
+    residuals.
+    """
+    if not log.ticks:
+        raise LogError(f"{log.path} holds no ticks to replay")
+    core = rebuild_core(log, formulation)
+    events: dict[int, list[dict[str, Any]]] = {}
+    for e in log.events:
+        events.setdefault(int(e.get("tick", 0)), []).append(e)
+    lo = -math.inf if t_from is None else t_from
+    hi = math.inf if t_to is None else t_to
+    nu = core.robot.nu
+    tau_sq, tau_max = 0.0, np.zeros(nu)
+    force_max, force_sq, force_n = 0.0, 0.0, 0
+    compared = contact_mismatch = mode_mismatch = 0
+    residual_max = dict.fromkeys(RESIDUALS, 0.0)
+    formulations: dict[str, int] = {}
+    total = len(log.ticks)
+    step = max(total // 100, 1)
+    for i, tick in enumerate(log.ticks):
+        if tick["t"] > hi:
+            break
+        for e in events.get(i, ()):
+            try:
+                apply_event(core, e, keep_formulation=formulation is not None)
+            except IdControlError as err:
+                raise LogError(f"replay: the logged {e.get('kind')} before tick {i} failed: {err}") from None
+        out = core.tick(logged_state(tick), float(tick["now"]))
+        if progress and (i % step == 0 or i == total - 1):
+            _progress(i + 1, total)
+        if tick["t"] < lo:
+            continue
+        compared += 1
+        mode_mismatch += out.mode != tick["mode"]
+        diff = np.abs(out.tau - np.asarray(tick["tau"], dtype=float))
+        tau_max = np.maximum(tau_max, diff)
+        tau_sq += float(diff @ diff)
+        if out.result is None:
+            continue
+        name = core.controller.formulation.name
+        formulations[name] = formulations.get(name, 0) + 1
+        for key in RESIDUALS:
+            residual_max[key] = max(residual_max[key], getattr(out.result.residuals, key))
+        logged_force = tick.get("force_world")
+        replayed = out.result.force_in_world
+        if logged_force is None or replayed is None:
+            continue
+        logged_force = np.asarray(logged_force, dtype=float).reshape(-1, 3)
+        if logged_force.shape != replayed.shape:
+            contact_mismatch += 1
+            continue
+        d = np.abs(replayed - logged_force)
+        force_max = max(force_max, float(np.nanmax(d, initial=0.0)))
+        force_sq += float(np.nansum(d * d))
+        force_n += d.size
+    if progress:
+        _progress(total, total)
+    return {
+        "ticks": compared,
+        "formulation": formulation or log.config.get("formulation"),
+        "formulations_replayed": formulations,
+        "logged_formulations": sorted({t.get("formulation", "") for t in log.ticks}),
+        "tau_max_abs_diff": float(tau_max.max(initial=0.0)),
+        "tau_rms_diff": math.sqrt(tau_sq / max(compared * nu, 1)),
+        "tau_max_abs_diff_per_joint": dict(zip(log.config.get("joint_names", []), tau_max.tolist(), strict=False)),
+        "force_max_abs_diff": force_max,
+        "force_rms_diff": math.sqrt(force_sq / force_n) if force_n else 0.0,
+        "contact_mismatch_ticks": contact_mismatch,
+        "mode_mismatch_ticks": mode_mismatch,
+        "residual_max": residual_max,
+        "t_from": t_from,
+        "t_to": t_to,
+    }
+
+
+def _windowed(log: TickLog, t_from: float | None, t_to: float | None) -> Iterator[dict[str, Any]]:
+    for tick in log.ticks:
+        if (t_from is None or tick["t"] >= t_from) and (t_to is None or tick["t"] <= t_to):
+            yield tick
+
+
+def replay_to_sim(log: TickLog, t_from: float | None = None, t_to: float | None = None) -> dict[str, Any]:
+    """Drive MuJoCo open-loop with the logged torques from the first run-mode state of the window.
+
+    Returns how far the simulated configuration drifts from the logged one: the largest joint
+    position error (rad) and the base position error at the end (m), over ``ticks`` commands.
+    """
+    from idcontrol.bridges.mujoco_sim import MujocoSim
+    from idcontrol.robot.model import RobotModel
+
+    cfg = log.config
+    ticks = [t for t in _windowed(log, t_from, t_to) if t["mode"] in STEPPING_MODES]
+    if len(ticks) < 2:
+        raise LogError(f"{log.path}: fewer than two ticks in the window; nothing to simulate")
+    robot = RobotModel(cfg["robot"])
+    bridge = cfg.get("bridge", {})
+    substeps = int(bridge.get("substeps", 1))
+    sim = MujocoSim(robot, mu=float(bridge.get("mu", 1.0)), timestep=log.dt / substeps,
+                    with_objects=bool(cfg.get("object_names")), object_mu=float(bridge.get("mu", 1.0)))  # fmt: skip
+    first = logged_state(ticks[0])
+    sim.reset(first.q, first.v, first.objects or None)
+    joints = slice(7, None) if robot.floating_base else slice(None)
+    joint_err = base_err = 0.0
+    steps = 0
+    for tick, following in zip(ticks, ticks[1:], strict=False):
+        if following["seq"] != tick["seq"] + 1:
+            break  # the bridge held still (idle, stopped) in between: the logged motion is not one stream
+        tau = np.asarray(tick["tau"], dtype=float)
+        for _ in range(substeps):
+            sim.step(tau)
+        steps += 1
+        q_sim, q_log = sim.state().q, np.asarray(following["q"], dtype=float)
+        joint_err = max(joint_err, float(np.abs(q_sim[joints] - q_log[joints]).max(initial=0.0)))
+        if robot.floating_base:
+            base_err = float(np.linalg.norm(q_sim[:3] - q_log[:3]))
+    return {
+        "ticks": steps,
+        "simulator": "mujoco",
+        "joint_position_max_abs_err_rad": joint_err,
+        "base_position_err_end_m": base_err,
+        "fell": bool(robot.floating_base and sim.fell(0.5 * robot.standing_configuration()[2])),
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    rows = [(k, v) for k, v in report.items() if not isinstance(v, dict)]
+    for key in ("formulations_replayed", "residual_max", "tau_max_abs_diff_per_joint"):
+        for k, v in report.get(key, {}).items():
+            rows.append((f"{key}.{k}", v))
+    fmt = [(k, f"{v:.3e}" if isinstance(v, float) else str(v)) for k, v in rows]
+    return "\n".join(f"{k:<40} {v}" for k, v in fmt)
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    log = read_log(args.log)
+    if log.truncated:
+        print(f"idcontrol: warning: {log.truncated}", file=sys.stderr)
+    if args.to_sim:
+        if args.formulation:
+            raise LogError("--to-sim replays the logged torques; it takes no --formulation")
+        report = replay_to_sim(log, args.t_from, args.t_to)
+    else:
+        progress = not args.quiet and sys.stderr.isatty()
+        report = replay(log, args.formulation, args.t_from, args.t_to, progress=progress)
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0

@@ -1,0 +1,313 @@
+"""Tick logs on real files: writer round trip, crash safety, replay determinism, export, plots, bad logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+from mcap.writer import Writer
+
+from idcontrol import protocol as wire
+from idcontrol.cli import main
+from idcontrol.client import AdminClient
+from idcontrol.errors import LogError
+from idcontrol.logs import schema
+from idcontrol.logs.reader import read_log
+from idcontrol.logs.recorder import LogRecorder
+from idcontrol.logs.writer import SegmentedLog, segment_path
+from idcontrol.robot.model import RobotModel
+from tests.test_launch import launch_file
+
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def spawn(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=ENV, start_new_session=True)  # fmt: skip
+
+
+def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = admin.request("status", timeout=1.0)
+        except TimeoutError:
+            continue
+        if predicate(status):
+            return status
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for the daemon")
+
+
+def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dict:
+    """A daemon tick record with every field of the schema, random values (one NaN force)."""
+    f = lambda *shape: rng.standard_normal(shape)  # noqa: E731
+    force_normal = f(n_contacts)
+    if n_contacts:
+        force_normal[0] = np.nan
+    return {
+        "v": 1, "type": "telemetry", "seq": seq, "t": seq * 1e-3, "now": 100.0 + seq * 1e-3, "mode": "run",
+        "formulation": "two_stage_qp", "q": wire.f64(f(19)), "qd": wire.f64(f(18)), "tau": wire.f64(f(12)),
+        "compute_us": float(rng.uniform(100, 900)), "clipped": int(rng.integers(3)), "note": f"note {seq}",
+        "bridge_stopped": bool(seq % 2), "last_rtt_us": float(rng.uniform(100, 900)),
+        "objects": {"box": {"position": wire.f64(f(3)), "orientation_xyzw": wire.f64(f(4)),
+                            "linear_velocity": wire.f64(f(3)), "angular_velocity": wire.f64(f(3))}},
+        "q_ref": wire.f64(f(12)), "qd_ref": wire.f64(f(12)), "qdd_des": wire.f64(f(12)),
+        "reference": {"phase": float(rng.uniform())}, "found": bool(seq % 3), "iterations": int(rng.integers(50)),
+        "fallback": "qp" if seq % 5 == 0 else "", "repaired": bool(seq % 7 == 0), "message": "ok",
+        "timings_us": {"model": 40.0, "solve": float(rng.uniform(100, 200))},
+        "contact_ids": [f"s{i}/ground" for i in range(n_contacts)], "contact_points": wire.f64(f(n_contacts, 3)),
+        "contact_normals": wire.f64(f(n_contacts, 3)), "contact_phi": wire.f64(f(n_contacts)),
+        "force_normal": wire.f64(force_normal), "force_world": wire.f64(f(n_contacts, 3)),
+        "sensed_forces": wire.f64(f(4, 3)), "log_dropped": 0,
+    }  # fmt: skip
+
+
+def decoded(record: dict, key: str):
+    value = record[key]
+    return np.frombuffer(value, dtype="<f8") if isinstance(value, bytes) else value
+
+
+def test_every_field_round_trips_through_a_real_file(tmp_path: Path) -> None:
+    """Every tick field written by the writer reads back bit-identical (NaN as NaN), padded per contact count."""
+    rng = np.random.default_rng(4)
+    counts = [4, 0, 2, 3]
+    records = [synthetic_record(rng, seq, n) for seq, n in enumerate(counts, start=1)]
+    log_file = SegmentedLog(tmp_path / "a.mcap", {"robot": "quadruped", "dt": 1e-3}, 1 << 30)
+    for r in records:
+        log_file.add(msgpack.unpackb(msgpack.packb(r, use_bin_type=True), raw=False))
+    log_file.close()
+    log = read_log(tmp_path / "a.mcap")
+    assert len(log) == len(records) and not log.truncated and log.config["robot"] == "quadruped"
+    assert log.array("n_contacts").tolist() == counts
+    for i, (r, n) in enumerate(zip(records, counts, strict=True)):
+        for key in schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL + schema.SCALAR_STR:
+            assert log.array(key)[i] == r[key], key
+        for key in schema.VECTORS:
+            np.testing.assert_array_equal(log.array(key)[i], decoded(r, key))
+        np.testing.assert_array_equal(log.array("sensed_forces")[i], decoded(r, "sensed_forces").reshape(4, 3))
+        for key in schema.CONTACT_VECTORS + schema.CONTACT_ROWS3:
+            got = log.array(key)[i, :n]
+            np.testing.assert_array_equal(got.reshape(-1), decoded(r, key))  # NaN == NaN here
+            assert np.isnan(log.array(key)[i, n:]).all()
+        assert log.array("contact_ids")[i, :n].tolist() == r["contact_ids"]
+        for key in ("timings_us", "reference"):
+            assert log.ticks[i][key] == r[key]
+        for k, v in r["objects"]["box"].items():
+            np.testing.assert_array_equal(log.ticks[i]["objects"]["box"][k], np.frombuffer(v, dtype="<f8"))
+
+
+def test_segments_rotate_by_size_and_no_file_is_overwritten(tmp_path: Path) -> None:
+    """Past max_bytes a new segment starts (each readable, with the config); an existing name is refused."""
+    rng = np.random.default_rng(5)
+    path = tmp_path / "run.mcap"
+    log_file = SegmentedLog(path, {"robot": "quadruped"}, max_bytes=200_000)
+    log_file.add({"v": 1, "type": "event", "kind": "start", "now": 1.0, "tick": 0})
+    for seq in range(1, 601):
+        log_file.add(msgpack.unpackb(msgpack.packb(synthetic_record(rng, seq, 4)), raw=False))
+    log_file.close()
+    segments = [segment_path(path, i) for i in range(log_file.segment + 1)]
+    assert len(segments) >= 3 and all(p.is_file() for p in segments)
+    logs = [read_log(p) for p in segments]
+    assert sum(len(lg) for lg in logs) == 600
+    assert [lg.array("seq")[0] for lg in logs] == sorted(lg.array("seq")[0] for lg in logs)
+    assert all(lg.config["robot"] == "quadruped" and lg.events[0]["kind"] == "start" for lg in logs)
+    with pytest.raises(LogError, match="already exists"):
+        SegmentedLog(path, {}, 1 << 30)
+    with pytest.raises(LogError, match="already exists"):
+        LogRecorder(path, {})
+
+
+def test_full_queue_drops_and_counts_records_without_blocking(tmp_path: Path) -> None:
+    """With the writer stalled the tick's enqueue never waits; dropped records are counted, the rest written."""
+    recorder = LogRecorder(tmp_path / "q.mcap", {"robot": "quadruped"}, queue_size=500)
+    rng = np.random.default_rng(6)
+    raw = wire.pack(synthetic_record(rng, 1, 4) | {"q": wire.f64(np.zeros(200))})  # about 2.5 kB
+    os.kill(recorder.process.pid, signal.SIGSTOP)
+    try:
+        seconds = np.empty(4000)
+        for i in range(seconds.size):
+            t0 = time.perf_counter()
+            recorder.tick(raw)
+            seconds[i] = time.perf_counter() - t0
+    finally:
+        os.kill(recorder.process.pid, signal.SIGCONT)
+    assert recorder.dropped > 0
+    assert np.percentile(seconds, 99) < 1e-3  # a blocked send would wait for the stalled writer (seconds)
+    recorder.close({"ticks": 4000})
+    log = read_log(tmp_path / "q.mcap")
+    assert len(log) + recorder.dropped == 4000
+    assert log.end["log_dropped"] == recorder.dropped and log.end["stats"] == {"ticks": 4000}
+
+
+@pytest.fixture(scope="module")
+def run_log(tmp_path_factory) -> Path:
+    """A real lock-step run (daemon + MuJoCo bridge processes) logged with --log, with a formulation
+    switch and a gain change in the middle."""
+    tmp = tmp_path_factory.mktemp("run")
+    launch, endpoints = launch_file(tmp)
+    path = tmp / "run.mcap"
+    daemon = spawn("daemon", str(launch), "--log", str(path))
+    admin = AdminClient(endpoints["admin"])
+    bridge = None
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = spawn("bridge", str(launch))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        t0 = admin.request("status")["t"]  # bridge time: it advances only while running
+        wait_for(admin, lambda s: s["t"] > t0 + 0.15)
+        admin.request("set_formulation", name="one_stage_qp")
+        wait_for(admin, lambda s: s["t"] > t0 + 0.3)
+        admin.request("set_gains", kp=(1.1 * RobotModel("quadruped").gains.kp).tolist())
+        wait_for(admin, lambda s: s["t"] > t0 + 0.45)
+        admin.request("stop", reason="test done")
+        wait_for(admin, lambda s: s["mode"] == "stopped", 10.0)
+        admin.request("shutdown")
+        daemon.wait(timeout=20)
+    finally:
+        admin.close()
+        for p in (bridge, daemon):
+            if p is not None and p.poll() is None:
+                p.kill()
+    return path
+
+
+def test_real_run_log_is_complete_and_replays_bit_for_bit(run_log: Path, capsys) -> None:
+    """A lock-step log with a formulation switch and a gain change replays to the same torques (1e-9)."""
+    log = read_log(run_log)
+    assert log.end is not None and not log.truncated
+    assert [e["kind"] for e in log.events][:4] == ["start", "set_formulation", "set_gains", "stop"]
+    assert set(log.array("formulation")) == {"two_stage_qp", "one_stage_qp"}
+    assert np.all(np.diff(log.array("seq")) > 0)
+    run = log.array("mode") == "run"
+    assert run.sum() > 400 and not log.end["stats"]["fell"] and np.isfinite(log.array("force_world")[run][:, 0]).all()
+    assert main(["replay", str(run_log), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ticks"] == len(log) and report["formulation"] == "two_stage_qp"
+    assert report["tau_max_abs_diff"] <= 1e-9 and report["tau_rms_diff"] <= 1e-9
+    assert report["force_max_abs_diff"] <= 1e-9 and report["mode_mismatch_ticks"] == 0
+    assert report["formulations_replayed"].keys() == {"two_stage_qp", "one_stage_qp"}
+
+
+def test_replay_with_another_formulation_reports_differences(run_log: Path, capsys) -> None:
+    """--formulation solves every tick of a time window with another formulation and reports the torque gap."""
+    assert main(["replay", str(run_log), "--formulation", "coulomb_lcp", "--from", "0.05", "--to", "0.3",
+                 "--json"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    t = read_log(run_log).array("t")
+    assert report["ticks"] == int(((t >= 0.05) & (t <= 0.3)).sum()) > 0
+    assert report["formulation"] == "coulomb_lcp" and report["formulations_replayed"].keys() == {"coulomb_lcp"}
+    assert report["tau_max_abs_diff"] > 1e-6 and np.isfinite(report["force_max_abs_diff"])
+
+
+def test_replay_to_sim_follows_the_logged_motion(run_log: Path, capsys) -> None:
+    """The logged torques drive MuJoCo open-loop along the logged trajectory of a lock-step run."""
+    assert main(["replay", str(run_log), "--to-sim", "mujoco", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ticks"] > 400 and not report["fell"]
+    assert report["joint_position_max_abs_err_rad"] < 1e-6
+
+
+def test_exports_read_back_with_their_own_readers(run_log: Path, tmp_path: Path) -> None:
+    """CSV (pandas), Parquet (pyarrow) and npz (numpy) exports hold the log's values."""
+    pd = pytest.importorskip("pandas")
+    pq = pytest.importorskip("pyarrow.parquet")
+    log = read_log(run_log)
+    tau, force = log.array("tau"), log.array("force_world")
+    for fmt in ("csv", "parquet", "npz"):
+        assert main(["log", "export", str(run_log), "--format", fmt, "-o", str(tmp_path / f"x.{fmt}")]) == 0
+    frame = pd.read_csv(tmp_path / "x.csv")
+    table = pq.read_table(tmp_path / "x.parquet")
+    arrays = np.load(tmp_path / "x.npz")
+    assert len(frame) == table.num_rows == len(log)
+    np.testing.assert_array_equal(frame["tau[3]"].to_numpy(), tau[:, 3])
+    np.testing.assert_array_equal(table.column("force_world[1].z").to_numpy(), force[:, 1, 2])
+    assert (frame["mode"] == log.array("mode")).all()
+    np.testing.assert_array_equal(arrays["tau"], tau)
+    assert arrays["contact_ids"].dtype.kind == "U" and arrays["q"].shape == (len(log), 19)
+
+
+def test_log_info_and_plots(run_log: Path, tmp_path: Path, capsys) -> None:
+    """log info names the robot, both formulations and the deadline misses; plot writes four PNG figures."""
+    assert main(["log", "info", str(run_log)]) == 0
+    out = capsys.readouterr().out
+    assert "quadruped" in out and "two_stage_qp" in out and "one_stage_qp" in out and "deadline misses" in out
+    assert main(["plot", str(run_log), "-o", str(tmp_path / "plots")]) == 0
+    pngs = sorted((tmp_path / "plots").glob("*.png"))
+    assert [p.name for p in pngs] == ["contact_forces.png", "timing.png", "torques.png", "tracking.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
+
+
+def test_sigkill_of_daemon_and_writer_keeps_every_flushed_tick(tmp_path: Path) -> None:
+    """After kill -9 of the daemon's whole process group, every tick older than the last flush reads back."""
+    launch, endpoints = launch_file(tmp_path)
+    path = tmp_path / "killed.mcap"
+    daemon = spawn("daemon", str(launch), "--log", str(path))
+    admin = AdminClient(endpoints["admin"])
+    bridge = None
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = spawn("bridge", str(launch))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        status = wait_for(admin, lambda s: s["ticks"] > 300)
+        time.sleep(0.3)
+        killed_at = time.monotonic()  # the same clock as the ticks' "now" (CLOCK_MONOTONIC, system-wide)
+        os.killpg(daemon.pid, signal.SIGKILL)  # the daemon and its log writer, no chance to finish
+        daemon.wait(timeout=5)
+    finally:
+        admin.close()
+        for p in (bridge, daemon):
+            if p is not None and p.poll() is None:
+                p.kill()
+    log = read_log(path)
+    assert log.end is None and log.truncated
+    assert len(log) >= status["ticks"]
+    lost_s = killed_at - log.array("now")[-1]
+    print(f"ticks of the last {lost_s * 1e3:.0f} ms before SIGKILL were lost")
+    assert lost_s < 0.1 + 0.1  # 50 ms flush interval, 100 ms promised; the rest is slack for a loaded machine
+    assert np.all(np.diff(log.array("seq")) == 1)
+    assert main(["log", "info", str(path)]) == 0
+
+
+def _cli_error(args: list[str], capsys) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("idcontrol: error: ") and "Traceback" not in err
+    return err
+
+
+def test_bad_logs_give_clear_errors(run_log: Path, tmp_path: Path, capsys) -> None:
+    """Truncated, wrong, foreign-MCAP and unknown-version files give one error line, never a traceback."""
+    data = run_log.read_bytes()
+    (tmp_path / "head.mcap").write_bytes(data[:40])
+    assert "not a readable idcontrol log" in _cli_error(["log", "info", str(tmp_path / "head.mcap")], capsys)
+    (tmp_path / "cut.mcap").write_bytes(data[: len(data) // 2])
+    assert main(["log", "info", str(tmp_path / "cut.mcap")]) == 0
+    assert "ends early" in capsys.readouterr().out
+    (tmp_path / "x.toml").write_text("robot = 'quadruped'\n")
+    assert "not an MCAP file" in _cli_error(["replay", str(tmp_path / "x.toml")], capsys)
+    assert "not found" in _cli_error(["plot", str(tmp_path / "missing.mcap")], capsys)
+    with open(tmp_path / "foreign.mcap", "wb") as f:
+        w = Writer(f)
+        w.start()
+        w.register_channel("/chatter", "json", w.register_schema("x", "jsonschema", b"{}"))
+        w.add_message(1, 0, b"{}", 0)
+        w.finish()
+    assert "not an idcontrol log" in _cli_error(["log", "info", str(tmp_path / "foreign.mcap")], capsys)
+    with open(tmp_path / "v99.mcap", "wb") as f:
+        w = Writer(f)
+        w.start(profile=schema.PROFILE)
+        w.add_metadata(schema.METADATA_NAME, {"schema_version": "99"})
+        w.finish()
+    assert "schema version 99" in _cli_error(["log", "export", str(tmp_path / "v99.mcap")], capsys)
+    assert "already exists" in _cli_error(["log", "export", str(run_log), "-o", str(run_log)], capsys)
