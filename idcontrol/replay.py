@@ -127,9 +127,8 @@ def replay(
     if not log.ticks:
         raise LogError(f"{log.path} holds no ticks to replay")
     core = rebuild_core(log, formulation)
-    events: dict[int, list[dict[str, Any]]] = {}
-    for e in log.events:
-        events.setdefault(int(e.get("tick", 0)), []).append(e)
+    events = sorted(log.events, key=lambda e: int(e.get("tick", 0)))  # stable: same-tick events keep their order
+    next_event = 0
     lo = -math.inf if t_from is None else t_from
     hi = math.inf if t_to is None else t_to
     nu = core.robot.nu
@@ -143,11 +142,14 @@ def replay(
     for i, tick in enumerate(log.ticks):
         if tick["t"] > hi:
             break
-        for e in events.get(i, ()):
+        index = int(tick.get("index", i))
+        while next_event < len(events) and int(events[next_event].get("tick", 0)) <= index:
+            e = events[next_event]
+            next_event += 1
             try:
                 apply_event(core, e, keep_formulation=formulation is not None)
             except IdControlError as err:
-                raise LogError(f"replay: the logged {e.get('kind')} before tick {i} failed: {err}") from None
+                raise LogError(f"replay: the logged {e.get('kind')} before tick {index} failed: {err}") from None
         out = core.tick(logged_state(tick), float(tick["now"]))
         if progress and (i % step == 0 or i == total - 1):
             _progress(i + 1, total)
@@ -193,6 +195,8 @@ def replay(
         "residual_max": residual_max,
         "t_from": t_from,
         "t_to": t_to,
+        # replay matches the run only when it saw every state from the first one
+        "from_start": log.segment == 0 and not int(np.nanmax(log.array("log_dropped"), initial=0)),
     }
 
 

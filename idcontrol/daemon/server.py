@@ -367,7 +367,10 @@ class Daemon:
     def _log_event(self, kind: str, now: float, **fields: Any) -> None:
         """Record an admin change or stop among the ticks, so that replay can apply it at the same place."""
         if self.logger is not None:
-            self.logger.event(kind, now, **fields)
+            try:
+                self.logger.event(kind, now, **fields)
+            except Exception as e:  # the log is for observers: a failure there must not fail the request
+                self.rate_log.warning("log", f"log event failed: {type(e).__name__}: {e}")
 
     def _contact_labels(self, ids: tuple) -> list[str]:
         """Contact labels "sphere/surface", rebuilt only when the pattern changes (the detector reuses its ids)."""

@@ -35,7 +35,7 @@ class TickLog:
 
     config : the run's configuration (:func:`idcontrol.logs.recorder.describe_run`).
     ticks : one JSON map per tick, in the order the daemon answered them.
-    events : admin changes and stops; ``event["tick"]`` is the number of ticks before it.
+    events : admin changes and stops; ``event["tick"]`` is the ``index`` of the tick that follows it.
     end : the daemon's final statistics (None when it did not shut down cleanly).
     truncated : why reading stopped early ("" for a complete file).
     """

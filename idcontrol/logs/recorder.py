@@ -1,10 +1,10 @@
 """The daemon's side of logging: hand each tick record to the writer process, never waiting.
 
-The daemon already packs one msgpack telemetry record per tick; :meth:`LogRecorder.tick` pushes
-those bytes into a bounded ZeroMQ queue towards the writer process
-(:mod:`idcontrol.logs.writer`). When the queue is full the record is dropped and counted
-(:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run statistics):
-the tick never waits on the disk.
+The daemon already packs one msgpack telemetry record per tick; :meth:`LogRecorder.tick` copies
+those bytes into a bounded shared-memory ring (:mod:`idcontrol.logs.ring`) that the writer
+process (:mod:`idcontrol.logs.writer`) drains. When the ring is full the record is dropped and
+counted (:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run
+statistics): the tick never waits on the disk, and wakes no other process.
 """
 
 from __future__ import annotations
@@ -19,18 +19,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import zmq
-
 from idcontrol import protocol as wire
 from idcontrol.errors import LogError
+from idcontrol.logs.ring import Ring
 from idcontrol.logs.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from idcontrol.daemon.core import ControlCore
     from idcontrol.launch_file import LaunchConfig
 
-SEND_HWM = 20000  # records queued on the daemon's side before dropping (20 s at 1 kHz)
-EVENT_TIMEOUT_S = 0.5  # an admin event may wait this long for room in the queue (never a tick)
+RING_BYTES = 32 << 20  # about 20 s of quadruped ticks at 1 kHz
+EVENT_TIMEOUT_S = 0.5  # an admin event may wait this long for room in the ring (never a tick)
 
 
 def default_log_path(robot: str, directory: str | Path = "logs") -> Path:
@@ -95,8 +94,9 @@ class LogRecorder:
 
     config : the run's configuration (:func:`describe_run`), written first.
     max_bytes : size of one log file before the next segment starts.
-    flush_interval : the writer flushes at least this often, s; a crash loses at most this much.
-    queue_size : records queued on the daemon's side (beyond those in flight) before records are dropped.
+    flush_interval : the writer flushes at least this often, s; a crash loses at most this much
+        (plus the writer's 10 ms poll).
+    ring_bytes : room for records on their way to the writer; beyond it records are dropped.
     Raises :class:`LogError` when the file exists or the writer cannot start.
     """
 
@@ -107,8 +107,7 @@ class LogRecorder:
         *,
         max_bytes: int = 1 << 30,
         flush_interval: float = 0.05,
-        queue_size: int = SEND_HWM,
-        context: zmq.Context | None = None,
+        ring_bytes: int = RING_BYTES,
     ) -> None:
         self.path = Path(path)
         if self.path.exists():
@@ -118,57 +117,53 @@ class LogRecorder:
         except OSError as e:
             raise LogError(f"cannot create the log directory {self.path.parent}: {e.strerror}") from None
         config = {**config, "clock_offset_s": time.time() - time.monotonic()}
-        cmd = [sys.executable, "-m", "idcontrol.logs.writer", str(self.path), "--max-bytes", str(max_bytes),
-               "--flush-interval", str(flush_interval), "--parent-pid", str(os.getpid())]  # fmt: skip
+        self.ring = Ring.create(ring_bytes)
+        cmd = [sys.executable, "-m", "idcontrol.logs.writer", str(self.path), "--ring", self.ring.name,
+               "--max-bytes", str(max_bytes), "--flush-interval", str(flush_interval),
+               "--parent-pid", str(os.getpid())]  # fmt: skip
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.process.stdin.write(json.dumps(config))
         self.process.stdin.close()
         line = self.process.stdout.readline().strip()
-        if not line.startswith("ready "):
+        if line == "ready":
+            self.ring.disown()  # the writer removed the ring's name once attached
+        else:
             self.process.wait(timeout=10)
+            try:
+                self.ring.forget_name()
+            except FileNotFoundError:
+                self.ring.disown()
+            self.ring.close()
             raise LogError(line.removeprefix("error ") or f"the log writer exited with code {self.process.returncode}")
-        self.endpoint = line.split(" ", 1)[1]
-        self._ctx = context or zmq.Context.instance()
-        self.push = self._ctx.socket(zmq.PUSH)
-        self.push.setsockopt(zmq.SNDHWM, queue_size)
-        self.push.setsockopt(zmq.LINGER, 5000)
-        self.push.connect(self.endpoint)
         self.ticks = 0  # records offered
-        self.dropped = 0  # records the queue had no room for
+        self.dropped = 0  # records the ring had no room for
         self.events_dropped = 0
 
     def tick(self, record: bytes) -> None:
-        """Queue one packed tick record; drop and count it when the queue is full. Never blocks."""
+        """Queue one packed tick record; drop and count it when the ring is full. Never blocks."""
         self.ticks += 1
-        try:
-            self.push.send(record, zmq.NOBLOCK)
-        except zmq.Again:
+        if not self.ring.push(record):
             self.dropped += 1
 
     def event(self, kind: str, now: float, **fields: Any) -> None:
         """Queue an admin change or stop (called between ticks; waits at most ``EVENT_TIMEOUT_S``)."""
-        self._send_blocking({"v": wire.PROTOCOL_VERSION, "type": "event", "kind": kind, "now": now,
-                             "tick": self.ticks, **fields})  # fmt: skip
+        self._push_waiting({"v": wire.PROTOCOL_VERSION, "type": "event", "kind": kind, "now": now,
+                            "tick": self.ticks, **fields})  # fmt: skip
 
-    def _send_blocking(self, record: dict[str, Any]) -> bool:
+    def _push_waiting(self, record: dict[str, Any]) -> bool:
         raw = wire.pack(record)
         deadline = time.monotonic() + EVENT_TIMEOUT_S
-        while True:
-            try:
-                self.push.send(raw, zmq.NOBLOCK)
-                return True
-            except zmq.Again:
-                if time.monotonic() > deadline:
-                    self.events_dropped += 1
-                    return False
-                time.sleep(0.001)
+        while not self.ring.push(raw):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.events_dropped += 1
+                return False
+            time.sleep(0.001)
+        return True
 
     def status(self) -> dict[str, Any]:
-        return {
-            "log_path": str(self.path),
-            "log_dropped": self.dropped,
-            "log_writer_alive": self.process.poll() is None,
-        }
+        alive = self.process.poll() is None
+        return {"log_path": str(self.path), "log_dropped": self.dropped, "log_writer_pid": self.process.pid,
+                "log_writer_alive": alive}  # fmt: skip
 
     def close(self, summary: dict[str, Any] | None = None, timeout: float = 10.0) -> None:
         """Send the end record (run statistics), then wait for the writer to finish the file."""
@@ -176,10 +171,10 @@ class LogRecorder:
             end = {"v": wire.PROTOCOL_VERSION, "type": "end", "now": time.monotonic(), "ticks": self.ticks,
                    "log_dropped": self.dropped, "events_dropped": self.events_dropped,
                    "stats": summary or {}}  # fmt: skip
-            self._send_blocking(_plain(end))
-        self.push.close()
+            self._push_waiting(_plain(end))
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.terminate()
             self.process.wait(timeout=timeout)
+        self.ring.close()

@@ -29,7 +29,7 @@ EVENT_TOPIC = "/idcontrol/event"
 END_TOPIC = "/idcontrol/end"
 
 #: Tick fields by kind. Arrays are float64; ``(n, 3)`` fields hold one row per contact (or sphere).
-SCALAR_INT = ("seq", "iterations", "clipped", "log_dropped")
+SCALAR_INT = ("index", "seq", "iterations", "clipped", "log_dropped")
 SCALAR_FLOAT = ("t", "now", "compute_us", "last_rtt_us")
 SCALAR_BOOL = ("found", "repaired", "bridge_stopped")
 SCALAR_STR = ("mode", "formulation", "fallback", "message", "note")
@@ -45,6 +45,7 @@ MAPS = ("timings_us", "reference", "objects")
 STRINGS = ("contact_ids",)
 
 _DOC = {
+    "index": "ticks the daemon answered before this one (events refer to it)",
     "seq": "sequence number of the state (bridge)",
     "t": "bridge time of the state, s",
     "now": "daemon monotonic clock when the state was handled, s",

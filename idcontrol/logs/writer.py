@@ -2,17 +2,18 @@
 
 Run by :class:`idcontrol.logs.recorder.LogRecorder` as ``python -m idcontrol.logs.writer``, so that
 encoding, compression and disk writes use their own process (and interpreter lock), never the
-daemon's tick. It binds a ZeroMQ PULL socket on loopback, reads the run's configuration (JSON) on
-stdin, prints ``ready <endpoint>`` (or ``error <text>``) on stdout, then writes every record it
-receives in arrival order.
+daemon's tick. It attaches the daemon's shared-memory ring (:mod:`idcontrol.logs.ring`), reads
+the run's configuration (JSON) on stdin, prints ``ready`` (or ``error <text>``) on stdout, then
+polls the ring every 10 ms and writes every record in the order the daemon produced them.
 
 Crash safety: the chunk in progress is written out and the file flushed at least every
-``flush_interval`` s, so a reader recovers every record older than that from a file whose writer
-was killed (the file then lacks its summary and footer; see :mod:`idcontrol.logs.reader`). When
-the daemon dies, this process notices (its parent changes), writes what it has received and
-closes the file properly. Files are size-bounded: past ``max_bytes`` the current file is finished
-and the next segment ``<stem>-001.mcap`` (then ``-002`` ...) starts with the configuration and the
-events so far. An existing file is never overwritten.
+``flush_interval`` s, so a reader recovers every record older than that (plus one poll) from a
+file whose writer was killed (the file then lacks its summary and footer; see
+:mod:`idcontrol.logs.reader`). When the daemon dies, this process notices (its parent changes),
+writes everything the daemon committed to the ring and closes the file properly. Files are
+size-bounded: past ``max_bytes`` the current file is finished and the next segment
+``<stem>-001.mcap`` (then ``-002`` ...) starts with the configuration and the events so far.
+An existing file is never overwritten.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from typing import IO, Any
 
 import msgpack
 import numpy as np
-import zmq
 from mcap.writer import CompressionType, Writer
 
 from idcontrol.errors import LogError
 from idcontrol.logs import schema
+from idcontrol.logs.ring import Ring
 
-RCV_HWM = 20000  # records buffered on the writer's side (20 s at 1 kHz)
+POLL_S = 0.01  # the ring is read every 10 ms
 CHUNK_BYTES = 1 << 20
 
 
@@ -112,6 +113,8 @@ class SegmentedLog:
         """Write one daemon record; True when it was the end record."""
         kind = record.get("type")
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)
+        if kind == "telemetry":  # its place among all ticks answered, dropped ones included
+            record["index"] = self.ticks + int(record.get("log_dropped", 0))
         data = json.dumps(json_record(record)).encode()
         if kind == "telemetry":
             topic = schema.TICK_TOPIC
@@ -141,13 +144,10 @@ class SegmentedLog:
         self.file.close()
 
 
-def serve(path: Path, config: dict[str, Any], max_bytes: int, flush_interval: float, parent_pid: int) -> int:
+def serve(
+    path: Path, config: dict[str, Any], ring: Ring, max_bytes: int, flush_interval: float, parent_pid: int
+) -> int:
     """Write records until the end record, SIGTERM, or the daemon's death; returns the exit code."""
-    ctx = zmq.Context()
-    pull = ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVHWM, RCV_HWM)
-    pull.setsockopt(zmq.LINGER, 0)
-    port = pull.bind_to_random_port("tcp://127.0.0.1")
     try:
         log = SegmentedLog(path, config, max_bytes)
     except LogError as e:
@@ -156,44 +156,42 @@ def serve(path: Path, config: dict[str, Any], max_bytes: int, flush_interval: fl
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the daemon, which then ends the log
-    print(f"ready tcp://127.0.0.1:{port}", flush=True)
+    print("ready", flush=True)
     last_flush = time.monotonic()
     pending = False
+    committed = ring.committed()
     try:
         while True:
-            parent_gone = os.getppid() != parent_pid
-            if pull.poll(0 if parent_gone or stop else 20):
-                for _ in range(1000):  # bounded batch: flushes stay on time under load
-                    try:
-                        raw = pull.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    pending = True
-                    if log.add(msgpack.unpackb(raw, raw=False)):
-                        return 0
-                continue_reading = True
-            else:
-                continue_reading = False
+            time.sleep(POLL_S)
+            ending = bool(stop) or os.getppid() != parent_pid
+            records = ring.pop(committed)  # committed at least one poll ago: their bytes are visible
+            committed = ring.committed()
+            for raw in records:
+                pending = True
+                if log.add(msgpack.unpackb(raw, raw=False)):
+                    return 0
             if pending and time.monotonic() - last_flush >= flush_interval:
                 log.flush()
                 last_flush, pending = time.monotonic(), False
-            if (parent_gone or stop) and not continue_reading:
-                return 0
+            if ending and not records:
+                return 0  # the daemon is gone and everything it committed is written
     finally:
         log.close()
-        pull.close(linger=0)
-        ctx.term()
+        ring.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m idcontrol.logs.writer", description=__doc__.splitlines()[0])
     p.add_argument("path", type=Path)
+    p.add_argument("--ring", required=True, help="name of the daemon's shared-memory ring")
     p.add_argument("--max-bytes", type=int, default=1 << 30)
     p.add_argument("--flush-interval", type=float, default=0.05, help="s between forced chunk flushes")
     p.add_argument("--parent-pid", type=int, default=os.getppid())
     args = p.parse_args(argv)
     config = json.loads(sys.stdin.read() or "{}")
-    return serve(args.path, config, args.max_bytes, args.flush_interval, args.parent_pid)
+    ring = Ring.attach(args.ring)
+    ring.forget_name()  # from now on nothing is left in /dev/shm, whichever process dies first
+    return serve(args.path, config, ring, args.max_bytes, args.flush_interval, args.parent_pid)
 
 
 if __name__ == "__main__":
