@@ -61,13 +61,12 @@ def plot_torques(log: TickLog, out: Path) -> Path:
 def sphere_forces(log: TickLog) -> np.ndarray:
     """(T, k, 3) predicted force per contact sphere of the robot file (world frame, N): its contacts summed."""
     spheres = log.config.get("contact_names", [])
-    index = {name: i for i, name in enumerate(spheres)}
+    labels, forces = log.array("contact_ids"), np.nan_to_num(log.array("force_world"))
+    sphere_of_label = np.vectorize(lambda label: label.split("/", 1)[0], otypes=[str])
+    owners = sphere_of_label(labels) if labels.size else labels
     out = np.zeros((len(log), len(spheres), 3))
-    for i, tick in enumerate(log.ticks):
-        for label, force in zip(tick.get("contact_ids") or (), tick.get("force_world") or (), strict=False):
-            j = index.get(label.split("/", 1)[0])
-            if j is not None and None not in force:
-                out[i, j] += force
+    for j, name in enumerate(spheres):
+        out[:, j] = np.einsum("tc,tcx->tx", (owners == name).astype(float), forces) if labels.size else 0.0
     return out
 
 
@@ -130,7 +129,7 @@ def plot_timing(log: TickLog, out: Path) -> Path:
 def plot_log(path: str | Path, output: str | Path | None = None) -> list[Path]:
     """Write every figure of the log at ``path`` into ``output`` (default ``<log stem>_plots/``)."""
     log = read_log(path)
-    if not log.ticks:
+    if not len(log):
         raise LogError(f"{path} holds no ticks to plot")
     out = Path(output) if output else Path(path).with_name(f"{Path(path).stem}_plots")
     out.mkdir(parents=True, exist_ok=True)

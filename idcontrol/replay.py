@@ -70,12 +70,12 @@ def logged_state(tick: dict[str, Any]) -> StateMessage:
     return StateMessage(
         seq=int(tick["seq"]),
         t=float(tick["t"]),
-        q=np.asarray(tick["q"], dtype=float),
-        v=np.asarray(tick["qd"], dtype=float),
-        contact_forces=np.asarray(sensed, dtype=float) if sensed else None,
+        q=np.array(tick["q"], dtype=float),  # fresh, writable arrays, as the wire decoder gives
+        v=np.array(tick["qd"], dtype=float),
+        contact_forces=None if sensed is None else np.array(sensed, dtype=float).reshape(-1, 3),
         objects=objects,
         last_rtt_us=tick.get("last_rtt_us"),
-        bridge_stopped=bool(tick.get("bridge_stopped", False)),
+        bridge_stopped=bool(tick.get("bridge_stopped")),
     )
 
 
@@ -124,7 +124,7 @@ def replay(
     ticks whose contacts match), per-joint maxima, mismatch counts and the replayed solves' worst
     residuals.
     """
-    if not log.ticks:
+    if not len(log):
         raise LogError(f"{log.path} holds no ticks to replay")
     core = rebuild_core(log, formulation)
     events = sorted(log.events, key=lambda e: int(e.get("tick", 0)))  # stable: same-tick events keep their order
@@ -137,12 +137,13 @@ def replay(
     compared = contact_mismatch = mode_mismatch = 0
     residual_max = dict.fromkeys(RESIDUALS, 0.0)
     formulations: dict[str, int] = {}
-    total = len(log.ticks)
+    total = len(log)
     step = max(total // 100, 1)
-    for i, tick in enumerate(log.ticks):
+    for i in range(total):
+        tick = log.tick(i)
         if tick["t"] > hi:
             break
-        index = int(tick.get("index", i))
+        index = i if tick["index"] is None else tick["index"]
         while next_event < len(events) and int(events[next_event].get("tick", 0)) <= index:
             e = events[next_event]
             next_event += 1
@@ -166,11 +167,10 @@ def replay(
         formulations[name] = formulations.get(name, 0) + 1
         for key in RESIDUALS:
             residual_max[key] = max(residual_max[key], getattr(out.result.residuals, key))
-        logged_force = tick.get("force_world")
+        logged_force = tick["force_world"].reshape(-1, 3)
         replayed = out.result.force_in_world
-        if logged_force is None or replayed is None:
+        if replayed is None:
             continue
-        logged_force = np.asarray(logged_force, dtype=float).reshape(-1, 3)
         if logged_force.shape != replayed.shape:
             contact_mismatch += 1
             continue
@@ -184,7 +184,7 @@ def replay(
         "ticks": compared,
         "formulation": formulation or log.config.get("formulation"),
         "formulations_replayed": formulations,
-        "logged_formulations": sorted({t.get("formulation", "") for t in log.ticks}),
+        "logged_formulations": sorted(set(log.array("formulation").tolist())),
         "tau_max_abs_diff": float(tau_max.max(initial=0.0)),
         "tau_rms_diff": math.sqrt(tau_sq / max(compared * nu, 1)),
         "tau_max_abs_diff_per_joint": dict(zip(log.config.get("joint_names", []), tau_max.tolist(), strict=False)),
@@ -201,7 +201,8 @@ def replay(
 
 
 def _windowed(log: TickLog, t_from: float | None, t_to: float | None) -> Iterator[dict[str, Any]]:
-    for tick in log.ticks:
+    for i in range(len(log)):
+        tick = log.tick(i)
         if (t_from is None or tick["t"] >= t_from) and (t_to is None or tick["t"] <= t_to):
             yield tick
 

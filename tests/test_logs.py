@@ -13,6 +13,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+from mcap.reader import make_reader
 from mcap.writer import Writer
 
 from idcontrol import protocol as wire
@@ -101,9 +102,9 @@ def test_every_field_round_trips_through_a_real_file(tmp_path: Path) -> None:
             assert np.isnan(log.array(key)[i, n:]).all()
         assert log.array("contact_ids")[i, :n].tolist() == r["contact_ids"]
         for key in ("timings_us", "reference"):
-            assert log.ticks[i][key] == r[key]
+            assert log.tick(i)[key] == r[key]
         for k, v in r["objects"]["box"].items():
-            np.testing.assert_array_equal(log.ticks[i]["objects"]["box"][k], np.frombuffer(v, dtype="<f8"))
+            np.testing.assert_array_equal(log.tick(i)["objects"]["box"][k], np.frombuffer(v, dtype="<f8"))
 
 
 def test_segments_rotate_by_size_and_no_file_is_overwritten(tmp_path: Path) -> None:
@@ -192,6 +193,13 @@ def test_real_run_log_is_complete_and_replays_bit_for_bit(run_log: Path, capsys)
     """A lock-step log with a formulation switch and a gain change replays to the same torques (1e-9)."""
     log = read_log(run_log)
     assert log.end is not None and not log.truncated
+    with open(run_log, "rb") as f:  # a plain MCAP reader (index and summary, schemas in the file) reads it too
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        topics = {c.topic: c.message_encoding for c in summary.channels.values()}
+        assert topics[schema.TICK_TOPIC] == "json" and summary.schemas[1].encoding == "jsonschema"
+        ticks = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=[schema.TICK_TOPIC])]
+    assert len(ticks) == len(log) and ticks[-1]["tau"] == log.array("tau")[-1].tolist()
     assert [e["kind"] for e in log.events][:4] == ["start", "set_formulation", "set_gains", "stop"]
     assert set(log.array("formulation")) == {"two_stage_qp", "one_stage_qp"}
     assert np.all(np.diff(log.array("seq")) > 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +30,90 @@ from idcontrol.logs import schema
 Array = np.ndarray
 
 
+class _Rows:
+    """A growable float64 buffer of rows of one shape; rows before the first known shape are NaN."""
+
+    def __init__(self) -> None:
+        self.data: Array | None = None
+        self.n = 0
+        self.leading = 0  # rows appended as missing before the shape was known
+
+    def append(self, row: object) -> None:
+        if row is None:
+            if self.data is None:
+                self.leading += 1
+                return
+            row = math.nan
+        elif self.data is None:
+            shape = np.shape(row)
+            self.data = np.full((max(1024, 2 * self.leading), *shape), math.nan)
+            self.n = self.leading
+        if self.n == len(self.data):
+            self.data = np.concatenate([self.data, np.full_like(self.data, math.nan)])
+        self.data[self.n] = row
+        self.n += 1
+
+    def trim(self) -> None:
+        """Give back the room reserved for more rows."""
+        if self.data is not None:
+            self.data = self.data[: self.n].copy()
+
+    def get(self, i: int) -> Array | None:
+        """Row ``i``, or None when it was not given."""
+        if self.data is None or i >= self.n:
+            return None
+        return self.data[i]
+
+    def values(self, rows: int) -> Array:
+        """(rows, *shape); (rows, 0) when no row was ever given."""
+        if self.data is None:
+            return np.full((rows, 0), math.nan)
+        out = self.data[: self.n]
+        if self.n < rows:
+            out = np.concatenate([out, np.full((rows - self.n, *out.shape[1:]), math.nan)])
+        return out
+
+
+class _Ragged:
+    """Per-tick arrays of varying length (one entry per contact), stored flat with counts."""
+
+    def __init__(self) -> None:
+        self.flat = _Rows()
+        self.counts: list[int] = []
+        self.starts: list[int] = []
+        self.total = 0
+
+    def append(self, rows: list | None) -> None:
+        rows = rows or ()
+        self.counts.append(len(rows))
+        self.starts.append(self.total)
+        self.total += len(rows)
+        for row in rows:
+            self.flat.append(row)
+
+    def padded(self) -> Array:
+        """(T, n_max) or (T, n_max, 3), NaN beyond each tick's count."""
+        counts = np.asarray(self.counts, dtype=np.int64)
+        n_max = int(counts.max(initial=0))
+        flat = self.flat.values(int(counts.sum()))
+        out = np.full((len(counts), n_max, *flat.shape[1:]), math.nan)
+        ticks = np.repeat(np.arange(len(counts)), counts)
+        slots = np.arange(len(ticks)) - np.repeat(np.cumsum(counts) - counts, counts)
+        out[ticks, slots] = flat
+        return out
+
+    def row(self, i: int) -> Array:
+        start, count = self.starts[i], self.counts[i]
+        if self.flat.data is None:
+            return np.empty((0,))
+        return self.flat.data[start : start + count]
+
+
 @dataclass
 class TickLog:
-    """One log file in memory.
+    """One log file in memory, stored by field (about 1.5 kB per quadruped tick).
 
     config : the run's configuration (:func:`idcontrol.logs.recorder.describe_run`).
-    ticks : one JSON map per tick, in the order the daemon answered them.
     events : admin changes and stops; ``event["tick"]`` is the ``index`` of the tick that follows it.
     end : the daemon's final statistics (None when it did not shut down cleanly).
     truncated : why reading stopped early ("" for a complete file).
@@ -42,78 +121,139 @@ class TickLog:
 
     path: Path
     config: dict[str, Any]
-    ticks: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
     truncated: str = ""
     segment: int = 0
+    _n: int = 0
+    _numbers: dict[str, _Rows] = field(default_factory=dict, repr=False)  # scalars, vectors, per-phase timings
+    _strings: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _ragged: dict[str, _Ragged] = field(default_factory=dict, repr=False)
+    _ids: list[tuple[str, ...]] = field(default_factory=list, repr=False)
+    _maps: dict[str, list[Any]] = field(default_factory=dict, repr=False)  # reference, objects: as read
     _cache: dict[str, Array] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        self._numbers = {k: _Rows() for k in _NUMBERS + schema.VECTORS + schema.SPHERE_ROWS3}
+        self._strings = {k: [] for k in schema.SCALAR_STR}
+        self._ragged = {k: _Ragged() for k in schema.CONTACT_VECTORS + schema.CONTACT_ROWS3}
+        self._maps = {"reference": [], "objects": []}
+        self._id_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+
     def __len__(self) -> int:
-        return len(self.ticks)
+        return self._n
 
     @property
     def dt(self) -> float:
         return float(self.config.get("dt", 1e-3))
 
+    def add_tick(self, tick: dict[str, Any]) -> None:
+        """Append one tick record (a JSON map of :data:`schema.TICK_TOPIC`)."""
+        for name, column in self._numbers.items():
+            if name.startswith("timings_us."):
+                continue
+            value = tick.get(name)
+            column.append(float(value) if isinstance(value, bool) else value)
+        for name, values in self._strings.items():
+            values.append(sys.intern(tick.get(name) or ""))
+        for name, ragged in self._ragged.items():
+            ragged.append(tick.get(name))
+        ids = tuple(tick.get("contact_ids") or ())
+        self._ids.append(self._id_cache.setdefault(ids, ids))
+        timings = tick.get("timings_us") or {}
+        for phase in timings.keys() - {k[len("timings_us.") :] for k in self._numbers if "." in k}:
+            self._numbers[f"timings_us.{phase}"] = column = _Rows()
+            column.leading = self._n
+        for name, column in self._numbers.items():
+            if name.startswith("timings_us."):
+                column.append(timings.get(name[len("timings_us.") :]))
+        for name, values in self._maps.items():
+            values.append(tick.get(name))
+        self._n += 1
+
+    def trim(self) -> None:
+        """Release the growth reserve of every column (called once the file is read)."""
+        for column in self._numbers.values():
+            column.trim()
+        for ragged in self._ragged.values():
+            ragged.flat.trim()
+
+    def tick(self, i: int) -> dict[str, Any]:
+        """Tick ``i`` as a map of plain values and arrays (absent fields: None)."""
+        out: dict[str, Any] = {}
+        for name in _NUMBERS:
+            row = self._numbers[name].get(i)
+            value = math.nan if row is None else float(row)
+            if math.isnan(value):
+                value = None
+            elif name in schema.SCALAR_INT:
+                value = int(value)
+            elif name in schema.SCALAR_BOOL:
+                value = bool(value)
+            out[name] = value
+        for name in schema.VECTORS + schema.SPHERE_ROWS3:
+            row = self._numbers[name].get(i)
+            out[name] = None if row is None or np.isnan(row).all() else row
+        for name, values in self._strings.items():
+            out[name] = values[i]
+        for name, ragged in self._ragged.items():
+            out[name] = ragged.row(i)
+        out["contact_ids"] = list(self._ids[i])
+        timings = {k[len("timings_us.") :]: c.get(i) for k, c in self._numbers.items() if k.startswith("timings_us.")}
+        out["timings_us"] = {k: float(v) for k, v in timings.items() if v is not None and not np.isnan(v)}
+        for name, values in self._maps.items():
+            out[name] = values[i]
+        return out
+
     def array(self, name: str) -> Array:
         """The values of one tick field over the whole log.
 
-        Scalars: (T,) (float NaN, or "" for strings, where a tick lacks the field). Fixed vectors
-        (q, qd, tau, q_ref, qd_ref, qdd_des): (T, n), NaN rows where absent. Contact fields: padded to
-        the largest contact count, (T, n_max) or (T, n_max, 3), NaN beyond each tick's
-        ``n_contacts``; ``contact_ids`` gives (T, n_max) strings. ``n_contacts``: (T,) int.
+        Scalars: (T,) (float NaN, "" for strings, False for bools where a tick lacks the field;
+        ints as int64 when no tick lacks them). Fixed vectors (q, qd, tau, q_ref, qd_ref, qdd_des): (T, n),
+        NaN rows where absent; ``sensed_forces``: (T, k, 3). Contact fields: padded to the largest
+        contact count, (T, n_max) or (T, n_max, 3), NaN beyond each tick's ``n_contacts``;
+        ``contact_ids`` gives (T, n_max) strings. ``n_contacts``: (T,) int.
+        ``timings_us.<phase>``: (T,) µs.
         """
         if name not in self._cache:
             self._cache[name] = self._build(name)
         return self._cache[name]
 
     def _build(self, name: str) -> Array:
-        ticks = self.ticks
+        n = self._n
         if name == "n_contacts":
-            return np.array([len(t.get("contact_phi") or ()) for t in ticks], dtype=np.int64)
-        if name in schema.SCALAR_STR:
-            return np.array([t.get(name) or "" for t in ticks], dtype=str)
-        if name in schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL:
-            values = [t.get(name) for t in ticks]
+            return np.asarray(self._ragged["contact_phi"].counts, dtype=np.int64)
+        if name in self._strings:
+            return np.array(self._strings[name], dtype=str)
+        if name in self._numbers:
+            values = self._numbers[name].values(n)
+            if name in _NUMBERS and values.ndim == 2:  # a scalar no tick had
+                values = np.full(n, math.nan)
+            if name in schema.SPHERE_ROWS3 and values.size:
+                values = values.reshape(n, -1, 3)
+            finite = np.isfinite(values).all() if values.size else True
             if name in schema.SCALAR_BOOL:
-                return np.array([bool(v) for v in values], dtype=bool)
-            if name in schema.SCALAR_INT and all(v is not None for v in values):
-                return np.array(values, dtype=np.int64)
-            return np.array([math.nan if v is None else v for v in values], dtype=float)
-        if name in schema.VECTORS or name in schema.SPHERE_ROWS3:
-            rows = [t.get(name) for t in ticks]
-            width = next((np.shape(r) for r in rows if r), None)
-            if width is None:
-                return np.full((len(ticks), 0), math.nan)
-            out = np.full((len(ticks), *width), math.nan)
-            for i, r in enumerate(rows):
-                if r:
-                    out[i] = np.array(r, dtype=float)
-            return out
-        if name in schema.CONTACT_VECTORS + schema.CONTACT_ROWS3 + schema.STRINGS:
-            n_max = int(self.array("n_contacts").max(initial=0))
-            if name in schema.STRINGS:
-                out = np.full((len(ticks), n_max), "", dtype=object)
-            else:
-                out = np.full((len(ticks), n_max, 3) if name in schema.ROWS3 else (len(ticks), n_max), math.nan)
-            for i, t in enumerate(ticks):
-                r = t.get(name)
-                if r:
-                    out[i, : len(r)] = np.array(r, dtype=object if name in schema.STRINGS else float)
-            return out.astype(str) if name in schema.STRINGS else out
+                return values == 1.0  # absent: False
+            if name in schema.SCALAR_INT and finite:
+                return values.astype(np.int64)
+            return values
+        if name in self._ragged:
+            return self._ragged[name].padded()
+        if name == "contact_ids":
+            n_max = max((len(ids) for ids in self._ids), default=0)
+            return np.array([ids + ("",) * (n_max - len(ids)) for ids in self._ids], dtype=str).reshape(n, n_max)
         if name in schema.MAPS:
-            raise LogError(f"{name} is a map per tick; read log.ticks[i][{name!r}]")
-        raise LogError(f"unknown tick field {name!r}; fields: {', '.join(FIELDS)}")
+            raise LogError(f"{name} is a map per tick; read log.tick(i)[{name!r}]")
+        raise LogError(f"unknown tick field {name!r}; fields: {', '.join(self.fields())}")
+
+    def fields(self) -> tuple[str, ...]:
+        """Every name :meth:`array` accepts for this log."""
+        phases = tuple(sorted(k for k in self._numbers if k.startswith("timings_us.")))
+        return FIELDS + phases
 
     def arrays(self) -> dict[str, Array]:
-        """Every array field by name (see :meth:`array`), plus ``timings_us.<phase>`` columns."""
-        out = {name: self.array(name) for name in FIELDS}
-        phases = sorted({k for t in self.ticks for k in (t.get("timings_us") or {})})
-        for phase in phases:
-            out[f"timings_us.{phase}"] = np.array([(t.get("timings_us") or {}).get(phase, math.nan)
-                                                   for t in self.ticks], dtype=float)  # fmt: skip
-        return out
+        """Every array field by name (see :meth:`array`)."""
+        return {name: self.array(name) for name in self.fields()}
 
     def deadline_misses(self) -> Array:
         """(T,) bool: the daemon's rule, the bridge's round trip (else the compute time) over one period."""
@@ -122,6 +262,7 @@ class TickLog:
         return np.where(np.isnan(rtt), compute, rtt) > period_us
 
 
+_NUMBERS = schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL
 FIELDS = (
     ("n_contacts",) + schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL + schema.SCALAR_STR
     + schema.VECTORS + schema.CONTACT_VECTORS + schema.ROWS3 + schema.STRINGS
@@ -158,7 +299,7 @@ def read_log(path: str | Path) -> TickLog:
                     elif log is None:
                         raise LogError(f"{path}: a {topic} message before the configuration")
                     elif topic == schema.TICK_TOPIC:
-                        log.ticks.append(data)
+                        log.add_tick(data)
                     elif topic == schema.EVENT_TOPIC:
                         log.events.append(data)
                     else:
@@ -171,7 +312,9 @@ def read_log(path: str | Path) -> TickLog:
             reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             if log is None:
                 raise LogError(f"{path} is not a readable idcontrol log ({reason})") from None
-            log.truncated = f"the file ends early after {len(log.ticks)} ticks ({reason}); the writer was stopped"
+            log.truncated = f"the file ends early after {len(log)} ticks ({reason}); the writer was stopped"
+    if log is not None:
+        log.trim()
     if log is None:
         if not version_seen:
             raise LogError(f"{path} is an MCAP file but not an idcontrol log (no version record)")
