@@ -274,9 +274,10 @@ def test_sigkill_of_daemon_and_writer_keeps_every_flushed_tick(tmp_path: Path) -
         bridge = spawn("bridge", str(launch))
         wait_for(admin, lambda s: s["bridge_connected"])
         admin.request("start")
-        status = wait_for(admin, lambda s: s["ticks"] > 300)
-        time.sleep(0.3)
-        killed_at = time.monotonic()  # the same clock as the ticks' "now" (CLOCK_MONOTONIC, system-wide)
+        wait_for(admin, lambda s: s["ticks"] > 300)
+        old = admin.request("status")  # every tick answered by now is older than 200 ms at the kill
+        time.sleep(0.2)
+        last = admin.request("status")
         os.killpg(daemon.pid, signal.SIGKILL)  # the daemon and its log writer, no chance to finish
         daemon.wait(timeout=5)
     finally:
@@ -286,10 +287,8 @@ def test_sigkill_of_daemon_and_writer_keeps_every_flushed_tick(tmp_path: Path) -
                 p.kill()
     log = read_log(path)
     assert log.end is None and log.truncated
-    assert len(log) >= status["ticks"]
-    lost_s = killed_at - log.array("now")[-1]
-    print(f"ticks of the last {lost_s * 1e3:.0f} ms before SIGKILL were lost")
-    assert lost_s < 0.1 + 0.1  # 50 ms flush interval, 100 ms promised; the rest is slack for a loaded machine
+    print(f"{last['ticks'] - len(log)} of the ticks answered before the kill are not in the log")
+    assert len(log) >= old["ticks"]  # 50 ms flush interval and 10 ms polls; 200 ms leaves room for a loaded machine
     assert np.all(np.diff(log.array("seq")) == 1)
     assert main(["log", "info", str(path)]) == 0
 
