@@ -1,7 +1,16 @@
-"""A small client for the daemon's admin channel (used by ``idcontrol launch`` and the tests)."""
+"""A small client for the daemon's admin channel (used by ``idcontrol launch``, the tests and containers).
+
+``python -m idcontrol.client LAUNCH_FILE REQUEST`` sends one admin request to the daemon of a launch file
+and prints the reply as JSON; ``start`` first waits for the bridge to connect (docker/compose.yaml uses it
+to start the robot once the daemon and the bridge containers are up).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+import time
 from typing import Any
 
 import zmq
@@ -63,3 +72,42 @@ class AdminClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Send one admin request to the daemon of a launch file; print the reply as JSON."""
+    from idcontrol.errors import IdControlError
+    from idcontrol.launch_file import load_launch
+
+    parser = argparse.ArgumentParser(prog="python -m idcontrol.client", description=main.__doc__)
+    parser.add_argument("launch_file", help="the launch file whose daemon to ask (its admin endpoint)")
+    parser.add_argument("request", choices=("status", "stats", "start", "stop", "shutdown"))
+    parser.add_argument(
+        "--wait", type=float, default=120.0, help="s to wait for the daemon (and, to start, the bridge)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = load_launch(args.launch_file)
+        with AdminClient(config.endpoints.admin) as admin:
+            deadline = time.monotonic() + args.wait
+            while True:
+                try:
+                    status = admin.request("status", timeout=1.0)
+                except TimeoutError:
+                    status = None
+                if status is not None and (args.request != "start" or status["bridge_connected"]):
+                    break
+                if time.monotonic() > deadline:
+                    waited_for = "the daemon" if status is None else "the bridge"
+                    raise IdControlError(f"{waited_for} did not answer within {args.wait:.0f} s")
+                time.sleep(0.2)
+            reply = status if args.request == "status" else admin.request(args.request)
+    except IdControlError as e:
+        print(f"idcontrol: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(reply))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
