@@ -149,6 +149,7 @@ def test_over_protocol_matches_in_process(quadruped):
     local = run_in_process(STAND, 0.2, robot=quadruped)
     np.testing.assert_allclose(over.t, local.t, atol=1e-12)
     np.testing.assert_allclose(over.q, local.q, atol=1e-9)
+    np.testing.assert_allclose(over.q_end, local.q_end, atol=1e-9)
     np.testing.assert_allclose(over.tau, local.tau, atol=1e-6)
     np.testing.assert_allclose(over.force_predicted, local.force_predicted, atol=1e-6)
     np.testing.assert_allclose(over.force_sensed, local.force_sensed, atol=1e-6)

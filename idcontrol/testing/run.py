@@ -31,7 +31,8 @@ class ClosedLoopRun:
     contact_phi : (n, k) signed distance of each sphere's candidate contact, m (NaN when none).
     objects : body name -> (n, 3) movable body positions in world, m (in process only: telemetry has none).
     mu : friction coefficient the controller assumed.
-    q_end : (nq,) the state after the last command was applied.
+    q_end : (nq,) the state after the last command was applied (over the protocol, when the daemon left run
+        mode early, the last recorded state instead).
     summary : the core's run metrics (tracking_error_rad, tau_rate_mean, fell, ...) over run-mode ticks.
     end_reason : why the daemon left run mode, or why the run ended.
     missing_records : states answered during the run but not recorded (telemetry a subscriber lost).

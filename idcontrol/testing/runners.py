@@ -266,6 +266,7 @@ def _run_from_telemetry(
     nq, nv, nu, k = robot.nq, robot.nv, robot.nu, len(robot.sphere_names)
     t0 = None
     seqs = []
+    q_end = None
     for message in (wire.unpack(r, ("telemetry",)) for r in raw):
         mode = message["mode"]
         if t0 is None:
@@ -273,6 +274,7 @@ def _run_from_telemetry(
                 continue  # before the start
             t0 = message["t"]
         if message["t"] - t0 > seconds - 0.5 * config.controller.dt:
+            q_end = wire.get_array(message, "q", nq)  # the state the last recorded command led to
             break
         labels = message.get("contact_ids")
         contacts = {}
@@ -300,7 +302,8 @@ def _run_from_telemetry(
             break
     if not seqs:
         raise IdControlError(f"no run-mode telemetry was recorded (the run ended: {summary.get('end')})")
-    q_end = recorder.rows["q"][-1]
+    if q_end is None:  # the run ended before ``seconds``: the state after its last command was not published
+        q_end = recorder.rows["q"][-1]
     return recorder.finish(
         transport="protocol", formulation=str(summary["formulation"]), dt=config.controller.dt,
         mu=config.controller.mu, q_end=q_end, summary=summary, end_reason=str(summary.get("end", "")),
