@@ -108,7 +108,7 @@ def test_failed_assertions_say_what_was_measured_against_what_bound(standing, qu
 def test_simulators_by_name_and_user_back_ends(quadruped):
     """The factory knows mujoco, refuses unknown names listing the known ones, and learns new back ends; the
     runner takes a name or a ready simulator object, and a user's own reference."""
-    assert "mujoco" in available_simulators()
+    assert {"mujoco", "rigid"} <= set(available_simulators())
     with pytest.raises(UnknownName, match="unknown simulator 'nope'; available: .*mujoco"):
         make_simulator("nope", quadruped)
 
@@ -130,6 +130,16 @@ def test_simulators_by_name_and_user_back_ends(quadruped):
     run = run_in_process(replace(STAND, bridge=replace(STAND.bridge, substeps=2)), 0.02, robot=quadruped,
                          simulator=sim, until=lambda s: s.t >= 0.01)  # fmt: skip
     assert run.n == 10 and sim.time == pytest.approx(0.01) and run.end_reason == "until() returned True"
+
+
+def test_rigid_simulator_by_name(quadruped):
+    """The rigid simulator (the controller's own contact model) as back end: the standing quadruped tracks to
+    round-off, and the simulator's forces stay inside its four-facet friction pyramid."""
+    run = run_in_process(replace(STAND, bridge=replace(STAND.bridge, kind="rigid")), 0.2, robot=quadruped)
+    assert_stays_in_run(run, ticks=200)
+    assert assert_tracking(run, mean_rad=1e-9) < 1e-9
+    assert assert_friction_cone(run, "sensed", slack=math.sqrt(2)) == 4 * 200
+    assert_no_fall(run)
 
 
 def test_loop_config_round_trips_through_a_launch_file(tmp_path):
