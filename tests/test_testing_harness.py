@@ -27,6 +27,7 @@ from idcontrol.testing import (
     run_in_process,
     run_over_protocol,
 )
+from idcontrol.testing.plugin import LoopRunner, RobotCache
 from idcontrol.testing.runners import launch_file_text
 
 pytest_plugins = ("pytester",)
@@ -140,6 +141,13 @@ def test_rigid_simulator_by_name(quadruped):
     assert assert_tracking(run, mean_rad=1e-9) < 1e-9
     assert assert_friction_cone(run, "sensed", slack=math.sqrt(2)) == 4 * 200
     assert_no_fall(run)
+
+
+def test_protocol_transport_refuses_in_process_objects():
+    """With --idcontrol-transport protocol, idcontrol_loop.run says which options cannot cross processes."""
+    runner = LoopRunner("protocol", RobotCache())
+    with pytest.raises(ValueError, match=r"\['reference', 'until'\] cannot cross to other processes"):
+        runner.run(STAND, 0.1, gains=(1.0, 1.0), reference=object(), until=object())
 
 
 def test_loop_config_round_trips_through_a_launch_file(tmp_path):

@@ -74,10 +74,12 @@ def assert_within_limits(run: ClosedLoopRun, torque: bool = True, position: bool
     limits (both with absolute tolerance ``tol``)."""
     robot = run.robot
     names = robot.actuated_joints
+    if not run.n:
+        raise AssertionError(f"the run recorded no tick ({run.end_reason})")
     if torque:
         excess = np.abs(run.tau) - robot.torque_limits
-        i, j = np.unravel_index(int(np.argmax(excess)), excess.shape) if excess.size else (0, 0)
-        if excess.size and excess[i, j] > tol:
+        i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        if excess[i, j] > tol:
             raise AssertionError(f"torque {run.tau[i, j]:.4f} N·m on {names[j]!r} at t = {run.t[i]:.3f} s exceeds "
                                  f"its limit {robot.torque_limits[j]} N·m")  # fmt: skip
     if position:
@@ -86,8 +88,8 @@ def assert_within_limits(run: ClosedLoopRun, torque: bool = True, position: bool
         lower, upper = model.lowerPositionLimit[idx], model.upperPositionLimit[idx]
         q = run.q_joints
         excess = np.maximum(lower - q, q - upper)
-        if excess.size and excess.max() > tol:
-            i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+        if excess[i, j] > tol:
             raise AssertionError(f"joint {names[j]!r} at {q[i, j]:.4f} at t = {run.t[i]:.3f} s is outside its limits "
                                  f"[{lower[j]:.4f}, {upper[j]:.4f}]")  # fmt: skip
 

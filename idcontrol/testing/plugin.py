@@ -34,6 +34,10 @@ class LoopRunner:
     def run(self, config: Any, seconds: float | None = None, **options: Any) -> Any:
         """Run with the session's transport. ``options`` as for the chosen runner (``gains`` works for both)."""
         if self.transport == "protocol":
+            local = sorted(set(options) - {"gains"})
+            if local:
+                raise ValueError(f"{local} cannot cross to other processes: with --idcontrol-transport protocol, "
+                                 "idcontrol_loop.run takes only gains (use idcontrol_loop.in_process)")  # fmt: skip
             return self.over_protocol(config, seconds, **options)
         return self.in_process(config, seconds, **options)
 
