@@ -267,7 +267,7 @@ def test_pid_baseline_is_joint_space_pid(quadruped: RobotModel) -> None:
     controller = InverseDynamicsController(quadruped, ground(1.0), "pid")
     e, de, ie = (np.full(quadruped.nu, x) for x in (0.1, -0.2, 0.05))
     result = controller.solve(standing(quadruped), np.zeros(quadruped.nu), Tracking(e, de, ie))
-    g = quadruped.gains
+    g = quadruped.pid_gains  # the baseline's torque gains ([pid_gains]), not the q̈ gains of [gains]
     np.testing.assert_allclose(result.tau, g.kp * e + g.kd * de + g.ki * ie)
 
 
