@@ -33,6 +33,35 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _experiment(args: argparse.Namespace) -> int:
+    from idcontrol.experiments.cli import run_paper
+
+    return run_paper(args)
+
+
+def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
+    experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
+    which = experiment.add_subparsers(dest="experiment", required=True)
+    paper = which.add_parser("paper", help="Zapolsky & Drumwright, Sections 7-8: trot, grasp, Fig. 19 timing")
+    paper.add_argument("--quick", action="store_true", help="short runs on the rigid terrains and one grasp (CI)")
+    paper.add_argument("--json", default=None, metavar="PATH", help="write one object per run as a JSON array")
+    paper.add_argument("--report", default=None, metavar="PATH", help="write the markdown report and its plots")
+    paper.add_argument(
+        "--only",
+        default=None,
+        metavar="SUBSTRING",
+        help="runs whose name (experiment/terrain/controller) contains it; comma list: any of them",
+    )
+    paper.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    paper.add_argument(
+        "--bench-ticks",
+        type=int,
+        default=None,
+        help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
+    )
+    paper.set_defaults(func=_experiment)
+
+
 def _load(args: argparse.Namespace):
     from idcontrol.launch_file import load_launch
 
@@ -230,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
     _add_log_commands(sub)
+    _add_experiment_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -1,0 +1,1 @@
+"""Reproductions of published experiments with idcontrol (``idcontrol experiment ...``)."""
