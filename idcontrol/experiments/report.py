@@ -85,9 +85,11 @@ def _ours(r: Row | None, key: str, digits: int = 4, scale: float = 1.0) -> str:
         return "(not run)"
     value = r.get(key)
     if not r["completed"]:
-        how = "fell" if r["fell"] else "stopped"
+        how = "fell" if r["fell"] else "raised" if str(r["end_reason"]).startswith("error") else "stopped"
         return f"− ({how} {r['sim_seconds']:.1f} s)"
-    return "n/a" if value is None else f"{value * scale:.{digits}f}"
+    if value is None:
+        return "n/a"
+    return f"{value * scale:.3g}" if abs(value * scale) >= 1e6 else f"{value * scale:.{digits}f}"
 
 
 def _paper(value: tuple[float, float] | None, i: int, digits: int = 4, scale: float = 1.0) -> str:
@@ -192,13 +194,21 @@ def _setup_text(calibration: dict[str, float] | None) -> list[str]:
         "1.5 N·m at the knees) to about 0.05 rad; kd·Δt / I = 0.64 on the lightest link (the swinging knee, "
         "I = 4.7·10⁻⁴ kg·m²), inside the limit 2 of an explicit 1 kHz damper, and its damping ratio there is "
         "1.26. The robot file's `[gains]` (150, 8: q̈ gains, not torque gains) chatter into the 8 N·m limits "
-        "(E|Δτ| about 14 000 N·m/s, falls in 1.3 s). The arm's PID uses the arm file's `[gains]` as torques.",
+        "(E|Δτ| about 14 000 N·m/s, falls in 1.3 s). The arm's `[pid_gains]`: kp = 400 (N·m/rad, N/m on the "
+        "fingers), holding the shoulder's ~19 N·m of gravity within ~0.05 rad, and kd = 2 √(kp I) per joint "
+        "(critical damping on the diagonal I of the mass matrix at the start posture).",
         "* **Metrics** (Section 8.1), over the ticks in run mode: pos = E[E_j|q_ref − q|] (rad), "
         "vel = E[E_j|q̇_ref − q̇|] (rad/s), E|Δτ| = E[E_j|τᵢ − τᵢ₋₁|]/Δt (N·m/s), E|τ| = E[E_j|τ|] (N·m). "
         "Force error: the ℓ₁ norm of the normal forces the controller predicted at tick i against the one the "
         "simulator applied during the following step (row i + 1 of the sensed forces), absolute E|Σf̂ₙ − Σfₙ| (N) "
         'and relative to E[Σfₙ]; ticks whose solve failed are left out. "−": the run did not complete '
-        "(the quadruped fell, or the controller stopped); the measured time to that point is given.",
+        "(the quadruped fell; the controller stopped; or a solver raised an exception, which ends a run: see the "
+        "Runs table for the message); the simulated time it got to is given.",
+        "* **Compliant terrain**: the trot launch file's penetration tolerance (1 mm, for MuJoCo's stiff contact) is "
+        "below the soft floor's sinking, so the predictive ID controllers kept pushing the feet out of the floor: "
+        "with it every one of them (QP and LCP, μ and ∞) fell within 1 s of the 30 s trot. On compliant terrain "
+        "they leave up to 5 mm of penetration alone (`COMPLIANT_PENETRATION_TOLERANCE`); PID and the sensed-force "
+        "controllers do not use it.",
     ]
 
 
