@@ -486,8 +486,12 @@ def check_targets(results: list[dict[str, Any]]) -> list[Target]:
         if qp and pid and lcp and None not in (qp["tau_rate_mean"], pid["tau_rate_mean"], lcp["tau_rate_mean"]):
             a, b, c = qp["tau_rate_mean"], pid["tau_rate_mean"], lcp["tau_rate_mean"]
             ok = bool(qp["completed"] and a < b and 5 * a <= c)
+            got = f"{a:.1f} vs PID {b:.1f}, Coulomb LCP {c:.1f} ({c / a:.1f}×)"
+            unfinished = [x["controller_label"] for x in (qp, pid, lcp) if not x["completed"]]
+            if unfinished:
+                got += f"; {', '.join(unfinished)} did not complete (its E|Δτ| until then)"
             out.append(Target("two-stage QP E|Δτ| < PID's and ≤ Coulomb LCP's / 5", t, "52.6 < 100.2; 678.0 / 5",
-                              f"{a:.1f} vs PID {b:.1f}, Coulomb LCP {c:.1f} ({c / a:.1f}×)", ok))  # fmt: skip
+                              got, ok))  # fmt: skip
         if t.startswith("rigid"):
             sensed = by.get(("trot", t, "sensed_1"))
             for c in ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf"):

@@ -47,6 +47,7 @@ PAPER_TABLE5: dict[str, dict[str, tuple[float, float] | None]] = {
                        "lcp_inf": None},
 }  # fmt: skip
 LABEL = {c.key: c.label for c in CONTROLLERS}
+COLOR = {c.key: f"C{i}" for i, c in enumerate(CONTROLLERS)}  # the same colour for a controller in every plot
 PLANAR = ("rigid_low", "rigid_high", "compliant_low", "compliant_high")
 
 
@@ -84,12 +85,17 @@ def _ours(r: Row | None, key: str, digits: int = 4, scale: float = 1.0) -> str:
     if r is None:
         return "(not run)"
     value = r.get(key)
+    text = (
+        "n/a"
+        if value is None
+        else f"{value * scale:.3g}"
+        if abs(value * scale) >= 1e6
+        else f"{value * scale:.{digits}f}"
+    )
     if not r["completed"]:
         how = "fell" if r["fell"] else "raised" if str(r["end_reason"]).startswith("error") else "stopped"
-        return f"− ({how} {r['sim_seconds']:.1f} s)"
-    if value is None:
-        return "n/a"
-    return f"{value * scale:.3g}" if abs(value * scale) >= 1e6 else f"{value * scale:.{digits}f}"
+        return f"− ({how} at {r['sim_seconds']:.1f} s" + ("" if value is None else f"; {text} until then") + ")"
+    return text
 
 
 def _paper(value: tuple[float, float] | None, i: int, digits: int = 4, scale: float = 1.0) -> str:
@@ -235,7 +241,7 @@ def _table4(by: dict, terrains: list) -> list[str]:
         return []
     header = ["controller", "paper E\\|Δτ\\|", "paper E\\|τ\\|"]
     for t in planar:
-        header += [f"E\\|Δτ\\| {t.key}", f"E\\|τ\\| {t.key}"]
+        header += [f"E\\|Δτ\\| {t.key.replace('_', ' ')}", f"E\\|τ\\| {t.key.replace('_', ' ')}"]
     rows = []
     for c in CONTROLLERS:
         p = PAPER_TABLE4[c.key]
@@ -300,7 +306,7 @@ def _grasp(by: dict) -> list[str]:
             drop = r.get("object_dropped_at_s")
             rows.append([t.label, c.label, _ours(r, "pos_err_rad"), _ours(r, "vel_err_rad_s", 3),
                          _ours(r, "tau_rate_mean", 1), _ours(r, "tau_mean", 3),
-                         "kept" if drop is None else f"{1e3 * drop:.0f} ms",
+                         "−" if not r["completed"] else "kept" if drop is None else f"{1e3 * drop:.0f} ms",
                          _ours(r, "force_err_rel", 2, 100) if c.predicts_forces else "n/a"])  # fmt: skip
     if not rows:
         return []
@@ -366,13 +372,16 @@ def _plots(results: list[Row], folder: Path, bench_rows: list[Any] | None) -> li
                 r = by.get(("trot", t.key, c.key))
                 if r and r.get("series", {}).get("pos_err_rad"):
                     s = r["series"]
-                    ax.plot(s["t"][: len(s["pos_err_rad"])], s["pos_err_rad"], label=c.label, lw=0.9)
+                    ax.plot(
+                        s["t"][: len(s["pos_err_rad"])], s["pos_err_rad"], label=c.label, lw=0.9, color=COLOR[c.key]
+                    )
             ax.set_yscale("log")
             ax.set_ylim(bottom=1e-4)  # standing still, the ID controllers track to rounding
             ax.set_title(t.label, fontsize=9)
             ax.set_ylabel("E_j|q_ref − q| (rad)", fontsize=8)
         axes[-1, 0].set_xlabel("t (s)")
-        axes[0, 0].legend(fontsize=7, ncol=4)
+        handles = {label: h for ax in axes[:, 0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+        axes[0, 0].legend(handles.values(), handles.keys(), fontsize=7, ncol=4)
         fig.tight_layout()
         written.append(_save(fig, folder / "fig14_tracking_error.png"))
         fig, axes = plt.subplots(1, len(terrains), figsize=(3.2 * len(terrains), 3.4), squeeze=False)
@@ -383,13 +392,15 @@ def _plots(results: list[Row], folder: Path, bench_rows: list[Any] | None) -> li
                 r = by.get(("trot", t.key, c.key))
                 if r and r.get("series", {}).get("com_xy"):
                     x, y = r["series"]["com_xy"]
-                    ax.plot(x, y, lw=0.9, label=c.label + ("" if r["completed"] else " (−)"))
+                    ax.plot(x, y, lw=0.9, label=c.label, color=COLOR[c.key], ls="-" if r["completed"] else "--")
             ax.set_title(t.label, fontsize=8)
             ax.set_aspect("equal", adjustable="datalim")
             ax.set_xlabel("x (m)")
         axes[0, 0].set_ylabel("y (m)")
-        axes[0, -1].legend(fontsize=6)
-        fig.tight_layout()
+        axes[0, 0].plot([], [], "k--", lw=0.9, label="did not complete")
+        handles = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+        fig.legend(handles.values(), handles.keys(), fontsize=7, loc="lower center", ncol=5)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
         written.append(_save(fig, folder / "fig17_com_paths.png"))
     if bench_rows:
         fig, ax = plt.subplots(figsize=(6, 4))
