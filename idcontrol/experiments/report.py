@@ -187,13 +187,14 @@ def _setup_text(calibration: dict[str, float] | None) -> list[str]:
         + (f" (MuJoCo's stiffest setting, used for the arm: {1e3 * stiff:.3f} mm)" if stiff is not None else "")
         + "; μ = ∞ is MuJoCo's 10⁴. *Rough* = the rigid simulator on a 3 cm height map (seed 0), μ drawn once "
         "from U(0.1, 1.5) with the same seed; the trot's planner assumes flat ground (no foothold planning).",
-        "* **Controllers**: ID(tᵢ)_QP,μ and ID(tᵢ)_QP,∞ = `two_stage_qp` with the terrain's μ and with μ = ∞; "
-        "ID(tᵢ)_LCP,μ = `coulomb_lcp`; ID(tᵢ)_LCP,∞ = `noslip_lcp` with options spread = 10⁻², rank_tol = 10⁻³ "
-        "(it needs them to solve the rank-deficient no-slip rows of the stance feet); ID(tᵢ₋₁) and ID(tᵢ₋₂) = "
-        "`sensed_id` fed the simulator's contact forces of the previous step (a state's forces are those of the "
-        "step that produced it) or, through a wrapper, of the step before. On μ = ∞ terrain the Coulomb models "
-        "(QP,μ and LCP,μ) assume the launch file's μ = 1 (a Coulomb model needs a finite μ); on the other terrains "
-        "they assume the simulator's μ.",
+        "* **Controllers**: ID(tᵢ)_QP,μ and ID(tᵢ)_QP,∞ = `two_stage_qp` with the terrain's μ and with μ = ∞;"
+        " ID(tᵢ)_LCP,μ = `coulomb_lcp`; ID(tᵢ)_LCP,∞ = `noslip_lcp`, on the trot with options spread = 10⁻², "
+        "rank_tol = 10⁻³ (without them it fell at 0.19 s, standing, on rigid μ = 0.1 and at 0.78 s on μ = ∞; "
+        "on the grasp they make it predict 10³⁰⁰ N forces, so the grasp runs it with its defaults); ID(tᵢ₋₁) "
+        "and ID(tᵢ₋₂) = `sensed_id` fed the simulator's contact forces of the previous step (a state's forces"
+        " are those of the step that produced it) or, through a wrapper, of the step before. On μ = ∞ terrain"
+        " the Coulomb models (QP,μ and LCP,μ) assume the launch file's μ = 1 (a Coulomb model needs a finite "
+        "μ); on the other terrains they assume the simulator's μ.",
         "* **PID**: the `pid` formulation, a joint-space torque PD from the robot file's `[pid_gains]`: "
         "kp = 30 N·m/rad, kd = 0.3 N·m·s/rad, no integral (the core keeps none). Sizing: the paper gives no gains. "
         "kp bounds the sag under the largest stance torque of the trot (two legs carrying 4.8 kg, about "
