@@ -492,7 +492,7 @@ def check_targets(results: list[dict[str, Any]]) -> list[Target]:
             got = f"{a:.1f} vs PID {b:.1f}, Coulomb LCP {c:.1f} ({c / a:.1f}×)"
             unfinished = [x["controller_label"] for x in (qp, pid, lcp) if not x["completed"]]
             if unfinished:
-                got += f"; {', '.join(unfinished)} did not complete (its E|Δτ| until then)"
+                got += f"; {', '.join(unfinished)} did not complete (E|Δτ| until it stopped)"
             out.append(Target("two-stage QP E|Δτ| < PID's and ≤ Coulomb LCP's / 5", t, "52.6 < 100.2; 678.0 / 5",
                               got, ok))  # fmt: skip
         if t.startswith("rigid"):

@@ -103,8 +103,10 @@ def _paper(value: tuple[float, float] | None, i: int, digits: int = 4, scale: fl
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return out + ["| " + " | ".join(row) + " |" for row in rows]
+    def cells(row: list[str]) -> str:  # a | inside a cell (E|τ|) would end it
+        return "| " + " | ".join(c.replace("\\|", "|").replace("|", "\\|") for c in row) + " |"
+
+    return [cells(header), "|" + "---|" * len(header), *(cells(row) for row in rows)]
 
 
 # ---------------------------------------------------------------------------------------------------- the report
@@ -240,9 +242,9 @@ def _table4(by: dict, terrains: list) -> list[str]:
     planar = [t for t in terrains if t.key in PLANAR]
     if not planar:
         return []
-    header = ["controller", "paper E\\|Δτ\\|", "paper E\\|τ\\|"]
+    header = ["controller", "paper E|Δτ|", "paper E|τ|"]
     for t in planar:
-        header += [f"E\\|Δτ\\| {t.key.replace('_', ' ')}", f"E\\|τ\\| {t.key.replace('_', ' ')}"]
+        header += [f"E|Δτ| {t.key.replace('_', ' ')}", f"E|τ| {t.key.replace('_', ' ')}"]
     rows = []
     for c in CONTROLLERS:
         p = PAPER_TABLE4[c.key]
@@ -315,7 +317,7 @@ def _grasp(by: dict) -> list[str]:
             "`launch/arm_grasp.toml` in MuJoCo (its stiffest contact; the box's friction is the terrain's μ). "
             "Paper: at μ = 1 PID and ID(tᵢ)_QP,μ dropped the box at about 1500 ms, ID(tᵢ₋₁) kept it for the 3 s; "
             "PID and ID(tᵢ₋₁) tracked worse while grasping.", "",
-            *_table(["box", "controller", "pos (rad)", "vel (rad/s)", "E\\|Δτ\\|", "E\\|τ\\|", "box dropped",
+            *_table(["box", "controller", "pos (rad)", "vel (rad/s)", "E|Δτ|", "E|τ|", "box dropped",
                      "force err (%)"], rows), ""]  # fmt: skip
 
 
