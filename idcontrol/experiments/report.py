@@ -218,6 +218,8 @@ def _setup_text(calibration: dict[str, float] | None) -> list[str]:
         "with it every one of them (QP and LCP, μ and ∞) fell within 1 s of the 30 s trot. On compliant terrain "
         "they leave up to 5 mm of penetration alone (`COMPLIANT_PENETRATION_TOLERANCE`); PID and the sensed-force "
         "controllers do not use it.",
+        "* **Safety guards**: as in the paper a run ends only by a fall; the launch files' joint-limit guards "
+        "(a damping stop beyond a URDF limit) are off in the experiments; torque limits stay on.",
     ]
 
 
