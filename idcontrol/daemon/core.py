@@ -313,11 +313,12 @@ class ControlCore:
         tracking = self._tracking
         m = self.metrics
         m.ticks += 1
-        m.position_error_sum += float(np.mean(np.abs(tracking.position_error)))
-        m.velocity_error_sum += float(np.mean(np.abs(tracking.velocity_error)))
-        m.tau_abs_sum += float(np.mean(np.abs(out.tau)))
+        inv_nu = 1.0 / len(out.tau)  # means over the joints: ufunc sums (np.mean costs ~5 µs a call here)
+        m.position_error_sum += float(np.abs(tracking.position_error).sum()) * inv_nu
+        m.velocity_error_sum += float(np.abs(tracking.velocity_error).sum()) * inv_nu
+        m.tau_abs_sum += float(np.abs(out.tau).sum()) * inv_nu
         if self._tau_prev is not None:
-            m.tau_rate_sum += float(np.mean(np.abs(out.tau - self._tau_prev))) / self.dt
+            m.tau_rate_sum += float(np.abs(out.tau - self._tau_prev).sum()) * inv_nu / self.dt
             m.tau_rate_ticks += 1
         if out.result.fallback:
             m.fallbacks[out.result.fallback] = m.fallbacks.get(out.result.fallback, 0) + 1
