@@ -164,3 +164,17 @@ def test_stage_two_null_space_has_the_corrected_dimension() -> None:
     assert paper_variables.shape[1] - np.linalg.matrix_rank(paper_variables) == 14
     result = TwoStageQP().solve(problem)
     assert "6-dimensional" in result.message
+
+
+def test_qp_workspace_reused_for_a_box_constrained_qp_solves_it_again() -> None:
+    """A persistent QP workspace with bounds only (no general rows: Stage I relaxed at μ = ∞) updates and
+    solves on every call, matching the clipped unconstrained minimizer."""
+    from idcontrol.solvers.qp import DenseQP
+
+    qp = DenseQP()
+    H, lb, ub = np.eye(3), np.zeros(3), np.full(3, 10.0)
+    for k in range(1, 4):
+        g = k * np.array([1.0, -2.0, 0.5])
+        solution = qp.solve(H, g, None, None, None, lb, ub)
+        assert solution.found
+        np.testing.assert_allclose(solution.x, np.clip(-g, lb, ub), atol=1e-12)

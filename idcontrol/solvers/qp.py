@@ -105,8 +105,10 @@ class DenseQP:
             model.setup(H, g, A, upper, lower, sense)
             model.settings = self.settings
             self._workspaces[key] = model
-        else:
+        elif A.shape[0]:
             model.update(H=H, f=g, A=A, bupper=upper, blower=lower, sense=sense)
+        else:  # DAQP's update indexes A's first row: with no general constraints leave A out
+            model.update(H=H, f=g, bupper=upper, blower=lower, sense=sense)
         x, _, exitflag, info = model.solve()
         if exitflag not in _EXIT_OPTIMAL and sense.any():  # a stale warm start: retry cold
             sense[:] = 0
