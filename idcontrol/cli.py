@@ -199,7 +199,7 @@ def _fuzz(args: argparse.Namespace) -> int:
 def _soak(args: argparse.Namespace) -> int:
     from idcontrol.soak import main as soak_main
 
-    return soak_main(args.minutes, args.formulation, args.sample_s, args.json)
+    return soak_main(args.minutes, args.formulation, args.sample_s, args.json, args.priority)
 
 
 def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
@@ -221,6 +221,8 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     soak.add_argument("--formulation", default="two_stage_qp", help="the daemon's formulation")
     soak.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples (default 10)")
     soak.add_argument("--json", default=None, metavar="PATH", help="also write every sample as JSON")
+    soak.add_argument("--priority", type=int, default=50,
+                      help="SCHED_FIFO priority of daemon and bridge (default 50; 0: normal scheduling)")  # fmt: skip
     soak.set_defaults(func=_soak)
 
 

@@ -38,6 +38,8 @@ penetration_tolerance = 0.001
 name = "hold"
 [bridge]
 mode = "realtime"
+[realtime]
+priority = {priority}
 [endpoints]
 control = "tcp://127.0.0.1:{control}"
 admin = "tcp://127.0.0.1:{admin}"
@@ -73,13 +75,16 @@ def slope_per_min(t_s: list[float], values: list[float]) -> float:
     return float(np.polyfit(np.asarray(t_s) / 60.0, np.asarray(values), 1)[0])
 
 
-def run_soak(minutes: float, formulation: str = "two_stage_qp", sample_s: float = 10.0) -> SoakReport:
+def run_soak(
+    minutes: float, formulation: str = "two_stage_qp", sample_s: float = 10.0, priority: int = 50
+) -> SoakReport:
+    """``priority``: the daemon's and bridge's SCHED_FIFO priority (0: normal scheduling; see idcontrol.realtime)."""
     report = SoakReport(minutes, formulation)
     control, admin_port, telemetry = free_ports(3)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "soak.toml"
-        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, control=control, admin=admin_port,
-                                               telemetry=telemetry))  # fmt: skip
+        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority, control=control,
+                                               admin=admin_port, telemetry=telemetry))  # fmt: skip
         run = Launch(load_launch(path), [], live=False)
         admin = AdminClient(run.config.endpoints.admin)
         try:
@@ -128,12 +133,12 @@ def run_soak(minutes: float, formulation: str = "two_stage_qp", sample_s: float 
     return report
 
 
-def main(minutes: float, formulation: str, sample_s: float, json_path: str | None) -> int:
-    report = run_soak(minutes, formulation, sample_s)
+def main(minutes: float, formulation: str, sample_s: float, json_path: str | None, priority: int = 50) -> int:
+    report = run_soak(minutes, formulation, sample_s, priority)
     s = report.stats
     first, last = (report.samples[0], report.samples[-1]) if report.samples else ({}, {})
     summary = {
-        "minutes": minutes, "end": report.end, "ticks": s.get("ticks"),
+        "minutes": minutes, "priority": priority, "end": report.end, "ticks": s.get("ticks"),
         "on_deadline_fraction": s.get("on_deadline_fraction"), "deadline_misses": s.get("deadline_misses"),
         "compute_us": s.get("compute_us"), "roundtrip_us": s.get("roundtrip_us"), "slack_us": s.get("slack_us"),
         "safe_stops_then_restarted": len(report.stops), "first_stops": report.stops[:5],
