@@ -25,7 +25,7 @@ from idcontrol.logs.reader import read_log
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.logs.writer import SegmentedLog, segment_path
 from idcontrol.robot.model import RobotModel
-from tests.test_launch import launch_file
+from tests.test_launch import launch_file, wait_for
 
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
@@ -33,19 +33,6 @@ ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 def spawn(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV, start_new_session=True)  # fmt: skip
-
-
-def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status = admin.request("status", timeout=1.0)
-        except TimeoutError:
-            continue
-        if predicate(status):
-            return status
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for the daemon")
 
 
 def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dict:

@@ -649,6 +649,27 @@ def _cholesky_in_place(A):  # pragma: no cover - compiled
     return True
 
 
+@njit(cache=True)
+def _active_gram_factor(B, rows, active, k):  # pragma: no cover - compiled
+    """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), whether it exists, and the
+    smallest and largest diagonal of L (a cheap conditioning check). Returns (L, factored, low, high)."""
+    A = np.empty((k, k))
+    for a in range(k):
+        for b in range(a + 1):
+            s = 0.0
+            for i in range(rows):
+                s += B[i, active[a]] * B[i, active[b]]
+            A[a, b] = s
+            A[b, a] = s
+    factored = _cholesky_in_place(A)
+    low, high = np.inf, 0.0
+    if factored:
+        for a in range(k):
+            low = min(low, A[a, a])
+            high = max(high, A[a, a])
+    return A, factored, low, high
+
+
 #: :func:`ppm_kernel` status codes
 PPM_SOLVED, PPM_RANK, PPM_SINGULAR, PPM_ILL, PPM_CHECK, PPM_CAP = 0, 1, 2, 3, 4, 5
 
@@ -686,20 +707,9 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
     for pivots in range(1, cap + 1):
         if size > d:
             return z, r.copy(), PPM_RANK, pivots, active[:size].copy()
-        A = np.empty((size, size))
-        for a in range(size):
-            for b in range(a + 1):
-                s = 0.0
-                for i in range(d):
-                    s += B[i, active[a]] * B[i, active[b]]
-                A[a, b] = s
-                A[b, a] = s
-        if not _cholesky_in_place(A):
+        A, factored, low, high = _active_gram_factor(B, d, active, size)
+        if not factored:
             return z, r.copy(), PPM_SINGULAR, pivots, active[:size].copy()
-        low, high = np.inf, 0.0
-        for a in range(size):
-            low = min(low, A[a, a])
-            high = max(high, A[a, a])
         if low < 1e-6 * max(high, 1e-300):  # condition number of BₐᵀBₐ above ~1e12
             return z, r.copy(), PPM_ILL, pivots, active[:size].copy()
         za = np.empty(size)  # z_a = −(L Lᵀ)⁻¹ r_a
@@ -879,20 +889,9 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
     for j in range(a.shape[0]):
         v[a[j]] = qd_des[j]
     _unactuated_velocity(L_inv, x, u, v)
-    A = np.empty((k, k))
-    for p in range(k):
-        for q in range(p + 1):
-            s = 0.0
-            for i in range(nb):
-                s += B[i, active[p]] * B[i, active[q]]
-            A[p, q] = s
-            A[q, p] = s
-    if not _cholesky_in_place(A):
+    A, factored, low, high = _active_gram_factor(B, nb, active, k)
+    if not factored:
         return
-    low, high = np.inf, 0.0
-    for p in range(k):
-        low = min(low, A[p, p])
-        high = max(high, A[p, p])
     if low < 1e-6 * high:  # dependent active contacts (the active-set fallback allows them): no unique step
         return
     step = np.empty(k)
