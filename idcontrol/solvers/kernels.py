@@ -650,6 +650,22 @@ def _cholesky_in_place(A):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
+    """y ← (L Lᵀ)⁻¹ y for the lower Cholesky factor L of :func:`_cholesky_in_place` (forward, then back)."""
+    n = y.shape[0]
+    for i in range(n):
+        s = y[i]
+        for k in range(i):
+            s -= L[i, k] * y[k]
+        y[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * y[k]
+        y[i] = s / L[i, i]
+
+
+@njit(cache=True)
 def _active_gram_factor(B, rows, active, k):  # pragma: no cover - compiled
     """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), whether it exists, and the
     smallest and largest diagonal of L (a cheap conditioning check). Returns (L, factored, low, high)."""
@@ -714,17 +730,8 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
             return z, r.copy(), PPM_ILL, pivots, active[:size].copy()
         za = np.empty(size)  # z_a = −(L Lᵀ)⁻¹ r_a
         for a in range(size):
-            s = r[active[a]]
-            for b in range(a):
-                s -= A[a, b] * za[b]
-            za[a] = s / A[a, a]
-        for a in range(size - 1, -1, -1):
-            s = za[a]
-            for b in range(a + 1, size):
-                s -= A[b, a] * za[b]
-            za[a] = s / A[a, a]
-        for a in range(size):
-            za[a] = -za[a]
+            za[a] = -r[active[a]]
+        _cholesky_solve_in_place(A, za)
         for i in range(d):
             s = 0.0
             for a in range(size):
@@ -895,20 +902,13 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
     if low < 1e-6 * high:  # dependent active contacts (the active-set fallback allows them): no unique step
         return
     step = np.empty(k)
-    for p in range(k):  # L y = −g / Δt, then Lᵀ δ = y
+    for p in range(k):  # δ = −(L Lᵀ)⁻¹ g / Δt
         c = active[p]
         s = phi[c] / dt
         for j in range(m):
             s += N[c, j] * v[j]
-        s = -s / dt
-        for q in range(p):
-            s -= A[p, q] * step[q]
-        step[p] = s / A[p, p]
-    for p in range(k - 1, -1, -1):
-        s = step[p]
-        for q in range(p + 1, k):
-            s -= A[q, p] * step[q]
-        step[p] = s / A[p, p]
+        step[p] = -s / dt
+    _cholesky_solve_in_place(A, step)
     size = 1.0
     largest = 0.0
     for p in range(k):
@@ -990,17 +990,8 @@ def _free_step(BF, gF, scale):  # pragma: no cover - compiled
                 low = min(low, A[i, i])
                 high = max(high, A[i, i])
             if low > 1e-6 * high:
-                step = np.empty(f)
-                for i in range(f):  # L y = gF, Lᵀ s = y, step = −s
-                    s = gF[i]
-                    for k in range(i):
-                        s -= A[i, k] * step[k]
-                    step[i] = s / A[i, i]
-                for i in range(f - 1, -1, -1):
-                    s = step[i]
-                    for k in range(i + 1, f):
-                        s -= A[k, i] * step[k]
-                    step[i] = s / A[i, i]
+                step = gF.copy()  # step = −(L Lᵀ)⁻¹ gF
+                _cholesky_solve_in_place(A, step)
                 return -step, False
     if d == 0:  # no rows: the objective is linear in every direction
         sv, Vt = np.zeros(0), np.zeros((0, f))
