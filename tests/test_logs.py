@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +34,27 @@ ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 def spawn(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=ENV, start_new_session=True)  # fmt: skip
+
+
+@contextlib.contextmanager
+def logged_run(folder: Path, log_path: Path):
+    """A daemon logging to ``log_path`` and a lock-step MuJoCo bridge, started; yields (daemon, admin).
+    Whatever is still running at the end is killed."""
+    launch, endpoints = launch_file(folder)
+    daemon = spawn("daemon", str(launch), "--log", str(log_path))
+    admin = AdminClient(endpoints["admin"])
+    bridge = None
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = spawn("bridge", str(launch))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        yield daemon, admin
+    finally:
+        admin.close()
+        for p in (bridge, daemon):
+            if p is not None and p.poll() is None:
+                p.kill()
 
 
 def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dict:
@@ -148,16 +170,8 @@ def run_log(tmp_path_factory) -> Path:
     """A real lock-step run (daemon + MuJoCo bridge processes) logged with --log, with a formulation
     switch and a gain change in the middle."""
     tmp = tmp_path_factory.mktemp("run")
-    launch, endpoints = launch_file(tmp)
     path = tmp / "run.mcap"
-    daemon = spawn("daemon", str(launch), "--log", str(path))
-    admin = AdminClient(endpoints["admin"])
-    bridge = None
-    try:
-        wait_for(admin, lambda s: True)
-        bridge = spawn("bridge", str(launch))
-        wait_for(admin, lambda s: s["bridge_connected"])
-        admin.request("start")
+    with logged_run(tmp, path) as (daemon, admin):
         t0 = admin.request("status")["t"]  # bridge time: it advances only while running
         wait_for(admin, lambda s: s["t"] > t0 + 0.15)
         admin.request("set_formulation", name="one_stage_qp")
@@ -168,11 +182,6 @@ def run_log(tmp_path_factory) -> Path:
         wait_for(admin, lambda s: s["mode"] == "stopped", 10.0)
         admin.request("shutdown")
         daemon.wait(timeout=20)
-    finally:
-        admin.close()
-        for p in (bridge, daemon):
-            if p is not None and p.poll() is None:
-                p.kill()
     return path
 
 
@@ -251,27 +260,14 @@ def test_log_info_and_plots(run_log: Path, tmp_path: Path, capsys) -> None:
 
 def test_sigkill_of_daemon_and_writer_keeps_every_flushed_tick(tmp_path: Path) -> None:
     """After kill -9 of the daemon's whole process group, every tick older than the last flush reads back."""
-    launch, endpoints = launch_file(tmp_path)
     path = tmp_path / "killed.mcap"
-    daemon = spawn("daemon", str(launch), "--log", str(path))
-    admin = AdminClient(endpoints["admin"])
-    bridge = None
-    try:
-        wait_for(admin, lambda s: True)
-        bridge = spawn("bridge", str(launch))
-        wait_for(admin, lambda s: s["bridge_connected"])
-        admin.request("start")
+    with logged_run(tmp_path, path) as (daemon, admin):
         wait_for(admin, lambda s: s["ticks"] > 300)
         old = admin.request("status")  # every tick answered by now is older than 200 ms at the kill
         time.sleep(0.2)
         last = admin.request("status")
         os.killpg(daemon.pid, signal.SIGKILL)  # the daemon and its log writer, no chance to finish
         daemon.wait(timeout=5)
-    finally:
-        admin.close()
-        for p in (bridge, daemon):
-            if p is not None and p.poll() is None:
-                p.kill()
     log = read_log(path)
     assert log.end is None and log.truncated
     print(f"{last['ticks'] - len(log)} of the ticks answered before the kill are not in the log")
