@@ -16,7 +16,12 @@ A launch file is TOML (see ``launch/*.toml``)::
                                  # end of the period is at most this (omit: every candidate in the margin)
     consistent_contact_velocity = false  # q̇_des starts from joint velocities that hold the active contacts still
     gains = { kp = 1000.0, kd = 60.0 }   # PD(I) gains of q̈_des (default: the robot file's [gains])
-    options = {}                 # formulation options
+    options = {}                 # options of this formulation (overrides its [formulations.NAME] table)
+
+    [formulations.two_stage_qp]  # options of any formulation, used at start-up, after --formulation and
+    dissipation = "contacts"     # on an admin switch to it (see each formulation's docstring)
+    [formulations.noslip_lcp]
+    spread = 1e-2
 
     [reference]
     name = "trot"                # hold, trot, arm_sinusoid, stream
@@ -126,9 +131,22 @@ class LaunchConfig:
     safety: SafetySettings = field(default_factory=SafetySettings)
     curve_keys: Path | None = None  # [security] curve_keys: a key directory (``idcontrol keys generate``)
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
+    formulations: dict[str, dict[str, Any]] = field(default_factory=dict)  # [formulations.NAME] option tables
+
+    def formulation_options(self, name: str) -> dict[str, Any]:
+        """Options for formulation ``name``: its ``[formulations.NAME]`` table, then, for the launch
+        formulation, ``controller.options`` over it."""
+        options = dict(self.formulations.get(name, {}))
+        if name == self.controller.formulation:
+            options.update(self.controller.options)
+        return options
 
     def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
-        """The command line's ``--duration`` / ``--formulation`` over the file's values."""
+        """The command line's ``--duration`` / ``--formulation`` over the file's values.
+
+        Another formulation moves ``controller.options`` into the file formulation's ``[formulations.NAME]``
+        table (they are its options) and takes its own table's.
+        """
         out = self
         if duration is not None:
             if not duration >= 0:
@@ -136,7 +154,12 @@ class LaunchConfig:
             out = replace(out, duration=float(duration))
         if formulation is not None:
             _check_formulation(formulation)
-            out = replace(out, controller=replace(out.controller, formulation=formulation))
+            c = out.controller
+            if formulation != c.formulation and c.options:  # they are the file formulation's: keep them there
+                tables = {**out.formulations, c.formulation: {**out.formulations.get(c.formulation, {}), **c.options}}
+                out = replace(out, formulations=tables)
+            out = replace(out, controller=replace(c, formulation=formulation, options={}))
+            _check_options(out, formulation)
         return out
 
 
@@ -185,7 +208,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
-                 "realtime"}  # fmt: skip
+                 "realtime", "formulations"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -267,8 +290,31 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
     realtime.check(f"{path}")
-    return LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
-                        curve_keys, realtime)  # fmt: skip
+    formulations = _formulation_tables(_section(data, "formulations", path), path)
+    config = LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
+                          curve_keys, realtime, formulations)  # fmt: skip
+    _check_options(config, controller.formulation)
+    return config
+
+
+def _formulation_tables(table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """The ``[formulations.NAME]`` tables, each checked by building that formulation with it."""
+    for name, options in table.items():
+        _check_formulation(name)
+        if not isinstance(options, dict):
+            raise ConfigError(f"{path}: [formulations.{name}] must be a table of options")
+    return {name: dict(options) for name, options in table.items()}
+
+
+def _check_options(config: LaunchConfig, active: str) -> None:
+    """Build every formulation that has options, so an unknown or invalid option fails now (ConfigError)."""
+    from idcontrol.formulations import make_formulation
+
+    for name in {*config.formulations, active}:
+        try:
+            make_formulation(name, **config.formulation_options(name))
+        except ConfigError as e:
+            raise ConfigError(f"{config.path}: options of {name}: {e}") from None
 
 
 def _curve_keys(table: dict[str, Any], path: Path) -> Path | None:

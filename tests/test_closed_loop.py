@@ -69,8 +69,8 @@ def test_quadruped_stands_with_noslip_lcp(idcontrol_loop):
         "the first touchdown a landing foot still 0.6 mm up gets ~11 N of predicted force, the torques drive "
         "the unloaded leg down, and the rigid model then stops it within one tick (~370 N on every foot), "
         "which launches the robot. The launch file's activation distance, contact-velocity consistency and "
-        "gains fix that (tests/test_locomotion.py), but two_stage_qp then trots in place: Stage I's maximal "
-        "dissipation predicts sliding stance feet, never propulsion, so x stays below 0.2 m."
+        "gains fix that (tests/test_locomotion.py); two_stage_qp then still trots in place unless its Stage I "
+        "dissipates relative to the stance feet (dissipation = 'contacts', as the launch file sets)."
     ),
 )
 def test_quadruped_trots_three_seconds_with_two_stage_qp(idcontrol_loop):

@@ -132,6 +132,60 @@ def test_stage_two_never_raises_the_stage_one_objective(seed: int) -> None:
     assert np.linalg.norm(result.tau) <= np.linalg.norm(tau1) * (1.0 + 1e-6) + 1e-9
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_contact_relative_stage_one_holds_the_contacts_at_rest_where_it_can(seed: int) -> None:
+    """``dissipation = "contacts"``: Stage I's objective matches ProxQP's; where its unconstrained minimum is
+    feasible (sticking forces inside the cone, no penetration), the predicted contacts are at rest
+    ([N; S; T] v⁺ = 0), and Stage II leaves v⁺ unchanged. With n ≤ 2 contacts on 6 base DoFs such a base
+    velocity always exists; the cone decides whether it is reachable."""
+    rng = np.random.default_rng(7000 + seed)
+    problem = random_problem(rng, n=int(rng.integers(1, 3)), mu=float(rng.choice([0.5, 1.0, np.inf])))
+    formulation = TwoStageQP(dissipation="contacts")
+    z1, stage, red, _, _, relaxed = formulation.stage_one(problem)
+    assert z1 is not None and not relaxed
+    C, l, _ = stage.constraints()
+    z_ref = _proxqp(stage.H, stage.g, C, l, stage.lb)
+
+    def objective(z: np.ndarray) -> float:
+        return 0.5 * float(z @ stage.H @ z) + float(stage.g @ z)
+
+    unconstrained = -0.5 * float(stage.g @ np.linalg.pinv(stage.H) @ stage.g)
+    scale = max(1.0, abs(unconstrained))
+    assert objective(z1) == pytest.approx(objective(z_ref), abs=1e-6 * scale)
+    v1, _ = stage.velocity_and_torque(problem, red, z1)
+    contact_rows = np.vstack([problem.N, problem.S, problem.T])
+    if objective(z1) <= unconstrained + 1e-9 * scale:
+        np.testing.assert_allclose(contact_rows @ v1, 0.0, atol=1e-8)
+    formulation.reset()
+    result = formulation.solve(problem)
+    assert result.found, result.message
+    np.testing.assert_allclose(result.v_next, v1, atol=1e-9 * max(1.0, np.abs(v1).max()))
+
+
+def test_contact_relative_stage_one_sticks_somewhere_and_world_stage_one_brakes() -> None:
+    """One contact, μ = ∞ (40 random problems): "contacts" holds the contact at rest wherever the normal
+    impulse that does so is non-negative (measured: 25 of 40); the paper's "world" objective leaves it moving
+    in every one of those (it brakes the unactuated DoFs instead)."""
+    sticking = moving_with_world = 0
+    for seed in range(40):
+        problem = random_problem(np.random.default_rng(7000 + seed), n=1, mu=np.inf)
+        rows = np.vstack([problem.N, problem.S, problem.T])
+        contacts = TwoStageQP(dissipation="contacts").solve(problem)
+        world = TwoStageQP().solve(problem)
+        if np.abs(rows @ contacts.v_next).max() < 1e-8:
+            sticking += 1
+            moving_with_world += np.abs(rows @ world.v_next).max() > 1e-6
+    assert sticking >= 15, sticking
+    assert moving_with_world == sticking, (moving_with_world, sticking)
+
+
+def test_dissipation_option_is_checked() -> None:
+    """An unknown Stage I dissipation reference is a ConfigError naming the valid ones."""
+    for name in ("two_stage_qp", "one_stage_qp"):
+        with pytest.raises(ConfigError, match="contacts"):
+            make_formulation(name, dissipation="base")
+
+
 def test_registry_lists_the_launch_file_names_and_rejects_unknown_ones() -> None:
     """Formulations are chosen by their launch-file names; an unknown name lists the valid ones."""
     assert set(available_formulations()) == {*CONTACT_FORMULATIONS, "pid", "sensed_id"}

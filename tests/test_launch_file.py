@@ -80,6 +80,11 @@ def test_overrides_replace_duration_and_formulation(tmp_path):
         (("[controller]", "[controller]\nmu = -0.5"), ConfigError, "mu"),
         (("[controller]", "[controller]\nwatchdog_ms = 1.0"), ConfigError, "watchdog"),
         (("[endpoints]", "[endpoints"), ConfigError, "TOML"),
+        (("[reference]", "[formulations.magic]\nx = 1\n[reference]"), UnknownFormulation, "magic"),
+        (("[reference]", "[formulations]\nnoslip_lcp = 3\n[reference]"), ConfigError, "formulations.noslip_lcp"),
+        (("[reference]", "[formulations.two_stage_qp]\nridgee = 1\n[reference]"), ConfigError, "ridgee"),
+        (("[reference]", '[formulations.one_stage_qp]\ndissipation = "base"\n[reference]'), ConfigError,
+         "one_stage_qp"),
     ],
 )
 def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, words):
@@ -87,6 +92,31 @@ def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, wor
     assert old in GOOD
     with pytest.raises(error, match=words):
         load_launch(write(tmp_path, GOOD.replace(old, new, 1)))
+
+
+def test_formulation_tables_reach_every_formulation_the_daemon_builds(tmp_path):
+    """[formulations.NAME] options apply at start-up, after --formulation, and to the instance a run-time
+    switch swaps in; controller.options override them for the launch formulation."""
+    from idcontrol.daemon.app import build_core
+
+    text = GOOD.replace("[reference]", """[formulations.two_stage_qp]
+dissipation = "contacts"
+ridge = 1e-6
+[formulations.noslip_lcp]
+spread = 0.01
+[reference]""").replace('rate_hz = 1000.0', 'rate_hz = 1000.0\noptions = { ridge = 1e-5 }')
+    config = load_launch(write(tmp_path, text))
+    assert config.formulation_options("two_stage_qp") == {"dissipation": "contacts", "ridge": 1e-5}
+    assert config.formulation_options("noslip_lcp") == {"spread": 0.01}
+    core = build_core(config)
+    assert core.controller.formulation.dissipation == "contacts" and core.controller.formulation.ridge == 1e-5
+    core.warm_up(ticks=1)
+    core.set_formulation("noslip_lcp")
+    assert core.controller.formulation.spread == 0.01
+    overridden = config.with_overrides(formulation="noslip_lcp")
+    switched = build_core(overridden)
+    assert switched.controller.formulation.spread == 0.01
+    assert overridden.formulation_options("two_stage_qp") == {"dissipation": "contacts", "ridge": 1e-5}
 
 
 def test_missing_launch_file_names_the_path(tmp_path):

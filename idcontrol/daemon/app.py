@@ -28,12 +28,13 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
     robot = robot or RobotModel(config.robot)
     c = config.controller
     controller = InverseDynamicsController(
-        robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt, formulation_options=c.options,
+        robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt,
+        formulation_options=config.formulation_options(c.formulation),
         penetration_tolerance=float(c.penetration_tolerance), activation_distance=c.activation_distance,
         consistent_contact_velocity=c.consistent_contact_velocity,
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    core = ControlCore(controller, reference, config.safety)
+    core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations)
     if c.gains:
         core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain
     return core

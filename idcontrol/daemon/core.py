@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -94,8 +95,10 @@ class ControlCore:
         controller: InverseDynamicsController,
         reference: Reference,
         safety: SafetySettings | None = None,
+        formulation_options: Mapping[str, Mapping[str, object]] | None = None,
     ) -> None:
         self.controller = controller
+        self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
         self.robot = controller.robot
         self.reference = reference
         self.safety = safety or SafetySettings()
@@ -140,7 +143,7 @@ class ControlCore:
         """Build every registered formulation and solve the standing posture with each a few times.
 
         First-call costs (workspaces, compiled kernels) are paid before the first real state, and a
-        run-time switch to any formulation with default options becomes a swap. The state machine
+        run-time switch to any formulation (with its ``formulation_options``) becomes a swap. The state machine
         and the active formulation are untouched.
         """
         from idcontrol.formulations import available_formulations, make_formulation
@@ -155,7 +158,7 @@ class ControlCore:
         active = self.controller.formulation
         for name in available_formulations():
             formulation = active if name == active.name else self._formulations.get(name)
-            formulation = formulation or make_formulation(name)
+            formulation = formulation or make_formulation(name, **self.formulation_options.get(name, {}))
             self._formulations[name] = formulation  # the launch file's instance keeps its options
             self.controller.formulation = formulation
             for _ in range(ticks):

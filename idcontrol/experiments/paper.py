@@ -203,8 +203,10 @@ def run_config(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> LaunchConfig:
         reference = replace(reference, options={**reference.options, "waypoints": "paper"})
     # as in the paper, a run ends only by a fall: the launch files' joint-limit guards (a damping stop) are off
     safety = replace(base.safety, position_margin=math.inf, velocity_factor=math.inf)
+    # each controller runs with its spec's options only: the launch file's [formulations.NAME] tables (such as
+    # the QPs' contact-relative dissipation) are not the paper's controllers
     return replace(base, duration=spec.seconds, controller=controller, bridge=bridge, reference=reference,
-                   safety=safety)  # fmt: skip
+                   safety=safety, formulations={})  # fmt: skip
 
 
 class DelayedForces:

@@ -8,7 +8,8 @@ of the Hessian), which selects the minimum-norm forces in the optimal set up to
 O(ε) and makes them unique. The default 1e-6 keeps the energy error negligible;
 larger values trade physical fidelity for smoothness. ``warm_start=True`` also
 starts the QP from the previous tick's active set, carried by contact identity
-(off by default: with DAQP it measured slower, see :class:`TwoStageQP`).
+(off by default: with DAQP it measured slower, see :class:`TwoStageQP`). ``dissipation`` is Stage I's
+objective, as for :class:`TwoStageQP`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics
-from idcontrol.formulations.two_stage_qp import StageOne, _finish, _no_contact, remap_active_set, solve_stage_one
+from idcontrol.formulations.two_stage_qp import (
+    StageOne,
+    _finish,
+    _no_contact,
+    check_dissipation,
+    remap_active_set,
+    solve_stage_one,
+)
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.qp import DenseQP
 
@@ -28,7 +36,10 @@ class OneStageQP(Formulation):
 
     name = "one_stage_qp"
 
-    def __init__(self, *, regularization: float = 1e-6, repair: bool = True, warm_start: bool = False) -> None:
+    def __init__(
+        self, *, regularization: float = 1e-6, repair: bool = True, warm_start: bool = False, dissipation: str = "world"
+    ) -> None:
+        self.dissipation = check_dissipation(dissipation)
         self.regularization = regularization
         self.repair = repair
         self.warm_start = warm_start
@@ -46,7 +57,7 @@ class OneStageQP(Formulation):
         if p.n == 0:
             return _no_contact(self, p, started)
         red = ReducedDynamics(p)
-        stage = StageOne(p, red)
+        stage = StageOne(p, red, self.dissipation)
         warm = self.warm_start and p.ids() == self._previous_ids
         active = None
         if self.warm_start and not warm:  # carry the active set contact by contact

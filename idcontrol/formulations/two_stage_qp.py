@@ -33,6 +33,14 @@ which minimizes the true ‖τ‖² (spec item 11). The tiny ridge ρ (relative
 forces among equal-torque solutions, making them unique; it cannot change the
 Stage I objective, because W w never changes v⁺.
 
+``dissipation = "contacts"`` (an option; ``"world"``, the paper's, is the default) measures the kinetic
+energy relative to v_c = [v_u,c; q̇_des], the unactuated velocity closest to the contact-free one that holds
+the active contacts at rest (least squares over [N; S; T], see :func:`contact_velocity_correction`):
+½ (v⁺ − v_c)ᵀ M (v⁺ − v_c) = ½‖x⁺ − Lᵀv_u,c‖², so only g changes, to −R_u δ/Δt. With τ free and P v⁺
+fixed, the paper's objective can only act on the base, and its optimum brakes the base toward zero momentum
+while stance feet slide, which under sticking feet becomes torques that push against the gait; relative to
+v_c the optimum is the sticking one wherever the friction pyramid allows it.
+
 If Stage I is infeasible (q̇_des drives a contact into the ground), it is
 re-solved without the non-penetration rows and the Section 4.5 repair restores
 the constraint by changing q̇_des; the result says so.
@@ -45,6 +53,7 @@ import time
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
@@ -55,6 +64,15 @@ Array = NDArray[np.float64]
 
 
 _PYRAMIDS: dict[bytes, Array] = {}
+
+DISSIPATION_REFERENCES = ("world", "contacts")
+
+
+def check_dissipation(dissipation: str) -> str:
+    """The Stage I ``dissipation`` option, checked: ``"world"`` (the paper's) or ``"contacts"``."""
+    if dissipation not in DISSIPATION_REFERENCES:
+        raise ConfigError(f"dissipation must be one of {DISSIPATION_REFERENCES}, got {dissipation!r}")
+    return dissipation
 
 
 def pyramid_rows(mu: Array) -> Array:
@@ -129,7 +147,7 @@ class StageOne:
     (3n), then the non-penetration rows (n), then the pyramid facets.
     """
 
-    def __init__(self, problem: ContactProblem, red: ReducedDynamics) -> None:
+    def __init__(self, problem: ContactProblem, red: ReducedDynamics, dissipation: str = "world") -> None:
         p = problem
         n = p.n
         self.n = n
@@ -140,6 +158,9 @@ class StageOne:
             red.kappa, red.L_inv, red.x0, red.R_w, red.R, red.a, red.u, p.qd_des, p.phi, p.mu, self.C_pyramid, p.dt,
             INFINITY
         )  # fmt: skip
+        if dissipation == "contacts":
+            # ½‖x⁺ − Lᵀv_c‖²/Δt² with x⁺ = x₀ + Δt R̃ y: g = R̃ᵀ(x₀ − Lᵀv_c)/Δt = −R_u δ/Δt
+            self.g = red.R[:, red.u] @ -contact_velocity_correction(p, red) / p.dt
         self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
         self.l_normal = self.lower[3 * n : 4 * n]
         # f_N ≥ 0 (left out where the pyramid implies it); tangential forces signed. R_a: (nu, 3n)
@@ -158,6 +179,18 @@ class StageOne:
         """y with f_N's rounding-level negatives set to zero."""
         y[: self.n] = np.maximum(y[: self.n], 0.0)
         return y
+
+
+def contact_velocity_correction(problem: ContactProblem, red: ReducedDynamics) -> Array:
+    """(nb,) δ: the change of the contact-free unactuated v⁺ that, with P v⁺ = q̇_des, holds the contacts at rest.
+
+    Least squares over the 3n contact rows, least norm: R_u δ ≈ −(R_u v_f + R_a q̇_des), where
+    v_f = L⁻ᵀ x₀ is the contact-free unactuated velocity; m/s and rad/s.
+    """
+    R_u = red.R[:, red.u]
+    residual = R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des
+    delta, *_ = np.linalg.lstsq(R_u, -residual, rcond=1e-9)
+    return delta
 
 
 def solve_stage_one(
@@ -203,13 +236,23 @@ class TwoStageQP(Formulation):
         Solo12 it *raised* the iteration count (28 vs 17 per tick at 4 contacts,
         76 vs 43 at 8) and the tick time; torque continuity comes from Stage II,
         whose optimal torque is unique, not from the warm start.
+    dissipation : ``"world"`` (the paper's Stage I objective, the kinetic energy) or ``"contacts"`` (the
+        kinetic energy relative to the motion that holds the active contacts at rest; see the module
+        docstring). Legged locomotion under prescribed joint velocities needs ``"contacts"``.
     """
 
     name = "two_stage_qp"
 
     def __init__(
-        self, *, null_tol: float = 1e-9, ridge: float = 1e-7, repair: bool = True, warm_start: bool = False
+        self,
+        *,
+        null_tol: float = 1e-9,
+        ridge: float = 1e-7,
+        repair: bool = True,
+        warm_start: bool = False,
+        dissipation: str = "world",
     ) -> None:
+        self.dissipation = check_dissipation(dissipation)
         self.null_tol = null_tol
         self.ridge = ridge
         self.repair = repair
@@ -235,7 +278,7 @@ class TwoStageQP(Formulation):
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
         red = ReducedDynamics(problem)
-        stage = StageOne(problem, red)
+        stage = StageOne(problem, red, self.dissipation)
         warm = self.warm_start and problem.ids() == self._previous_ids
         active = self._carried(self._stage_one, problem, with_normal=True)
         z, its, status, relaxed = solve_stage_one(problem, red, stage, self._stage_one, warm=warm, active=active)
