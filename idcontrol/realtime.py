@@ -4,14 +4,19 @@ At 1 kHz on a shared machine, most of a round trip's jitter is the scheduler wak
 (measured here: a loopback round trip with no controller had p99 3.9 ms at normal priority and
 0.58 ms under SCHED_FIFO, on a machine with a load average of 4.7). A launch file's ``[realtime]``
 table asks for a SCHED_FIFO priority and, optionally, a CPU for each process; both processes block
-in poll/select while they wait, so a real-time priority never spins a CPU away from the system.
+in poll/select while they wait, unless ``spin_us`` asks them to poll without sleeping for that long
+(then a real-time priority keeps the daemon's CPU mostly busy: dedicate it).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
+import time
 from dataclasses import dataclass
+
+import zmq
 
 from idcontrol.errors import ConfigError
 
@@ -21,11 +26,17 @@ log = logging.getLogger("idcontrol.realtime")
 @dataclass(frozen=True)
 class RealtimeSettings:
     """priority : SCHED_FIFO priority 1-99 (0: the normal scheduler).
-    daemon_cpu, bridge_cpu : pin the process to this CPU (None: any)."""
+    daemon_cpu, bridge_cpu : pin the process to this CPU (None: any).
+    spin_us : while a run is live, the daemon polls for the next state without sleeping from this long
+        (µs) before it is due until it comes (at most this long after), and the bridge polls for its
+        command for up to this long after sending the state, before either blocks. 0 (the default):
+        always block.
+    """
 
     priority: int = 0
     daemon_cpu: int | None = None
     bridge_cpu: int | None = None
+    spin_us: float = 0.0
 
     def check(self, where: str) -> RealtimeSettings:
         if not isinstance(self.priority, int) or isinstance(self.priority, bool) or not 0 <= self.priority <= 99:
@@ -35,11 +46,18 @@ class RealtimeSettings:
             cpu = getattr(self, key)
             if cpu is not None and (not isinstance(cpu, int) or isinstance(cpu, bool) or not 0 <= cpu < cpus):
                 raise ConfigError(f"{where}: realtime.{key} must be a CPU index in 0 .. {cpus - 1}, got {cpu!r}")
+        spin = self.spin_us
+        if not isinstance(spin, (int, float)) or isinstance(spin, bool) or not 0.0 <= spin <= 10_000.0:
+            raise ConfigError(f"{where}: realtime.spin_us must be in 0 .. 10000 µs, got {spin!r}")
         return self
 
 
 def enter_realtime(settings: RealtimeSettings, role: str) -> None:
     """Apply ``settings`` to the calling process (``role``: "daemon" or "bridge"); say what was done.
+
+    Call it before the process opens its first ZeroMQ socket: the shared context's I/O thread, which
+    moves every message between the socket and the kernel, is started then, and gets SCHED_FIFO one
+    priority above the process (a message is never stuck behind the thread that waits for it).
 
     A refusal (no permission for SCHED_FIFO, a CPU outside this process's set) is logged as a warning
     and the process goes on at normal priority: the loop still works, with more jitter.
@@ -53,9 +71,59 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
             log.warning("%s could not be pinned to CPU %d (%s); it runs on any CPU", role, cpu, e.strerror)
     if settings.priority:
         try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(settings.priority))
+            # the process's own threads only: children (the log writer, tools) start at normal priority
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(settings.priority))
             log.info("%s runs under SCHED_FIFO priority %d", role, settings.priority)
         except (OSError, AttributeError) as e:
             reason = getattr(e, "strerror", None) or str(e)
             log.warning("%s could not get SCHED_FIFO priority %d (%s); it runs at normal priority (more jitter; "
                         "grant CAP_SYS_NICE or an rtprio limit)", role, settings.priority, reason)  # fmt: skip
+            return
+        io_priority = _permitted(min(settings.priority + 1, 99), settings.priority)
+        context = zmq.Context.instance()
+        context.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
+        context.set(zmq.THREAD_PRIORITY, io_priority)
+        log.info("%s ZeroMQ I/O thread: SCHED_FIFO priority %d", role, io_priority)
+
+
+def _permitted(priority: int, fallback: int) -> int:
+    """``priority`` if this process may use it, else ``fallback`` (the priority it holds now).
+
+    ZeroMQ aborts the process when its I/O thread cannot get the priority it was configured with, so
+    the calling thread tries it first and then returns to ``fallback``.
+    """
+    flags = os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+    try:
+        os.sched_setscheduler(0, flags, os.sched_param(priority))
+    except OSError:
+        return fallback
+    os.sched_setscheduler(0, flags, os.sched_param(fallback))
+    return priority
+
+
+def spin_until_readable(socket: zmq.Socket, until: float) -> bool:
+    """Poll ``socket`` without sleeping until it has a message (True) or ``until`` (perf_counter s) passes."""
+    while True:
+        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            return True
+        if time.perf_counter() >= until:
+            return False
+
+
+def wait_readable(socket: zmq.Socket, timeout_s: float, spin_s: float = 0.0) -> bool:
+    """Wait up to ``timeout_s`` for a message, with the µs resolution of select (zmq_poll counts in ms).
+
+    spin_s : first poll without sleeping for up to this long (see :attr:`RealtimeSettings.spin_us`).
+    """
+    now = time.perf_counter()
+    deadline = now + timeout_s
+    if spin_s > 0.0 and spin_until_readable(socket, min(deadline, now + spin_s)):
+        return True
+    fd = socket.getsockopt(zmq.FD)
+    while True:
+        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the FD is edge-triggered: always ask first
+            return True
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return False
+        select.select([fd], [], [], remaining)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import msgpack
 import numpy as np
+import pytest
 import zmq
 
 from idcontrol import protocol as wire
@@ -90,12 +91,13 @@ class ScriptedDaemon:
         self.socket.close(linger=0)
 
 
-def run_loop(answer, mode: str, duration: float, wall_limit: float = 5.0):
+def run_loop(answer, mode: str, duration: float, wall_limit: float = 5.0, spin_us: float = 0.0):
     """Run the bridge for ``duration`` s of simulated time, or until ``wall_limit`` s of wall time."""
     ctx = zmq.Context()
     daemon = ScriptedDaemon(ctx, answer)
     sim = RecordingSim()
-    loop = BridgeLoop(sim, ROBOT, daemon.endpoint, mode=mode, period=PERIOD, context=ctx, resend_s=0.25)
+    loop = BridgeLoop(sim, ROBOT, daemon.endpoint, mode=mode, period=PERIOD, context=ctx, resend_s=0.25,
+                      spin_us=spin_us)  # fmt: skip
     timer = threading.Timer(wall_limit, loop.request_stop)
     timer.start()
     try:
@@ -126,9 +128,12 @@ def test_lockstep_waits_for_a_silent_daemon_without_stepping():
     assert report.states_sent > 4  # the state is re-sent for a restarted daemon
 
 
-def test_realtime_reuses_the_last_torque_for_a_late_command():
-    """State 5's answer comes 3 periods late: the bridge reuses the previous torque meanwhile, then resumes."""
-    sim, daemon, report = run_loop(lambda seq: (3 * PERIOD if seq == 5 else 0.0, "run"), "realtime", 30 * PERIOD)
+@pytest.mark.parametrize("spin_us", [0.0, 300.0])
+def test_realtime_reuses_the_last_torque_for_a_late_command(spin_us):
+    """State 5's answer comes 3 periods late: the bridge reuses the previous torque meanwhile, then resumes
+    (also when it polls for its commands without sleeping)."""
+    sim, daemon, report = run_loop(lambda seq: (3 * PERIOD if seq == 5 else 0.0, "run"), "realtime", 30 * PERIOD,
+                                   spin_us=spin_us)  # fmt: skip
     applied = [int(t[0]) for t in sim.applied]
     assert any(a == b for a, b in zip(applied, applied[1:], strict=False))  # a repeat: the last torque reused
     assert applied == sorted(applied)  # never an older command than one already applied

@@ -27,13 +27,18 @@ class Harness:
     """A daemon serving in a thread, a DEALER bridge, an admin client and a telemetry subscriber."""
 
     def __init__(
-        self, robot: RobotModel, formulation: str = "two_stage_qp", watchdog: float = 0.02, clock: str = "lockstep"
+        self,
+        robot: RobotModel,
+        formulation: str = "two_stage_qp",
+        watchdog: float = 0.02,
+        clock: str = "lockstep",
+        spin_us: float = 0.0,
     ) -> None:
         self.ctx = zmq.Context()
         self.robot = robot
         controller = InverseDynamicsController(robot, formulation=formulation)
         core = ControlCore(controller, make_reference("hold", robot))
-        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx)
+        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us)
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
@@ -192,6 +197,31 @@ def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness
     status = harness.admin.request("status")
     assert status["mode"] in ("safe_stop", "stopped") and "watchdog" in status["reason"]
     assert elapsed < 0.020 + 0.030  # the watchdog plus poll granularity and admin latency on a loaded machine
+
+
+def test_a_spinning_daemon_answers_every_state_and_still_serves_admin(quadruped):
+    """spin_us (polling for the next state without sleeping before it is due): 300 states at 1 kHz all
+    answered in order, admin requests answered in between, and the watchdog still stops a run whose
+    states stop."""
+    harness = Harness(quadruped, clock="realtime", spin_us=300.0)
+    try:
+        harness.admin.request("start")
+        next_due = time.perf_counter()
+        for i in range(300):
+            reply = harness.state()
+            assert reply["type"] == "command" and reply["seq"] == harness.seq and reply["mode"] == "run", reply
+            if i % 50 == 0:
+                assert harness.admin.request("status", timeout=1.0)["mode"] == "run"
+            next_due += 1e-3
+            while time.perf_counter() < next_due:
+                pass
+        stats = harness.admin.request("stats")
+        assert stats["states_skipped"] == 0 and stats["states_dropped"] == 0, stats
+        time.sleep(0.1)
+        status = harness.admin.request("status")
+        assert status["mode"] in ("safe_stop", "stopped") and "watchdog" in status["reason"], status
+    finally:
+        harness.close()
 
 
 def test_restarted_bridge_resumes_only_after_an_explicit_start(realtime_harness):

@@ -145,25 +145,38 @@ def test_port_in_use_is_reported_before_anything_starts(tmp_path):
 
 
 def test_realtime_table_is_checked_at_load(tmp_path):
-    """[realtime] priority (0-99) and CPU indices are validated when the launch file is read."""
+    """[realtime] priority (0-99), CPU indices and spin_us (0-10000 µs) are validated when the file is read."""
     base = (LAUNCH / "quadruped_stand_realtime.toml").read_text()
     assert load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime.priority == 50
-    for bad in ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}"):
+    bad_lines = [("priority = 50", bad) for bad in ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}")]
+    for old, bad in [*bad_lines, ("spin_us = 300.0", "spin_us = 20000.0"), ("spin_us = 300.0", "spin_us = -1.0")]:
+        assert old in base
         path = tmp_path / "bad.toml"
-        path.write_text(base.replace("priority = 50", bad))
+        path.write_text(base.replace(old, bad))
         with pytest.raises(ConfigError, match="realtime"):
             load_launch(path)
 
 
 def test_realtime_settings_take_effect_or_say_why_not():
-    """enter_realtime gives the process SCHED_FIFO and its CPU, or logs a warning naming what was refused."""
+    """enter_realtime gives the process SCHED_FIFO and its CPU, or logs a warning naming what was refused; its
+    ZeroMQ threads get the priority above, and a child process starts at normal priority."""
     code = (
         "import logging, os, sys\n"
         "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(levelname)s %(message)s')\n"
         "from idcontrol.realtime import RealtimeSettings, enter_realtime\n"
         "enter_realtime(RealtimeSettings(priority=10, bridge_cpu=0), 'bridge')\n"
-        "print('fifo', os.sched_getscheduler(0) == os.SCHED_FIFO, 'cpus', sorted(os.sched_getaffinity(0)))\n"
+        "print('fifo', os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO, 'cpus', sorted(os.sched_getaffinity(0)))\n"
+        "import threading, time, zmq\n"
+        "s = zmq.Context.instance().socket(zmq.PUB)\n"  # starts the I/O thread, which sets its own priority
+        "time.sleep(0.3)\n"
+        "io = [t for t in os.listdir('/proc/self/task') if int(t) != threading.get_native_id()]\n"
+        "print('io', sorted(os.sched_getparam(int(t)).sched_priority for t in io))\n"
+        "print('child', os.popen('chrt -p $$ 2>&1 || true').read().strip())\n"
+        "s.close()\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert "fifo True" in out or "could not get SCHED_FIFO priority 10" in out, out
+    if "fifo True" in out:  # the ZeroMQ I/O thread one above the process; a child back at normal priority
+        assert "I/O thread: SCHED_FIFO priority 11" in out and "io [11, 11]" in out, out  # I/O and reaper
+        assert "SCHED_FIFO" not in out.split("child", 1)[1], out
     assert "cpus [0]" in out or "could not be pinned to CPU 0" in out, out

@@ -36,5 +36,5 @@ def run_bridge_process(config: LaunchConfig) -> int:
     sim = simulator_for(config, robot)
     enter_realtime(config.realtime, "bridge")
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
-                      substeps=b.substeps, late_limit=b.late_limit,
+                      substeps=b.substeps, late_limit=b.late_limit, spin_us=config.realtime.spin_us,
                       curve=KeyDirectory(config.curve_keys) if config.curve_keys else None)  # fmt: skip

@@ -23,7 +23,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import select
 import signal
 import time
 from dataclasses import dataclass, field
@@ -37,23 +36,11 @@ from idcontrol.contacts.world import ObjectState
 from idcontrol.daemon.stats import percentiles_us
 from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.protocol import MODE_RUN, MODE_SAFE_STOP
+from idcontrol.realtime import wait_readable
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.bridge")
-
-
-def wait_readable(socket: zmq.Socket, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for a message, with the µs resolution of select (zmq_poll counts in ms)."""
-    deadline = time.perf_counter() + timeout_s
-    fd = socket.getsockopt(zmq.FD)
-    while True:
-        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the FD is edge-triggered: always ask first
-            return True
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return False
-        select.select([fd], [], [], remaining)
 
 
 class Simulator(Protocol):
@@ -91,6 +78,7 @@ class BridgeLoop:
     period : control period, s; ``substeps`` physics steps of the simulator per period.
     damping : the bridge's own safe-stop damping, N·m·s/rad.
     curve : the key directory of a daemon that authenticates its peers (:mod:`idcontrol.security`).
+    spin_us : wait for each command by polling without sleeping for up to this long, µs (0: block).
     """
 
     def __init__(
@@ -107,12 +95,14 @@ class BridgeLoop:
         resend_s: float = 0.1,
         context: zmq.Context | None = None,
         curve: KeyDirectory | None = None,
+        spin_us: float = 0.0,
     ) -> None:
         if mode not in ("lockstep", "realtime"):
             raise ValueError(f"mode must be 'lockstep' or 'realtime', got {mode!r}")
         self.sim, self.robot, self.mode = sim, robot, mode
         self.period, self.substeps, self.late_limit = period, substeps, late_limit
         self.damping, self.resend_s = damping, resend_s
+        self.spin_s = spin_us * 1e-6
         self.socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         if curve is not None:
@@ -144,7 +134,7 @@ class BridgeLoop:
     def _receive(self, deadline: float, sent_at: float) -> wire.CommandMessage | None:
         """The command answering the last state sent, or None if none came by ``deadline`` (perf_counter s)."""
         while True:
-            if not wait_readable(self.socket, deadline - time.perf_counter()):
+            if not wait_readable(self.socket, deadline - time.perf_counter(), self.spin_s):
                 return None
             raw = self.socket.recv()
             try:

@@ -53,7 +53,8 @@ def run_daemon(config: LaunchConfig, log_path: str | None = None, log_max_bytes:
 
         logger = LogRecorder(log_path, describe_run(config, core), max_bytes=log_max_bytes)
     curve = KeyDirectory(config.curve_keys) if config.curve_keys else None
-    daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger)
-    enter_realtime(config.realtime, "daemon")
+    enter_realtime(config.realtime, "daemon")  # before the first socket: its I/O thread gets the priority too
+    daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger,
+                    spin_us=config.realtime.spin_us)  # fmt: skip
     daemon.serve()
     return 0

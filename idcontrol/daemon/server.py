@@ -38,6 +38,7 @@ from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
+from idcontrol.realtime import spin_until_readable, wait_readable
 from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.daemon")
@@ -87,8 +88,10 @@ class Daemon:
         context: zmq.Context | None = None,
         curve: KeyDirectory | None = None,
         logger: LogRecorder | None = None,
+        spin_us: float = 0.0,
     ) -> None:
         self.core = core
+        self.spin_s = spin_us * 1e-6  # poll without sleeping this long before the next state of a live run is due
         self.logger = logger  # tick log (idcontrol.logs): records queued, never waited on
         self.endpoints = endpoints or Endpoints()
         self.endpoints.check(curve=curve is not None)
@@ -134,7 +137,8 @@ class Daemon:
                 self.poller.register(s, zmq.POLLIN)
         self._peer: bytes | None = None
         self._last_seq = -1
-        self._last_state_time = -1e9
+        self._last_state_time = -1e9  # monotonic s
+        self._state_received_at = -1e9  # perf_counter s
         self._last_t = float("nan")
         self._labelled_ids: tuple | None = None
         self._labels: list[str] = []
@@ -182,6 +186,8 @@ class Daemon:
                  self.core.controller.formulation.name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
         try:
             while True:
+                if self.spin_s and time.monotonic() - self._last_state_time < 2.0 * self.core.dt:
+                    self._wait_for_next_state()  # a live bridge
                 events = dict(self.poller.poll(self._poll_timeout_ms()))
                 if self.control in events:
                     self._serve_control()
@@ -200,6 +206,13 @@ class Daemon:
                 self.logger.close(self.summary())
             self.close()
             log.info("daemon stopped (%s)", self.core.reason)
+
+    def _wait_for_next_state(self) -> None:
+        """Sleep on the control socket until ``spin_s`` before the next state is due, then poll it without
+        sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long)."""
+        due = self._state_received_at + self.core.dt
+        if not wait_readable(self.control, due - self.spin_s - time.perf_counter()):
+            spin_until_readable(self.control, due + self.spin_s)
 
     def _poll_timeout_ms(self) -> int:
         """Wait at most a quarter of the watchdog, and in run mode no later than the watchdog's expiry."""
@@ -280,6 +293,7 @@ class Daemon:
             self.stats.states_skipped += message.seq - self._last_seq - 1
         self._last_seq = message.seq
         self._last_state_time = now
+        self._state_received_at = received
         self._last_t = message.t
         try:
             out = self.core.tick(message, now)
