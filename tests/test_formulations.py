@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import proxsuite
 import pytest
@@ -10,6 +12,7 @@ from idcontrol.errors import ConfigError, NonFiniteError, ShapeError, UnknownFor
 from idcontrol.formulations import available_formulations, make_formulation
 from idcontrol.formulations.base import ReducedDynamics
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
+from idcontrol.formulations.noslip_lcp import project_desired_velocity
 from idcontrol.formulations.two_stage_qp import TwoStageQP
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions
 from tests.conftest import random_problem
@@ -66,6 +69,75 @@ def test_noslip_lcp_output_is_complementary_and_slip_free(seed: int) -> None:
     assert result.f_normal.min() >= 0.0
     r = result.residuals
     assert max(r.penetration, r.complementarity, r.slip) <= 1e-8, r
+
+
+def _duplicated_contacts(rng: np.random.Generator):
+    """A random problem whose contacts 2 and 3 repeat the rows of contacts 0 and 1 (two feet on one spot each)."""
+    base = random_problem(rng, n=2, mu=np.inf, phi_scale=1e-4)
+    twice = {k: np.concatenate([getattr(base, k)] * 2) for k in ("N", "S", "T", "phi", "mu")}
+    return replace(base, **twice, contact_ids=("a", "b", "a2", "b2"))
+
+
+def _dynamics_gap(problem, result) -> float:
+    """max |M(v⁺−v⁻) − Δt(Nᵀf_N + Sᵀf_S + Tᵀf_T + Pᵀτ + f_ext)|, impulse units."""
+    p = problem
+    impulse = p.dt * (p.N.T @ result.f_normal + p.S.T @ result.f_s + p.T.T @ result.f_t + p.f_ext)
+    impulse[p.actuated] += p.dt * result.tau
+    return float(np.abs(p.M @ (result.v_next - p.v) - impulse).max())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noslip_lcp_share_friction_splits_tangential_forces_like_the_normal_ones(seed: int) -> None:
+    """share_friction: a repeated contact carries the same tangential force as its twin (Algorithm 1 alone gives
+    it none), and the solution still satisfies the dynamics and the no-slip constraints."""
+    problem = _duplicated_contacts(np.random.default_rng(6000 + seed))
+    plain = make_formulation("noslip_lcp", spread=1e-2).solve(problem)
+    shared = make_formulation("noslip_lcp", spread=1e-2, share_friction=True).solve(problem)
+    assert plain.found and shared.found
+    assert np.count_nonzero(plain.f_s[2:]) + np.count_nonzero(plain.f_t[2:]) == 0  # dependent rows: no force
+    for first, second in ((0, 2), (1, 3)):
+        if plain.f_normal[first] > 0.0:
+            tangential = np.array([shared.f_s, shared.f_t])
+            np.testing.assert_allclose(tangential[:, first], tangential[:, second], atol=1e-8 * plain.f_normal.max())
+    np.testing.assert_allclose(shared.f_s[:2] + shared.f_s[2:], plain.f_s[:2], atol=1e-7 * plain.f_normal.max())
+    scale = max(1.0, np.abs(shared.tau).max(), shared.f_normal.max())
+    assert _dynamics_gap(problem, shared) <= 1e-8 * problem.dt * scale
+    assert shared.residuals.slip <= 1e-8
+
+
+def test_noslip_lcp_release_unloaded_leaves_no_friction_without_normal_force() -> None:
+    """release_unloaded: wherever the LCP leaves a contact without normal force, that contact has no tangential
+    force (Algorithm 1 alone gives some such contacts one), and the dynamics hold (60 random problems)."""
+    released = 0
+    for seed in range(60):
+        rng = np.random.default_rng(7000 + seed)
+        problem = random_problem(rng, n=int(rng.integers(2, 4)), mu=np.inf, phi_scale=1e-3)
+        result = make_formulation("noslip_lcp", release_unloaded=True).solve(problem)
+        assert result.found, result.message
+        if (result.fallback or "").startswith("no LCP solution"):
+            continue  # zero normal impulses by the fallback, not by the LCP: nothing is released
+        unloaded = result.f_normal <= 0.0
+        assert np.all(result.f_s[unloaded] == 0.0) and np.all(result.f_t[unloaded] == 0.0), seed
+        scale = max(1.0, np.abs(result.tau).max(), result.f_normal.max())
+        assert _dynamics_gap(problem, result) <= 1e-8 * problem.dt * scale, seed
+        assert result.residuals.penetration <= 1e-8, seed
+        released += "released" in result.message
+    assert released >= 5, released
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_project_desired_velocity_is_no_slip_consistent_and_idempotent(seed: int) -> None:
+    """The projected q̇_des lets all 2n tangential rows vanish for some base twist (n = 4 over-determines the six
+    base DoFs), projecting it again changes nothing, and noslip_lcp with project then needs no repair."""
+    rng = np.random.default_rng(8000 + seed)
+    problem = random_problem(rng, n=4, mu=np.inf)
+    qd = project_desired_velocity(problem)
+    J = np.concatenate([problem.S, problem.T])
+    J_u, J_a = J[:, problem.unactuated], J[:, problem.actuated]
+    V, *_ = np.linalg.lstsq(J_u, -J_a @ qd, rcond=None)
+    assert np.abs(J_u @ V + J_a @ qd).max() <= 1e-9 * max(1.0, np.abs(J_a @ qd).max())
+    assert np.abs(J_u @ np.linalg.lstsq(J_u, -J_a @ problem.qd_des, rcond=None)[0] + J_a @ problem.qd_des).max() > 1e-6
+    np.testing.assert_allclose(project_desired_velocity(replace(problem, qd_des=qd)), qd, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(100))

@@ -15,11 +15,18 @@ Per tick (spec section 3.11, in the reduced coordinates of
    same set), and last to regularized Lemke. The result names the fallback.
 3. v⁺, the tangential impulses and τ follow by linear algebra; the Section
    4.5 check repairs q̇_des if a dropped tangential row or a contact is violated.
+
+Three opt-in options (all off by default, which is the paper's method) adapt the
+solution to a walking robot on a compliant, finite-friction floor; see
+:class:`NoSlipLCP`: ``project`` (a no-slip-consistent q̇_des before the solve),
+``release_unloaded`` (no tangential rows on a contact without normal force)
+and ``share_friction`` (tangential forces split in proportion to the normal ones).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -47,18 +54,46 @@ class NoSlipLCP(Formulation):
         a compliant world (MuJoCo, a real floor) shares the load instead. With ε > 0 the LCP matrix
         becomes BᵀB + ε·mean(diag BᵀB)·I, whose unique solution tends to the least-norm solution of
         the original LCP as ε → 0; complementarity then holds to ε·f.
+    project : replace q̇_des, before the solve, by the closest one that lets every contact stand still
+        tangentially (:func:`project_desired_velocity`: the least-squares unactuated twist for the stance
+        legs' desired motion, then the least-norm change of the actuated velocities that makes it exact).
+        A gait's stance legs rarely keep the distance between two planted feet fixed; without this the
+        Section 4.5 repair changes q̇_des after the solve, with the contact forces of the inconsistent one.
+    release_unloaded : a contact the LCP leaves without normal force (a foot landing or lifting) keeps its
+        normal row but loses its two tangential rows, and the problem is solved again, until no unloaded
+        contact carries a tangential force. With μ = ∞ a contact at f_N = 0 may hold any tangential force; a
+        real floor gives none, and torques that count on one slide or lift the other feet.
+    share_friction : among the tangential forces that give the same impulse along the directions Find-Indices
+        kept, take the one minimizing Σᵢ |f_T,i|² / f_N,i (forces in proportion to the normal forces:
+        :func:`share_tangential`). Algorithm 1 otherwise puts the whole tangential force on the rows it
+        took first and none on the dependent ones (a landing foot that carries the weight and no friction,
+        feet that carry friction and almost no weight). v⁺ keeps the kept rows' constraints; τ follows the
+        new forces.
     """
 
     name = "noslip_lcp"
     no_slip = True
 
-    def __init__(self, *, rank_tol: float = 1e-8, tol: float = 1e-10, repair: bool = True, spread: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        rank_tol: float = 1e-8,
+        tol: float = 1e-10,
+        repair: bool = True,
+        spread: float = 0.0,
+        project: bool = False,
+        release_unloaded: bool = False,
+        share_friction: bool = False,
+    ) -> None:
         if not spread >= 0.0:
             raise ConfigError(f"noslip_lcp option spread must be >= 0, got {spread!r}")
         self.spread = float(spread)
         self.rank_tol = rank_tol
         self.tol = tol
         self.repair = repair
+        self.project = bool(project)
+        self.release_unloaded = bool(release_unloaded)
+        self.share_friction = bool(share_friction)
         _load_fallback_kernels()
         self.reset()
 
@@ -69,13 +104,55 @@ class NoSlipLCP(Formulation):
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
         p = problem
+        if self.project and p.n:
+            p = replace(p, qd_des=project_desired_velocity(p))
+        ids = p.ids()
+        warm = map_warm_start(self._previous_ids, self._previous_active, ids)
+        lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
+        released = np.zeros(p.n, dtype=bool)
+        while self.release_unloaded and lcp.found:
+            unloaded = (f_normal <= 0.0) & ((f_s != 0.0) | (f_t != 0.0)) & ~released
+            if not unloaded.any():
+                break
+            released |= unloaded
+            keep = (~released)[:, None]
+            p = replace(p, S=np.where(keep, p.S, 0.0), T=np.where(keep, p.T, 0.0))
+            if self.project:
+                p = replace(p, qd_des=project_desired_velocity(replace(p, qd_des=problem.qd_des)))
+            lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
+        if not lcp.found and not self.repair:
+            self.reset()
+            out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
+            out.fallback = fallback
+            return out
+        self._previous_ids = ids
+        self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
+
+        repaired = False
+        message = f"solved ({len(sel)} tangential rows kept of {2 * p.n})"
+        if released.any():
+            message += f"; {int(released.sum())} unloaded contact(s) released"
+        if not lcp.found or (self.repair and needs_repair(p, v_next, no_slip=True)):
+            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True)
+            if not fix.found:
+                out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)
+                out.fallback = fallback
+                return out
+            v_next, tau, repaired = fix.v_next, fix.tau, True
+            message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
+        return self._result(
+            p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message, started=started,
+            consistency_repaired=repaired, fallback=fallback,
+        )  # fmt: skip
+
+    def _solve_once(self, p: ContactProblem, warm: list[int]) -> tuple:
+        """Algorithms 1 and 2 and the linear algebra after them: (lcp, fallback, kept rows, f_N, v⁺, τ, f_S, f_T).
+        An unsolved LCP (lcp.found False) leaves zero normal impulses for the repair."""
         red = ReducedDynamics(p)
         n, dt = p.n, p.dt
-        ids = p.ids()
         # Algorithm 1 on the whitened tangential columns (S₁, T₁, S₂, ...), then v* and N Γ_J Nᵀ = BᵀB
         sel, Q, R, C_a, x_star, B, r = noslip_setup(red.N_w, red.S_w, red.T_w, red.x0, p.N, p.S, p.T, red.a,
                                                     p.qd_des, p.phi, dt, self.rank_tol)  # fmt: skip
-        warm = map_warm_start(self._previous_ids, self._previous_active, ids)
         if self.spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
             weight = self.spread * max(float(np.einsum("ij,ij->", B, B)) / n, np.finfo(float).tiny)
             B = np.vstack([B, np.sqrt(weight) * np.eye(n)])
@@ -89,15 +166,9 @@ class NoSlipLCP(Formulation):
             lcp = lemke_regularized(B.T @ B, r, original_tol=1e-7)
             if lcp.regularization:
                 fallback += f", regularized eps={lcp.regularization:.1e}"
-        unsolvable = not lcp.found
-        if unsolvable:
+        if not lcp.found:
             # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are
             # then set to zero and the Section 4.5 repair must restore the constraints.
-            if not self.repair:
-                self.reset()
-                out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
-                out.fallback = fallback
-                return out
             fallback = f"no LCP solution ({lcp.message}); zero normal impulses, then repair"
             lcp.z = np.zeros(n)
             lcp.active = []
@@ -108,23 +179,49 @@ class NoSlipLCP(Formulation):
             refine_normal_forces(f_normal, active, x_star, B, red.L_inv, p.N, p.phi, red.a, red.u, p.qd_des, dt)
         v_next, tau, f_s, f_t = noslip_finish(f_normal, x_star, B, red.x0, red.N_w, Q, R, sel, C_a, p.M,
                                               red.kappa, red.L_inv, p.N, red.a, red.u, p.qd_des, dt)  # fmt: skip
-        self._previous_ids = ids
-        self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
+        if self.share_friction and lcp.found and n > 1:
+            shared = share_tangential(p, red, Q, f_normal, f_s, f_t)
+            if shared is not None:
+                v_next, tau, f_s, f_t = shared
+        return lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t
 
-        repaired = False
-        message = f"solved ({len(sel)} tangential rows kept of {2 * n})"
-        if unsolvable or (self.repair and needs_repair(p, v_next, no_slip=True)):
-            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True)
-            if not fix.found:
-                out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)
-                out.fallback = fallback
-                return out
-            v_next, tau, repaired = fix.v_next, fix.tau, True
-            message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
-        return self._result(
-            p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message, started=started,
-            consistency_repaired=repaired, fallback=fallback,
-        )  # fmt: skip
+
+def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
+    """(nu,) rad/s: a q̇_des under which every contact can stand still tangentially for some unactuated velocity.
+
+    With J = [S; T] (2n, m): the least-squares unactuated twist V of J_u V = −J_a q̇_des, then the least-norm
+    actuated change δ with J_a δ = −(J_u V + J_a q̇_des); returns q̇_des + δ (unchanged when consistent).
+    """
+    p = problem
+    J = np.concatenate([p.S, p.T])
+    J_a, J_u = J[:, p.actuated], J[:, p.unactuated]
+    drift = J_a @ p.qd_des
+    V, *_ = np.linalg.lstsq(J_u, -drift, rcond=1e-9)
+    delta, *_ = np.linalg.lstsq(J_a, -(J_u @ V + drift), rcond=1e-9)
+    return p.qd_des + delta
+
+
+def share_tangential(
+    p: ContactProblem, red: ReducedDynamics, Q: np.ndarray, f_normal: np.ndarray, f_s: np.ndarray, f_t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The tangential forces (N) that minimize Σᵢ |f_T,i|² / f_N,i with the same impulse along the kept whitened
+    tangential directions Q (nb, k) as (f_S, f_T), and v⁺ (m,), τ (nu,) for them: (v⁺, τ, f_S, f_T), or None
+    when no contact is loaded. A contact without normal force gets a weight 10⁻⁶ of the largest one."""
+    top = float(f_normal.max())
+    if not top > 0.0 or Q.shape[1] == 0:
+        return None
+    n = p.n
+    A = Q.T @ np.concatenate([red.S_w, red.T_w], axis=1)  # (k, 2n)
+    y = np.concatenate([f_s, f_t])
+    h = A @ y
+    root = np.sqrt(np.tile(f_normal + 1e-6 * top, 2))
+    z, *_ = np.linalg.lstsq(A * root, h, rcond=1e-12)
+    y_new = root * z
+    if np.abs(A @ y_new - h).max() > 1e-9 * max(1.0, float(np.abs(h).max())):
+        return None
+    f_s, f_t = y_new[:n], y_new[n:]
+    v_next, tau = red.velocity_and_torque(red.R_w, red.R, np.concatenate([f_normal, f_s, f_t]))
+    return v_next, tau, f_s, f_t
 
 
 @cache
