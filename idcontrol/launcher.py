@@ -133,7 +133,7 @@ class Launch:
             "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
-            "object_dropped_at_s": stats["object_dropped_at_s"],
+            "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
         })  # fmt: skip
         if "log_path" in stats:
@@ -212,6 +212,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
         ("fell", "yes" if summary["fell"] else "no"),
     ]
+    if summary.get("base_travel_m") is not None:
+        dx, dy, dz = summary["base_travel_m"]
+        rows.append(("base travel", f"x {dx:+.3f}  y {dy:+.3f}  z {dz:+.3f} m"))
     if "log_path" in summary:
         rows.append(("log", f"{summary['log_path']} ({summary['log_dropped']} records dropped)"))
     if summary.get("object_dropped_at_s") is not None:

@@ -94,6 +94,8 @@ def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
         assert set(summary[key]) == {"p50", "p99", "max"} and summary[key]["p50"] > 0
     assert isinstance(summary["deadline_misses"], int) and summary["tracking_error_rad"] >= 0
     assert "deadline misses" in out.stdout and "round trip" in out.stdout
+    assert np.abs(summary["base_travel_m"]).max() < 0.005  # m: standing still ("base travel" in the table)
+    assert "base travel" in out.stdout
 
 
 def test_launch_fails_fast_on_a_bad_launch_file(tmp_path):
@@ -221,6 +223,7 @@ def test_arm_holds_the_box_through_its_sinusoid_in_a_no_slip_world(tmp_path):
     summary = run_launch(path, tmp_path, "--duration", "1.0")
     assert summary["object_dropped_at_s"] is None and summary["fell"] is False
     assert summary["tracking_error_rad"] < 0.02 and summary["sim_time_s"] >= 1.0
+    assert summary["base_travel_m"] is None  # a fixed base
 
 
 def test_arm_reports_when_it_drops_the_box(tmp_path):
