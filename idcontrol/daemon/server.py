@@ -207,11 +207,17 @@ class Daemon:
             self.close()
             log.info("daemon stopped (%s)", self.core.reason)
 
+    #: the least share of each period the daemon blocks while spinning: Linux stops SCHED_FIFO threads
+    #: that run more than 95 % of a second (sched_rt_runtime_us), which the bridge sees as 50 ms of silence
+    MIN_REST = 0.06
+
     def _wait_for_next_state(self) -> None:
         """Sleep on the control socket until ``spin_s`` before the next state is due, then poll it without
         sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long)."""
         due = self._state_received_at + self.core.dt
-        if not wait_readable(self.control, due - self.spin_s - time.perf_counter()):
+        now = time.perf_counter()
+        rest = max(due - self.spin_s - now, self.MIN_REST * self.core.dt)
+        if not wait_readable(self.control, rest):
             spin_until_readable(self.control, due + self.spin_s)
 
     def _poll_timeout_ms(self) -> int:
