@@ -82,9 +82,12 @@ def test_only_that_matches_nothing_is_a_clear_error(capsys):
 
 
 def test_plan_covers_the_papers_matrix():
-    """Full mode: five trot terrains and two grasps, seven controllers each; 30 s trots, 3 s grasps."""
+    """Full mode: five trot terrains and two grasps with the paper's seven controllers, and the project's two
+    trot variants on the five terrains; 30 s trots, 3 s grasps."""
     runs = plan()
-    assert len(runs) == (5 + 2) * 7
+    assert len(runs) == (5 + 2) * 7 + 5 * 2
+    assert {r.controller.key for r in runs if not r.controller.paper} == {"cqp_mu", "slcp_inf"}
+    assert all(r.experiment == "trot" for r in runs if not r.controller.paper)
     assert {r.seconds for r in runs if r.experiment == "trot"} == {30.0}
     assert {r.seconds for r in runs if r.experiment == "grasp"} == {3.0}
 

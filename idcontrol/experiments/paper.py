@@ -77,6 +77,7 @@ class ControllerSpec:
         Coulomb model needs one), "inf" assumes no slip.
     trot_options : formulation options on the trot (the grasp runs every formulation with its defaults).
     sensed_delay : extra ticks of delay on the simulator's forces (a state's forces are already one step old).
+    paper : one of the paper's controllers; False for this project's variants, which run the trot only.
     """
 
     key: str
@@ -85,6 +86,7 @@ class ControllerSpec:
     friction: str = "terrain"
     trot_options: dict[str, Any] = field(default_factory=dict)
     sensed_delay: int = 0
+    paper: bool = True
 
     @property
     def predicts_forces(self) -> bool:
@@ -137,7 +139,12 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec("pid", "PID", "pid"),
     ControllerSpec("sensed_1", "ID(tᵢ₋₁)", "sensed_id"),
     ControllerSpec("sensed_2", "ID(tᵢ₋₂)", "sensed_id", sensed_delay=1),
-)
+    # this project's variants (formulation options of launch/quadruped_trot.toml; see the README)
+    ControllerSpec("cqp_mu", "ID(tᵢ)_QP,μ contact-relative", "two_stage_qp", trot_options={"dissipation": "contacts"},
+                   paper=False),
+    ControllerSpec("slcp_inf", "ID(tᵢ)_LCP,∞ shared friction", "noslip_lcp", friction="inf", paper=False,
+                   trot_options={"spread": 1e-2, "project": True, "release_unloaded": True, "share_friction": True}),
+)  # fmt: skip
 CONTROLLER_BY_KEY = {c.key: c for c in CONTROLLERS}
 
 
@@ -170,7 +177,8 @@ def plan(quick: bool = False, only: Iterable[str] = ()) -> list[RunSpec]:
             if quick and terrain.key not in QUICK_TERRAINS:
                 continue
             for controller in CONTROLLERS:
-                runs.append(RunSpec(experiment, terrain, controller, seconds))
+                if controller.paper or experiment == "trot":
+                    runs.append(RunSpec(experiment, terrain, controller, seconds))
     only = list(only)
     return [r for r in runs if not only or any(part in r.name for part in only)]
 
