@@ -58,12 +58,17 @@ from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
+from idcontrol.solvers.pyramid_dual import stage_two_structured
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
 
 
 _PYRAMIDS: dict[bytes, Array] = {}
+
+#: the dual Newton method's relative KKT residual for a certified Stage II, and its iteration cap
+STRUCTURED_TOL = 1e-10
+STRUCTURED_MAX_ITER = 30
 
 DISSIPATION_REFERENCES = ("world", "contacts")
 
@@ -239,6 +244,10 @@ class TwoStageQP(Formulation):
     dissipation : ``"world"`` (the paper's Stage I objective, the kinetic energy) or ``"contacts"`` (the
         kinetic energy relative to the motion that holds the active contacts at rest; see the module
         docstring). Legged locomotion under prescribed joint velocities needs ``"contacts"``.
+    structured : solve Stage II first through its (nu + nb)-dimensional dual by a semismooth Newton method
+        and exactly on the pyramid faces it identifies (:mod:`idcontrol.solvers.pyramid_dual`), keeping the
+        null-space QP as the fallback whenever the KKT conditions are not certified. The counters
+        ``structured_solves`` and ``structured_fallbacks`` say how often each path answered.
     """
 
     name = "two_stage_qp"
@@ -251,14 +260,19 @@ class TwoStageQP(Formulation):
         repair: bool = True,
         warm_start: bool = False,
         dissipation: str = "world",
+        structured: bool = True,
     ) -> None:
         self.dissipation = check_dissipation(dissipation)
         self.null_tol = null_tol
         self.ridge = ridge
         self.repair = repair
         self.warm_start = warm_start
+        self.structured = structured
         self._stage_one = DenseQP()
         self._stage_two = DenseQP()
+        #: Stage II solves certified by the dual Newton method, and those that fell back to the null-space QP
+        self.structured_solves = 0
+        self.structured_fallbacks = 0
         self.reset()
 
     def reset(self) -> None:
@@ -310,7 +324,21 @@ class TwoStageQP(Formulation):
         warm: bool,
         active: NDArray[np.int32] | None = None,
     ) -> tuple[Array, int, str, Array, Array]:
-        """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ)."""
+        """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ).
+
+        First by the dual Newton method (:mod:`idcontrol.solvers.pyramid_dual`) when ``structured``; whenever
+        it does not certify optimality, by the null-space QP over w.
+        """
+        if self.structured:
+            status, y, v_next, tau, its, k = stage_two_structured(
+                stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, z1, p.mu,
+                self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER
+            )  # fmt: skip
+            if status == 0:
+                self.structured_solves += 1
+                return y, its, f"Stage II over a {k}-dimensional optimal set", v_next, tau
+            if status == 2:
+                self.structured_fallbacks += 1
         W, H2, g2, C2, l2, u2 = stage_two_setup(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0,
                                                 red.a, red.u, p.qd_des, z1, stage.C_pyramid, p.mu, self.null_tol,
                                                 self.ridge, p.dt, INFINITY)  # fmt: skip
