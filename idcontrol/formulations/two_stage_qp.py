@@ -244,9 +244,10 @@ class TwoStageQP(Formulation):
     dissipation : ``"world"`` (the paper's Stage I objective, the kinetic energy) or ``"contacts"`` (the
         kinetic energy relative to the motion that holds the active contacts at rest; see the module
         docstring). Legged locomotion under prescribed joint velocities needs ``"contacts"``.
-    structured : solve Stage II first through its (nu + nb)-dimensional dual by a semismooth Newton method
-        and exactly on the pyramid faces it identifies (:mod:`idcontrol.solvers.pyramid_dual`), keeping the
-        null-space QP as the fallback whenever the KKT conditions are not certified. The counters
+    structured : with more contacts than make 3n − nb > nu + nb, solve Stage II first through its
+        (nu + nb)-dimensional dual by a semismooth Newton method and exactly on the pyramid faces it
+        identifies (:mod:`idcontrol.solvers.pyramid_dual`), keeping the null-space QP as the fallback
+        whenever the KKT conditions are not certified. The counters
         ``structured_solves`` and ``structured_fallbacks`` say how often each path answered.
     """
 
@@ -326,10 +327,12 @@ class TwoStageQP(Formulation):
     ) -> tuple[Array, int, str, Array, Array]:
         """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ).
 
-        First by the dual Newton method (:mod:`idcontrol.solvers.pyramid_dual`) when ``structured``; whenever
-        it does not certify optimality, by the null-space QP over w.
+        First by the dual Newton method (:mod:`idcontrol.solvers.pyramid_dual`) when ``structured`` and its
+        nu + nb multipliers are fewer than the null-space QP's 3n − nb variables (more than 8 contacts on
+        the quadruped); whenever it does not certify optimality, by the null-space QP over w.
         """
-        if self.structured:
+        nb, nu = stage.R_w.shape[0], stage.R_a.shape[0]
+        if self.structured and 3 * p.n - nb > nu + nb:  # the dual has fewer variables than the null-space QP
             status, y, v_next, tau, its, k = stage_two_structured(
                 stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, z1, p.mu,
                 self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER

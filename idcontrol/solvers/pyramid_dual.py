@@ -43,7 +43,7 @@ def project_pyramid(fn, fs, ft, mu, P):  # pragma: no cover - compiled
 
     μ = ∞: f_N ≥ 0 only; μ = 0: f_S = f_T = 0 ≤ f_N. For 0 < μ < ∞ the point is reflected into the
     quadrant f_S, f_T ≥ 0, where the candidates are the interior, the facet μ f_N = f_S + f_T, its two edges
-    and the apex; the projection is the nearest candidate that lies in the pyramid.
+    and the apex, told apart by the signs of the facet projection's f_S and f_T and by the polar cone.
     """
     for i in range(3):
         for j in range(3):
@@ -67,29 +67,22 @@ def project_pyramid(fn, fs, ft, mu, P):  # pragma: no cover - compiled
         P[1, 1] = 1.0
         P[2, 2] = 1.0
         return fn, fs, ft, FACE_INTERIOR
-    best = fn * fn + s * s + t * t  # the apex
-    face = FACE_APEX
-    yn, ys, yt = 0.0, 0.0, 0.0
-    # the facet μ f_N − f_S − f_T = 0, normal a = (μ, −1, −1)/|a|
-    a2 = mu * mu + 2.0
+    if fn <= -mu * max(s, t):  # in the polar cone: the apex
+        return 0.0, 0.0, 0.0, FACE_APEX
+    # the region is decided by signs, not by comparing distances: with |p| ≫ |Π(p)| (the dual's large
+    # multipliers) squared distances lose Π(p) to rounding
+    a2 = mu * mu + 2.0  # the facet μ f_N − f_S − f_T = 0, normal a = (μ, −1, −1)
     c = (mu * fn - s - t) / a2
     qn, qs, qt = fn - c * mu, s + c, t + c
-    if qs >= 0.0 and qt >= 0.0:
-        d = c * c * a2
-        if d < best:
-            best, face, yn, ys, yt = d, FACE_FACET, qn, qs, qt
-    # the edges (1, μ, 0) and (1, 0, μ)
     e2 = 1.0 + mu * mu
-    c1 = (fn + mu * s) / e2
-    if c1 > 0.0:
-        d = (fn - c1) ** 2 + (s - c1 * mu) ** 2 + t * t
-        if d < best:
-            best, face, yn, ys, yt = d, FACE_EDGE, c1, c1 * mu, 0.0
-    c2 = (fn + mu * t) / e2
-    if c2 > 0.0:
-        d = (fn - c2) ** 2 + s * s + (t - c2 * mu) ** 2
-        if d < best:
-            best, face, yn, ys, yt = d, 1 + 4, c2, 0.0, c2 * mu  # 5: the second edge, mapped below
+    if qs >= 0.0 and qt >= 0.0:
+        face, yn, ys, yt = FACE_FACET, qn, qs, qt
+    elif qt < 0.0:  # beyond the facet's edge f_T = 0: the edge (1, μ, 0)
+        c1 = max((fn + mu * s) / e2, 0.0)
+        face, yn, ys, yt = FACE_EDGE if c1 > 0.0 else FACE_APEX, c1, c1 * mu, 0.0
+    else:  # the edge (1, 0, μ)
+        c2 = max((fn + mu * t) / e2, 0.0)
+        face, yn, ys, yt = 5 if c2 > 0.0 else FACE_APEX, c2, 0.0, c2 * mu  # 5: the second edge, mapped below
     sign = (1.0, ss, st)
     if face == FACE_FACET:
         v = (mu, -1.0, -1.0)
@@ -132,13 +125,17 @@ def _dual_point(G, zeta, mu, y, Ps, faces):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _theta(half, zeta, b, e, rho):  # pragma: no cover - compiled
+def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):  # pragma: no cover - compiled
+    """θ(ζ + α step) − θ(ζ), from y = y(ζ) and y_new = y(ζ + α step), summed as differences: θ itself is
+    of the order |τ|²/ρ, so subtracting two values of it would lose the decrease to rounding."""
     nl = b.shape[0]
-    s = half
+    s = 0.0
+    for c in range(y.shape[0]):
+        s += 0.5 * (y_new[c] - y[c]) * (y_new[c] + y[c])
     for r in range(nl):
-        s += b[r] * zeta[r] + 0.5 * rho * zeta[r] * zeta[r]
+        s += alpha * step[r] * (b[r] + rho * (zeta[r] + 0.5 * alpha * step[r]))
     for r in range(e.shape[0]):
-        s += e[r] * zeta[nl + r]
+        s += alpha * step[nl + r] * e[r]
     return s
 
 
@@ -289,14 +286,16 @@ def _apply_reflections(V, X, reverse):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol):  # pragma: no cover - compiled
+def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no cover - compiled
     """Stage II restricted to the faces spanned by the projectors Ps, solved exactly, and its optimality checked.
 
     On the faces y = B z (B orthonormal, block diagonal), with (R̃B)ᵀ = Q [R; 0] (Householder),
     z = Q [R⁻ᵀe; w] and w = A₂ᵀ(A₂A₂ᵀ + ρI)⁻¹(b − R_a B Q₁ R⁻ᵀe), A₂ = R_a B Q₂: the same ridge regression
     as the null-space QP's, without 1/ρ. Then the KKT conditions of the full problem are checked: y in K, and
     the multipliers q = ∇f(y) + R̃ᵀν (ν from the face's stationarity) in the dual cones K_i*, both relative to
-    the magnitudes of the terms (``dual_tol``). Returns (certified, y).
+    the magnitudes of the terms (``dual_tol``). ``qv`` (3n,) receives q. Returns (certified, y, reason):
+    reason 0 = certified, 1 = equalities not met on these faces, 3 = ridge regression not positive definite,
+    4/5 = y outside K (f_N < 0 / pyramid), 6 = not stationary along a face, 7/8 = q outside K*.
     """
     nu, ny = R_a.shape
     nb = R_w.shape[0]
@@ -421,16 +420,7 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol):  # pragma: no cover 
             m += abs(R_w[r, c] * y[c])
         if abs(s) > dual_tol * m:
             return False, y, 1
-    # the checks: y in K ...
-    for i in range(n):
-        fn, fs, ft = y[i], y[n + i], y[2 * n + i]
-        size = math.sqrt(fn * fn + fs * fs + ft * ft)
-        slack = dual_tol * size
-        if fn < -slack:
-            return False, y, 4
-        if mu[i] < np.inf and abs(fs) + abs(ft) > mu[i] * fn + slack:
-            return False, y, 5
-    # ... and the multipliers: λ = R_a y − b, g = R_aᵀλ + ρy, ν from B^T(g + R̃ᵀν) = 0, q = g + R̃ᵀν ∈ K*
+    # the multipliers: λ = R_a y − b, g = R_aᵀλ + ρy, ν from Bᵀ(g + R̃ᵀν) = 0, q = g + R̃ᵀν
     lam = np.zeros(nu)
     lam_mag = np.zeros(nu)
     for q in range(nu):
@@ -462,8 +452,8 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol):  # pragma: no cover 
         for k in range(i + 1, rank):
             s -= X[i, k] * nu_mult[perm[k]]
         nu_mult[perm[i]] = s / X[i, i]
+    why = 0
     for i in range(n):
-        qv = np.zeros(3)
         qm = 0.0
         for k in range(3):
             c = k * n + i
@@ -472,21 +462,64 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol):  # pragma: no cover 
             for r in range(nb):
                 s += R_w[r, c] * nu_mult[r]
                 m += abs(R_w[r, c] * nu_mult[r])
-            qv[k] = s
+            qv[c] = s
             qm = max(qm, m)
+        if why:
+            continue
+        # y in K ...
+        fn, fs, ft = y[i], y[n + i], y[2 * n + i]
+        slack = dual_tol * math.sqrt(fn * fn + fs * fs + ft * ft)
+        if fn < -slack:
+            why = 4
+        elif mu[i] < np.inf and abs(fs) + abs(ft) > mu[i] * fn + slack:
+            why = 5
+        a0, a1, a2 = qv[i], qv[n + i], qv[2 * n + i]
         slack = dual_tol * qm
-        # on the face the multiplier vanishes (stationarity within the face) ...
+        # ... the multiplier vanishes along the face (stationarity within it) ...
         for j in range(d):
-            if owner[j] == i:
-                if abs(dirs[j, 0] * qv[0] + dirs[j, 1] * qv[1] + dirs[j, 2] * qv[2]) > slack:
-                    return False, y, 6
-        # ... and across it, it lies in the dual cone
+            if owner[j] == i and abs(dirs[j, 0] * a0 + dirs[j, 1] * a1 + dirs[j, 2] * a2) > slack:
+                why = 6
+        # ... and across it, it lies in the dual cone K_i*
         if mu[i] < np.inf:
-            if qv[0] < mu[i] * max(abs(qv[1]), abs(qv[2])) - slack:
-                return False, y, 7
-        elif qv[0] < -slack or abs(qv[1]) > slack or abs(qv[2]) > slack:
-            return False, y, 8
-    return True, y, 0
+            if a0 < mu[i] * max(abs(a1), abs(a2)) - slack:
+                why = 7
+        elif a0 < -slack or abs(a1) > slack or abs(a2) > slack:
+            why = 8
+    return why == 0, y, why
+
+
+@njit(cache=True)
+def _exchange_faces(y, qv, rho, mu, Ps, faces):  # pragma: no cover - compiled
+    """The faces of Π_K(y − q/ρ), contact by contact (a primal-dual active-set step from an exact y, q)."""
+    n = mu.shape[0]
+    for i in range(n):
+        _, _, _, faces[i] = project_pyramid(
+            y[i] - qv[i] / rho, y[n + i] - qv[n + i] / rho, y[2 * n + i] - qv[2 * n + i] / rho, mu[i], Ps[i]
+        )
+
+
+@njit(cache=True)
+def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):  # pragma: no cover - compiled
+    """:func:`polish_on_faces` on the faces Ps, then up to ``rounds`` − 1 primal-dual active-set exchanges
+    (:func:`_exchange_faces`) while the checks fail on y or q. Returns (certified, y, reason)."""
+    n = mu.shape[0]
+    qv = np.zeros(3 * n)
+    Ps_next = Ps.copy()
+    faces_next = faces.copy()
+    certified, y, why = polish_on_faces(R_a, R_w, b, e, rho, mu, Ps_next, tol, qv)
+    for _ in range(rounds - 1):
+        if certified or why < 4:
+            break
+        previous = faces_next.copy()
+        _exchange_faces(y, qv, rho, mu, Ps_next, faces_next)
+        same = True
+        for i in range(n):
+            if faces_next[i] != previous[i]:
+                same = False
+        if same:
+            break
+        certified, y, why = polish_on_faces(R_a, R_w, b, e, rho, mu, Ps_next, tol, qv)
+    return certified, y, why
 
 
 @njit(cache=True)
@@ -495,9 +528,11 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
 
     R_a (nu, 3n), R_w = R̃ (nb, 3n), b (nu,), e (nb,), μ (n,), ρ > 0, ζ₀ (nu + nb,) a starting point (scaled
     multipliers) or an empty array for a cold start (the first step takes every contact force as interior).
-    Once the Newton residual's backward error is below 1e-10, each new face pattern is handed to
-    :func:`polish_on_faces`. Returns (certified, y (3n,), ζ, iterations, backward error, status), status
-    0 = certified, 1 = iteration cap, 2 = line search failed, 3 = Newton matrix not positive definite.
+    Each new face pattern met once the Newton residual's backward error is below 1e-10, or once the face
+    pattern repeats, or when the Newton iterations stop short, goes to :func:`_polish_rounds`.
+    Returns (certified, y (3n,), ζ, iterations, backward error, status): status 0 = certified,
+    1 = iteration cap, 2 = line search failed, 3 = Newton matrix not positive definite, 10 + reason of
+    :func:`polish_on_faces` for the last pattern tried.
     """
     nu, ny = R_a.shape
     nb = R_w.shape[0]
@@ -513,14 +548,14 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
     y = np.zeros(ny)
     Ps = np.zeros((n, 3, 3))
     faces = np.zeros(n, dtype=np.int64)
+    previous = np.full(n, -1, dtype=np.int64)
     polished = np.full(n, -1, dtype=np.int64)
     F = np.zeros(mg)
     H = np.zeros((mg, mg))
     y_try = np.zeros(ny)
     Ps_try = np.zeros((n, 3, 3))
     faces_try = np.zeros(n, dtype=np.int64)
-    half = _dual_point(G, zeta, mu, y, Ps, faces)
-    theta = _theta(half, zeta, b, e, rho)
+    _dual_point(G, zeta, mu, y, Ps, faces)
     worst = _residual(G, y, zeta, b, e, rho, F)
     if cold:
         for i in range(n):
@@ -530,19 +565,23 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
     iterations = 0
     status = 1
     while True:
-        if worst <= 1e-10 and not (cold and iterations == 0):
-            same = True
+        if not (cold and iterations == 0):
+            repeated = True
+            new = False
             for i in range(n):
+                if faces[i] != previous[i]:
+                    repeated = False
                 if faces[i] != polished[i]:
-                    same = False
-            if not same:
+                    new = True
+            if new and (worst <= 1e-10 or repeated):
                 polished[:] = faces
-                certified, y_exact, why = polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, tol)
+                certified, y_exact, why = _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, 4)
                 if certified:
                     return True, y_exact, zeta, iterations, worst, 0
                 status = 10 + why
-            elif worst <= 1e-14:
+            elif not new and worst <= 1e-14:
                 break  # converged to a pattern whose exact solution failed the checks: stalled
+        previous[:] = faces
         if iterations >= max_iter:
             if status < 10:
                 status = 1
@@ -565,9 +604,8 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
         for _ in range(40):
             for r in range(mg):
                 zeta_try[r] = zeta[r] + alpha * step[r]
-            half_try = _dual_point(G, zeta_try, mu, y_try, Ps_try, faces_try)
-            theta_try = _theta(half_try, zeta_try, b, e, rho)
-            if theta_try <= theta - 1e-4 * alpha * slope + 1e-15 * abs(theta):
+            _dual_point(G, zeta_try, mu, y_try, Ps_try, faces_try)
+            if _theta_change(y, y_try, zeta, step, alpha, b, e, rho) <= -1e-4 * alpha * slope:
                 accepted = True
                 break
             alpha *= 0.5
@@ -578,8 +616,15 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
         y[:] = y_try
         Ps[:] = Ps_try
         faces[:] = faces_try
-        theta = theta_try
         worst = _residual(G, y, zeta, b, e, rho, F)
+    new = False
+    for i in range(n):
+        if faces[i] != polished[i]:
+            new = True
+    if new and not (cold and iterations == 0):
+        certified, y_exact, why = _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, 4)
+        if certified:
+            return True, y_exact, zeta, iterations, worst, 0
     return False, y, zeta, iterations, worst, status
 
 
