@@ -58,7 +58,7 @@ from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
-from idcontrol.solvers.pyramid_dual import stage_two_structured
+from idcontrol.solvers.pyramid_dual import normal_rows_hold, stage_one_target, stage_two_structured, stages_at
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
@@ -271,9 +271,12 @@ class TwoStageQP(Formulation):
         self.structured = structured
         self._stage_one = DenseQP()
         self._stage_two = DenseQP()
+        self._stage_one_x = DenseQP()  # Stage I over x = R̃y without the pyramids (nb variables)
         #: Stage II solves certified by the dual Newton method, and those that fell back to the null-space QP
         self.structured_solves = 0
         self.structured_fallbacks = 0
+        #: ticks where both stages were solved in x = R̃y and by the dual method (the pyramids did not bind Stage I)
+        self.free_optimum_solves = 0
         self.reset()
 
     def reset(self) -> None:
@@ -293,7 +296,11 @@ class TwoStageQP(Formulation):
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
         red = ReducedDynamics(problem)
-        stage = StageOne(problem, red, self.dissipation)
+        return self._stage_one_with(problem, red, StageOne(problem, red, self.dissipation))
+
+    def _stage_one_with(
+        self, problem: ContactProblem, red: ReducedDynamics, stage: StageOne
+    ) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         warm = self.warm_start and problem.ids() == self._previous_ids
         active = self._carried(self._stage_one, problem, with_normal=True)
         z, its, status, relaxed = solve_stage_one(problem, red, stage, self._stage_one, warm=warm, active=active)
@@ -305,7 +312,14 @@ class TwoStageQP(Formulation):
         ids = p.ids()
         if p.n == 0:
             return _no_contact(self, p, started)
-        z1, stage, red, iterations, status, relaxed = self.stage_one(p)
+        red = ReducedDynamics(p)
+        stage = StageOne(p, red, self.dissipation)
+        if self._structured_applies(p, stage):
+            done = self._stages_in_x(p, red, stage, started)
+            if done is not None:
+                self._previous_ids, self._previous_mu = ids, p.mu
+                return done
+        z1, stage, red, iterations, status, relaxed = self._stage_one_with(p, red, stage)
         if z1 is None:
             self.reset()
             return failed_result(p, self.name, f"Stage I failed ({status})", iterations)
@@ -315,6 +329,42 @@ class TwoStageQP(Formulation):
         z, its2, message, v_next, tau = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
         return _finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
+
+    def _stages_in_x(
+        self, p: ContactProblem, red: ReducedDynamics, stage: StageOne, started: float
+    ) -> SolveResult | None:
+        """Both stages by the dual method when Stage I's optimum without the pyramids is reachable within them.
+
+        Stage I depends on y only through x = R̃y (6-D): without the pyramids it is the projection of −w̄
+        (g = R̃ᵀw̄) onto the non-penetration rows Ñᵀx ≥ l, which is −w̄ itself when those hold there, else a
+        QP in nb variables. If the dual method then certifies Stage II with R̃y = x, the pyramids did not
+        bind Stage I and the result is both stages' optimum; otherwise (None) Stage I is solved over y.
+        """
+        ok, w_bar = stage_one_target(stage.R_w, stage.g)
+        if not ok:
+            return None
+        x = -w_bar
+        if not normal_rows_hold(stage.R_w, x, stage.l_normal):
+            nb = len(x)
+            C = np.ascontiguousarray(stage.R_w[:, : p.n].T)
+            sol = self._stage_one_x.solve(np.eye(nb), w_bar, C, stage.l_normal, np.full(p.n, INFINITY))
+            if not sol.found:
+                return None
+            x = sol.x
+        status, y, v_next, tau, its, k = stages_at(
+            stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, x, p.mu,
+            self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER
+        )  # fmt: skip
+        if status != 0:
+            return None
+        self.free_optimum_solves += 1
+        message = f"Stage I in x = R̃y; Stage II over a {k}-dimensional optimal set"
+        return _finish(self, p, y, v_next, tau, False, its, message, started)
+
+    def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
+        """``structured`` and Stage II's dual has fewer variables (nu + nb) than its null-space QP (3n − nb)."""
+        nb, nu = stage.R_w.shape[0], stage.R_a.shape[0]
+        return self.structured and 3 * p.n - nb > nu + nb
 
     def _stage_two_solve(
         self,
@@ -331,8 +381,7 @@ class TwoStageQP(Formulation):
         nu + nb multipliers are fewer than the null-space QP's 3n − nb variables (more than 8 contacts on
         the quadruped); whenever it does not certify optimality, by the null-space QP over w.
         """
-        nb, nu = stage.R_w.shape[0], stage.R_a.shape[0]
-        if self.structured and 3 * p.n - nb > nu + nb:  # the dual has fewer variables than the null-space QP
+        if self._structured_applies(p, stage):
             status, y, v_next, tau, its, k = stage_two_structured(
                 stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, z1, p.mu,
                 self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER

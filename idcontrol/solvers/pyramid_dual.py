@@ -720,3 +720,73 @@ def stage_two_structured(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, mu,
         return 2, z1, z1, z1, iterations, k
     v, tau = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt)
     return 0, y, v, tau, iterations, k
+
+
+@njit(cache=True)
+def stage_one_target(R_w, g):  # pragma: no cover - compiled
+    """(ok, w̄) with R̃ᵀw̄ = g: Stage I's objective ½yᵀR̃ᵀR̃y + gᵀy is ½‖R̃y + w̄‖² − ½‖w̄‖², a function of
+    x = R̃y alone. ``ok`` is False when R̃R̃ᵀ is not positive definite or g is not in range(R̃ᵀ) to 1e-12."""
+    nb, ny = R_w.shape
+    S = np.zeros((nb, nb))  # R̃R̃ᵀ w̄ = R̃g
+    rhs = np.zeros(nb)
+    for i in range(nb):
+        for j in range(nb):
+            s = 0.0
+            for c in range(ny):
+                s += R_w[i, c] * R_w[j, c]
+            S[i, j] = s
+        s = 0.0
+        for c in range(ny):
+            s += R_w[i, c] * g[c]
+        rhs[i] = s
+    solved, w_bar = _regularized_solve(S, 0.0, rhs)
+    if not solved:
+        return False, w_bar
+    g_norm = 0.0
+    for c in range(ny):
+        g_norm = max(g_norm, abs(g[c]))
+    for c in range(ny):
+        s = 0.0
+        m = abs(g[c])
+        for i in range(nb):
+            s += R_w[i, c] * w_bar[i]
+            m += abs(R_w[i, c] * w_bar[i])
+        if abs(s - g[c]) > 1e-12 * max(m, g_norm):
+            return False, w_bar
+    return True, w_bar
+
+
+@njit(cache=True)
+def normal_rows_hold(R_w, x, l_normal):  # pragma: no cover - compiled
+    """Ñᵀx ≥ l, row by row, to rounding of the terms (1e-12 relative)."""
+    nb, ny = R_w.shape
+    for i in range(ny // 3):
+        s = 0.0
+        m = abs(l_normal[i])
+        for r in range(nb):
+            s += R_w[r, i] * x[r]
+            m += abs(R_w[r, i] * x[r])
+        if s < l_normal[i] - 1e-12 * m:
+            return False
+    return True
+
+
+@njit(cache=True)
+def stages_at(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, x, mu, ridge, dt, tol, max_iter):  # noqa: E501 # pragma: no cover
+    """Both stages at once, given Stage I's optimum x = R̃y of a relaxation (without the friction pyramids).
+
+    If some y in the pyramids gives R̃y = x, then x is Stage I's optimum too and Stage I's optimal set is
+    Stage II's feasible set with e = x; Stage II's dual method certifies that feasibility and Stage II's
+    optimality in one go (its b = τ(y) + R_a y depends only on x). Returns (status, y, v⁺, τ, iterations,
+    k) as :func:`stage_two_structured`; status 2 = not certified (x may be out of the pyramids' reach).
+    """
+    ny = R_w.shape[1]
+    ok, rho, k = stage_two_ridge(R_a, R_w, ridge, 1e-6)
+    if not ok:
+        return 1, x, x, x, 0, k
+    _, b = velocity_and_torque(M, kappa, L_inv, x0 + dt * x, R_w, R, a, u, qd_des, np.zeros(ny), dt)
+    certified, y, _, iterations, _, _ = stage_two_dual(R_a, R_w, b, x, mu, rho, np.zeros(0), tol, max_iter)
+    if not certified:
+        return 2, x, x, x, iterations, k
+    v, tau = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt)
+    return 0, y, v, tau, iterations, k
