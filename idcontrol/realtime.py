@@ -127,3 +127,22 @@ def wait_readable(socket: zmq.Socket, timeout_s: float, spin_s: float = 0.0) -> 
         if remaining <= 0:
             return False
         select.select([fd], [], [], remaining)
+
+
+def rt_rest_fraction(proc: str = "/proc/sys/kernel") -> float:
+    """The least share of each period a spinning SCHED_FIFO thread must block to stay under the kernel's
+    real-time budget (sched_rt_runtime_us per sched_rt_period_us; 95 % by default), with a 1 % margin.
+
+    A thread past the budget is stopped for the rest of the budget's period (50 ms by default), which a
+    bridge sees as silence. 0 where the budget is off (-1, a common real-time setting) or unreadable.
+    """
+    try:
+        with open(f"{proc}/sched_rt_runtime_us") as f:
+            runtime = int(f.read())
+        with open(f"{proc}/sched_rt_period_us") as f:
+            period = int(f.read())
+    except (OSError, ValueError):
+        return 0.0
+    if runtime < 0 or period <= 0:
+        return 0.0
+    return max(0.0, 1.0 - runtime / period) + 0.01

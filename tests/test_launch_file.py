@@ -149,7 +149,7 @@ def test_realtime_table_is_checked_at_load(tmp_path):
     base = (LAUNCH / "quadruped_stand_realtime.toml").read_text()
     assert load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime.priority == 50
     bad_lines = [("priority = 50", bad) for bad in ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}")]
-    for old, bad in [*bad_lines, ("spin_us = 300.0", "spin_us = 20000.0"), ("spin_us = 300.0", "spin_us = -1.0")]:
+    for old, bad in [*bad_lines, ("spin_us = 1000.0", "spin_us = 20000.0"), ("spin_us = 1000.0", "spin_us = -1.0")]:
         assert old in base
         path = tmp_path / "bad.toml"
         path.write_text(base.replace(old, bad))
@@ -180,3 +180,19 @@ def test_realtime_settings_take_effect_or_say_why_not():
         assert "I/O thread: SCHED_FIFO priority 11" in out and "io [11, 11]" in out, out  # I/O and reaper
         assert "SCHED_FIFO" not in out.split("child", 1)[1], out
     assert "cpus [0]" in out or "could not be pinned to CPU 0" in out, out
+
+
+def test_a_spinning_daemon_rests_as_much_as_the_kernels_real_time_budget_requires(tmp_path):
+    """The share of each period a spinning daemon blocks: the part of sched_rt_period_us that
+    sched_rt_runtime_us leaves to other tasks, plus 1 %; none when the budget is off or unreadable."""
+    from idcontrol.realtime import rt_rest_fraction
+
+    def budget(runtime: str, period: str = "1000000") -> float:
+        (tmp_path / "sched_rt_runtime_us").write_text(runtime + "\n")
+        (tmp_path / "sched_rt_period_us").write_text(period + "\n")
+        return rt_rest_fraction(str(tmp_path))
+
+    assert budget("950000") == pytest.approx(0.06)
+    assert budget("500000", "1000000") == pytest.approx(0.51)
+    assert budget("-1") == 0.0
+    assert rt_rest_fraction(str(tmp_path / "absent")) == 0.0

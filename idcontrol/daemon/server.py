@@ -38,7 +38,7 @@ from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
-from idcontrol.realtime import spin_until_readable, wait_readable
+from idcontrol.realtime import rt_rest_fraction, spin_until_readable, wait_readable
 from idcontrol.security import KeyDirectory
 
 log = logging.getLogger("idcontrol.daemon")
@@ -92,6 +92,7 @@ class Daemon:
     ) -> None:
         self.core = core
         self.spin_s = spin_us * 1e-6  # poll without sleeping this long before the next state of a live run is due
+        self._rest_s = rt_rest_fraction() * core.dt if spin_us else 0.0  # ... but block this long every period
         self.logger = logger  # tick log (idcontrol.logs): records queued, never waited on
         self.endpoints = endpoints or Endpoints()
         self.endpoints.check(curve=curve is not None)
@@ -207,16 +208,12 @@ class Daemon:
             self.close()
             log.info("daemon stopped (%s)", self.core.reason)
 
-    #: the least share of each period the daemon blocks while spinning: Linux stops SCHED_FIFO threads
-    #: that run more than 95 % of a second (sched_rt_runtime_us), which the bridge sees as 50 ms of silence
-    MIN_REST = 0.06
-
     def _wait_for_next_state(self) -> None:
         """Sleep on the control socket until ``spin_s`` before the next state is due, then poll it without
         sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long)."""
         due = self._state_received_at + self.core.dt
         now = time.perf_counter()
-        rest = max(due - self.spin_s - now, self.MIN_REST * self.core.dt)
+        rest = max(due - self.spin_s - now, self._rest_s)
         if not wait_readable(self.control, rest):
             spin_until_readable(self.control, due + self.spin_s)
 
