@@ -78,6 +78,19 @@ def test_ppm_trivial_solution_when_r_nonnegative() -> None:
     assert sol.found and sol.pivots == 0 and sol.active == [] and not sol.z.any()
 
 
+def test_a_numerically_zero_lcp_matrix_is_reported_unsolved_not_solved_with_inf() -> None:
+    """B with columns of norm ~1e-155 (every normal direction spanned by the kept tangential rows, seen on a
+    rough-terrain stance) and a negative r: no finite solution exists; PPM and the active-set method say so
+    instead of returning z = inf as solved."""
+    B = np.full((6, 4), 6e-156)
+    r = np.array([-58.2, 2424.5, -2148.4, 255.2])
+    for solver in (ppm, active_set):
+        solution = solver(B, r)
+        assert not solution.found or (np.isfinite(solution.z).all() and np.isfinite(solution.w).all()), solver
+        if solution.found:  # a finite answer must then really solve LCP(r, BᵀB)
+            assert lcp_residuals(B.T @ B, r, solution.z).worst <= 1e-8 * np.abs(r).max()
+
+
 def test_ppm_warm_start_reuses_the_active_set() -> None:
     """Warm-started from its own active set, PPM returns the same solution in a single iteration."""
     rng = np.random.default_rng(3)
