@@ -170,7 +170,7 @@ def reduced_dynamics(M, f_ext, v, qd_des, N, S, T, a, u, dt):  # pragma: no cove
     L_inv = np.zeros((nb, nb))
     R_w = np.empty((nb, 3 * n))
     x0 = np.empty(nb)
-    if not _cholesky_in_place(L):
+    if not cholesky_in_place(L):
         return False, kappa, L_inv, R, R_w, x0
     for j in range(nb):  # L⁻¹ column by column (forward substitution on eⱼ)
         L_inv[j, j] = 1.0 / L[j, j]
@@ -258,7 +258,7 @@ def max_abs_product(A, v):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _gram(A):  # pragma: no cover - compiled
+def gram(A):  # pragma: no cover - compiled
     """AᵀA for A (r, c): the symmetric (c, c) Gram matrix of A's columns."""
     r, c = A.shape
     G = np.zeros((c, c))
@@ -291,7 +291,7 @@ def stage_one_data(kappa, L_inv, x0, R_w, R, a, u, qd_des, phi, mu, pyramid, dt,
     nb, ny = R_w.shape
     n = ny // 3
     p = pyramid.shape[0]
-    H = _gram(R_w)
+    H = gram(R_w)
     w = np.zeros(nb)  # −L⁻¹ κ_u / Δt
     for i in range(nb):
         s = 0.0
@@ -346,7 +346,7 @@ def stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity):  # pragma: n
             if r != 0.0:
                 for j in range(k):
                     RW[i, j] += r * W[c, j]
-    H = _gram(RW)
+    H = gram(RW)
     trace = 0.0
     for i in range(k):
         trace += H[i, i]
@@ -423,22 +423,7 @@ def _null_space_qr(R_w, null_tol):  # pragma: no cover - compiled
         norm = math.sqrt(norm)
         if norm == 0.0:
             return np.zeros((0, 0))
-        alpha = -norm if A[j, j] >= 0.0 else norm
-        for i in range(j, q):
-            V[i, j] = A[i, j]
-        V[j, j] -= alpha
-        vnorm = 0.0
-        for i in range(j, q):
-            vnorm += V[i, j] * V[i, j]
-        vnorm = math.sqrt(vnorm)
-        for i in range(j, q):
-            V[i, j] /= vnorm
-        for c in range(j, nb):
-            t = 0.0
-            for i in range(j, q):
-                t += V[i, j] * A[i, c]
-            for i in range(j, q):
-                A[i, c] -= 2.0 * t * V[i, j]
+        householder_step(A, V, j, norm, nb)
     R_norm = 0.0  # ‖R‖_F and ‖R⁻¹‖_F (R = A[:nb], upper triangular)
     for i in range(nb):
         for c in range(i, nb):
@@ -460,14 +445,46 @@ def _null_space_qr(R_w, null_tol):  # pragma: no cover - compiled
     W = np.zeros((q, q - nb))
     for c in range(q - nb):
         W[nb + c, c] = 1.0
-    for j in range(nb - 1, -1, -1):  # W = H₀ H₁ … H_{nb−1} [0; I]
-        for c in range(q - nb):
-            t = 0.0
-            for i in range(j, q):
-                t += V[i, j] * W[i, c]
-            for i in range(j, q):
-                W[i, c] -= 2.0 * t * V[i, j]
+    apply_reflections(V, W, True)  # W = H₀ H₁ … H_{nb−1} [0; I]
     return W
+
+
+@njit(cache=True)
+def householder_step(A, V, j, norm, cols):  # pragma: no cover - compiled
+    """Step j of a Householder QR of A (d, ·), with norm = ‖A[j:, j]‖ > 0: V[:, j] ← the unit vector v of the
+    reflection I − 2vvᵀ that maps A[j:, j] to ∓norm·e_j, applied to A's columns j … cols − 1 in place."""
+    d = A.shape[0]
+    alpha = -norm if A[j, j] >= 0.0 else norm
+    for i in range(j, d):
+        V[i, j] = A[i, j]
+    V[j, j] -= alpha
+    vnorm = 0.0
+    for i in range(j, d):
+        vnorm += V[i, j] * V[i, j]
+    vnorm = math.sqrt(vnorm)
+    for i in range(j, d):
+        V[i, j] /= vnorm
+    for c in range(j, cols):
+        t = 0.0
+        for i in range(j, d):
+            t += V[i, j] * A[i, c]
+        for i in range(j, d):
+            A[i, c] -= 2.0 * t * V[i, j]
+
+
+@njit(cache=True)
+def apply_reflections(V, X, reverse):  # pragma: no cover - compiled
+    """X ← H_{k−1}⋯H₀ X (reverse: H₀⋯H_{k−1} X), H_j = I − 2 v_j v_jᵀ with V's unit columns v_j; X (d, c)."""
+    d, k = V.shape
+    for jj in range(k):
+        j = k - 1 - jj if reverse else jj
+        for c in range(X.shape[1]):
+            t = 0.0
+            for i in range(j, d):
+                t += V[i, j] * X[i, c]
+            if t != 0.0:
+                for i in range(j, d):
+                    X[i, c] -= 2.0 * t * V[i, j]
 
 
 @njit(cache=True)
@@ -631,7 +648,7 @@ def find_independent_columns(X, rel_tol):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _cholesky_in_place(A):  # pragma: no cover - compiled
+def cholesky_in_place(A):  # pragma: no cover - compiled
     """Lower Cholesky factor of the SPD matrix A, overwriting A's lower triangle; False if a pivot is not > 0."""
     n = A.shape[0]
     for j in range(n):
@@ -650,8 +667,8 @@ def _cholesky_in_place(A):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
-    """y ← (L Lᵀ)⁻¹ y for the lower Cholesky factor L of :func:`_cholesky_in_place` (forward, then back)."""
+def cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
+    """y ← (L Lᵀ)⁻¹ y for the lower Cholesky factor L of :func:`cholesky_in_place` (forward, then back)."""
     n = y.shape[0]
     for i in range(n):
         s = y[i]
@@ -677,7 +694,7 @@ def _active_gram_factor(B, rows, active, k):  # pragma: no cover - compiled
                 s += B[i, active[a]] * B[i, active[b]]
             A[a, b] = s
             A[b, a] = s
-    factored = _cholesky_in_place(A)
+    factored = cholesky_in_place(A)
     low, high = np.inf, 0.0
     if factored:
         for a in range(k):
@@ -731,7 +748,7 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
         za = np.empty(size)  # z_a = −(L Lᵀ)⁻¹ r_a
         for a in range(size):
             za[a] = -r[active[a]]
-        _cholesky_solve_in_place(A, za)
+        cholesky_solve_in_place(A, za)
         for i in range(d):
             s = 0.0
             for a in range(size):
@@ -908,7 +925,7 @@ def refine_normal_forces(f_normal, active, x_star, B, L_inv, N, phi, a, u, qd_de
         for j in range(m):
             s += N[c, j] * v[j]
         step[p] = -s / dt
-    _cholesky_solve_in_place(A, step)
+    cholesky_solve_in_place(A, step)
     size = 1.0
     largest = 0.0
     for p in range(k):
@@ -984,14 +1001,14 @@ def _free_step(BF, gF, scale):  # pragma: no cover - compiled
     d, f = BF.shape
     if f <= d:
         A = BF.T @ BF
-        if _cholesky_in_place(A):
+        if cholesky_in_place(A):
             low, high = np.inf, 0.0
             for i in range(f):
                 low = min(low, A[i, i])
                 high = max(high, A[i, i])
             if low > 1e-6 * high:
                 step = gF.copy()  # step = −(L Lᵀ)⁻¹ gF
-                _cholesky_solve_in_place(A, step)
+                cholesky_solve_in_place(A, step)
                 return -step, False
     if d == 0:  # no rows: the objective is linear in every direction
         sv, Vt = np.zeros(0), np.zeros((0, f))
@@ -1131,7 +1148,7 @@ def coulomb_lcp_data(R_w, R, x0, a, qd_des, phi, mu, dt):  # pragma: no cover - 
             nf += 1
     size = 5 * n + nf
     Q = np.zeros((size, size))
-    G = _gram(R_w5)
+    G = gram(R_w5)
     Q[: 5 * n, : 5 * n] = G
     k = 0
     for c in range(n):

@@ -34,7 +34,14 @@ import math
 import numpy as np
 from numba import njit
 
-from idcontrol.solvers.kernels import velocity_and_torque
+from idcontrol.solvers.kernels import (
+    apply_reflections,
+    cholesky_in_place,
+    cholesky_solve_in_place,
+    gram,
+    householder_step,
+    velocity_and_torque,
+)
 
 # face codes of a contact's projection (for tests and diagnostics)
 FACE_INTERIOR, FACE_FACET, FACE_EDGE, FACE_APEX = 3, 2, 1, 0
@@ -213,33 +220,13 @@ def _regularized_solve(H, delta, F):  # pragma: no cover - compiled
     L = H.copy()
     for r in range(m):
         L[r, r] += delta
-    for j in range(m):  # Cholesky, lower triangle
-        s = L[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0:
-            return False, F
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, m):
-            s = L[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / d
+    if not cholesky_in_place(L):
+        return False, F
     x = np.zeros(m)
     rhs = F.copy()
     for _ in range(3):
         z = rhs.copy()
-        for i in range(m):
-            s = z[i]
-            for k in range(i):
-                s -= L[i, k] * z[k]
-            z[i] = s / L[i, i]
-        for i in range(m - 1, -1, -1):
-            s = z[i]
-            for k in range(i + 1, m):
-                s -= L[k, i] * z[k]
-            z[i] = s / L[i, i]
+        cholesky_solve_in_place(L, z)
         for i in range(m):
             x[i] += z[i]
         for i in range(m):
@@ -272,21 +259,6 @@ def _face_directions(Ps, n):  # pragma: no cover - compiled
                 owner[d] = i
                 d += 1
     return dirs[:d], owner[:d]
-
-
-@njit(cache=True)
-def _apply_reflections(V, X, reverse):  # pragma: no cover - compiled
-    """X ← H_{k−1}⋯H₀ X (reverse: H₀⋯H_{k−1} X), H_j = I − 2 v_j v_jᵀ with V's unit columns v_j; X (d, c)."""
-    d, k = V.shape
-    for jj in range(k):
-        j = k - 1 - jj if reverse else jj
-        for c in range(X.shape[1]):
-            t = 0.0
-            for i in range(j, d):
-                t += V[i, j] * X[i, c]
-            if t != 0.0:
-                for i in range(j, d):
-                    X[i, c] -= 2.0 * t * V[i, j]
 
 
 @njit(cache=True)
@@ -339,25 +311,10 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no co
             for i in range(d):
                 X[i, j], X[i, best] = X[i, best], X[i, j]
             perm[j], perm[best] = perm[best], perm[j]
-        alpha = -norm if X[j, j] >= 0.0 else norm
-        for i in range(j, d):
-            V[i, j] = X[i, j]
-        V[j, j] -= alpha
-        vnorm = 0.0
-        for i in range(j, d):
-            vnorm += V[i, j] * V[i, j]
-        vnorm = math.sqrt(vnorm)
-        for i in range(j, d):
-            V[i, j] /= vnorm
-        for c in range(j, nb):
-            t = 0.0
-            for i in range(j, d):
-                t += V[i, j] * X[i, c]
-            for i in range(j, d):
-                X[i, c] -= 2.0 * t * V[i, j]
+        householder_step(X, V, j, norm, nb)
         rank += 1
     V = V[:, :rank].copy()
-    _apply_reflections(V, Y, False)  # Qᵀ (R_a B)ᵀ
+    apply_reflections(V, Y, False)  # Qᵀ (R_a B)ᵀ
     c1 = np.zeros(rank)  # Rᵀ c1 = e (pivoted), R = X[:rank, :rank] upper triangular
     for i in range(rank):
         s = e[perm[i]]
@@ -410,7 +367,7 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no co
             for q in range(nu):
                 s += Y[rank + k, q] * t_vec[q]
             z[rank + k, 0] = s
-    _apply_reflections(V, z, True)  # Q [c1; w]
+    apply_reflections(V, z, True)  # Q [c1; w]
     for j in range(d):
         i = owner[j]
         y[i] += dirs[j, 0] * z[j, 0]
@@ -449,7 +406,7 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no co
     for j in range(d):
         i = owner[j]
         h[j, 0] = dirs[j, 0] * g[i] + dirs[j, 1] * g[n + i] + dirs[j, 2] * g[2 * n + i]
-    _apply_reflections(V, h, False)
+    apply_reflections(V, h, False)
     nu_mult = np.zeros(nb)  # R ν = −(Qᵀ Bᵀ g)[:rank] (pivoted); the dependent equalities get none
     for i in range(rank - 1, -1, -1):
         s = -h[i, 0]
@@ -645,27 +602,9 @@ def stage_two_ridge(R_a, R_w, ridge, certify_tol):  # pragma: no cover - compile
     k = ny - nb
     if nb == 0 or k <= 0:
         return False, 0.0, k
-    S = np.zeros((nb, nb))
-    for i in range(nb):
-        for j in range(i + 1):
-            s = 0.0
-            for c in range(ny):
-                s += R_w[i, c] * R_w[j, c]
-            S[i, j] = s
-    L = np.zeros((nb, nb))
-    for j in range(nb):
-        s = S[j, j]
-        for q in range(j):
-            s -= L[j, q] * L[j, q]
-        if not s > 0.0:
-            return False, 0.0, k
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, nb):
-            s = S[i, j]
-            for q in range(j):
-                s -= L[i, q] * L[j, q]
-            L[i, j] = s / d
+    L = gram(R_w.T)  # R̃R̃ᵀ, then its lower Cholesky factor in place (only the lower triangle is read below)
+    if not cholesky_in_place(L):
+        return False, 0.0, k
     L_norm = 0.0
     for i in range(nb):
         for j in range(i + 1):
@@ -731,14 +670,9 @@ def stage_one_target(R_w, g):  # pragma: no cover - compiled
     """(ok, w̄) with R̃ᵀw̄ = g: Stage I's objective ½yᵀR̃ᵀR̃y + gᵀy is ½‖R̃y + w̄‖² − ½‖w̄‖², a function of
     x = R̃y alone. ``ok`` is False when R̃R̃ᵀ is not positive definite or g is not in range(R̃ᵀ) to 1e-12."""
     nb, ny = R_w.shape
-    S = np.zeros((nb, nb))  # R̃R̃ᵀ w̄ = R̃g
+    S = gram(R_w.T)  # R̃R̃ᵀ w̄ = R̃g
     rhs = np.zeros(nb)
     for i in range(nb):
-        for j in range(nb):
-            s = 0.0
-            for c in range(ny):
-                s += R_w[i, c] * R_w[j, c]
-            S[i, j] = s
         s = 0.0
         for c in range(ny):
             s += R_w[i, c] * g[c]
