@@ -708,6 +708,21 @@ PPM_SOLVED, PPM_RANK, PPM_SINGULAR, PPM_ILL, PPM_CHECK, PPM_CAP = 0, 1, 2, 3, 4,
 
 
 @njit(cache=True)
+def _warm_set(warm, n, capacity):  # pragma: no cover - compiled
+    """A starting index set from a warm start: (membership mask (n,), indices (capacity,), count), keeping the
+    first occurrence of each index of ``warm`` in 0 … n − 1 and ignoring the rest."""
+    member = np.zeros(n, dtype=np.bool_)
+    indices = np.empty(capacity, dtype=np.intp)
+    size = 0
+    for i in warm:
+        if 0 <= i < n and not member[i]:
+            member[i] = True
+            indices[size] = i
+            size += 1
+    return member, indices, size
+
+
+@njit(cache=True)
 def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
     """Algorithm 2 on LCP(r, BᵀB), warm-started from the active indices ``warm`` (see ``solvers.ppm.ppm``).
 
@@ -716,14 +731,7 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
     """
     d, n = B.shape
     z = np.zeros(n)
-    in_active = np.zeros(n, dtype=np.bool_)
-    active = np.empty(n + 1, dtype=np.intp)
-    size = 0
-    for i in warm:
-        if 0 <= i < n and not in_active[i]:
-            in_active[i] = True
-            active[size] = i
-            size += 1
+    in_active, active, size = _warm_set(warm, n, n + 1)
     if size == 0:
         best = 0
         for i in range(n):
@@ -1051,14 +1059,7 @@ def active_set_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
     """
     d, n = B.shape
     z = np.zeros(n)
-    is_free = np.zeros(n, dtype=np.bool_)
-    free = np.empty(n, dtype=np.intp)
-    size = 0
-    for i in warm:
-        if 0 <= i < n and not is_free[i]:
-            is_free[i] = True
-            free[size] = i
-            size += 1
+    is_free, free, size = _warm_set(warm, n, n)
     scale = 1.0
     for i in range(n):
         scale = max(scale, abs(r[i]))
