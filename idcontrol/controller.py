@@ -20,6 +20,7 @@ from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wren
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
+from idcontrol.formulations.consistency import rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, as_index
 from idcontrol.robot.model import RobotModel, check_vector
 
@@ -260,9 +261,7 @@ class InverseDynamicsController:
         if not self.consistent_contact_velocity or N.shape[0] == 0:
             return qd
         J = np.concatenate([N, S, T])
-        A = J[:, self.actuated]
-        correction, *_ = np.linalg.lstsq(A, -(J @ v_all), rcond=1e-9)
-        return qd + correction
+        return qd + rest_correction(J[:, self.actuated], J @ v_all)
 
     def _phi_for_problem(self, phi: Array) -> Array:
         """Signed distances with penetrations reduced as configured (see the class docstring)."""

@@ -41,6 +41,17 @@ class Repair:
     message: str
 
 
+def rest_correction(J_free: Array, drift: Array) -> Array:
+    """The least-norm least-squares change δ of some velocities that brings contact velocities to rest.
+
+    J_free (r, k): the contact rows' columns of the velocities that may change; drift (r,): the contact
+    velocities now, m/s. Returns δ (k,) with J_free δ ≈ −drift (singular values below 1e-9 relative
+    ignored), in those velocities' units.
+    """
+    delta, *_ = np.linalg.lstsq(J_free, -drift, rcond=1e-9)
+    return delta
+
+
 def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = 1e-7) -> bool:
     """True when v⁺ penetrates a contact (N v⁺ < −φ/Δt) or, for no-slip models, slips."""
     p = problem

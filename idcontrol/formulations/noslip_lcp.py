@@ -33,7 +33,7 @@ import numpy as np
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
+from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import noslip_finish, noslip_setup, refine_normal_forces
 from idcontrol.solvers.lemke import lemke_regularized
@@ -196,9 +196,8 @@ def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
     J = np.concatenate([p.S, p.T])
     J_a, J_u = J[:, p.actuated], J[:, p.unactuated]
     drift = J_a @ p.qd_des
-    V, *_ = np.linalg.lstsq(J_u, -drift, rcond=1e-9)
-    delta, *_ = np.linalg.lstsq(J_a, -(J_u @ V + drift), rcond=1e-9)
-    return p.qd_des + delta
+    V = rest_correction(J_u, drift)
+    return p.qd_des + rest_correction(J_a, J_u @ V + drift)
 
 
 def share_tangential(

@@ -64,7 +64,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
+from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
 from idcontrol.solvers.pyramid_dual import normal_rows_hold, stage_one_target, stage_two_structured, stages_at
@@ -202,9 +202,7 @@ def contact_velocity_correction(problem: ContactProblem, red: ReducedDynamics) -
     v_f = L⁻ᵀ x₀ is the contact-free unactuated velocity; m/s and rad/s.
     """
     R_u = red.R[:, red.u]
-    residual = R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des
-    delta, *_ = np.linalg.lstsq(R_u, -residual, rcond=1e-9)
-    return delta
+    return rest_correction(R_u, R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des)
 
 
 def solve_stage_one(
