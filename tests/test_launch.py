@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,10 +50,11 @@ def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: s
     return path, endpoints
 
 
-def spawn(*args: str, stdout=subprocess.DEVNULL) -> subprocess.Popen:
+def spawn(*args: str, stdout=subprocess.DEVNULL, new_session: bool = False) -> subprocess.Popen:
+    """``python -m idcontrol ARGS``; ``new_session``: in its own process group (for killpg)."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=stdout, stderr=subprocess.DEVNULL,
-                            env=env)  # fmt: skip
+                            env=env, start_new_session=new_session)  # fmt: skip
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -76,6 +78,26 @@ def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
             return status
         time.sleep(0.02)
     raise AssertionError(f"condition not reached in {timeout} s; last status {status}")
+
+
+@contextlib.contextmanager
+def daemon_and_bridge(launch: Path, endpoints: dict[str, str], *daemon_args: str, new_session: bool = False):
+    """The daemon for ``launch`` (with ``daemon_args``) and its lock-step bridge, connected and started;
+    yields (daemon, admin). Whatever still runs at the end is stopped."""
+    daemon = spawn("daemon", str(launch), *daemon_args, new_session=new_session)
+    admin = AdminClient(endpoints["admin"])
+    bridge = None
+    try:
+        wait_for(admin, lambda s: True)
+        bridge = spawn("bridge", str(launch))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        admin.request("start")
+        yield daemon, admin
+    finally:
+        admin.close()
+        for p in (bridge, daemon):
+            if p is not None:
+                stop(p)
 
 
 def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
@@ -240,14 +262,7 @@ def test_arm_reports_when_it_drops_the_box(tmp_path):
 def test_switching_formulation_mid_trot_over_admin_misses_no_tick(tmp_path):
     """Daemon + MuJoCo bridge trotting lock-step: three run-time switches, every state answered, no fall."""
     path, endpoints = launch_file(tmp_path, "quadruped_trot")
-    daemon = spawn("daemon", str(path))
-    admin = AdminClient(endpoints["admin"])
-    bridge = None
-    try:
-        wait_for(admin, lambda s: True)
-        bridge = spawn("bridge", str(path))
-        wait_for(admin, lambda s: s["bridge_connected"])
-        admin.request("start")
+    with daemon_and_bridge(path, endpoints) as (_, admin):
         wait_for(admin, lambda s: s["t"] > 0.7)  # trotting (0.5 s stand, then the gait)
         for name in ("two_stage_qp", "coulomb_lcp", "two_stage_qp"):
             t_switch = admin.request("status")["t"]
@@ -259,8 +274,3 @@ def test_switching_formulation_mid_trot_over_admin_misses_no_tick(tmp_path):
         assert stats["states_skipped"] == 0 and stats["states_dropped"] == 0, stats
         assert stats["solve_failures"] == 0, stats
         assert stats["ticks"] >= int(status["t"] * 1000) - 1, (stats["ticks"], status["t"])
-    finally:
-        if bridge is not None:
-            stop(bridge)
-        admin.close()
-        stop(daemon)

@@ -6,8 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,42 +17,22 @@ from mcap.writer import Writer
 
 from idcontrol import protocol as wire
 from idcontrol.cli import main
-from idcontrol.client import AdminClient
 from idcontrol.errors import LogError
 from idcontrol.logs import schema
 from idcontrol.logs.reader import read_log
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.logs.writer import SegmentedLog, segment_path
 from idcontrol.robot.model import RobotModel
-from tests.test_launch import launch_file, wait_for
-
-ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-
-
-def spawn(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=ENV, start_new_session=True)  # fmt: skip
+from tests.test_launch import daemon_and_bridge, launch_file, wait_for
 
 
 @contextlib.contextmanager
 def logged_run(folder: Path, log_path: Path):
-    """A daemon logging to ``log_path`` and a lock-step MuJoCo bridge, started; yields (daemon, admin).
-    Whatever is still running at the end is killed."""
+    """A daemon logging to ``log_path`` (in its own process group) and a lock-step MuJoCo bridge, started;
+    yields (daemon, admin)."""
     launch, endpoints = launch_file(folder)
-    daemon = spawn("daemon", str(launch), "--log", str(log_path))
-    admin = AdminClient(endpoints["admin"])
-    bridge = None
-    try:
-        wait_for(admin, lambda s: True)
-        bridge = spawn("bridge", str(launch))
-        wait_for(admin, lambda s: s["bridge_connected"])
-        admin.request("start")
-        yield daemon, admin
-    finally:
-        admin.close()
-        for p in (bridge, daemon):
-            if p is not None and p.poll() is None:
-                p.kill()
+    with daemon_and_bridge(launch, endpoints, "--log", str(log_path), new_session=True) as running:
+        yield running
 
 
 def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dict:
