@@ -9,6 +9,7 @@ import datetime
 import os
 import platform
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,19 +224,24 @@ def _setup_text(calibration: dict[str, float] | None) -> list[str]:
     ]
 
 
+def _runs_of(by: dict, experiment: str, terrains) -> Iterator[tuple[Any, Any, dict]]:
+    """(terrain, controller, result) of every run of ``experiment`` that ``by`` holds, terrain by terrain."""
+    for t in terrains:
+        for c in CONTROLLERS:
+            r = by.get((experiment, t.key, c.key))
+            if r is not None:
+                yield t, c, r
+
+
 def _table3(by: dict, terrains: list) -> list[str]:
     planar = [t for t in terrains if t.key in PLANAR]
     if not planar:
         return []
     rows = []
-    for t in planar:
-        for c in CONTROLLERS:
-            r = by.get(("trot", t.key, c.key))
-            if r is None:
-                continue
-            p = PAPER_TABLE3[t.key].get(c.key)
-            paper = (_paper(p, 0), _paper(p, 1)) if c.paper else ("", "")  # a variant: not in the paper
-            rows.append([t.label, c.label, _ours(r, "pos_err_rad"), paper[0], _ours(r, "vel_err_rad_s"), paper[1]])
+    for t, c, r in _runs_of(by, "trot", planar):
+        p = PAPER_TABLE3[t.key].get(c.key)
+        paper = (_paper(p, 0), _paper(p, 1)) if c.paper else ("", "")  # a variant: not in the paper
+        rows.append([t.label, c.label, _ours(r, "pos_err_rad"), paper[0], _ours(r, "vel_err_rad_s"), paper[1]])
     return ["## Table 3: joint tracking on planar terrain", "",
             *_table(["terrain", "controller", "pos (rad)", "paper", "vel (rad/s)", "paper"], rows), ""]  # fmt: skip
 
@@ -262,15 +268,13 @@ def _table4(by: dict, terrains: list) -> list[str]:
 
 def _table5(by: dict, terrains: list) -> list[str]:
     rows = []
-    for t in terrains:
-        for c in CONTROLLERS:
-            r = by.get(("trot", t.key, c.key))
-            if r is None or not c.predicts_forces:
-                continue
-            p = PAPER_TABLE5.get(t.key, {}).get(c.key) if t.key in PAPER_TABLE5 else None
-            paper = (_paper(p, 0), _paper(p, 1, 2, 100)) if t.key in PAPER_TABLE5 and c.paper else ("", "")
-            rows.append([t.label, c.label, _ours(r, "force_err_abs_N"), paper[0],
-                         _ours(r, "force_err_rel", 2, 100), paper[1]])  # fmt: skip
+    for t, c, r in _runs_of(by, "trot", terrains):
+        if not c.predicts_forces:
+            continue
+        p = PAPER_TABLE5.get(t.key, {}).get(c.key) if t.key in PAPER_TABLE5 else None
+        paper = (_paper(p, 0), _paper(p, 1, 2, 100)) if t.key in PAPER_TABLE5 and c.paper else ("", "")
+        rows.append([t.label, c.label, _ours(r, "force_err_abs_N"), paper[0],
+                     _ours(r, "force_err_rel", 2, 100), paper[1]])  # fmt: skip
     if not rows:
         return []
     return ["## Table 5: contact-force prediction (summed normal forces against the simulator's)", "",
@@ -281,16 +285,12 @@ def _table5(by: dict, terrains: list) -> list[str]:
 
 def _rough_and_com(by: dict, terrains: list) -> list[str]:
     rows = []
-    for t in terrains:
-        for c in CONTROLLERS:
-            r = by.get(("trot", t.key, c.key))
-            if r is None:
-                continue
-            end = r.get("com_end")
-            rows.append([t.label, c.label, "completed" if r["completed"] else _ours(r, "pos_err_rad"),
-                         _f(r.get("pos_err_rad")), _f(r.get("distance_m"), 2),
-                         "" if end is None else f"({end[0]:.2f}, {end[1]:.2f})", str(r.get("failed_solves", "")),
-                         str(r.get("clipped_joint_ticks", ""))])  # fmt: skip
+    for t, c, r in _runs_of(by, "trot", terrains):
+        end = r.get("com_end")
+        rows.append([t.label, c.label, "completed" if r["completed"] else _ours(r, "pos_err_rad"),
+                     _f(r.get("pos_err_rad")), _f(r.get("distance_m"), 2),
+                     "" if end is None else f"({end[0]:.2f}, {end[1]:.2f})", str(r.get("failed_solves", "")),
+                     str(r.get("clipped_joint_ticks", ""))])  # fmt: skip
     if not rows:
         return []
     return ["## Every trot run: outcome, centre-of-mass path, solver failures, torque clips", "",
@@ -303,16 +303,12 @@ def _rough_and_com(by: dict, terrains: list) -> list[str]:
 
 def _grasp(by: dict) -> list[str]:
     rows = []
-    for t in TERRAINS["grasp"]:
-        for c in CONTROLLERS:
-            r = by.get(("grasp", t.key, c.key))
-            if r is None:
-                continue
-            drop = r.get("object_dropped_at_s")
-            rows.append([t.label, c.label, _ours(r, "pos_err_rad"), _ours(r, "vel_err_rad_s", 3),
-                         _ours(r, "tau_rate_mean", 1), _ours(r, "tau_mean", 3),
-                         "−" if not r["completed"] else "kept" if drop is None else f"{1e3 * drop:.0f} ms",
-                         _ours(r, "force_err_rel", 2, 100) if c.predicts_forces else "n/a"])  # fmt: skip
+    for t, c, r in _runs_of(by, "grasp", TERRAINS["grasp"]):
+        drop = r.get("object_dropped_at_s")
+        rows.append([t.label, c.label, _ours(r, "pos_err_rad"), _ours(r, "vel_err_rad_s", 3),
+                     _ours(r, "tau_rate_mean", 1), _ours(r, "tau_mean", 3),
+                     "−" if not r["completed"] else "kept" if drop is None else f"{1e3 * drop:.0f} ms",
+                     _ours(r, "force_err_rel", 2, 100) if c.predicts_forces else "n/a"])  # fmt: skip
     if not rows:
         return []
     return ["## Manipulator: the arm holding the 6000 kg/m³ box along its 3 Hz sinusoid (Fig. 18)", "",
