@@ -802,6 +802,9 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
                 w[c] = s
                 if s < -bound or abs(z[c] * s) > bound * z_max:
                     bad = True
+            # a numerically zero block (columns of norm ~1e-155) passes the relative conditioning test and
+            # puts inf in z, which every comparison above lets through
+            bad = bad or not (all_finite(z) and all_finite(w))
             return z, w, PPM_CHECK if bad else PPM_SOLVED, pivots, active[:size].copy()
         drop = active[j_min] if za[j_min] < -tol * scale else -1
         active[size] = i_min
@@ -1074,6 +1077,8 @@ def active_set_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
                 BF[:, k] = B[:, free[k]]
                 gF[k] = g[free[k]]
             step, unbounded = _free_step(BF, gF, scale)
+            if not all_finite(step):  # a numerically zero block: z would leave every bound, as if unbounded
+                return z, g, ACTIVE_SET_UNBOUNDED, iteration, free[:size].copy()
         step_max = 0.0
         for s in step:
             step_max = max(step_max, abs(s))

@@ -118,21 +118,7 @@ def ppm(
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
     z, w, status, pivots, active = ppm_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
     message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0])
-    return _checked(LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(),
-                                message=message))  # fmt: skip
-
-
-def _checked(solution: LCPSolution) -> LCPSolution:
-    """``solution``, or the same marked not found when z or w is not finite.
-
-    A pivot on a numerically zero block (B's columns of norm ~1e-155, measured on a rough-terrain stance
-    whose kept tangential rows span every unactuated direction) divides by it without tripping the
-    singularity test, and the "solution" holds inf.
-    """
-    if solution.found and not (np.isfinite(solution.z).all() and np.isfinite(solution.w).all()):
-        solution.found = False
-        solution.message = f"non-finite solution ({solution.message}): a numerically singular LCP"
-    return solution
+    return LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(), message=message)
 
 
 def active_set(
@@ -159,8 +145,8 @@ def active_set(
     cap = max_iterations if max_iterations is not None else 4 * n + 50
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
     z, w, status, iterations, free = active_set_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
-    return _checked(LCPSolution(z=z, w=w, found=status == ACTIVE_SET_SOLVED, pivots=iterations,
-                                active=free.tolist(), message=_ACTIVE_SET_MESSAGES[status]))  # fmt: skip
+    return LCPSolution(z=z, w=w, found=status == ACTIVE_SET_SOLVED, pivots=iterations, active=free.tolist(),
+                       message=_ACTIVE_SET_MESSAGES[status])  # fmt: skip
 
 
 _ACTIVE_SET_MESSAGES = {
