@@ -455,3 +455,13 @@ def test_bad_cover_raises() -> None:
         lemke(M, q, cover=np.array([1.0, np.nan]))
     with pytest.raises(InputError):
         lemke(M, q, cover=np.array([1.0, 0.0]))
+
+
+def test_a_numerically_zero_matrix_is_not_solved_with_an_infinite_z() -> None:
+    """M = BᵀB with B's columns of norm ~1e-155 (a rough-terrain no-slip stance) and q with negative entries:
+    no finite z solves the LCP. Lemke's pivots divide by ~0 and give z = inf, whose residual is NaN; that
+    must fail the residual check, not pass it, for plain and regularized Lemke alike."""
+    B = np.full((6, 4), 6e-156)
+    M, q = B.T @ B, np.array([-58.2, 2424.5, -2148.4, 255.2])
+    for solution in (lemke(M, q), lemke_regularized(M, q, original_tol=1e-7)):
+        assert not solution.found, solution.message

@@ -205,13 +205,10 @@ def share_tangential(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The tangential forces (N) that minimize Σᵢ |f_T,i|² / f_N,i with the same impulse along the kept whitened
     tangential directions Q (nb, k) as (f_S, f_T), and v⁺ (m,), τ (nu,) for them: (v⁺, τ, f_S, f_T), or None
-    when no contact is loaded or the forces are not finite. A contact without normal force gets a weight 10⁻⁶
-    of the largest one."""
+    when no contact is loaded. A contact without normal force gets a weight 10⁻⁶ of the largest one."""
     top = float(f_normal.max())
     if not top > 0.0 or Q.shape[1] == 0:
         return None
-    if not (np.isfinite(top) and np.isfinite(f_s).all() and np.isfinite(f_t).all()):
-        return None  # a failed solve's forces: left for the caller's checks, not redistributed
     n = p.n
     A = Q.T @ np.concatenate([red.S_w, red.T_w], axis=1)  # (k, 2n)
     y = np.concatenate([f_s, f_t])

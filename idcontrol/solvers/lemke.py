@@ -75,10 +75,12 @@ def polish(M: Array, q: Array, z: Array, clean_tol: float) -> tuple[Array, Array
 
     The relative residual is ``lcp_residuals(...)`` with the w-terms divided by
     ``w_scale`` and complementarity by ``z_scale · w_scale`` (see
-    :func:`residual_scales`); it is comparable with :data:`ACCEPT_TOL`.
+    :func:`residual_scales`); it is comparable with :data:`ACCEPT_TOL`. A non-finite z or w gives inf.
     """
     z = np.maximum(z, 0.0)
     w = M @ z + q
+    if not (np.isfinite(z).all() and np.isfinite(w).all()):
+        return z, w, np.inf  # a numerically zero M's pivots divide by ~0: no residual scale makes that a solution
     z_scale, w_scale = residual_scales(M, q, z)
     w[np.abs(w) <= clean_tol * w_scale] = 0.0
     res = lcp_residuals(M, q, z, w)
