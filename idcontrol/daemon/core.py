@@ -69,8 +69,8 @@ class RunMetrics:
     fell: bool = False
     dropped_at: float | None = None  # bridge time the grasped object was lost, s
     fallbacks: dict[str, int] = field(default_factory=dict)
-    base_first: tuple[float, float, float] | None = None  # floating base position (world, m) at the first run tick
-    base_last: tuple[float, float, float] | None = None  # ... and at the last
+    base_first: Array | None = None  # (3,) floating base position (world, m) at the first run tick
+    base_last: Array = field(default_factory=lambda: np.zeros(3))  # ... and at the last (updated in place)
 
     def summary(self) -> dict[str, object]:
         n = max(self.ticks, 1)
@@ -82,9 +82,8 @@ class RunMetrics:
             "fell": self.fell,
             "object_dropped_at_s": self.dropped_at,
             "fallbacks": dict(self.fallbacks),
-            "base_travel_m": (None if self.base_first is None or self.base_last is None
-                              else [b - a for a, b in zip(self.base_first, self.base_last, strict=True)]),
-        }  # fmt: skip
+            "base_travel_m": None if self.base_first is None else (self.base_last - self.base_first).tolist(),
+        }
 
 
 class ControlCore:
@@ -239,9 +238,9 @@ class ControlCore:
         if self.mode == MODE_RUN:
             solved = self._run(message, q, v, out, now)
             if robot.floating_base:
-                self.metrics.base_last = (float(q[0]), float(q[1]), float(q[2]))
+                np.copyto(self.metrics.base_last, q[:3])
                 if self.metrics.base_first is None:
-                    self.metrics.base_first = self.metrics.base_last
+                    self.metrics.base_first = q[:3].copy()
             if robot.floating_base and self._fallen(q):
                 self.metrics.fell = True
                 self.stop("the robot fell", now)
