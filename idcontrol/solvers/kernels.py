@@ -143,6 +143,20 @@ def forces_in_world(f_normal, f_s, f_t, normals, tangents_s, tangents_t):  # pra
 
 
 @njit(cache=True)
+def lower_inverse(L, out):  # pragma: no cover - compiled
+    """out ← L⁻¹ for the lower triangle of L (n, n), column by column (forward substitution on eⱼ); out's
+    upper triangle is left as it is (zeros from the caller)."""
+    n = L.shape[0]
+    for j in range(n):
+        out[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * out[k, j]
+            out[i, j] = s / L[i, i]
+
+
+@njit(cache=True)
 def reduced_dynamics(M, f_ext, v, qd_des, N, S, T, a, u, dt):  # pragma: no cover - compiled
     """The problem with P v⁺ = q̇_des eliminated (see :class:`~idcontrol.formulations.base.ReducedDynamics`).
 
@@ -172,13 +186,7 @@ def reduced_dynamics(M, f_ext, v, qd_des, N, S, T, a, u, dt):  # pragma: no cove
     x0 = np.empty(nb)
     if not cholesky_in_place(L):
         return False, kappa, L_inv, R, R_w, x0
-    for j in range(nb):  # L⁻¹ column by column (forward substitution on eⱼ)
-        L_inv[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, nb):
-            s = 0.0
-            for k in range(j, i):
-                s -= L[i, k] * L_inv[k, j]
-            L_inv[i, j] = s / L[i, i]
+    lower_inverse(L, L_inv)
     for i in range(nb):
         for c in range(3 * n):
             s = 0.0
@@ -201,7 +209,6 @@ def velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt):  # pr
 
     x⁺ = x₀ + Δt R̃ y, v⁺_a = q̇_des, v⁺_u = L⁻ᵀ x⁺, τ = (M_a v⁺ + κ_a)/Δt − (Rᵀ y)_a.
     """
-    m = M.shape[0]
     nb = u.shape[0]
     x = np.empty(nb)
     for i in range(nb):
@@ -209,23 +216,30 @@ def velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt):  # pr
         for c in range(y.shape[0]):
             s += R_w[i, c] * y[c]
         x[i] = x0[i] + dt * s
+    v, tau = _velocity_and_inertial_torque(M, kappa, L_inv, x, a, u, qd_des, dt)
+    for j in range(a.shape[0]):
+        contact = 0.0
+        for c in range(y.shape[0]):
+            contact += R[c, a[j]] * y[c]
+        tau[j] -= contact
+    return v, tau
+
+
+@njit(cache=True)
+def _velocity_and_inertial_torque(M, kappa, L_inv, x, a, u, qd_des, dt):  # pragma: no cover - compiled
+    """v⁺ (m,) from v⁺_a = q̇_des and v⁺_u = L⁻ᵀ x, and (M_a v⁺ + κ_a)/Δt (nu,), N·m: the torque before the
+    contact forces' share is taken off."""
+    m = M.shape[0]
     v = np.empty(m)
     for j in range(a.shape[0]):
         v[a[j]] = qd_des[j]
-    for j in range(nb):
-        s = 0.0
-        for i in range(j, nb):
-            s += L_inv[i, j] * x[i]
-        v[u[j]] = s
+    _unactuated_velocity(L_inv, x, u, v)
     tau = np.empty(a.shape[0])
     for j in range(a.shape[0]):
         s = kappa[a[j]]
         for c in range(m):
             s += M[a[j], c] * v[c]
-        contact = 0.0
-        for c in range(y.shape[0]):
-            contact += R[c, a[j]] * y[c]
-        tau[j] = s / dt - contact
+        tau[j] = s / dt
     return v, tau
 
 
@@ -983,22 +997,14 @@ def noslip_finish(f_normal, x_star, B, x0, N_w, Q, R, selected, C_a, M, kappa, L
             f_s[selected[s] // 2] = kept[s]
         else:
             f_t[selected[s] // 2] = kept[s]
-    m = M.shape[0]
-    v = np.empty(m)
+    v, tau = _velocity_and_inertial_torque(M, kappa, L_inv, x, a, u, qd_des, dt)
     for j in range(a.shape[0]):
-        v[a[j]] = qd_des[j]
-    _unactuated_velocity(L_inv, x, u, v)
-    tau = np.empty(a.shape[0])
-    for j in range(a.shape[0]):
-        s = kappa[a[j]]
-        for c in range(m):
-            s += M[a[j], c] * v[c]
         contact = 0.0
         for c in range(n):
             contact += N[c, a[j]] * f_normal[c]
         for s2 in range(k):
             contact += C_a[s2, j] * kept[s2]
-        tau[j] = s / dt - contact
+        tau[j] -= contact
     return v, tau, f_s, f_t
 
 

@@ -40,6 +40,7 @@ from idcontrol.solvers.kernels import (
     cholesky_solve_in_place,
     gram,
     householder_step,
+    lower_inverse,
     velocity_and_torque,
 )
 
@@ -610,13 +611,7 @@ def stage_two_ridge(R_a, R_w, ridge, certify_tol):  # pragma: no cover - compile
         for j in range(i + 1):
             L_norm += L[i, j] * L[i, j]
     L_inv = np.zeros((nb, nb))
-    for j in range(nb):
-        L_inv[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, nb):
-            s = 0.0
-            for q in range(j, i):
-                s -= L[i, q] * L_inv[q, j]
-            L_inv[i, j] = s / L[i, i]
+    lower_inverse(L, L_inv)
     inv_norm = 0.0
     for i in range(nb):
         for j in range(i + 1):
