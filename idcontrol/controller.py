@@ -23,6 +23,7 @@ from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.consistency import rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, as_index
 from idcontrol.robot.model import RobotModel, check_vector
+from idcontrol.solvers.kernels import all_finite, reduced_penetration
 
 Array = NDArray[np.float64]
 
@@ -266,9 +267,9 @@ class InverseDynamicsController:
     def _phi_for_problem(self, phi: Array) -> Array:
         """Signed distances with penetrations reduced as configured (see the class docstring)."""
         tol, gain = self.penetration_tolerance, self.penetration_gain
-        if (tol == 0.0 and gain == 1.0) or not (phi < 0.0).any():
+        if tol == 0.0 and gain == 1.0:
             return phi
-        return np.where(phi < 0.0, gain * np.minimum(phi + tol, 0.0), phi)
+        return reduced_penetration(phi, tol, gain)
 
     def solve(self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None) -> SolveResult:
         """Torques for one tick. Raises InputError subclasses on malformed input; solver failure is ``found=False``."""
@@ -285,7 +286,7 @@ class InverseDynamicsController:
         k = len(self.robot.sphere_names)
         if forces.shape != (k, 3):
             raise ShapeError("sensed_forces", (k, 3), forces.shape)
-        if not np.all(np.isfinite(forces)):
+        if not all_finite(forces.ravel()):
             raise NonFiniteError("sensed_forces", np.flatnonzero(~np.isfinite(forces).all(axis=1)))
         return forces
 

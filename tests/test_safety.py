@@ -10,7 +10,15 @@ import pytest
 
 from idcontrol.controller import InverseDynamicsController
 from idcontrol.daemon.core import ControlCore
-from idcontrol.daemon.safety import SafetyFilter, SafetySettings
+from idcontrol.daemon.safety import (
+    POSITION_LIMIT,
+    VELOCITY_LIMIT,
+    WITHIN_LIMITS,
+    SafetyFilter,
+    SafetySettings,
+    guard_torque,
+    limit_violation,
+)
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.protocol import StateMessage
 from idcontrol.reference import make_reference
@@ -72,6 +80,45 @@ def test_torque_limits_default_to_the_urdf_and_overrides_only_lower_them(quadrup
         SafetyFilter(quadruped, SafetySettings(torque_limits={"LF_KFE": 9.0}), 1e-3)
     with pytest.raises(NameNotFound):
         SafetyFilter(quadruped, SafetySettings(torque_limits={"LF_ELBOW": 1.0}), 1e-3)
+
+
+def test_compiled_guards_equal_their_numpy_definitions():
+    """guard_torque = zeros if non-finite, clip to τ_prev ± step, clip to ± limit (with the counts), and
+    limit_violation names the joint furthest out (positions first), on random cases with inf, NaN and ties."""
+    rng = np.random.default_rng(7)
+    nu = 12
+    for case in range(2000):
+        tau = rng.normal(0.0, 3.0, nu)
+        if case % 7 == 0:
+            tau[rng.integers(nu)] = rng.choice([np.nan, np.inf, -np.inf])
+        prev = rng.normal(0.0, 3.0, nu)
+        step = np.where(rng.random(nu) < 0.3, np.inf, rng.uniform(0.0, 2.0, nu))
+        limit = rng.uniform(0.5, 4.0, nu)
+        has_prev = case % 3 != 0
+        out = np.empty(nu)
+        non_finite, limited, clipped = guard_torque(tau, prev, has_prev, step, limit, out)
+        expected = np.zeros(nu) if not np.isfinite(tau).all() else tau.copy()
+        n_limited = 0
+        if has_prev:
+            n_limited = int(np.count_nonzero((expected < prev - step) | (expected > prev + step)))
+            expected = np.clip(expected, prev - step, prev + step)
+        assert (non_finite, limited, clipped) == (not np.isfinite(tau).all(), n_limited,
+                                                  int(np.count_nonzero(np.abs(expected) > limit)))  # fmt: skip
+        np.testing.assert_array_equal(out, np.clip(expected, -limit, limit))
+
+        q_min, q_max = -np.abs(rng.normal(1.0, 0.3, nu)), np.abs(rng.normal(1.0, 0.3, nu))
+        v_max = np.where(rng.random(nu) < 0.2, np.inf, rng.uniform(1.0, 5.0, nu))
+        q, v = rng.normal(0.0, 0.6, nu), rng.normal(0.0, 2.5, nu)
+        if case % 5 == 0:
+            q[[2, 5]] = q_max[[2, 5]] + 0.1  # a tie: the first joint is named
+        kind, j = limit_violation(q, v, q_min, q_max, v_max)
+        outside = np.maximum(q_min - q, q - q_max)
+        if (outside > 0).any():
+            assert (kind, j) == (POSITION_LIMIT, int(np.argmax(outside)))
+        elif (np.abs(v) > v_max).any():
+            assert (kind, j) == (VELOCITY_LIMIT, int(np.argmax(np.abs(v) / v_max)))
+        else:
+            assert (kind, j) == (WITHIN_LIMITS, -1)
 
 
 def test_torque_rate_limit_bounds_the_change_between_commands(quadruped):

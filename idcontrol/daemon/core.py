@@ -36,6 +36,7 @@ from idcontrol.formulations.base import Formulation
 from idcontrol.problem import SolveResult
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
 from idcontrol.reference import JointTarget, Reference, desired_acceleration
+from idcontrol.solvers.kernels import all_finite, mean_abs, mean_abs_difference
 
 Array = NDArray[np.float64]
 
@@ -293,7 +294,7 @@ class ControlCore:
             failure, kind = self.last_error, "solve_failed"
         elif tau is None or not result.found:
             failure, kind = result.message or "solver failed", "solve_failed"
-        elif not np.all(np.isfinite(tau)):
+        elif not all_finite(tau):
             failure, kind = "non-finite torque from the formulation", "non_finite"
         elif result.timings.get("total", 0.0) * 1e3 > self.safety.time_budget_ms:
             failure = f"solve took {result.timings['total'] * 1e3:.2f} ms, budget {self.safety.time_budget_ms} ms"
@@ -323,12 +324,11 @@ class ControlCore:
         tracking = self._tracking
         m = self.metrics
         m.ticks += 1
-        inv_nu = 1.0 / len(out.tau)  # means over the joints: ufunc sums (np.mean costs ~5 µs a call here)
-        m.position_error_sum += float(np.abs(tracking.position_error).sum()) * inv_nu
-        m.velocity_error_sum += float(np.abs(tracking.velocity_error).sum()) * inv_nu
-        m.tau_abs_sum += float(np.abs(out.tau).sum()) * inv_nu
+        m.position_error_sum += mean_abs(tracking.position_error)  # means over the joints, compiled:
+        m.velocity_error_sum += mean_abs(tracking.velocity_error)  # np.mean costs ~5 µs a call here
+        m.tau_abs_sum += mean_abs(out.tau)
         if self._tau_prev is not None:
-            m.tau_rate_sum += float(np.abs(out.tau - self._tau_prev).sum()) * inv_nu / self.dt
+            m.tau_rate_sum += mean_abs_difference(out.tau, self._tau_prev) / self.dt
             m.tau_rate_ticks += 1
         if out.result.fallback:
             m.fallbacks[out.result.fallback] = m.fallbacks.get(out.result.fallback, 0) + 1

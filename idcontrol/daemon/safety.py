@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, NameNotFound
@@ -191,8 +192,6 @@ class SafetyFilter:
         self.counts = dict.fromkeys(INTERVENTIONS, 0)
         self.clipped = 0  # joints clipped to the torque limit by the last apply()
         self._tau = np.zeros(nu)
-        self._lo = np.empty(nu)
-        self._hi = np.empty(nu)
         self._q_hold = np.zeros(nu)
 
     def count(self, kind: str, n: int = 1) -> None:
@@ -201,13 +200,12 @@ class SafetyFilter:
     # ------------------------------------------------------------------ state guard
     def check_state(self, q_act: Array, v_act: Array) -> str:
         """'' when the joints are within their limits, else why not (and the kind is counted)."""
-        if np.all(q_act >= self.q_min) and np.all(q_act <= self.q_max):
-            if np.all(np.abs(v_act) <= self.v_max):
-                return ""
-            j = int(np.argmax(np.abs(v_act) / self.v_max))
+        kind, j = limit_violation(q_act, v_act, self.q_min, self.q_max, self.v_max)
+        if kind == WITHIN_LIMITS:
+            return ""
+        if kind == VELOCITY_LIMIT:
             self.count("velocity_limit")
             return f"joint {self.joint_names[j]} at {v_act[j]:+.3f}/s beyond its velocity limit {self.v_max[j]:.3f}"
-        j = int(np.argmax(np.maximum(self.q_min - q_act, q_act - self.q_max)))
         self.count("position_limit")
         return (f"joint {self.joint_names[j]} at {q_act[j]:+.4f} outside "
                 f"[{self.q_min[j]:+.4f}, {self.q_max[j]:+.4f}] (limits and margin)")  # fmt: skip
@@ -231,21 +229,67 @@ class SafetyFilter:
         zeros and counts ``non_finite``: the caller must stop (see :attr:`last_non_finite`).
         """
         out = self._tau
-        self.last_non_finite = not np.all(np.isfinite(tau))
+        has_prev = tau_prev is not None
+        self.last_non_finite, limited, self.clipped = guard_torque(
+            tau, tau_prev if has_prev else out, has_prev, self.tau_step, self.tau_limit, out
+        )
         if self.last_non_finite:
             self.count("non_finite")
-            out[:] = 0.0
-            tau = out
-        if tau_prev is not None and np.isfinite(self.tau_step).any():
-            np.subtract(tau_prev, self.tau_step, out=self._lo)
-            np.add(tau_prev, self.tau_step, out=self._hi)
-            limited = int(np.count_nonzero((tau < self._lo) | (tau > self._hi)))
-            if limited:
-                self.count("torque_rate", limited)
-                np.clip(tau, self._lo, self._hi, out=out)
-                tau = out
-        self.clipped = int(np.count_nonzero(np.abs(tau) > self.tau_limit))
+        if limited:
+            self.count("torque_rate", limited)
         if self.clipped:
             self.count("torque_limit", self.clipped)
-        np.clip(tau, -self.tau_limit, self.tau_limit, out=out)
         return out
+
+
+# ---------------------------------------------------------------------- compiled guards (one call each per tick)
+WITHIN_LIMITS, POSITION_LIMIT, VELOCITY_LIMIT = 0, 1, 2
+
+
+@njit(cache=True)
+def limit_violation(q, v, q_min, q_max, v_max):  # pragma: no cover - compiled
+    """(kind, j): WITHIN_LIMITS and -1; else POSITION_LIMIT and the joint furthest outside [q_min, q_max]
+    (positions are checked first), or VELOCITY_LIMIT and the joint with the largest |q̇| / q̇_max > 1."""
+    worst, j_worst = 0.0, -1
+    for j in range(q.shape[0]):
+        outside = max(q_min[j] - q[j], q[j] - q_max[j])
+        if outside > 0.0 and (j_worst < 0 or outside > worst):
+            worst, j_worst = outside, j
+    if j_worst >= 0:
+        return POSITION_LIMIT, j_worst
+    for j in range(v.shape[0]):
+        if abs(v[j]) > v_max[j]:
+            ratio = abs(v[j]) / v_max[j]
+            if j_worst < 0 or ratio > worst:
+                worst, j_worst = ratio, j
+    if j_worst >= 0:
+        return VELOCITY_LIMIT, j_worst
+    return WITHIN_LIMITS, -1
+
+
+@njit(cache=True)
+def guard_torque(tau, tau_prev, has_prev, step, limit, out):  # pragma: no cover - compiled
+    """Write the guarded torque into ``out`` (nu,), N·m: zeros if any entry of ``tau`` is not finite, then
+    within ``tau_prev`` ± ``step`` (when ``has_prev``), then within ± ``limit``.
+    Returns (non_finite, joints rate-limited, joints clipped to the torque limit)."""
+    n = tau.shape[0]
+    non_finite = False
+    for j in range(n):
+        if not math.isfinite(tau[j]):
+            non_finite = True
+    limited = 0
+    clipped = 0
+    for j in range(n):
+        x = 0.0 if non_finite else tau[j]
+        if has_prev:
+            if x < tau_prev[j] - step[j]:
+                x = tau_prev[j] - step[j]
+                limited += 1
+            elif x > tau_prev[j] + step[j]:
+                x = tau_prev[j] + step[j]
+                limited += 1
+        if abs(x) > limit[j]:
+            x = limit[j] if x > 0.0 else -limit[j]
+            clipped += 1
+        out[j] = x
+    return non_finite, limited, clipped
