@@ -40,6 +40,9 @@ A launch file is TOML (see ``launch/*.toml``)::
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
     daemon_cpu = 1               # optional CPU pinning
     bridge_cpu = 0
+    io_cpu = 0                   # optional: where both processes' ZeroMQ I/O threads run
+    spin_us = 1000.0             # optional: poll for the next message without sleeping (0: block)
+    cpu_latency_us = 0           # optional: PM QoS wake-up latency request while running (0: no deep idle)
 
     [endpoints]                  # loopback unless [security] names CURVE keys
     control = "tcp://127.0.0.1:5555"

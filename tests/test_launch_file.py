@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -145,12 +147,17 @@ def test_port_in_use_is_reported_before_anything_starts(tmp_path):
 
 
 def test_realtime_table_is_checked_at_load(tmp_path):
-    """[realtime] priority (0-99), CPU indices and spin_us (0-10000 µs) are validated when the file is read."""
+    """[realtime] priority (0-99), CPU indices, spin_us (0-10000 µs) and cpu_latency_us (an integer, 0-1e6 µs)
+    are validated when the file is read."""
     base = (LAUNCH / "quadruped_stand_realtime.toml").read_text()
-    assert load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime.priority == 50
+    settings = load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime
+    assert (settings.priority, settings.io_cpu, settings.cpu_latency_us) == (50, 0, 0)
     bad_priorities = ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}")
     bad_spins = ("spin_us = 20000.0", "spin_us = -1.0")
-    for old, bad in [*(("priority = 50", b) for b in bad_priorities), *(("spin_us = 1000.0", b) for b in bad_spins)]:
+    bad_io = (("io_cpu = 0 ", f"io_cpu = {os.cpu_count()} "), ("io_cpu = 0 ", "io_cpu = true "))
+    bad_latency = ("cpu_latency_us = -1 ", "cpu_latency_us = 1.5 ", "cpu_latency_us = 2000000 ")
+    for old, bad in [*(("priority = 50", b) for b in bad_priorities), *(("spin_us = 1000.0", b) for b in bad_spins),
+                     *bad_io, *(("cpu_latency_us = 0 ", b) for b in bad_latency)]:  # fmt: skip
         assert old in base
         path = tmp_path / "bad.toml"
         path.write_text(base.replace(old, bad))
@@ -160,12 +167,13 @@ def test_realtime_table_is_checked_at_load(tmp_path):
 
 def test_realtime_settings_take_effect_or_say_why_not():
     """enter_realtime gives the process SCHED_FIFO and its CPU, or logs a warning naming what was refused; its
-    ZeroMQ threads get the priority above, and a child process starts at normal priority."""
+    ZeroMQ threads get the priority above and run on io_cpu, and a child process starts at normal priority."""
+    io_cpu = os.cpu_count() - 1
     code = (
         "import logging, os, sys\n"
         "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(levelname)s %(message)s')\n"
         "from idcontrol.realtime import RealtimeSettings, enter_realtime\n"
-        "enter_realtime(RealtimeSettings(priority=10, bridge_cpu=0), 'bridge')\n"
+        f"enter_realtime(RealtimeSettings(priority=10, bridge_cpu=0, io_cpu={io_cpu}), 'bridge')\n"
         "policy = os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK\n"
         "print('fifo', policy == os.SCHED_FIFO, 'cpus', sorted(os.sched_getaffinity(0)))\n"
         "import threading, time, zmq\n"
@@ -173,6 +181,7 @@ def test_realtime_settings_take_effect_or_say_why_not():
         "time.sleep(0.3)\n"
         "io = [t for t in os.listdir('/proc/self/task') if int(t) != threading.get_native_id()]\n"
         "print('io', sorted(os.sched_getparam(int(t)).sched_priority for t in io))\n"
+        "print('io_cpus', sorted({c for t in io for c in os.sched_getaffinity(int(t))}))\n"
         "print('child', os.popen('chrt -p $$ 2>&1 || true').read().strip())\n"
         "s.close()\n"
     )
@@ -182,6 +191,26 @@ def test_realtime_settings_take_effect_or_say_why_not():
         assert "I/O thread: SCHED_FIFO priority 11" in out and "io [11, 11]" in out, out  # I/O and reaper
         assert "SCHED_FIFO" not in out.split("child", 1)[1], out
     assert "cpus [0]" in out or "could not be pinned to CPU 0" in out, out
+    assert f"io_cpus [{io_cpu}]" in out and f"I/O thread pinned to CPU {io_cpu}" in out, out
+
+
+def test_a_cpu_latency_request_is_written_and_held_or_its_refusal_said(tmp_path, caplog):
+    """cpu_latency_us writes the latency as a native int32 to the PM QoS device and keeps the file open (the
+    kernel drops the request when it closes); a device that cannot be opened gives a warning, not an error."""
+    from idcontrol.realtime import _latency_requests, hold_cpu_latency
+
+    device = tmp_path / "cpu_dma_latency"
+    device.write_bytes(b"")
+    held = len(_latency_requests)
+    assert hold_cpu_latency(0, "daemon", str(device))
+    try:
+        assert device.read_bytes() == struct.pack("=i", 0)
+        assert len(_latency_requests) == held + 1 and not _latency_requests[-1].closed
+    finally:
+        _latency_requests.pop().close()
+    with caplog.at_level(logging.WARNING, logger="idcontrol.realtime"):
+        assert not hold_cpu_latency(0, "bridge", str(tmp_path / "absent" / "cpu_dma_latency"))
+    assert "could not request a CPU latency of 0 µs" in caplog.text
 
 
 def test_a_spinning_daemon_rests_as_much_as_the_kernels_real_time_budget_requires(tmp_path):
