@@ -194,6 +194,18 @@ class Launch:
         return report
 
 
+def _phase_line(means: dict[str, float]) -> str:
+    """Where a tick's time goes, from the daemon's phase means (µs): its own stages, the controller's, transport."""
+    parts = [f"{label} {means[key]:.0f}" for key, label in (("decode", "decode"), ("core_tick", "core tick"))
+             if key in means]  # fmt: skip
+    inner = [f"{key} {means[key]:.0f}" for key in ("model", "contacts", "build", "solve") if key in means]
+    if inner and parts and parts[-1].startswith("core tick"):
+        parts[-1] += f" ({', '.join(inner)})"
+    parts += [f"{label} {means[key]:.0f}" for key, label in (("send", "send"), ("transport", "transport"))
+              if key in means]  # fmt: skip
+    return ", ".join(parts) + " µs" if parts else "n/a"
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     def q(d: dict[str, float]) -> str:
         return f"p50 {d['p50']:.0f}  p99 {d['p99']:.0f}  max {d['max']:.0f} µs"
@@ -208,6 +220,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("deadline misses", f"{misses} ({100.0 * misses / max(ticks, 1):.3f} %)"),
         ("compute", q(summary["compute_us"])),
         ("round trip", q(summary["roundtrip_us"]) if not math.isnan(summary["roundtrip_us"]["p50"]) else "n/a"),
+        ("mean per tick", _phase_line(summary.get("phase_mean_us") or {})),
         ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"),
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
         ("fell", "yes" if summary["fell"] else "no"),

@@ -127,6 +127,22 @@ def test_started_daemon_commands_finite_torques_within_limits_with_the_same_seq(
     assert np.abs(tau).max() > 0.1
 
 
+def test_stats_split_each_tick_into_decode_core_tick_send_and_transport(harness):
+    """phase_mean_us holds the daemon's own stages (decode, core tick, send), which fit within its compute
+    time, a core tick no shorter than the controller's total, and transport = mean round trip − mean compute."""
+    harness.state()
+    harness.admin.request("start")
+    for _ in range(30):
+        harness.state(last_rtt_us=900.0)  # the bridge's figure for the previous command
+    stats = harness.admin.request("stats")
+    means = stats["phase_mean_us"]
+    assert {"decode", "core_tick", "send", "transport", "model", "contacts", "solve", "total"} <= set(means)
+    assert all(means[k] > 0.0 for k in ("decode", "core_tick", "send"))
+    assert means["decode"] + means["core_tick"] + means["send"] <= stats["compute_us"]["max"]
+    assert means["core_tick"] >= means["total"] - 0.1  # both means over all ticks, rounded to 0.1 µs
+    assert 900.0 - stats["compute_us"]["max"] <= means["transport"] < 900.0
+
+
 @pytest.mark.parametrize(
     ("mutate", "code"),
     [

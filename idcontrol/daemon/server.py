@@ -253,6 +253,7 @@ class Daemon:
             received = time.perf_counter()
             try:
                 message = wire.decode_control(raw, self.shape)
+                decoded = time.perf_counter()
             except ProtocolError as e:
                 self._reply_error(peer, e.code, str(e), e.seq)
                 continue
@@ -261,7 +262,7 @@ class Daemon:
                 continue
             if newest_state is not None:
                 self.stats.states_dropped += 1
-            newest_state = (peer, message, received)
+            newest_state = (peer, message, received, decoded)
         if newest_state is not None:
             self._answer(*newest_state)
 
@@ -278,7 +279,9 @@ class Daemon:
                 self.watchdog = self.lockstep_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
-    def _answer(self, peer: bytes, message: StateMessage, received: float) -> None:
+    def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float) -> None:
+        """Run the core on ``message`` and send its command; ``received``/``decoded``: perf_counter s when the
+        raw state was taken from the socket and when it had been decoded."""
         now = time.monotonic()
         if peer != self._peer:
             if self._peer is not None and now - self._last_state_time < self.watchdog:
@@ -299,7 +302,9 @@ class Daemon:
         self._state_received_at = received
         self._last_t = message.t
         try:
+            tick_started = time.perf_counter()
             out = self.core.tick(message, now)
+            ticked = time.perf_counter()
         except InputError as e:
             self._reply_error(peer, "bad_state", str(e), message.seq)
             return
@@ -309,10 +314,12 @@ class Daemon:
             self._reply_error(peer, "internal", f"{type(e).__name__}: {e}", message.seq)
             return
         self.control.send_multipart([peer, wire.encode_command(out.seq, out.t, out.tau, out.mode)])
+        sent = time.perf_counter()
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
-        compute_us = (time.perf_counter() - received) * 1e6
+        compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
-        self.stats.record(compute_us, message.last_rtt_us, timings)
+        stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
+        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us)
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
         if self.telemetry is not None or self.logger is not None:

@@ -59,26 +59,54 @@ class TickStats:
         self.compute_us.clear()
         self.roundtrip_us.clear()
         self.phase_sums_us = {}
+        self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
+        self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of those ticks
         self.ticks = 0
         self.deadline_misses = 0
         self.states_skipped = 0  # gaps in the bridge's sequence numbers
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
 
-    def record(self, compute_us: float, roundtrip_us: float | None, phases_s: dict[str, float] | None) -> None:
-        """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent."""
+    def record(
+        self,
+        compute_us: float,
+        roundtrip_us: float | None,
+        phases_s: dict[str, float] | None,
+        stages_us: tuple[float, float, float] | None = None,
+    ) -> None:
+        """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent;
+        ``phases_s`` the controller's timings (s); ``stages_us`` the daemon's own split of ``compute_us``:
+        decoding the state, the core's tick, encoding and handing the command to ZeroMQ (µs)."""
         self.ticks += 1
         self.compute_us.add(compute_us)
         if roundtrip_us is not None:
             self.roundtrip_us.add(roundtrip_us)
+            self._roundtrip_sum += roundtrip_us
+            self._compute_sum_with_roundtrip += compute_us
             late = roundtrip_us > self.period_us
         else:
             late = compute_us > self.period_us
         self.deadline_misses += late
+        sums = self.phase_sums_us
+        if stages_us is not None:
+            decode_us, tick_us, send_us = stages_us
+            sums["decode"] = sums.get("decode", 0.0) + decode_us
+            sums["core_tick"] = sums.get("core_tick", 0.0) + tick_us
+            sums["send"] = sums.get("send", 0.0) + send_us
         if phases_s:
-            sums = self.phase_sums_us
             for key, value in phases_s.items():
                 sums[key] = sums.get(key, 0.0) + value * 1e6
+
+    def phase_means_us(self) -> dict[str, float]:
+        """Mean µs per tick of each phase: the daemon's ``decode``, ``core_tick`` (which holds the controller's
+        ``total``: ``model``, ``contacts``, ``build``, ``solve``) and ``send``, and ``transport``, the mean
+        round trip less the mean compute time: ZeroMQ both ways plus the bridge's own send and receive."""
+        n = max(self.ticks, 1)
+        means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
+        with_roundtrip = self.roundtrip_us.count
+        if with_roundtrip:
+            means["transport"] = round((self._roundtrip_sum - self._compute_sum_with_roundtrip) / with_roundtrip, 1)
+        return means
 
     def summary(self) -> dict[str, object]:
         compute = self.compute_us.values()
@@ -90,7 +118,7 @@ class TickStats:
             "compute_us": percentiles_us(compute),
             "roundtrip_us": percentiles_us(self.roundtrip_us.values()),
             "slack_us": slack_us(self.period_us - compute),
-            "phase_mean_us": {k: round(v / n, 1) for k, v in self.phase_sums_us.items()},
+            "phase_mean_us": self.phase_means_us(),
             "states_skipped": self.states_skipped,
             "states_dropped": self.states_dropped,
             "errors": self.errors,
