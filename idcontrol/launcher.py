@@ -196,14 +196,14 @@ class Launch:
 
 def _phase_line(means: dict[str, float]) -> str:
     """Where a tick's time goes, from the daemon's phase means (µs): its own stages, the controller's, transport."""
-    parts = [f"{label} {means[key]:.0f}" for key, label in (("decode", "decode"), ("core_tick", "core tick"))
-             if key in means]  # fmt: skip
-    inner = [f"{key} {means[key]:.0f}" for key in ("model", "contacts", "build", "solve") if key in means]
-    if inner and parts and parts[-1].startswith("core tick"):
-        parts[-1] += f" ({', '.join(inner)})"
-    parts += [f"{label} {means[key]:.0f}" for key, label in (("send", "send"), ("transport", "transport"))
-              if key in means]  # fmt: skip
-    return ", ".join(parts) + " µs" if parts else "n/a"
+    if "core_tick" not in means:
+        return "n/a"
+    inner = ", ".join(f"{key} {means[key]:.0f}" for key in ("model", "contacts", "build", "solve") if key in means)
+    tick = f"core tick {means['core_tick']:.0f}" + (f" ({inner})" if inner else "")
+    parts = [f"decode {means['decode']:.0f}", tick, f"send {means['send']:.0f}"]
+    if "transport" in means:
+        parts.append(f"transport {means['transport']:.0f}")
+    return ", ".join(parts) + " µs"
 
 
 def format_summary(summary: dict[str, Any]) -> str:

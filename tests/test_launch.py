@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -118,6 +119,9 @@ def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
     assert "deadline misses" in out.stdout and "round trip" in out.stdout
     assert np.abs(summary["base_travel_m"]).max() < 0.005  # m: standing still ("base travel" in the table)
     assert "base travel" in out.stdout
+    phases = summary["phase_mean_us"]  # where the time goes, also printed as one line
+    assert re.search(rf"mean per tick +decode {phases['decode']:.0f}, core tick {phases['core_tick']:.0f} "
+                     rf"\(model \d+, contacts \d+, build \d+, solve \d+\), send \d+, transport \d+ µs", out.stdout)
 
 
 def test_launch_fails_fast_on_a_bad_launch_file(tmp_path):
