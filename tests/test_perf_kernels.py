@@ -68,3 +68,20 @@ def test_a_kept_result_is_not_changed_by_later_ticks(name: str) -> None:
         np.testing.assert_array_equal(getattr(first, k), value, err_msg=k)
     for k, value in kept_problem.items():
         np.testing.assert_array_equal(getattr(first.problem, k), value, err_msg=k)
+
+
+def test_rest_correction_is_numpys_least_norm_least_squares() -> None:
+    """The compiled rest correction equals numpy.linalg.lstsq(J, −drift, rcond=1e-9) on full-rank,
+    rank-deficient, zero and empty systems (the quadruped's 12 × 6 and 12 × 12 shapes among them)."""
+    from idcontrol.formulations.consistency import rest_correction
+
+    rng = np.random.default_rng(3)
+    systems = [rng.standard_normal((12, 6)), rng.standard_normal((12, 12)), rng.standard_normal((3, 12)),
+               rng.standard_normal((12, 2)) @ rng.standard_normal((2, 6)), np.zeros((12, 6)),
+               rng.standard_normal((18, 12))[:, ::2]]  # fmt: skip
+    for J in systems:
+        drift = rng.standard_normal(J.shape[0])
+        expected, *_ = np.linalg.lstsq(J, -drift, rcond=1e-9)
+        np.testing.assert_allclose(rest_correction(J, drift), expected, rtol=1e-12, atol=1e-12)
+    assert rest_correction(np.zeros((0, 6)), np.zeros(0)).tolist() == [0.0] * 6
+    assert rest_correction(np.zeros((4, 0)), np.ones(4)).shape == (0,)

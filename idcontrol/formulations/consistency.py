@@ -25,7 +25,7 @@ import qpsolvers
 from numpy.typing import NDArray
 
 from idcontrol.problem import ContactProblem, block
-from idcontrol.solvers.kernels import max_abs_product, min_gap_rate
+from idcontrol.solvers.kernels import least_norm_solution, max_abs_product, min_gap_rate
 
 Array = NDArray[np.float64]
 
@@ -48,8 +48,9 @@ def rest_correction(J_free: Array, drift: Array) -> Array:
     velocities now, m/s. Returns δ (k,) with J_free δ ≈ −drift (singular values below 1e-9 relative
     ignored), in those velocities' units.
     """
-    delta, *_ = np.linalg.lstsq(J_free, -drift, rcond=1e-9)
-    return delta
+    if J_free.size == 0:  # no contact rows, or nothing free to change
+        return np.zeros(J_free.shape[1])
+    return least_norm_solution(np.ascontiguousarray(J_free), -drift, 1e-9)
 
 
 def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = 1e-7) -> bool:

@@ -42,6 +42,14 @@ def reduced_penetration(phi, tolerance, gain):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def least_norm_solution(A, b, rcond):  # pragma: no cover - compiled
+    """x (k,) minimizing ‖A x − b‖ with the least norm, A (r, k) C-contiguous; singular values below
+    ``rcond`` × the largest ignored (LAPACK gelsd, as numpy.linalg.lstsq, without its Python overhead)."""
+    x, _, _, _ = np.linalg.lstsq(A, b, rcond=rcond)
+    return x
+
+
+@njit(cache=True)
 def mean_abs(x):  # pragma: no cover - compiled
     """Mean of |x| over the 1-D array ``x`` (0 for an empty one)."""
     total = 0.0
