@@ -47,12 +47,20 @@ def point_wrenches(lever: Array, vectors: Array) -> Array:
     return out
 
 
+def read_only(array: Array) -> Array:
+    """``array``, marked read-only (in place)."""
+    array.setflags(write=False)
+    return array
+
+
 @dataclass
 class ContactSet:
     """n candidate contacts at t₀ (arrays in world frame, metres).
 
     ``sphere`` indexes the robot's contact spheres; ``body`` is −1 for a
-    static surface, else the index of the movable body.
+    static surface, else the index of the movable body. ``mu`` and ``body``
+    are read-only (shared between ticks with the same contacts; one array
+    type for the compiled kernels, which specialize on it).
     """
 
     ids: tuple[Hashable, ...]
@@ -72,8 +80,8 @@ class ContactSet:
     def subset(self, keep: IntArray) -> ContactSet:
         """The contacts at indices ``keep`` (increasing), in the same order."""
         return ContactSet(tuple(self.ids[i] for i in keep.tolist()), self.phi[keep], self.points[keep],
-                          self.normals[keep], self.tangents_s[keep], self.tangents_t[keep], self.mu[keep],
-                          self.sphere[keep], self.body[keep])  # fmt: skip
+                          self.normals[keep], self.tangents_s[keep], self.tangents_t[keep], read_only(self.mu[keep]),
+                          self.sphere[keep], read_only(self.body[keep]))  # fmt: skip
 
 
 class ContactDetector:
@@ -189,8 +197,7 @@ class ContactDetector:
                 ids = tuple((names[k], name, j) for name, spheres in key for k in spheres for j in range(self.samples))
             bodies = np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks])
             mus = np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks])
-            bodies.setflags(write=False)
-            mus.setflags(write=False)
+            read_only(bodies), read_only(mus)
             if len(self._id_cache) > 4096:
                 self._id_cache.clear()
             cached = self._id_cache[key] = (ids, bodies, mus)
@@ -199,8 +206,8 @@ class ContactDetector:
     def _assemble(self, chunks: list[tuple]) -> ContactSet:
         if not chunks:
             empty3 = np.zeros((0, 3))
-            return ContactSet((), np.zeros(0), empty3, empty3, empty3, empty3, np.zeros(0),
-                              np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp))  # fmt: skip
+            return ContactSet((), np.zeros(0), empty3, empty3, empty3, empty3, read_only(np.zeros(0)),
+                              np.zeros(0, dtype=np.intp), read_only(np.zeros(0, dtype=np.intp)))  # fmt: skip
         ids, bodies, mus = self._pattern(chunks)
         if len(chunks) == 1:
             spheres, _, _, phi, points, normals, s_axis, t_axis, _ = chunks[0]
@@ -217,7 +224,7 @@ class ContactDetector:
             radii = self.robot.sphere_radii[spheres][rep]
             s_axis, t_axis, normals = s_axis[rep], t_axis[rep], normals[rep]
             points = points[rep] + radii[:, None] * (ring[:, :1] * s_axis + ring[:, 1:] * t_axis)
-            spheres, bodies, phi, mus = spheres[rep], bodies[rep], phi[rep], mus[rep]
+            spheres, bodies, phi, mus = spheres[rep], read_only(bodies[rep]), phi[rep], read_only(mus[rep])
         return ContactSet(ids, phi, points, normals, s_axis, t_axis, mus, spheres, bodies)
 
     def rows(

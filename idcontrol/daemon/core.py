@@ -144,11 +144,14 @@ class ControlCore:
         return c["solve_failed"] + c["non_finite"] + c["over_budget"]
 
     def warm_up(self, ticks: int = 20) -> None:
-        """Build every registered formulation and solve the standing posture with each a few times.
+        """Build every registered formulation and solve the standing posture with each: twice with each
+        smaller set of contact spheres allowed (none, one, ...), then ``ticks`` times with all; and run the
+        safety filter's and the run metrics' kernels once.
 
-        First-call costs (workspaces, compiled kernels) are paid before the first real state, and a
-        run-time switch to any formulation (with its ``formulation_options``) becomes a swap. The state machine
-        and the active formulation are untouched.
+        First-call costs (workspaces, compiled kernels and their specializations for each contact count:
+        loading one takes milliseconds) are paid before the first real state, and a run-time switch to any
+        formulation (with its ``formulation_options``) becomes a swap. The state machine, the counts and the
+        active formulation are untouched.
         """
         from idcontrol.formulations import available_formulations, make_formulation
 
@@ -156,19 +159,26 @@ class ControlCore:
         q = robot.standing_configuration()
         v = np.zeros(robot.nv)
         objects = self.controller.initial_object_states()
-        sensed = np.zeros((len(robot.sphere_names), 3))
+        spheres = len(robot.sphere_names)
+        sensed = np.zeros((spheres, 3))
         target = self.reference.sample(0.0, q, v)
         qdd_des, tracking = desired_acceleration(target, q[self._idx_q], v[self._idx_v], self.gains)
+        masks = [*(np.arange(spheres) < k for k in range(spheres)), None]  # the first k spheres, then all
         active = self.controller.formulation
         for name in available_formulations():
             formulation = active if name == active.name else self._formulations.get(name)
             formulation = formulation or make_formulation(name, **self.formulation_options.get(name, {}))
             self._formulations[name] = formulation  # the launch file's instance keeps its options
             self.controller.formulation = formulation
-            for _ in range(ticks):
-                self.controller.solve(RobotState(q=q, v=v, objects=objects, sensed_forces=sensed), qdd_des, tracking)
+            for mask in masks:
+                state = RobotState(q=q, v=v, objects=objects, sensed_forces=sensed, contact_mask=mask)
+                for _ in range(ticks if mask is None else 2):
+                    self.controller.solve(state, qdd_des, tracking)
         self.controller.formulation = active
         self.reference.reset()
+        self.filter.warm_up(q[self._idx_q], v[self._idx_v])
+        mean_abs(tracking.position_error)
+        mean_abs_difference(tracking.position_error, tracking.velocity_error)
 
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:

@@ -210,6 +210,14 @@ class SafetyFilter:
         return (f"joint {self.joint_names[j]} at {q_act[j]:+.4f} outside "
                 f"[{self.q_min[j]:+.4f}, {self.q_max[j]:+.4f}] (limits and margin)")  # fmt: skip
 
+    def warm_up(self, q_act: Array, v_act: Array) -> None:
+        """Run the compiled guards once on ``q_act``, ``v_act`` and zero torques (loading a kernel takes
+        milliseconds: not in the first tick); nothing is counted or kept."""
+        limit_violation(q_act, v_act, self.q_min, self.q_max, self.v_max)
+        scratch = np.zeros_like(self._tau)
+        for has_prev in (False, True):
+            guard_torque(scratch, scratch, has_prev, self.tau_step, self.tau_limit, scratch)
+
     # ------------------------------------------------------------------ safe controllers
     def begin_hold(self, q_act: Array) -> None:
         """Remember the posture a PD hold keeps (the joints where the safe stop began)."""

@@ -1,0 +1,60 @@
+"""After ControlCore.warm_up, a run loads no compiled kernel: loading one (from numba's cache) takes
+milliseconds, which in real-time mode is a run of late commands (20 stop the robot)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from numba.core.registry import CPUDispatcher
+
+from idcontrol import protocol as wire
+from idcontrol.bridges.mujoco_sim import MujocoSim
+from idcontrol.daemon.app import build_core
+from idcontrol.launch_file import load_launch
+from tests.conftest import REPO
+
+TROT = REPO / "launch" / "quadruped_trot.toml"
+
+
+def compiled_specializations() -> dict[str, int]:
+    """Specializations loaded so far of every compiled kernel in the package, by qualified name."""
+    counts = {}
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] != "idcontrol":
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, CPUDispatcher):
+                counts[f"{value.py_func.__module__}.{value.py_func.__qualname__}"] = len(value.signatures)
+    return counts
+
+
+@pytest.mark.parametrize("formulation", ["two_stage_qp", "noslip_lcp", "coulomb_lcp", "one_stage_qp"])
+def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
+    """The launch file's trot in MuJoCo, 1.2 s (standing, then the gait's four, three and two feet down): no
+    tick adds a specialization to any kernel, and no solve takes over 20 ms."""
+    config = load_launch(TROT).with_overrides(formulation=formulation)
+    core = build_core(config)
+    robot = core.robot
+    shape = wire.RobotShape(robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names),
+                            ())  # fmt: skip
+    core.warm_up()
+    sim = MujocoSim(robot, mu=config.bridge.mu)
+    core.start(0.0)
+    loaded = compiled_specializations()
+    contact_counts = set()
+    slowest = 0.0
+    for seq in range(1, 1201):
+        s = sim.state()
+        message = wire.decode_control(wire.encode_state(seq, s.t, s.q, s.v, s.contact_forces), shape)
+        out = core.tick(message, now=s.t)
+        slowest = max(slowest, out.result.timings["total"])
+        contact_counts.add(len(out.result.f_normal))
+        sim.step(out.tau)
+    now = compiled_specializations()
+    assert core.mode == "run" and not core.metrics.fell, core.reason
+    assert {2, 3, 4} <= contact_counts  # the gait went through its stances
+    assert {k: n for k, n in now.items() if n != loaded.get(k, 0)} == {}
+    assert slowest < 0.02, f"slowest solve {slowest * 1e3:.1f} ms"
+    assert np.isfinite(core.metrics.tau_abs_sum)
