@@ -83,6 +83,7 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
     """
     if settings.cpu_latency_us is not None:
         hold_cpu_latency(settings.cpu_latency_us, role)
+    allowed = os.sched_getaffinity(0)  # before pinning: the CPUs this process may use at all
     cpu = settings.daemon_cpu if role == "daemon" else settings.bridge_cpu
     if cpu is not None:
         try:
@@ -90,9 +91,13 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
             log.info("%s pinned to CPU %d", role, cpu)
         except OSError as e:
             log.warning("%s could not be pinned to CPU %d (%s); it runs on any CPU", role, cpu, e.strerror)
-    if settings.io_cpu is not None:  # ZeroMQ applies it to the I/O threads it starts; nothing to refuse here
-        zmq.Context.instance().set(zmq.THREAD_AFFINITY_CPU_ADD, settings.io_cpu)
-        log.info("%s ZeroMQ I/O thread pinned to CPU %d", role, settings.io_cpu)
+    if settings.io_cpu is not None:
+        if settings.io_cpu in allowed:  # (ZeroMQ aborts the process if its thread cannot be pinned)
+            zmq.Context.instance().set(zmq.THREAD_AFFINITY_CPU_ADD, settings.io_cpu)
+            log.info("%s ZeroMQ I/O thread pinned to CPU %d", role, settings.io_cpu)
+        else:
+            log.warning("%s ZeroMQ I/O thread not pinned: CPU %d is outside this process's CPUs %s", role,
+                        settings.io_cpu, sorted(allowed))  # fmt: skip
     if settings.priority:
         try:
             # the process's own threads only: children (the log writer, tools) start at normal priority

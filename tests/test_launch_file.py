@@ -168,7 +168,7 @@ def test_realtime_table_is_checked_at_load(tmp_path):
 def test_realtime_settings_take_effect_or_say_why_not():
     """enter_realtime gives the process SCHED_FIFO and its CPU, or logs a warning naming what was refused; its
     ZeroMQ threads get the priority above and run on io_cpu, and a child process starts at normal priority."""
-    io_cpu = os.cpu_count() - 1
+    io_cpu = max(os.sched_getaffinity(0))  # a CPU this process may use
     code = (
         "import logging, os, sys\n"
         "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(levelname)s %(message)s')\n"
@@ -192,6 +192,27 @@ def test_realtime_settings_take_effect_or_say_why_not():
         assert "SCHED_FIFO" not in out.split("child", 1)[1], out
     assert "cpus [0]" in out or "could not be pinned to CPU 0" in out, out
     assert f"io_cpus [{io_cpu}]" in out and f"I/O thread pinned to CPU {io_cpu}" in out, out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_an_io_cpu_outside_the_process_cpus_is_a_warning_not_an_abort():
+    """ZeroMQ aborts a process whose I/O thread cannot be pinned; enter_realtime leaves it unpinned and says so."""
+    first, other = sorted(os.sched_getaffinity(0))[:2]
+    code = (
+        "import logging, os, sys, time, zmq\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(levelname)s %(message)s')\n"
+        "from idcontrol.realtime import RealtimeSettings, enter_realtime\n"
+        f"os.sched_setaffinity(0, {{{first}}})\n"
+        f"enter_realtime(RealtimeSettings(io_cpu={other}), 'daemon')\n"
+        "s = zmq.Context.instance().socket(zmq.PUB)\n"
+        "s.bind('tcp://127.0.0.1:*')\n"
+        "time.sleep(0.2)\n"
+        "print('alive')\n"
+        "s.close()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "alive" in out.stdout, out.stderr
+    assert f"I/O thread not pinned: CPU {other} is outside this process's CPUs [{first}]" in out.stdout, out.stdout
 
 
 def test_a_cpu_latency_request_is_written_and_held_or_its_refusal_said(tmp_path, caplog):
