@@ -195,9 +195,8 @@ class ContactDetector:
                 ids = tuple((names[k], name) for name, spheres in key for k in spheres)
             else:
                 ids = tuple((names[k], name, j) for name, spheres in key for k in spheres for j in range(self.samples))
-            bodies = np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks])
-            mus = np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks])
-            read_only(bodies), read_only(mus)
+            bodies = read_only(np.concatenate([np.full(len(c[0]), c[1], dtype=np.intp) for c in chunks]))
+            mus = read_only(np.concatenate([np.full(len(c[0]), c[8], dtype=float) for c in chunks]))
             if len(self._id_cache) > 4096:
                 self._id_cache.clear()
             cached = self._id_cache[key] = (ids, bodies, mus)
