@@ -63,6 +63,7 @@ class Launch:
         self.prepare = prepare
         self.daemon: subprocess.Popen | None = None
         self.bridge: subprocess.Popen | None = None
+        self._bridge_stopped = False
         self._interrupted = False
 
     def _spawn(self, role: str, stdout: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
@@ -100,6 +101,7 @@ class Launch:
         keys = KeyDirectory(self.config.curve_keys) if self.config.curve_keys else None
         admin = AdminClient(self.config.endpoints.admin, curve=keys)
         started_wall = time.monotonic()
+        bridge_report: dict[str, Any] = {}
         try:
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             self._wait_daemon_ready(admin)
@@ -117,6 +119,8 @@ class Launch:
             self._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 5.0, "the safe stop")
             stats = admin.request("stats")
             sim_time = status["t"] - t0
+            # the bridge first: a real-time bridge left without its daemon counts late commands until it stops
+            bridge_report = self._stop_bridge()
             try:
                 admin.request("shutdown")
             except TimeoutError:  # it may exit before its reply leaves; _stop_children ends it either way
@@ -124,7 +128,7 @@ class Launch:
         finally:
             signal.signal(signal.SIGINT, previous)
             admin.close()
-            bridge_report = self._stop_children()
+            bridge_report = self._stop_children() or bridge_report
         summary = {key: stats[key] for key in SUMMARY_KEYS}
         summary.update({
             "robot": self.config.robot, "launch_file": str(self.config.path), "end": end_reason,
@@ -168,10 +172,11 @@ class Launch:
                 if proc.poll() is not None:
                     return f"the {name} exited with code {proc.returncode}"
 
-    def _stop_children(self) -> dict[str, Any]:
-        """Stop the bridge, then the daemon (already told to shut down); collect the bridge's report."""
+    def _stop_bridge(self) -> dict[str, Any]:
+        """Stop the bridge and return its report; {} if it gave none or was stopped before."""
         report: dict[str, Any] = {}
-        if self.bridge is not None:
+        if self.bridge is not None and not self._bridge_stopped:
+            self._bridge_stopped = True
             if self.bridge.poll() is None:
                 self.bridge.send_signal(signal.SIGTERM)
             try:
@@ -182,6 +187,12 @@ class Launch:
                         break
             except subprocess.TimeoutExpired:
                 self.bridge.kill()
+                self.bridge.wait()
+        return report
+
+    def _stop_children(self) -> dict[str, Any]:
+        """Stop the bridge, then the daemon (already told to shut down); the bridge's report, if it gave one now."""
+        report = self._stop_bridge()
         if self.daemon is not None:
             try:
                 self.daemon.wait(timeout=5)

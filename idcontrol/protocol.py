@@ -129,6 +129,14 @@ def get_str(message: Mapping[str, Any], key: str) -> str:
     return value
 
 
+def get_bool(message: Mapping[str, Any], key: str, seq: int | None = None) -> bool:
+    """An optional boolean field (absent: False)."""
+    value = message.get(key, False)
+    if not isinstance(value, bool):
+        raise ProtocolError("bad_field", f"{key} must be a boolean, got {type(value).__name__}", seq)
+    return value
+
+
 def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None = None) -> Array:
     """A float array field of exactly ``length`` finite values."""
     value = require(message, key)
@@ -163,6 +171,8 @@ class StateMessage:
     contact_forces : (k, 3) force on each contact sphere of the robot file, world frame, N; optional.
     objects : pose and twist of movable bodies by name (world frame); optional.
     last_rtt_us : the bridge's round trip of the previous command, µs; optional (statistics only).
+    last_late : the command answering the previous state missed its deadline (the bridge's next period
+        boundary) and the bridge reused an older torque; that command's round trip is then unknown.
     bridge_stopped : the bridge has stopped the robot on its own (late commands); the daemon then
         stops too, so that only an explicit start resumes.
     """
@@ -175,6 +185,7 @@ class StateMessage:
     objects: dict[str, ObjectState] = field(default_factory=dict)
     last_rtt_us: float | None = None
     bridge_stopped: bool = False
+    last_late: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,10 +238,8 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     rtt = message.get("last_rtt_us")
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")
-    stopped = message.get("bridge_stopped", False)
-    if not isinstance(stopped, bool):
-        raise ProtocolError("bad_field", f"bridge_stopped must be a boolean, got {type(stopped).__name__}", seq)
-    return StateMessage(seq, t, q, v, forces, objects, rtt, stopped)
+    stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
+    return StateMessage(seq, t, q, v, forces, objects, rtt, stopped, late)
 
 
 def encode_state(
@@ -242,6 +251,7 @@ def encode_state(
     objects: Mapping[str, ObjectState] | None = None,
     last_rtt_us: float | None = None,
     bridge_stopped: bool = False,
+    last_late: bool = False,
 ) -> bytes:
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
     if contact_forces is not None:
@@ -260,6 +270,8 @@ def encode_state(
         message["last_rtt_us"] = float(last_rtt_us)
     if bridge_stopped:
         message["bridge_stopped"] = True
+    if last_late:
+        message["last_late"] = True
     return pack(message)
 
 

@@ -139,6 +139,10 @@ def test_realtime_reuses_the_last_torque_for_a_late_command(spin_us):
     assert applied == sorted(applied)  # never an older command than one already applied
     assert report.late_commands >= 1 and report.safe_stops == 0
     assert applied[-1] > 20  # service resumed
+    # each state after a late command says so, without a round trip; the others carry one and no flag
+    flagged = [m for m in daemon.states if m.get("last_late")]
+    assert len(flagged) == report.late_commands and all("last_rtt_us" not in m for m in flagged)
+    assert all(m.get("last_rtt_us", 0.0) < 3 * PERIOD * 1e6 for m in daemon.states if not m.get("last_late"))
 
 
 def test_realtime_safe_stops_after_twenty_late_commands_and_says_so():

@@ -374,6 +374,19 @@ def test_every_formulation_publishes_telemetry_while_standing_on_its_feet(quadru
         h.close()
 
 
+def test_a_command_the_bridge_reports_late_is_a_deadline_miss(harness):
+    """last_late counts a miss even with no round trip to judge by; a round trip over the period counts one too."""
+    harness.state()
+    harness.admin.request("start")
+    for _ in range(5):
+        harness.state(last_rtt_us=300.0)
+    assert harness.admin.request("stats")["deadline_misses"] == 0
+    harness.state(last_late=True)
+    harness.state(last_rtt_us=1200.0)
+    stats = harness.admin.request("stats")
+    assert stats["deadline_misses"] == 2 and stats["roundtrip_us"]["max"] == 1200.0
+
+
 def test_a_bridge_that_stopped_the_robot_stops_the_daemon_too(harness):
     """bridge_stopped in a state ends run mode: only an explicit start resumes, on both sides."""
     harness.admin.request("start")

@@ -45,7 +45,7 @@ def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dic
         "v": 1, "type": "telemetry", "seq": seq, "t": seq * 1e-3, "now": 100.0 + seq * 1e-3, "mode": "run",
         "formulation": "two_stage_qp", "q": wire.f64(f(19)), "qd": wire.f64(f(18)), "tau": wire.f64(f(12)),
         "compute_us": float(rng.uniform(100, 900)), "clipped": int(rng.integers(3)), "note": f"note {seq}",
-        "bridge_stopped": bool(seq % 2), "last_rtt_us": float(rng.uniform(100, 900)),
+        "bridge_stopped": bool(seq % 2), "last_late": bool(seq % 4 == 1), "last_rtt_us": float(rng.uniform(100, 900)),
         "objects": {"box": {"position": wire.f64(f(3)), "orientation_xyzw": wire.f64(f(4)),
                             "linear_velocity": wire.f64(f(3)), "angular_velocity": wire.f64(f(3))}},
         "q_ref": wire.f64(f(12)), "qd_ref": wire.f64(f(12)), "qdd_des": wire.f64(f(12)),

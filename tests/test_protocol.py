@@ -41,7 +41,9 @@ def test_state_round_trip_keeps_every_field_bit_exact():
     raw = wire.encode_state(42, 1.5, q, v, f, {"box": box}, last_rtt_us=123.5)
     msg = wire.decode_control(raw, SHAPE)
     assert isinstance(msg, wire.StateMessage)
-    assert (msg.seq, msg.t, msg.last_rtt_us) == (42, 1.5, 123.5)
+    assert (msg.seq, msg.t, msg.last_rtt_us, msg.last_late, msg.bridge_stopped) == (42, 1.5, 123.5, False, False)
+    late = wire.decode_control(wire.encode_state(43, 1.501, q, v, last_late=True, bridge_stopped=True), SHAPE)
+    assert (late.last_late, late.bridge_stopped, late.last_rtt_us) == (True, True, None)
     np.testing.assert_array_equal(msg.q, q)
     np.testing.assert_array_equal(msg.v, v)
     np.testing.assert_array_equal(msg.contact_forces, f)
@@ -107,6 +109,8 @@ def test_envelope_errors_have_their_codes(raw, code):
         ({"objects": {"ball": {}}}, "bad_field"),
         ({"objects": {"box": {"position": wire.f64(np.zeros(3))}}}, "missing_field"),
         ({"last_rtt_us": "fast"}, "bad_field"),
+        ({"last_late": 1}, "bad_field"),
+        ({"bridge_stopped": "yes"}, "bad_field"),
     ],
 )
 def test_state_field_errors_have_their_codes(overrides, code):

@@ -319,7 +319,7 @@ class Daemon:
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
         stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
-        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us)
+        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late)
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
         if self.telemetry is not None or self.logger is not None:
@@ -351,6 +351,7 @@ class Daemon:
             "formulation": self.core.controller.formulation.name, "q": wire.f64(message.q), "qd": wire.f64(message.v),
             "tau": wire.f64(out.tau), "compute_us": compute_us, "clipped": out.clipped, "now": now, "note": out.note,
             "bridge_stopped": message.bridge_stopped, "last_rtt_us": message.last_rtt_us,
+            "last_late": message.last_late,
         }  # fmt: skip
         if message.objects:
             record["objects"] = {name: {"position": wire.f64(s.position), "orientation_xyzw": wire.f64(

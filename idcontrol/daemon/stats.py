@@ -73,10 +73,13 @@ class TickStats:
         roundtrip_us: float | None,
         phases_s: dict[str, float] | None,
         stages_us: tuple[float, float, float] | None = None,
+        previous_late: bool = False,
     ) -> None:
         """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent;
         ``phases_s`` the controller's timings (s); ``stages_us`` the daemon's own split of ``compute_us``:
-        decoding the state, the core's tick, encoding and handing the command to ZeroMQ (µs)."""
+        decoding the state, the core's tick, encoding and handing the command to ZeroMQ (µs);
+        ``previous_late``: the bridge says the previous command missed its deadline (a miss, whatever the
+        round trips)."""
         self.ticks += 1
         self.compute_us.add(compute_us)
         if roundtrip_us is not None:
@@ -86,7 +89,7 @@ class TickStats:
             late = roundtrip_us > self.period_us
         else:
             late = compute_us > self.period_us
-        self.deadline_misses += late
+        self.deadline_misses += late or previous_late
         sums = self.phase_sums_us
         if stages_us is not None:
             decode_us, tick_us, send_us = stages_us

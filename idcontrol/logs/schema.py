@@ -31,7 +31,7 @@ END_TOPIC = "/idcontrol/end"
 #: Tick fields by kind. Arrays are float64; ``(n, 3)`` fields hold one row per contact (or sphere).
 SCALAR_INT = ("index", "seq", "iterations", "clipped", "log_dropped")
 SCALAR_FLOAT = ("t", "now", "compute_us", "last_rtt_us")
-SCALAR_BOOL = ("found", "repaired", "bridge_stopped")
+SCALAR_BOOL = ("found", "repaired", "bridge_stopped", "last_late")
 SCALAR_STR = ("mode", "formulation", "fallback", "message", "note")
 #: fixed length per run: q (nq,), qd (nv,), the rest (nu,)
 VECTORS = ("q", "qd", "tau", "q_ref", "qd_ref", "qdd_des")
@@ -57,6 +57,7 @@ _DOC = {
     "found": "the formulation found a solution",
     "repaired": "the Section 4.5 consistency repair was applied",
     "bridge_stopped": "the bridge reported its own safe stop",
+    "last_late": "the bridge reported that the previous command missed its deadline",
     "mode": "idle, run, safe_stop or stopped",
     "formulation": "active formulation",
     "fallback": "fallback the formulation used, empty if none",
