@@ -145,8 +145,8 @@ class ControlCore:
 
     def warm_up(self, ticks: int = 20) -> None:
         """Build every registered formulation and solve the standing posture with each: twice with each
-        smaller set of contact spheres allowed (none, one, ...), then ``ticks`` times with all; and run the
-        safety filter's and the run metrics' kernels once.
+        smaller set of contact spheres allowed (none, one, ...), then, from a reset warm start, ``ticks``
+        times with all; and run the safety filter's and the run metrics' kernels once.
 
         First-call costs (workspaces, compiled kernels and their specializations for each contact count:
         loading one takes milliseconds) are paid before the first real state, and a run-time switch to any
@@ -163,17 +163,23 @@ class ControlCore:
         sensed = np.zeros((spheres, 3))
         target = self.reference.sample(0.0, q, v)
         qdd_des, tracking = desired_acceleration(target, q[self._idx_q], v[self._idx_v], self.gains)
-        masks = [*(np.arange(spheres) < k for k in range(spheres)), None]  # the first k spheres, then all
+        fewer = [np.arange(spheres) < k for k in range(spheres)]  # the first k spheres may touch
         active = self.controller.formulation
         for name in available_formulations():
             formulation = active if name == active.name else self._formulations.get(name)
             formulation = formulation or make_formulation(name, **self.formulation_options.get(name, {}))
             self._formulations[name] = formulation  # the launch file's instance keeps its options
             self.controller.formulation = formulation
-            for mask in masks:
+            for mask in fewer:
                 state = RobotState(q=q, v=v, objects=objects, sensed_forces=sensed, contact_mask=mask)
-                for _ in range(ticks if mask is None else 2):
+                for _ in range(2):
                     self.controller.solve(state, qdd_des, tracking)
+            # the warm start the run begins from is the full stance's alone (a degenerate stance's LCP can
+            # have many solutions; which one the first ticks find would otherwise depend on these solves)
+            formulation.reset()
+            state = RobotState(q=q, v=v, objects=objects, sensed_forces=sensed)
+            for _ in range(ticks):
+                self.controller.solve(state, qdd_des, tracking)
         self.controller.formulation = active
         self.reference.reset()
         self.filter.warm_up(q[self._idx_q], v[self._idx_v])
