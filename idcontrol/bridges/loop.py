@@ -116,7 +116,6 @@ class BridgeLoop:
         self._daemon_mode = wire.MODE_IDLE
         self._safe_stopped = False  # the bridge's own safe stop (late commands)
         self._last_rtt_us: float | None = None
-        self._last_late = False  # the command answering the last state sent missed its deadline
         self._state: Any = None  # the last state sent
         self._act_v = np.asarray(robot.actuated_dofs, dtype=np.intp)
 
@@ -128,7 +127,7 @@ class BridgeLoop:
         s = self._state = self.sim.state()  # kept: the safe stop damps the velocity last measured
         objects: dict[str, ObjectState] = s.objects
         self.socket.send(wire.encode_state(self._seq, s.t, s.q, s.v, s.contact_forces, objects, self._last_rtt_us,
-                                           self._safe_stopped, self._last_late))  # fmt: skip
+                                           self._safe_stopped, self._late > 0))  # fmt: skip
         self.report.states_sent += 1
         return time.perf_counter()
 
@@ -176,10 +175,9 @@ class BridgeLoop:
                 self._safe_stopped = False  # the daemon left run mode: a new start may resume
             self._daemon_mode = command.mode
             self._late = 0
-            self._last_late = False
             self._tau = command.tau
-        else:  # late: the next state says so, with no round trip (this command's is unknown)
-            self._last_late, self._last_rtt_us = True, None
+        else:  # late: the next state says so (_late > 0), with no round trip (this command's is unknown)
+            self._last_rtt_us = None
             self._late += 1
             self.report.late_commands += 1
             self.report.max_late_in_a_row = max(self.report.max_late_in_a_row, self._late)
