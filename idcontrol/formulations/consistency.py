@@ -54,17 +54,13 @@ def rest_correction(J_free: Array, drift: Array) -> Array:
 
 
 def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = 1e-7) -> bool:
-    """True when v⁺ penetrates a contact (N v⁺ < −φ/Δt) or, for no-slip models, slips.
-
-    Both checks always run for a no-slip model (no short cut): a kernel first called mid-run would load
-    then, which takes milliseconds (see ControlCore.warm_up).
-    """
+    """True when v⁺ penetrates a contact (N v⁺ < −φ/Δt) or, for no-slip models, slips."""
     p = problem
     if p.n == 0:
         return False
-    penetrates = min_gap_rate(p.N, v_next, p.phi, p.dt) < -tol
-    slips = no_slip and max(max_abs_product(p.S, v_next), max_abs_product(p.T, v_next)) > tol
-    return bool(penetrates or slips)
+    if min_gap_rate(p.N, v_next, p.phi, p.dt) < -tol:
+        return True
+    return bool(no_slip and max(max_abs_product(p.S, v_next), max_abs_product(p.T, v_next)) > tol)
 
 
 def repair_desired_velocity(

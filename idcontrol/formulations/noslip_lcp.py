@@ -35,7 +35,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import noslip_finish, noslip_setup, refine_normal_forces
+from idcontrol.solvers.kernels import max_abs_product, noslip_finish, noslip_setup, refine_normal_forces
 from idcontrol.solvers.lemke import lemke_regularized
 from idcontrol.solvers.ppm import active_set, ppm
 
@@ -225,8 +225,10 @@ def share_tangential(
 
 @cache
 def _load_fallback_kernels() -> None:
-    """Load the compiled LCP kernels now, the fallback's too: a standing warm-up tick may not reach it,
-    and a first call in the control loop would pay their loading (or compiling) there."""
+    """Load the compiled LCP kernels now, the fallback's too, and the repair check's slip test: a standing
+    warm-up tick may not reach them (it may repair a penetration first), and a first call in the control
+    loop would pay their loading (or compiling) there."""
     B, r = np.array([[1.0, 1.0]]), np.array([-1.0, -1.0])
     ppm(B, r)
     active_set(B, r)
+    max_abs_product(B, r)
