@@ -35,7 +35,7 @@ Stage I objective, because W w never changes v⁺.
 
 ``dissipation = "contacts"`` (an option; ``"world"``, the paper's, is the default) measures the kinetic
 energy relative to v_c = [v_u,c; q̇_des], the unactuated velocity closest to the contact-free one that holds
-the active contacts at rest (least squares over [N; S; T], see :func:`contact_velocity_correction`):
+the active contacts at rest (least squares over [N; S; T], see :func:`contact_relative_gradient`):
 ½ (v⁺ − v_c)ᵀ M (v⁺ − v_c) = ½‖x⁺ − Lᵀv_u,c‖², so only g changes, to −R_u δ/Δt. With τ free and P v⁺
 fixed, the paper's objective can only act on the base, and its optimum brakes the base toward zero momentum
 while stance feet slide, which under sticking feet becomes torques that push against the gait; relative to
@@ -173,8 +173,7 @@ class StageOne:
             INFINITY
         )  # fmt: skip
         if dissipation == "contacts":
-            # ½‖x⁺ − Lᵀv_c‖²/Δt² with x⁺ = x₀ + Δt R̃ y: g = R̃ᵀ(x₀ − Lᵀv_c)/Δt = −R_u δ/Δt
-            self.g = red.R[:, red.u] @ -contact_velocity_correction(p, red) / p.dt
+            self.g = contact_relative_gradient(p, red)
         self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
         self.l_normal = self.lower[3 * n : 4 * n]
         # f_N ≥ 0 (left out where the pyramid implies it); tangential forces signed. R_a: (nu, 3n)
@@ -195,14 +194,17 @@ class StageOne:
         return y
 
 
-def contact_velocity_correction(problem: ContactProblem, red: ReducedDynamics) -> Array:
-    """(nb,) δ: the change of the contact-free unactuated v⁺ that, with P v⁺ = q̇_des, holds the contacts at rest.
+def contact_relative_gradient(problem: ContactProblem, red: ReducedDynamics) -> Array:
+    """(3n,) Stage I's linear term g with the kinetic energy measured relative to v_c (``dissipation = "contacts"``).
 
-    Least squares over the 3n contact rows, least norm: R_u δ ≈ −(R_u v_f + R_a q̇_des), where
-    v_f = L⁻ᵀ x₀ is the contact-free unactuated velocity; m/s and rad/s.
+    δ (nb,), the change of the contact-free unactuated v⁺ that with P v⁺ = q̇_des holds the contacts at rest, is
+    the least-norm least-squares solution of R_u δ ≈ −(R_u v_f + R_a q̇_des) over the 3n contact rows, with
+    v_f = L⁻ᵀ x₀ the contact-free unactuated velocity. Then ½‖x⁺ − Lᵀv_c‖²/Δt² with x⁺ = x₀ + Δt R̃ y gives
+    g = R̃ᵀ(x₀ − Lᵀv_c)/Δt = −R_u δ/Δt.
     """
     R_u = red.R[:, red.u]
-    return rest_correction(R_u, R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des)
+    delta = rest_correction(R_u, R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des)
+    return R_u @ -delta / problem.dt
 
 
 def solve_stage_one(
