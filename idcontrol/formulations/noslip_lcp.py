@@ -35,7 +35,13 @@ from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import max_abs_product, noslip_finish, noslip_setup, refine_normal_forces
+from idcontrol.solvers.kernels import (
+    least_norm_solution,
+    max_abs_product,
+    noslip_finish,
+    noslip_setup,
+    refine_normal_forces,
+)
 from idcontrol.solvers.lemke import lemke_regularized
 from idcontrol.solvers.ppm import active_set, ppm
 
@@ -213,8 +219,9 @@ def share_tangential(
     A = Q.T @ np.concatenate([red.S_w, red.T_w], axis=1)  # (k, 2n)
     y = np.concatenate([f_s, f_t])
     h = A @ y
-    root = np.sqrt(np.tile(f_normal + 1e-6 * top, 2))
-    z, *_ = np.linalg.lstsq(A * root, h, rcond=1e-12)
+    weight = f_normal + 1e-6 * top
+    root = np.sqrt(np.concatenate([weight, weight]))
+    z = least_norm_solution(A * root, h, 1e-12)
     y_new = root * z
     if np.abs(A @ y_new - h).max() > 1e-9 * max(1.0, float(np.abs(h).max())):
         return None
