@@ -1,7 +1,7 @@
 """The controller core: one pure, synchronous solve per tick.
 
 ``InverseDynamicsController.solve(state, qdd_des)`` updates the robot model in
-place, detects contacts, assembles the :class:`~idcontrol.problem.ContactProblem`
+place, detects contacts, assembles the :class:`~idcontrol.formulations.problem.ContactProblem`
 (appending any movable bodies, paper Section 1.5) and hands it to the selected
 formulation. It owns no socket, file or clock; the daemon, replay and the test
 harness all call this same core.
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
@@ -21,11 +22,20 @@ from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.consistency import rest_correction
-from idcontrol.problem import ContactProblem, SolveResult, as_index
-from idcontrol.robot.model import RobotModel, check_vector
-from idcontrol.solvers.kernels import all_finite, reduced_penetration
+from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
+from idcontrol.robot.model import RobotModel
+from idcontrol.validation import all_finite, check_vector
 
 Array = NDArray[np.float64]
+
+
+@njit(cache=True)
+def reduced_penetration(phi, tolerance, gain):  # pragma: no cover - compiled
+    """(n,) signed distances, m, with each penetration φ < 0 replaced by gain · min(φ + tolerance, 0)."""
+    out = np.empty_like(phi)
+    for i in range(phi.shape[0]):
+        out[i] = gain * min(phi[i] + tolerance, 0.0) if phi[i] < 0.0 else phi[i]
+    return out
 
 
 @dataclass

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from idcontrol.problem import ContactProblem
+from idcontrol.formulations.problem import ContactProblem
 from idcontrol.robot.model import RobotModel
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

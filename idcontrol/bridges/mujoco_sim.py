@@ -68,7 +68,8 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, IdControlError, InputError
-from idcontrol.robot.model import RobotModel, check_vector
+from idcontrol.robot.model import RobotModel
+from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
 

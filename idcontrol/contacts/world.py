@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, HeightMap
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import ObjectConfig
-from idcontrol.robot.model import check_vector
+from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
 GRAVITY = np.array([0.0, 0.0, -9.81])

@@ -27,18 +27,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.controller import InverseDynamicsController, RobotState
 from idcontrol.daemon.safety import SafetyFilter, SafetySettings
 from idcontrol.errors import ConfigError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
-from idcontrol.problem import SolveResult
+from idcontrol.formulations.problem import SolveResult
 from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
 from idcontrol.reference import JointTarget, Reference, desired_acceleration
-from idcontrol.solvers.kernels import all_finite, mean_abs, mean_abs_difference
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
+
+
+@njit(cache=True)
+def mean_abs(x):  # pragma: no cover - compiled
+    """Mean of |x| over the 1-D array ``x`` (0 for an empty one)."""
+    total = 0.0
+    for value in x:
+        total += abs(value)
+    return total / max(x.shape[0], 1)
+
+
+@njit(cache=True)
+def mean_abs_difference(a, b):  # pragma: no cover - compiled
+    """Mean of |a − b| over two 1-D arrays of one length (0 when empty)."""
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += abs(a[i] - b[i])
+    return total / max(a.shape[0], 1)
 
 
 @dataclass

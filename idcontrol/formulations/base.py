@@ -31,7 +31,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.problem import ContactProblem, SolveResult, index_array
+from idcontrol.formulations.problem import ContactProblem, SolveResult, index_array
 from idcontrol.solvers.kernels import forces_in_world, reduced_dynamics, velocity_and_torque
 
 Array = NDArray[np.float64]

@@ -24,7 +24,7 @@ import numpy as np
 import qpsolvers
 from numpy.typing import NDArray
 
-from idcontrol.problem import ContactProblem, block
+from idcontrol.formulations.problem import ContactProblem, block
 from idcontrol.solvers.kernels import least_norm_solution, max_abs_product, min_gap_rate
 
 Array = NDArray[np.float64]

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
-from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.kernels import coulomb_lcp_data
 from idcontrol.solvers.lemke import lemke_regularized

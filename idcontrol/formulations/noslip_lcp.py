@@ -34,7 +34,7 @@ import numpy as np
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
-from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import (
     least_norm_solution,
     max_abs_product,

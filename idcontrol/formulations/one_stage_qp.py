@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.two_stage_qp import (
     StageOne,
     _finish,
@@ -27,7 +28,6 @@ from idcontrol.formulations.two_stage_qp import (
     remap_active_set,
     solve_stage_one,
 )
-from idcontrol.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.qp import DenseQP
 
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation
-from idcontrol.problem import ContactProblem, Residuals, SolveResult, failed_result
+from idcontrol.formulations.problem import ContactProblem, Residuals, SolveResult, failed_result
 
 
 class PID(Formulation):

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation, ReducedDynamics
-from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 
 
 class SensedID(Formulation):

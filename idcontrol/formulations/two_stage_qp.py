@@ -65,7 +65,7 @@ from numpy.typing import NDArray
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, ReducedDynamics
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
-from idcontrol.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
 from idcontrol.solvers.pyramid_dual import normal_rows_hold, stage_one_target, stage_two_structured, stages_at
 from idcontrol.solvers.qp import INFINITY, DenseQP

@@ -8,7 +8,8 @@ import numpy as np
 
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.reference.base import Array, JointTarget, Reference
-from idcontrol.robot.model import RobotModel, check_vector
+from idcontrol.robot.model import RobotModel
+from idcontrol.validation import check_vector
 
 
 def _frozen(x: Array) -> Array:

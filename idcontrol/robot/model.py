@@ -8,22 +8,13 @@ import numpy as np
 import pinocchio as pin
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError, InputError, NameNotFound, NonFiniteError, ShapeError
+from idcontrol.errors import ConfigError, InputError, NameNotFound
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
-from idcontrol.solvers.kernels import all_finite, frame_kinematics
+from idcontrol.solvers.kernels import frame_kinematics
+from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
-
-
-def check_vector(name: str, x: object, n: int) -> Array:
-    """Return ``x`` as a float vector of length ``n``; raise ShapeError/NonFiniteError otherwise."""
-    arr = np.asarray(x, dtype=float)
-    if arr.shape != (n,):
-        raise ShapeError(name, (n,), arr.shape)
-    if not all_finite(arr):
-        raise NonFiniteError(name, np.flatnonzero(~np.isfinite(arr)))
-    return arr
 
 
 class RobotModel:

@@ -19,26 +19,10 @@ import math
 import numpy as np
 from numba import njit
 
+from idcontrol.validation import all_finite
+
 # ----------------------------------------------------------------------------------------------------------------------
 # validation and kinematics
-
-
-@njit(cache=True)
-def all_finite(x):  # pragma: no cover - compiled
-    """True when no entry of the 1-D array ``x`` is NaN or infinite."""
-    for value in x:
-        if not math.isfinite(value):
-            return False
-    return True
-
-
-@njit(cache=True)
-def reduced_penetration(phi, tolerance, gain):  # pragma: no cover - compiled
-    """(n,) signed distances, m, with each penetration φ < 0 replaced by gain · min(φ + tolerance, 0)."""
-    out = np.empty_like(phi)
-    for i in range(phi.shape[0]):
-        out[i] = gain * min(phi[i] + tolerance, 0.0) if phi[i] < 0.0 else phi[i]
-    return out
 
 
 @njit(cache=True)
@@ -47,24 +31,6 @@ def least_norm_solution(A, b, rcond):  # pragma: no cover - compiled
     ``rcond`` × the largest ignored (LAPACK gelsd, as numpy.linalg.lstsq, without its Python overhead)."""
     x, _, _, _ = np.linalg.lstsq(A, b, rcond=rcond)
     return x
-
-
-@njit(cache=True)
-def mean_abs(x):  # pragma: no cover - compiled
-    """Mean of |x| over the 1-D array ``x`` (0 for an empty one)."""
-    total = 0.0
-    for value in x:
-        total += abs(value)
-    return total / max(x.shape[0], 1)
-
-
-@njit(cache=True)
-def mean_abs_difference(a, b):  # pragma: no cover - compiled
-    """Mean of |a − b| over two 1-D arrays of one length (0 when empty)."""
-    total = 0.0
-    for i in range(a.shape[0]):
-        total += abs(a[i] - b[i])
-    return total / max(a.shape[0], 1)
 
 
 @njit(cache=True)
