@@ -2,6 +2,6 @@
 
 import sys
 
-from idcontrol.cli import main
+from idcontrol.tools.cli import main
 
 sys.exit(main())

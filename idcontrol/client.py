@@ -54,7 +54,11 @@ class AdminClient:
         if not self._socket.poll(timeout_ms, zmq.POLLOUT):
             self._reset()
             raise TimeoutError(f"the daemon at {self.endpoint} does not accept requests")
-        self._socket.send(payload, zmq.NOBLOCK)
+        try:
+            self._socket.send(payload, zmq.NOBLOCK)
+        except zmq.Again:  # the peer went away between the poll and the send
+            self._reset()
+            raise TimeoutError(f"the daemon at {self.endpoint} does not accept requests") from None
         if not self._socket.poll(timeout_ms):
             self._reset()
             raise TimeoutError(f"no reply from the daemon at {self.endpoint}")
@@ -77,7 +81,7 @@ class AdminClient:
 def main(argv: list[str] | None = None) -> int:
     """Send one admin request to the daemon of a launch file; print the reply as JSON."""
     from idcontrol.errors import IdControlError
-    from idcontrol.launch_file import load_launch
+    from idcontrol.settings import load_launch
 
     parser = argparse.ArgumentParser(prog="python -m idcontrol.client", description=main.__doc__)
     parser.add_argument("launch_file", help="the launch file whose daemon to ask (its admin endpoint)")

@@ -117,3 +117,15 @@ class ProtocolError(InputError):
 
 class LogError(IdControlError):
     """A log file that cannot be written or read (exists already, truncated, not a log, unknown version)."""
+
+
+class SimulationError(IdControlError):
+    """A simulator back end could not advance; its state is unchanged."""
+
+
+class SimulationDiverged(SimulationError):
+    """MuJoCo found a non-finite or huge position, velocity or acceleration; reset the simulation to go on."""
+
+
+class ContactSolveFailed(SimulationError):
+    """The rigid simulator's contact LCP had no solution Lemke (with regularization) could find."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -26,6 +26,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import ObjectState
+
+# the command's ``mode`` values are the control core's modes (re-exported for wire users)
+from idcontrol.control.modes import MODE_IDLE as MODE_IDLE
+from idcontrol.control.modes import MODE_RUN as MODE_RUN
+from idcontrol.control.modes import MODE_SAFE_STOP as MODE_SAFE_STOP
+from idcontrol.control.modes import MODE_STOPPED as MODE_STOPPED
+from idcontrol.control.modes import MODES
+from idcontrol.control.state import RobotState
 from idcontrol.errors import ProtocolError
 
 Array = NDArray[np.float64]
@@ -33,13 +41,6 @@ Array = NDArray[np.float64]
 PROTOCOL_VERSION = 1
 #: Messages larger than this are refused unread (``too_large``).
 MAX_MESSAGE_BYTES = 1 << 20
-
-#: Command modes, in the order of the daemon's state machine.
-MODE_IDLE = "idle"  # not controlling: tau = 0; a simulator holds still, a robot keeps its brakes
-MODE_RUN = "run"  # tau from the controller
-MODE_SAFE_STOP = "safe_stop"  # damping torques while the robot comes to rest
-MODE_STOPPED = "stopped"  # tau = 0 after a safe stop; only an explicit start resumes
-MODES = (MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED)
 
 #: Error reply codes and what they mean (docs/protocol.md, "Errors").
 ERROR_CODES = {
@@ -163,26 +164,23 @@ def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None
 # ---------------------------------------------------------------------------------------------- control channel
 @dataclass(slots=True)
 class StateMessage:
-    """One ``state`` message of the control channel (bridge → daemon).
+    """One ``state`` message of the control channel (bridge → daemon), decoded once into the core's type.
 
-    q : (nq,) Pinocchio configuration (floating base: position m, quaternion x y z w, joints rad or m).
-    v : (nv,) Pinocchio velocity, wire field ``qd`` (floating base: linear then angular velocity in the
-        base frame).
-    contact_forces : (k, 3) force on each contact sphere of the robot file, world frame, N; optional.
-    objects : pose and twist of movable bodies by name (world frame); optional.
+    seq : the bridge's sequence number (the command answering it carries the same).
+    state : the robot state: ``q`` (nq,) Pinocchio configuration (floating base: position m, quaternion
+        x y z w, joints rad or m); ``v`` (nv,) Pinocchio velocity, wire field ``qd`` (floating base: linear then
+        angular velocity in the base frame); ``t`` bridge time, s; ``sensed_forces`` (k, 3) the wire's
+        ``contact_forces``, force on each contact sphere of the robot file, world frame, N, optional;
+        ``objects`` pose and twist of movable bodies by name (world frame), optional.
     last_rtt_us : the bridge's round trip of the previous command, µs; optional (statistics only).
-    last_late : the command answering the previous state missed its deadline (the bridge's next period
-        boundary) and the bridge reused an older torque; that command's round trip is then unknown.
     bridge_stopped : the bridge has stopped the robot on its own (late commands); the daemon then
         stops too, so that only an explicit start resumes.
+    last_late : the command answering the previous state missed its deadline (the bridge's next period
+        boundary) and the bridge reused an older torque; that command's round trip is then unknown.
     """
 
     seq: int
-    t: float
-    q: Array
-    v: Array
-    contact_forces: Array | None = None
-    objects: dict[str, ObjectState] = field(default_factory=dict)
+    state: RobotState
     last_rtt_us: float | None = None
     bridge_stopped: bool = False
     last_late: bool = False
@@ -239,7 +237,7 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
-    return StateMessage(seq, t, q, v, forces, objects, rtt, stopped, late)
+    return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late)
 
 
 def encode_state(

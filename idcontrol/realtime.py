@@ -18,56 +18,12 @@ import os
 import select
 import struct
 import time
-from dataclasses import dataclass
 
 import zmq
 
-from idcontrol.errors import ConfigError
+from idcontrol.settings import RealtimeSettings
 
 log = logging.getLogger("idcontrol.realtime")
-
-
-@dataclass(frozen=True)
-class RealtimeSettings:
-    """priority : SCHED_FIFO priority 1-99 (0: the normal scheduler).
-    daemon_cpu, bridge_cpu : pin the process to this CPU (None: any).
-    spin_us : while a run is live, the daemon polls for the next state without sleeping from this long
-        (µs) before it is due until it comes (at most this long after), and the bridge polls for its
-        command for up to this long after sending the state, before either blocks. 0 (the default):
-        always block.
-    io_cpu : run the process's ZeroMQ I/O threads, which move every message between the sockets and the
-        kernel, on this CPU (None: wherever the process runs). Measured here with the daemon on CPU 1
-        and the bridge on CPU 0: both I/O threads on CPU 0 took the daemon's hand-over of a command to
-        ZeroMQ from 52 to 30 µs p50, since the loopback TCP work no longer runs on the daemon's CPU.
-    cpu_latency_us : while the process runs, ask the kernel (PM QoS, ``/dev/cpu_dma_latency``) to wake
-        any CPU within this many µs: 0 keeps idle CPUs polling instead of halting (more power, less
-        jitter; the usual setting of real-time Linux). None (the default): no request.
-    """
-
-    priority: int = 0
-    daemon_cpu: int | None = None
-    bridge_cpu: int | None = None
-    spin_us: float = 0.0
-    io_cpu: int | None = None
-    cpu_latency_us: int | None = None
-
-    def check(self, where: str) -> RealtimeSettings:
-        if not isinstance(self.priority, int) or isinstance(self.priority, bool) or not 0 <= self.priority <= 99:
-            raise ConfigError(f"{where}: realtime.priority must be an integer in 0 .. 99, got {self.priority!r}")
-        cpus = os.cpu_count() or 1
-        for key in ("daemon_cpu", "bridge_cpu", "io_cpu"):
-            cpu = getattr(self, key)
-            if cpu is not None and (not isinstance(cpu, int) or isinstance(cpu, bool) or not 0 <= cpu < cpus):
-                raise ConfigError(f"{where}: realtime.{key} must be a CPU index in 0 .. {cpus - 1}, got {cpu!r}")
-        spin = self.spin_us
-        if not isinstance(spin, (int, float)) or isinstance(spin, bool) or not 0.0 <= spin <= 10_000.0:
-            raise ConfigError(f"{where}: realtime.spin_us must be in 0 .. 10000 µs, got {spin!r}")
-        latency = self.cpu_latency_us
-        if latency is not None and (
-            not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1_000_000
-        ):
-            raise ConfigError(f"{where}: realtime.cpu_latency_us must be an integer in 0 .. 1000000, got {latency!r}")
-        return self
 
 
 def enter_realtime(settings: RealtimeSettings, role: str) -> None:

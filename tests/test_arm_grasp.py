@@ -24,11 +24,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from idcontrol.bridges.mujoco_sim import MujocoSim
 from idcontrol.contacts.world import Environment, MovableBody
-from idcontrol.controller import InverseDynamicsController, RobotState
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
 from idcontrol.reference import ArmSinusoid
 from idcontrol.robot.model import RobotModel
+from idcontrol.sim.mujoco import MujocoSim
 from idcontrol.testing import assert_stays_in_run, loop_config, run_in_process
 
 DROP_DISTANCE = 0.01  # m, box centre to fingertip centroid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from idcontrol.cli import main
+from idcontrol.tools.cli import main
 
 
 def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
@@ -34,7 +34,7 @@ def test_bench_rejects_an_unknown_formulation(capsys) -> None:
 
 def test_transport_floor_measures_real_round_trips_through_a_second_process() -> None:
     """The transport scenario echoes real states through another process: every round trip is timed."""
-    from idcontrol.bench import bench_transport
+    from idcontrol.tools.bench import bench_transport
 
     t = bench_transport(200)
     assert t["ticks"] == 200 and 0 < t["p50_us"] <= t["p99_us"] <= t["max_us"]

@@ -7,7 +7,8 @@ import pinocchio as pin
 import pytest
 
 from idcontrol.contacts.world import Environment, ObjectState
-from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
 from idcontrol.errors import (
     InputError,
     NameNotFound,
@@ -19,6 +20,7 @@ from idcontrol.errors import (
 )
 from idcontrol.formulations import make_formulation
 from idcontrol.formulations.two_stage_qp import remap_active_set
+from idcontrol.reference.base import Tracking
 from idcontrol.robot.config import load_robot_config
 from idcontrol.robot.model import RobotModel
 from tests.conftest import solo12_urdf

@@ -12,13 +12,13 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
-from idcontrol.controller import InverseDynamicsController
-from idcontrol.daemon.core import ControlCore
-from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import Daemon
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
+from idcontrol.settings import Endpoints
 
 ANY_PORT = Endpoints("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from idcontrol.launch_file import load_launch
+from idcontrol.settings import load_launch
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"

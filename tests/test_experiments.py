@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from idcontrol.cli import main
-from idcontrol.experiments.paper import DelayedForces, plan
+from idcontrol.tools.cli import main
+from idcontrol.tools.experiments.paper import DelayedForces, plan
 
 REQUIRED = ("experiment", "terrain", "controller", "pos_err_rad", "vel_err_rad_s", "tau_rate_mean", "tau_mean",
             "force_err_abs_N", "force_err_rel", "fell")  # fmt: skip

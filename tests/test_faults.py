@@ -12,8 +12,8 @@ import pytest
 
 from idcontrol import protocol as wire
 from idcontrol.bridges.loop import BridgeLoop
-from idcontrol.bridges.mujoco_sim import MujocoSim
 from idcontrol.client import AdminClient
+from idcontrol.sim.mujoco import MujocoSim
 from tests.test_daemon import Harness
 from tests.test_launch import launch_file, spawn, stop, wait_for
 

@@ -15,8 +15,8 @@ import pytest
 import zmq
 
 from idcontrol.errors import ConfigError, RobotFileNotFound, UnknownFormulation, UnknownRobot
-from idcontrol.launch_file import load_launch
-from idcontrol.launcher import check_endpoints_free
+from idcontrol.settings import load_launch
+from idcontrol.tools.launcher import check_endpoints_free
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 
@@ -99,7 +99,7 @@ def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, wor
 def test_formulation_tables_reach_every_formulation_the_daemon_builds(tmp_path):
     """[formulations.NAME] options apply at start-up, after --formulation, and to the instance a run-time
     switch swaps in; controller.options override them for the launch formulation."""
-    from idcontrol.daemon.app import build_core
+    from idcontrol.control.factory import build_core
 
     text = GOOD.replace("[reference]", """[formulations.two_stage_qp]
 dissipation = "contacts"

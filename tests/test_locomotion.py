@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from idcontrol.launch_file import LaunchConfig, ReferenceSettings, load_launch
 from idcontrol.reference import make_reference
+from idcontrol.settings import LaunchConfig, ReferenceSettings, load_launch
 from idcontrol.testing import assert_no_fall, assert_tracking
 from tests.conftest import REPO
 

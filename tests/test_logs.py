@@ -16,13 +16,13 @@ from mcap.reader import make_reader
 from mcap.writer import Writer
 
 from idcontrol import protocol as wire
-from idcontrol.cli import main
 from idcontrol.errors import LogError
 from idcontrol.logs import schema
 from idcontrol.logs.reader import read_log
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.logs.writer import SegmentedLog, segment_path
 from idcontrol.robot.model import RobotModel
+from idcontrol.tools.cli import main
 from tests.test_launch import daemon_and_bridge, launch_file, wait_for
 
 

@@ -9,16 +9,16 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from idcontrol.bridges.mujoco_sim import (
+from idcontrol.contacts.world import GRAVITY, ObjectState, rotation_from_xyzw
+from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
+from idcontrol.robot.model import RobotModel
+from idcontrol.sim.mujoco import (
     COMPLIANT_SOLIMP,
     COMPLIANT_SOLREF,
     MU_INFINITE,
     MujocoSim,
     SimulationDiverged,
 )
-from idcontrol.contacts.world import GRAVITY, ObjectState, rotation_from_xyzw
-from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
-from idcontrol.robot.model import RobotModel
 from tests.conftest import solo12_urdf
 
 

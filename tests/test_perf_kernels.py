@@ -6,8 +6,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
 from idcontrol.formulations.base import ReducedDynamics
+from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 
 

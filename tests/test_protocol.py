@@ -41,21 +41,21 @@ def test_state_round_trip_keeps_every_field_bit_exact():
     raw = wire.encode_state(42, 1.5, q, v, f, {"box": box}, last_rtt_us=123.5)
     msg = wire.decode_control(raw, SHAPE)
     assert isinstance(msg, wire.StateMessage)
-    assert (msg.seq, msg.t, msg.last_rtt_us, msg.last_late, msg.bridge_stopped) == (42, 1.5, 123.5, False, False)
+    assert (msg.seq, msg.state.t, msg.last_rtt_us, msg.last_late, msg.bridge_stopped) == (42, 1.5, 123.5, False, False)
     late = wire.decode_control(wire.encode_state(43, 1.501, q, v, last_late=True, bridge_stopped=True), SHAPE)
     assert (late.last_late, late.bridge_stopped, late.last_rtt_us) == (True, True, None)
-    np.testing.assert_array_equal(msg.q, q)
-    np.testing.assert_array_equal(msg.v, v)
-    np.testing.assert_array_equal(msg.contact_forces, f)
-    np.testing.assert_array_equal(msg.objects["box"].position, box.position)
-    np.testing.assert_array_equal(msg.objects["box"].angular_velocity, box.angular_velocity)
+    np.testing.assert_array_equal(msg.state.q, q)
+    np.testing.assert_array_equal(msg.state.v, v)
+    np.testing.assert_array_equal(msg.state.sensed_forces, f)
+    np.testing.assert_array_equal(msg.state.objects["box"].position, box.position)
+    np.testing.assert_array_equal(msg.state.objects["box"].angular_velocity, box.angular_velocity)
 
 
 def test_arrays_may_also_be_msgpack_lists_of_numbers():
     """Drivers without a byte-packing helper may send plain arrays; integers count as numbers."""
     raw = encode_state(q=[0, 0, 0.16, 0, 0, 0, 1] + [0] * 12, qd=[0.0] * 18)
     msg = wire.decode_control(raw, SHAPE)
-    assert msg.q[2] == 0.16 and msg.q.dtype == np.float64
+    assert msg.state.q[2] == 0.16 and msg.state.q.dtype == np.float64
 
 
 def test_arrays_are_little_endian_float64_bytes():

@@ -10,17 +10,16 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from idcontrol.bridges.rigid_sim import RigidSim
 from idcontrol.contacts.geometry import HalfSpace, HeightMap
 from idcontrol.contacts.world import Environment, MovableBody, Surface
-from idcontrol.controller import InverseDynamicsController
-from idcontrol.daemon.app import build_core, world_for
-from idcontrol.daemon.core import ControlCore
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.core import ControlCore
+from idcontrol.control.factory import build_core, world_for
 from idcontrol.errors import ConfigError
-from idcontrol.launch_file import load_launch
-from idcontrol.protocol import StateMessage
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
+from idcontrol.settings import load_launch
+from idcontrol.sim.rigid import RigidSim
 from idcontrol.solvers.lcp import lcp_residuals
 from tests.test_launch import LAUNCH, launch_file, run_launch
 
@@ -209,9 +208,9 @@ def run_loop(core: ControlCore, sim: RigidSim, seconds: float) -> tuple[np.ndarr
     """
     core.start(0.0)
     predicted, simulated = [], []
-    for i in range(int(round(seconds / sim.dt))):
+    for _i in range(int(round(seconds / sim.dt))):
         s = sim.state()
-        out = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t)
+        out = core.tick(s.robot_state(), now=s.t)
         if out.mode != "run":
             break
         sim.step(out.tau)
@@ -298,9 +297,9 @@ def test_arm_holds_the_box_in_a_no_slip_world(arm):
     core = ControlCore(controller, make_reference("arm_sinusoid", arm))
     core.start(0.0)
     predicted, simulated = [], []
-    for i in range(1000):
+    for _i in range(1000):
         s = sim.state()
-        out = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t)
+        out = core.tick(s.robot_state(), now=s.t)
         assert out.mode == "run", core.reason
         sim.step(out.tau)
         assert sim.last_step is not None and sim.last_step.contacts.n == 4  # every fingertip on the box

@@ -330,7 +330,9 @@ def test_pid_gains_section_sets_the_baselines_torque_gains_apart_from_the_accele
     split = RobotModel(str(tmp_path / "robot.toml"))
     np.testing.assert_array_equal(split.gains.kp, plain.gains.kp)
     assert np.all(split.pid_gains.kp == 20.0) and split.pid_gains.kd[split.actuated_joints.index("LF_KFE")] == 0.7
-    from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.state import RobotState
+    from idcontrol.reference.base import Tracking
 
     controller = InverseDynamicsController(split, formulation="pid")
     error = np.full(split.nu, 0.01)

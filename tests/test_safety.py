@@ -8,20 +8,20 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from idcontrol.controller import InverseDynamicsController
-from idcontrol.daemon.core import ControlCore
-from idcontrol.daemon.safety import (
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.core import ControlCore
+from idcontrol.control.safety import (
     POSITION_LIMIT,
     VELOCITY_LIMIT,
     WITHIN_LIMITS,
     SafetyFilter,
-    SafetySettings,
     guard_torque,
     limit_violation,
 )
+from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, NameNotFound
-from idcontrol.protocol import StateMessage
 from idcontrol.reference import make_reference
+from idcontrol.settings import SafetySettings
 
 
 def make_core(robot, **settings) -> ControlCore:
@@ -41,8 +41,8 @@ class Stepper:
     def tick(self, q=None, v=None):
         self.seq += 1
         t = self.seq * 1e-3
-        message = StateMessage(self.seq, t, self.q if q is None else q, self.v if v is None else v)
-        return self.core.tick(message, now=t)
+        state = RobotState(self.q if q is None else q, self.v if v is None else v, t)
+        return self.core.tick(state, now=t)
 
 
 def break_formulation(monkeypatch, core: ControlCore, after: int, how: str) -> None:
@@ -265,8 +265,8 @@ telemetry = "tcp://127.0.0.1:15557"
 def test_launch_file_safety_table_reaches_the_core_and_bad_joint_names_fail_at_load(tmp_path, quadruped):
     """[safety] values become the core's settings; an unknown joint in a per-joint table fails when the file
     loads, before any process starts."""
-    from idcontrol.daemon.app import build_core
-    from idcontrol.launch_file import load_launch
+    from idcontrol.control.factory import build_core
+    from idcontrol.settings import load_launch
 
     path = tmp_path / "run.toml"
     path.write_text(LAUNCH_TEXT + 'safe_controller = "pd_hold"\ntorque_limits = { LF_HAA = 4.0 }\n'
@@ -287,7 +287,7 @@ def test_shipped_quadruped_launch_files_turn_the_limit_guards_on():
     """The quadruped launch files set the position guard (off in code by default); standing, the velocity one."""
     from pathlib import Path
 
-    from idcontrol.launch_file import load_launch
+    from idcontrol.settings import load_launch
 
     launch = Path(__file__).resolve().parents[1] / "launch"
     stand, trot = (load_launch(launch / f"{name}.toml").safety for name in ("quadruped_stand", "quadruped_trot"))

@@ -12,16 +12,15 @@ import zmq
 import zmq.auth
 
 from idcontrol import protocol as wire
-from idcontrol.cli import main as cli_main
 from idcontrol.client import AdminClient
-from idcontrol.controller import InverseDynamicsController
-from idcontrol.daemon.core import ControlCore
-from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import Daemon
 from idcontrol.errors import ConfigError
-from idcontrol.launch_file import load_launch
 from idcontrol.reference import make_reference
 from idcontrol.security import KeyDirectory, generate_keys
+from idcontrol.settings import Endpoints, load_launch
+from idcontrol.tools.cli import main as cli_main
 
 ANY_PORT = Endpoints("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
 

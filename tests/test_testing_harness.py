@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from idcontrol.bridges.mujoco_sim import MujocoSim
-from idcontrol.bridges.simulators import available_simulators, make_simulator, register_simulator
 from idcontrol.errors import UnknownName
-from idcontrol.launch_file import load_launch
 from idcontrol.reference import HoldPose
+from idcontrol.settings import load_launch
+from idcontrol.sim import available_simulators, make_simulator, register_simulator
+from idcontrol.sim.mujoco import MujocoSim
 from idcontrol.testing import (
     assert_friction_cone,
     assert_no_fall,

@@ -10,9 +10,9 @@ import pytest
 from numba.core.registry import CPUDispatcher
 
 from idcontrol import protocol as wire
-from idcontrol.bridges.mujoco_sim import MujocoSim
-from idcontrol.daemon.app import build_core
-from idcontrol.launch_file import load_launch
+from idcontrol.control.factory import build_core
+from idcontrol.settings import load_launch
+from idcontrol.sim.mujoco import MujocoSim
 from tests.conftest import REPO
 
 TROT = REPO / "launch" / "quadruped_trot.toml"
@@ -48,7 +48,7 @@ def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
     for seq in range(1, 1201):
         s = sim.state()
         message = wire.decode_control(wire.encode_state(seq, s.t, s.q, s.v, s.contact_forces), shape)
-        out = core.tick(message, now=s.t)
+        out = core.tick(message.state, now=s.t)
         slowest = max(slowest, out.result.timings["total"])
         contact_counts.add(len(out.result.f_normal))
         sim.step(out.tau)

@@ -1,7 +1,7 @@
 """The simulator side of the control channel: send state, apply the daemon's torque, step.
 
 :class:`BridgeLoop` drives any simulator with ``state()`` / ``step(tau)``
-(the MuJoCo back end, later the rigid simulator) against a daemon:
+(any :class:`~idcontrol.sim.base.Simulator`: MuJoCo, the rigid simulator) against a daemon:
 
 * **lock-step** (deterministic): send the state, wait for its command, step.
   Without an answer the simulation does not advance; the state is re-sent
@@ -26,32 +26,23 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.contacts.world import ObjectState
-from idcontrol.daemon.stats import percentiles_us
+from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP
 from idcontrol.errors import IdControlError, ProtocolError
-from idcontrol.protocol import MODE_RUN, MODE_SAFE_STOP
 from idcontrol.realtime import wait_readable
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import KeyDirectory
+from idcontrol.sim.base import Simulator
+from idcontrol.timing import Series, percentiles_us
 
 log = logging.getLogger("idcontrol.bridge")
 
-
-class Simulator(Protocol):
-    """What the loop needs from a simulation back end."""
-
-    @property
-    def time(self) -> float: ...  # simulated time, s (cheaper than a whole state)
-
-    def state(self) -> object: ...  # .t, .q, .v, .objects, .contact_forces
-
-    def step(self, tau: np.ndarray) -> None: ...
 
 
 @dataclass
@@ -109,11 +100,11 @@ class BridgeLoop:
             curve.make_client(self.socket)
         self.socket.connect(endpoint)
         self.report = BridgeReport()
-        self._rtt = np.empty(1 << 20)
+        self._rtt = Series(1 << 20)
         self._stop = False
         self._seq = 0
         self._tau = np.zeros(robot.nu)
-        self._daemon_mode = wire.MODE_IDLE
+        self._daemon_mode = MODE_IDLE
         self._safe_stopped = False  # the bridge's own safe stop (late commands)
         self._last_rtt_us: float | None = None
         self._state: Any = None  # the last state sent
@@ -148,7 +139,7 @@ class BridgeLoop:
             if command.seq != self._seq:
                 continue  # the answer to an older state, already given up on
             rtt_us = (time.perf_counter() - sent_at) * 1e6
-            self._rtt[self.report.commands % self._rtt.size] = rtt_us
+            self._rtt.add(rtt_us)
             self.report.commands += 1
             self._last_rtt_us = rtt_us
             return command
@@ -210,7 +201,7 @@ class BridgeLoop:
             s = self.sim.state()
             self.report.sim_time = float(s.t)
             self.report.base_position = [float(x) for x in s.q[:3]] if self.robot.floating_base else []
-            self.report.roundtrip_us = percentiles_us(self._rtt[: min(self.report.commands, self._rtt.size)])
+            self.report.roundtrip_us = percentiles_us(self._rtt.values())
             self.socket.close(linger=0)
         return self.report
 

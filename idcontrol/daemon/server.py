@@ -1,4 +1,4 @@
-"""The daemon: ZeroMQ I/O around :class:`~idcontrol.daemon.core.ControlCore`.
+"""The daemon: ZeroMQ I/O around :class:`~idcontrol.control.core.ControlCore`.
 
 Sockets (docs/protocol.md):
 
@@ -32,14 +32,17 @@ from typing import Any
 import zmq
 
 from idcontrol import protocol as wire
-from idcontrol.daemon.core import ControlCore, TickOutput
-from idcontrol.daemon.endpoints import Endpoints, bind
+from idcontrol.control.core import Command, ControlCore
+from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_STOPPED
+from idcontrol.daemon.endpoints import bind
 from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
+from idcontrol.logs import schema
 from idcontrol.logs.recorder import LogRecorder
-from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, RobotShape, StateMessage
+from idcontrol.protocol import RobotShape, StateMessage
 from idcontrol.realtime import rt_rest_fraction, spin_until_readable, wait_readable
 from idcontrol.security import KeyDirectory
+from idcontrol.settings import Endpoints
 
 log = logging.getLogger("idcontrol.daemon")
 #: admin requests that change what the core computes; logged so that replay applies them at the same tick
@@ -110,7 +113,7 @@ class Daemon:
             nv=robot.nv,
             joint_names=tuple(robot.actuated_joints),
             contact_names=tuple(robot.sphere_names),
-            object_names=tuple(o.name for o in core.controller.environment.objects),
+            object_names=core.object_names,
         )
         self.stats = TickStats(core.dt)
         self.rate_log = RateLimitedLog()
@@ -184,7 +187,7 @@ class Daemon:
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
         log.info("daemon ready: robot %s, formulation %s, control %s, admin %s", self.shape.robot,
-                 self.core.controller.formulation.name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
+                 self.core.formulation_name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
         try:
             while True:
                 if self.spin_s and time.monotonic() - self._last_state_time < 2.0 * self.core.dt:
@@ -300,10 +303,10 @@ class Daemon:
         self._last_seq = message.seq
         self._last_state_time = now
         self._state_received_at = received
-        self._last_t = message.t
+        self._last_t = message.state.t
         try:
             tick_started = time.perf_counter()
-            out = self.core.tick(message, now)
+            out = self.core.tick(message.state, now, bridge_stopped=message.bridge_stopped)
             ticked = time.perf_counter()
         except InputError as e:
             self._reply_error(peer, "bad_state", str(e), message.seq)
@@ -313,7 +316,7 @@ class Daemon:
             self.core.stop(f"internal error: {type(e).__name__}: {e}", now)
             self._reply_error(peer, "internal", f"{type(e).__name__}: {e}", message.seq)
             return
-        self.control.send_multipart([peer, wire.encode_command(out.seq, out.t, out.tau, out.mode)])
+        self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
@@ -345,42 +348,15 @@ class Daemon:
         self.core.expire(now)
 
     # ------------------------------------------------------------------ telemetry
-    def _publish(self, out: TickOutput, message: StateMessage, compute_us: float, now: float) -> None:
-        record: dict[str, Any] = {
-            "v": wire.PROTOCOL_VERSION, "type": "telemetry", "seq": out.seq, "t": out.t, "mode": out.mode,
-            "formulation": self.core.controller.formulation.name, "q": wire.f64(message.q), "qd": wire.f64(message.v),
-            "tau": wire.f64(out.tau), "compute_us": compute_us, "clipped": out.clipped, "now": now, "note": out.note,
-            "bridge_stopped": message.bridge_stopped, "last_rtt_us": message.last_rtt_us,
-            "last_late": message.last_late,
-        }  # fmt: skip
-        if message.objects:
-            record["objects"] = {name: {"position": wire.f64(s.position), "orientation_xyzw": wire.f64(
-                s.orientation_xyzw), "linear_velocity": wire.f64(s.linear_velocity), "angular_velocity": wire.f64(
-                s.angular_velocity)} for name, s in message.objects.items()}  # fmt: skip
-        if out.target is not None:
-            record["q_ref"] = wire.f64(out.target.q_ref)
-            record["qd_ref"] = wire.f64(out.target.v_ref)
-            record["qdd_des"] = wire.f64(out.qdd_des)
-            reference = self.core.reference.telemetry()
-            if reference:
-                record["reference"] = reference
-        result = out.result
-        if result is not None:
-            contacts = self.core.controller.last_contacts
-            record.update({
-                "found": bool(result.found), "iterations": int(result.iterations), "fallback": result.fallback or "",
-                "repaired": bool(result.consistency_repaired), "message": result.message,
-                "timings_us": {k: v * 1e6 for k, v in result.timings.items()},
-                "contact_ids": self._contact_labels(contacts.ids),
-                "contact_points": wire.f64(contacts.points), "contact_normals": wire.f64(contacts.normals),
-                "contact_phi": wire.f64(contacts.phi), "force_normal": wire.f64(result.f_normal),
-                "force_world": wire.f64(result.force_in_world) if result.force_in_world is not None else b"",
-            })  # fmt: skip
-        if message.contact_forces is not None:
-            record["sensed_forces"] = wire.f64(message.contact_forces)
+    def _publish(self, out: Command, message: StateMessage, compute_us: float, now: float) -> None:
+        """Publish and log the tick record (:data:`idcontrol.logs.schema.TICK_FIELDS`), after the command left."""
+        labels = self._contact_labels(out.contacts.ids) if out.contacts is not None else None
+        record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
+                                    now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
+                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late)  # fmt: skip
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped
-        packed = wire.pack(record)
+        packed = wire.pack({"v": wire.PROTOCOL_VERSION, "type": "telemetry", **schema.encode_tick_record(record)})
         if self.logger is not None:
             self.logger.tick(packed)
         if self.telemetry is not None:
@@ -417,7 +393,7 @@ class Daemon:
                 self.stats.errors += 1
                 self.rate_log.warning("reference", f"reference message dropped: {e.code}: {e}")
                 continue
-            if hasattr(reference, "set_target"):
+            if reference.accepts_targets:
                 reference.set_target(*target)
             else:
                 self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
@@ -466,28 +442,19 @@ class Daemon:
             if not isinstance(options, dict):
                 raise ProtocolError("bad_field", "options must be a map")
             core.set_formulation(name, options)
-            return wire.encode_reply(kind, formulation=core.controller.formulation.name)
+            return wire.encode_reply(kind, formulation=core.formulation_name)
         if kind == "set_gains":
             core.set_gains(request.get("kp"), request.get("kd"), request.get("ki"))
             return wire.encode_reply(kind, kp=core.gains.kp.tolist(), kd=core.gains.kd.tolist())
         if kind == "set_reference":
-            from idcontrol.reference import make_reference
-
             name = wire.get_str(request, "name")
             options = request.get("options") or {}
             if not isinstance(options, dict):
                 raise ProtocolError("bad_field", "options must be a map")
-            running = core.mode in (MODE_RUN, MODE_SAFE_STOP)
-            if running and name != core.reference.name:
-                raise ProtocolError("invalid_transition", "stop before switching to another kind of reference")
-            if running:
-                try:
-                    core.reference.update(**options)  # in place: the gait keeps its phase
-                except (ConfigError, InputError) as e:
-                    raise ProtocolError("invalid_transition", str(e)) from None
-                return wire.encode_reply(kind, reference=name, updated=sorted(options))
-            core.reference = make_reference(name, core.robot, **options)
-            return wire.encode_reply(kind, reference=name)
+            updated = core.set_reference(name, options)
+            if updated is None:
+                return wire.encode_reply(kind, reference=name)
+            return wire.encode_reply(kind, reference=name, updated=updated)
         if kind == "reset_stats":
             self.stats.reset()
             return wire.encode_reply(kind)
@@ -501,7 +468,7 @@ class Daemon:
         now = time.monotonic()
         return {
             "robot": self.shape.robot, "mode": core.mode, "reason": core.reason,
-            "formulation": core.controller.formulation.name, "reference": core.reference.name,
+            "formulation": core.formulation_name, "reference": core.reference.name,
             "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
             "deadline_misses": self.stats.deadline_misses,
             "bridge_connected": bool(now - self._last_state_time < max(self.watchdog, 0.1)),
@@ -513,7 +480,7 @@ class Daemon:
     def summary(self) -> dict[str, Any]:
         core = self.core
         return {
-            **self.stats.summary(), **core.metrics.summary(), "formulation": core.controller.formulation.name,
+            **self.stats.summary(), **core.metrics.summary(), "formulation": core.formulation_name,
             "torque_clips": core.clip_count, "solve_failures": core.fail_count, "mode": core.mode,
             "reason": core.reason, "interventions": dict(core.filter.counts),
             **(self.logger.status() if self.logger is not None else {}),

@@ -25,8 +25,8 @@ from idcontrol.logs.ring import Ring
 from idcontrol.logs.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from idcontrol.daemon.core import ControlCore
-    from idcontrol.launch_file import LaunchConfig
+    from idcontrol.control.core import ControlCore
+    from idcontrol.settings import LaunchConfig
 
 RING_BYTES = 32 << 20  # about 20 s of quadruped ticks at 1 kHz
 EVENT_TIMEOUT_S = 0.5  # an admin event may wait this long for room in the ring (never a tick)
@@ -43,7 +43,7 @@ def default_log_path(robot: str, directory: str | Path = "logs") -> Path:
 
 
 def describe_run(config: LaunchConfig, core: ControlCore) -> dict[str, Any]:
-    """The run's configuration as JSON values: enough to rebuild the same core (see :mod:`idcontrol.replay`)."""
+    """The run's configuration as JSON values: enough to rebuild the same core (see :mod:`idcontrol.tools.replay`)."""
     robot, c = core.robot, config.controller
     return {
         "schema_version": SCHEMA_VERSION,

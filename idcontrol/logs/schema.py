@@ -17,7 +17,14 @@ embedded in the file, so Foxglove and the ``mcap`` CLI open it without idcontrol
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from idcontrol.control.core import Command
+    from idcontrol.control.state import RobotState
 
 SCHEMA_VERSION = 1
 PROFILE = "idcontrol"
@@ -28,58 +35,181 @@ TICK_TOPIC = "/idcontrol/tick"
 EVENT_TOPIC = "/idcontrol/event"
 END_TOPIC = "/idcontrol/end"
 
-#: Tick fields by kind. Arrays are float64; ``(n, 3)`` fields hold one row per contact (or sphere).
-SCALAR_INT = ("index", "seq", "iterations", "clipped", "log_dropped")
-SCALAR_FLOAT = ("t", "now", "compute_us", "last_rtt_us")
-SCALAR_BOOL = ("found", "repaired", "bridge_stopped", "last_late")
-SCALAR_STR = ("mode", "formulation", "fallback", "message", "note")
-#: fixed length per run: q (nq,), qd (nv,), the rest (nu,)
-VECTORS = ("q", "qd", "tau", "q_ref", "qd_ref", "qdd_des")
-#: one value per detected contact (the count changes from tick to tick)
-CONTACT_VECTORS = ("contact_phi", "force_normal")
-CONTACT_ROWS3 = ("contact_points", "contact_normals", "force_world")
-#: one row per contact sphere of the robot file (measured by the bridge), N, world frame
-SPHERE_ROWS3 = ("sensed_forces",)
-ROWS3 = CONTACT_ROWS3 + SPHERE_ROWS3
-MAPS = ("timings_us", "reference", "objects")
-STRINGS = ("contact_ids",)
+@dataclass(frozen=True)
+class TickField:
+    """One field of the tick record.
 
-_DOC = {
-    "index": "ticks the daemon answered before this one (events refer to it)",
-    "seq": "sequence number of the state (bridge)",
-    "t": "bridge time of the state, s",
-    "now": "daemon monotonic clock when the state was handled, s",
-    "compute_us": "state received to command sent, µs",
-    "last_rtt_us": "the bridge's round trip of the previous command, µs",
-    "iterations": "solver iterations",
-    "clipped": "joints whose torque hit its limit",
-    "log_dropped": "tick records dropped so far because the log writer fell behind",
-    "found": "the formulation found a solution",
-    "repaired": "the Section 4.5 consistency repair was applied",
-    "bridge_stopped": "the bridge reported its own safe stop",
-    "last_late": "the bridge reported that the previous command missed its deadline",
-    "mode": "idle, run, safe_stop or stopped",
-    "formulation": "active formulation",
-    "fallback": "fallback the formulation used, empty if none",
-    "message": "solver message",
-    "note": "why the mode changed this tick, if it did",
-    "q": "configuration (nq,), Pinocchio layout: base position m, quaternion xyzw, joints rad",
-    "qd": "generalized velocity (nv,), Pinocchio layout",
-    "tau": "commanded torque (nu,), N·m",
-    "q_ref": "reference joint positions (nu,), rad",
-    "qd_ref": "reference joint velocities (nu,), rad/s",
-    "qdd_des": "desired joint accelerations after PD feedback (nu,), rad/s²",
-    "contact_phi": "signed distance per contact, m",
-    "force_normal": "predicted normal force per contact, N",
-    "contact_points": "contact points (n, 3), world frame, m",
-    "contact_normals": "contact normals (n, 3), world frame",
-    "force_world": "predicted force on the robot per contact (n, 3), world frame, N",
-    "sensed_forces": "force measured by the simulator per contact sphere (k, 3), world frame, N",
-    "timings_us": "phase times of the solve, µs",
-    "reference": "the reference's own telemetry (e.g. gait phase)",
-    "objects": "movable bodies: position, orientation_xyzw, linear_velocity, angular_velocity",
-    "contact_ids": "contact labels sphere/surface",
-}
+    kind : ``int``, ``float``, ``bool``, ``str``; ``vector`` (fixed length per run); ``contact`` (one value per
+        detected contact, n changes from tick to tick); ``contact_rows3`` ((n, 3), one row per contact);
+        ``sphere_rows3`` ((k, 3), one row per contact sphere of the robot file); ``map``; ``strings``.
+    size : the length of a ``vector`` field: ``nq``, ``nv`` or ``nu``.
+    when : ``always``; ``run`` (run mode only, when the formulation ran); ``optional``.
+    """
+
+    name: str
+    kind: str
+    doc: str
+    size: str = ""
+    when: str = "always"
+
+
+#: The tick record, defined once: the daemon's telemetry, the log's ``/idcontrol/tick`` messages and the test
+#: harness's rows are this record (docs/protocol.md's table is generated from it: :func:`markdown_table`).
+TICK_FIELDS: tuple[TickField, ...] = (
+    TickField("index", "int", "ticks the daemon answered before this one (the log's own; events refer to it)",
+              when="optional"),
+    TickField("seq", "int", "sequence number of the state (bridge)"),
+    TickField("t", "float", "bridge time of the state, s"),
+    TickField("now", "float", "daemon monotonic clock when the state was handled, s"),
+    TickField("mode", "str", "idle, run, safe_stop or stopped, after this tick"),
+    TickField("formulation", "str", "active formulation"),
+    TickField("q", "vector", "configuration, Pinocchio layout: base position m, quaternion xyzw, joints rad", "nq"),
+    TickField("qd", "vector", "generalized velocity, Pinocchio layout (base twist in the base frame)", "nv"),
+    TickField("tau", "vector", "commanded torque after the safety filter, N·m", "nu"),
+    TickField("compute_us", "float", "state received to command sent, µs"),
+    TickField("clipped", "int", "joints whose torque hit its limit"),
+    TickField("note", "str", "what the guards did this tick (why the mode changed), or empty"),
+    TickField("bridge_stopped", "bool", "the bridge reported its own safe stop"),
+    TickField("last_late", "bool", "the bridge reported that the previous command missed its deadline"),
+    TickField("last_rtt_us", "float", "the bridge's round trip of the previous command, µs (nil when unknown)"),
+    TickField("objects", "map", "movable bodies: position, orientation_xyzw, linear_velocity, angular_velocity "
+              "(f64 each, world frame)", when="optional"),
+    TickField("sensed_forces", "sphere_rows3", "force measured per contact sphere (k, 3), world frame, N",
+              when="optional"),
+    TickField("log_dropped", "int", "tick records dropped so far because the log writer fell behind",
+              when="optional"),
+    TickField("q_ref", "vector", "reference joint positions, rad", "nu", "run"),
+    TickField("qd_ref", "vector", "reference joint velocities, rad/s", "nu", "run"),
+    TickField("qdd_des", "vector", "desired joint accelerations after PD feedback, rad/s²", "nu", "run"),
+    TickField("reference", "map", "the reference's own telemetry (e.g. the trot's phase and stance legs)", when="run"),
+    TickField("found", "bool", "the formulation found a solution", when="run"),
+    TickField("iterations", "int", "solver iterations", when="run"),
+    TickField("fallback", "str", "fallback the formulation used, empty if none", when="run"),
+    TickField("repaired", "bool", "the Section 4.5 consistency repair was applied", when="run"),
+    TickField("message", "str", "solver message", when="run"),
+    TickField("timings_us", "map", "phase times of the tick's solve (model, contacts, build, solve, total), µs",
+              when="run"),
+    TickField("contact_ids", "strings", "contact labels sphere/surface", when="run"),
+    TickField("contact_points", "contact_rows3", "contact points (n, 3), world frame, m", when="run"),
+    TickField("contact_normals", "contact_rows3", "contact normals (n, 3), world frame", when="run"),
+    TickField("contact_phi", "contact", "signed distance per contact, m", when="run"),
+    TickField("force_normal", "contact", "predicted normal force per contact, N", when="run"),
+    TickField("force_world", "contact_rows3", "predicted force on the robot per contact (n, 3), world frame, N "
+              "(empty when the solve failed)", when="run"),
+)  # fmt: skip
+
+_BY_KIND: dict[str, tuple[str, ...]] = {}
+for _field in TICK_FIELDS:
+    _BY_KIND[_field.kind] = (*_BY_KIND.get(_field.kind, ()), _field.name)
+SCALAR_INT = _BY_KIND["int"]
+SCALAR_FLOAT = _BY_KIND["float"]
+SCALAR_BOOL = _BY_KIND["bool"]
+SCALAR_STR = _BY_KIND["str"]
+#: fixed length per run: q (nq,), qd (nv,), the rest (nu,)
+VECTORS = _BY_KIND["vector"]
+#: one value per detected contact (the count changes from tick to tick)
+CONTACT_VECTORS = _BY_KIND["contact"]
+CONTACT_ROWS3 = _BY_KIND["contact_rows3"]
+#: one row per contact sphere of the robot file (measured by the bridge), N, world frame
+SPHERE_ROWS3 = _BY_KIND["sphere_rows3"]
+ROWS3 = CONTACT_ROWS3 + SPHERE_ROWS3
+MAPS = _BY_KIND["map"]
+STRINGS = _BY_KIND["strings"]
+_ARRAYS = VECTORS + CONTACT_VECTORS + ROWS3
+_FIELD_NAMES = frozenset(f.name for f in TICK_FIELDS)
+_OBJECT_KEYS = ("position", "orientation_xyzw", "linear_velocity", "angular_velocity")
+
+
+def tick_record(
+    *,
+    seq: int,
+    state: RobotState,
+    command: Command,
+    compute_us: float,
+    now: float,
+    contact_labels: list[str] | None,
+    last_rtt_us: float | None = None,
+    bridge_stopped: bool = False,
+    last_late: bool = False,
+) -> dict[str, Any]:
+    """The tick record of one answered state, with arrays as numpy arrays (see :func:`encode_tick_record`).
+
+    ``contact_labels`` : "sphere/surface" of each contact in ``command.contacts`` (the caller caches them).
+    """
+    record: dict[str, Any] = {
+        "seq": seq, "t": state.t, "now": now, "mode": command.mode, "formulation": command.formulation,
+        "q": state.q, "qd": state.v, "tau": command.tau, "compute_us": compute_us, "clipped": command.clipped,
+        "note": command.note, "bridge_stopped": bridge_stopped, "last_late": last_late, "last_rtt_us": last_rtt_us,
+    }  # fmt: skip
+    if state.objects:
+        record["objects"] = {name: {key: getattr(s, key) for key in _OBJECT_KEYS} for name, s in state.objects.items()}
+    if state.sensed_forces is not None:
+        record["sensed_forces"] = state.sensed_forces
+    target = command.target
+    if target is not None:
+        record["q_ref"], record["qd_ref"], record["qdd_des"] = target.q_ref, target.v_ref, command.qdd_des
+        if command.reference:
+            record["reference"] = command.reference
+    result, contacts = command.result, command.contacts
+    if result is not None and contacts is not None:
+        record.update({
+            "found": bool(result.found), "iterations": int(result.iterations), "fallback": result.fallback or "",
+            "repaired": bool(result.consistency_repaired), "message": result.message,
+            "timings_us": {k: v * 1e6 for k, v in result.timings.items()}, "contact_ids": contact_labels or [],
+            "contact_points": contacts.points, "contact_normals": contacts.normals, "contact_phi": contacts.phi,
+            "force_normal": result.f_normal,
+            "force_world": result.force_in_world if result.force_in_world is not None else np.zeros((0, 3)),
+        })  # fmt: skip
+    return record
+
+
+def _f64(array: np.ndarray) -> bytes:
+    return np.ascontiguousarray(array, dtype="<f8").tobytes()
+
+
+def encode_tick_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The record in the wire's encoding: every float array as little-endian float64 bytes (row-major)."""
+    out = dict(record)
+    for name in _ARRAYS:
+        value = out.get(name)
+        if value is not None:
+            out[name] = _f64(value)
+    if "objects" in out:
+        out["objects"] = {n: {k: _f64(v) for k, v in pose.items()} for n, pose in out["objects"].items()}
+    return out
+
+
+def decode_tick_record(message: dict[str, Any]) -> dict[str, Any]:
+    """A wire record's float64 bytes as numpy arrays, (n, 3) fields reshaped; other keys as they are."""
+    out = dict(message)
+    for name in _ARRAYS:
+        value = out.get(name)
+        if isinstance(value, (bytes, bytearray)):
+            array = np.frombuffer(value, dtype="<f8")
+            out[name] = array.reshape(-1, 3) if name in ROWS3 else array
+    if "objects" in out:
+        out["objects"] = {n: {k: np.frombuffer(v, dtype="<f8") for k, v in pose.items()}
+                          for n, pose in out["objects"].items()}  # fmt: skip
+    return out
+
+
+def unknown_fields(record: dict[str, Any]) -> list[str]:
+    """Keys of ``record`` (besides the envelope's ``v`` and ``type``) that :data:`TICK_FIELDS` does not define."""
+    return sorted(set(record) - _FIELD_NAMES - {"v", "type"})
+
+
+_WIRE_TYPE = {"int": "int", "float": "float", "bool": "bool", "str": "str", "map": "map", "strings": "array of str",
+              "contact": "f64[n]", "contact_rows3": "f64[3n]", "sphere_rows3": "f64[3k]"}  # fmt: skip
+_WHEN = {"always": "every tick", "run": "run mode", "optional": "when present"}
+
+
+def markdown_table() -> str:
+    """The tick record as the Markdown table of docs/protocol.md (f64[...]: float64 bytes, see "Encoding")."""
+    lines = ["| field | type | when | meaning |", "|---|---|---|---|"]
+    for f in TICK_FIELDS:
+        kind = f"f64[{f.size}]" if f.kind == "vector" else _WIRE_TYPE[f.kind]
+        lines.append(f"| `{f.name}` | {kind} | {_WHEN[f.when]} | {f.doc} |")
+    return "\n".join(lines) + "\n"
 
 
 def _tick_schema() -> dict[str, Any]:
@@ -100,8 +230,8 @@ def _tick_schema() -> dict[str, Any]:
     for name in MAPS:
         props[name] = {"type": "object"}
     props["contact_ids"] = {"type": "array", "items": {"type": "string"}}
-    for name, text in _DOC.items():
-        props[name]["description"] = text
+    for f in TICK_FIELDS:
+        props[f.name]["description"] = f.doc
     return {
         "title": "idcontrol.Tick",
         "description": "One control tick: input state, reference, contacts, predicted forces, command, "

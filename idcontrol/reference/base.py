@@ -6,16 +6,25 @@ must be cheap (tens of µs) and must not block.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.controller import Tracking
 from idcontrol.errors import ConfigError
 from idcontrol.robot.config import Gains
 
 Array = NDArray[np.float64]
+
+
+@dataclass
+class Tracking:
+    """Joint tracking errors for the PID baseline (actuated joints; rad, rad/s, rad·s)."""
+
+    position_error: Array
+    velocity_error: Array
+    integral_error: Array | None = None
 
 
 class JointTarget(NamedTuple):
@@ -47,6 +56,14 @@ class Reference:
 
     def reset(self) -> None:
         """Forget any internal state; the next :meth:`sample` starts the reference afresh."""
+
+    #: Whether :meth:`set_target` takes targets from the user's planner (the reference channel).
+    accepts_targets: ClassVar[bool] = False
+
+    def set_target(self, q_ref: Array, v_ref: Array, a_ref: Array) -> None:
+        """Replace the target with the planner's (each (nu,) rad, rad/s, rad/s²); only references with
+        :attr:`accepts_targets` take one."""
+        raise ConfigError(f"reference {self.name!r} takes no targets from a planner; use 'stream'")
 
     def update(self, **options: object) -> None:
         """Change options while running, without restarting the reference (ConfigError if unsupported)."""

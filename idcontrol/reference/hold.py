@@ -56,6 +56,7 @@ class StreamReference(Reference):
     """
 
     name = "stream"
+    accepts_targets = True
 
     def __init__(self, robot: RobotModel) -> None:
         self.nu = robot.nu

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from idcontrol.daemon.core import SafetySettings
+from idcontrol.settings import SafetySettings
 from idcontrol.testing.run import ClosedLoopRun
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.protocol import MODE_RUN
+from idcontrol.control.modes import MODE_RUN
 from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
@@ -119,56 +120,42 @@ class RunRecorder:
         """Sphere index of a telemetry contact label ``"sphere/surface[/sample]"``."""
         return self._sphere_index[label.split("/", 1)[0]]
 
-    def add(
-        self,
-        *,
-        t: float,
-        q: Array,
-        v: Array,
-        tau: Array,
-        mode: str,
-        clipped: int,
-        compute_us: float,
-        q_ref: Array | None = None,
-        qdd_des: Array | None = None,
-        found: bool = False,
-        timings_us: dict[str, float] | None = None,
-        sensed: Array | None = None,
-        contact_sphere: NDArray[np.intp] | None = None,
-        contact_normal: Array | None = None,
-        contact_phi: Array | None = None,
-        contact_force: Array | None = None,
-        objects: dict[str, Array] | None = None,
-    ) -> None:
-        """One row. Contact arrays are per candidate contact (``contact_sphere`` gives each one's sphere)."""
+    def add(self, record: dict[str, Any]) -> None:
+        """One row from a tick record (:data:`idcontrol.logs.schema.TICK_FIELDS`, arrays as numpy arrays, as
+        :func:`~idcontrol.logs.schema.tick_record` builds them or :func:`~idcontrol.logs.schema.decode_tick_record`
+        decodes them): per-contact fields are gathered per contact sphere."""
         nu, k = self.robot.nu, self.k
         nan = np.full(nu, np.nan)
         force = np.zeros((k, 3))
         normal = np.zeros((k, 3))
         phi = np.full(k, np.nan)
-        if contact_sphere is not None and len(contact_sphere):
-            normal[contact_sphere] = contact_normal
-            np.fmin.at(phi, contact_sphere, contact_phi)
-            if contact_force is not None and len(contact_force) == len(contact_sphere):
-                np.add.at(force, contact_sphere, contact_force)
+        labels = record.get("contact_ids")
+        if labels:
+            spheres = np.array([self.sphere_of(label) for label in labels], dtype=np.intp)
+            normal[spheres] = np.reshape(record["contact_normals"], (-1, 3))
+            np.fmin.at(phi, spheres, record["contact_phi"])
+            forces = np.reshape(record["force_world"], (-1, 3))
+            if len(forces) == len(spheres):
+                np.add.at(force, spheres, forces)
+        sensed = record.get("sensed_forces")
         row = self.rows
-        row["t"].append(t)
-        row["q"].append(np.array(q, dtype=float))
-        row["v"].append(np.array(v, dtype=float))
-        row["tau"].append(np.array(tau, dtype=float))
-        row["q_ref"].append(nan if q_ref is None else np.array(q_ref, dtype=float))
-        row["qdd_des"].append(nan if qdd_des is None else np.array(qdd_des, dtype=float))
-        row["mode"].append(mode)
-        row["clipped"].append(clipped)
-        row["found"].append(found)
-        row["compute_us"].append(compute_us)
+        row["t"].append(record["t"])
+        row["q"].append(np.array(record["q"], dtype=float))
+        row["v"].append(np.array(record["qd"], dtype=float))
+        row["tau"].append(np.array(record["tau"], dtype=float))
+        row["q_ref"].append(np.array(record["q_ref"], dtype=float) if "q_ref" in record else nan)
+        row["qdd_des"].append(np.array(record["qdd_des"], dtype=float) if "qdd_des" in record else nan)
+        row["mode"].append(record["mode"])
+        row["clipped"].append(record["clipped"])
+        row["found"].append(bool(record.get("found", False)))
+        row["compute_us"].append(record["compute_us"])
         row["force_predicted"].append(force)
         row["force_sensed"].append(np.zeros((k, 3)) if sensed is None else np.reshape(sensed, (k, 3)).copy())
         row["contact_normal"].append(normal)
         row["contact_phi"].append(phi)
-        self.timings.append(timings_us or {})
-        for name, position in (objects or {}).items():
-            self.objects.setdefault(name, []).append(np.array(position, dtype=float))
+        self.timings.append(record.get("timings_us") or {})
+        for name, pose in (record.get("objects") or {}).items():
+            self.objects.setdefault(name, []).append(np.array(pose["position"], dtype=float))
 
     def finish(self, **fields: object) -> ClosedLoopRun:
         """The run; ``fields`` are the non-row ones of :class:`ClosedLoopRun` (transport, summary, ...)."""
@@ -200,5 +187,7 @@ class RunRecorder:
         )
 
 
+#: The rows of a run; each is a tick record's field (``v`` is ``qd``) or, for the (n, k, ...) ones, its
+#: per-contact fields gathered per contact sphere.
 ROW_KEYS = ("t", "q", "v", "tau", "q_ref", "qdd_des", "mode", "clipped", "found", "compute_us", "force_predicted",
             "force_sensed", "contact_normal", "contact_phi")  # fmt: skip

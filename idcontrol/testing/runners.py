@@ -1,7 +1,7 @@
 """Run a robot in closed loop and record it: in process, or as daemon + bridge processes over the protocol.
 
-Both runners take a :class:`~idcontrol.launch_file.LaunchConfig` (read from a launch file with
-:func:`~idcontrol.launch_file.load_launch`, or built by :func:`loop_config`) and assemble the controller
+Both runners take a :class:`~idcontrol.settings.LaunchConfig` (read from a launch file with
+:func:`~idcontrol.settings.load_launch`, or built by :func:`loop_config`) and assemble the controller
 the way the daemon does (:func:`idcontrol.daemon.app.build_core`), so a test exercises the same core
 that runs on the robot.
 
@@ -27,13 +27,20 @@ import numpy as np
 import zmq
 
 from idcontrol import protocol as wire
-from idcontrol.bridges.loop import Simulator
-from idcontrol.daemon.endpoints import Endpoints
+from idcontrol.control.modes import MODE_RUN
 from idcontrol.errors import ConfigError, IdControlError
-from idcontrol.launch_file import BridgeSettings, ControllerSettings, LaunchConfig, ReferenceSettings, load_launch
-from idcontrol.protocol import MODE_RUN, StateMessage
+from idcontrol.logs import schema
 from idcontrol.reference import Reference
 from idcontrol.robot.model import RobotModel
+from idcontrol.settings import (
+    BridgeSettings,
+    ControllerSettings,
+    Endpoints,
+    LaunchConfig,
+    ReferenceSettings,
+    load_launch,
+)
+from idcontrol.sim.base import Simulator
 from idcontrol.testing.run import ClosedLoopRun, RunRecorder
 
 Gains = tuple[float, float] | dict[str, object]
@@ -55,7 +62,7 @@ def loop_config(
     substeps: int = 1,
     duration: float = 1.0,
 ) -> LaunchConfig:
-    """A launch configuration in code, with a launch file's defaults (see :mod:`idcontrol.launch_file`).
+    """A launch configuration in code, with a launch file's defaults (see :mod:`idcontrol.settings`).
 
     robot : a robot of robots/ or the path of a robot.toml.  mu : the friction the controller assumes;
     sim_mu : the simulator's (default: ``mu``).  objects : the robot file's movable bodies are in the world.
@@ -98,16 +105,16 @@ def run_in_process(
     """Run ``seconds`` of simulated time (default: the config's duration) or until the core leaves run mode.
 
     robot : a loaded model to reuse (default: loaded from ``config.robot``).
-    simulator : a back end name for :func:`~idcontrol.bridges.simulators.make_simulator` (default: the
-        config's ``[bridge] kind``) or a ready object satisfying :class:`~idcontrol.bridges.loop.Simulator`.
+    simulator : a back end name for :func:`~idcontrol.sim.make_simulator` (default: the
+        config's ``[bridge] kind``) or a ready object satisfying :class:`~idcontrol.sim.base.Simulator`.
     gains : (kp, kd) or a dict of kp/kd/ki replacing the robot file's PD(I) gains.
     reference : your own :class:`~idcontrol.reference.Reference`, in place of the config's ``[reference]``.
     until : called with each simulator state before its tick (a place to measure what the rows do not hold);
         the run ends, without ticking that state, when it returns True.
     """
-    from idcontrol.bridges.app import simulator_for
-    from idcontrol.bridges.simulators import make_simulator
-    from idcontrol.daemon.app import build_core
+    from idcontrol.control.factory import build_core
+    from idcontrol.sim import make_simulator
+    from idcontrol.sim.launch import simulator_for
 
     robot = robot or RobotModel(config.robot)
     seconds = config.duration if seconds is None else seconds
@@ -134,29 +141,19 @@ def run_in_process(
             end_reason = "until() returned True"
             break
         started = time.perf_counter()
-        out = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t)
+        state = s.robot_state()
+        out = core.tick(state, now=s.t)
         compute_us = (time.perf_counter() - started) * 1e6
-        result, contacts = out.result, core.controller.last_contacts
-        in_contact = result is not None and contacts is not None
-        recorder.add(
-            t=s.t, q=s.q, v=s.v, tau=out.tau, mode=out.mode, clipped=out.clipped, compute_us=compute_us,
-            q_ref=out.target.q_ref if out.target is not None else None, qdd_des=out.qdd_des,
-            found=bool(result is not None and result.found),
-            timings_us={k: v * 1e6 for k, v in result.timings.items()} if result is not None else None,
-            sensed=s.contact_forces,
-            contact_sphere=contacts.sphere if in_contact else None,
-            contact_normal=contacts.normals if in_contact else None,
-            contact_phi=contacts.phi if in_contact else None,
-            contact_force=result.force_in_world if in_contact else None,
-            objects={name: o.position for name, o in s.objects.items()},
-        )  # fmt: skip
+        labels = None if out.contacts is None else ["/".join(map(str, c)) for c in out.contacts.ids]
+        recorder.add(schema.tick_record(seq=i, state=state, command=out, compute_us=compute_us, now=s.t,
+                                        contact_labels=labels))  # fmt: skip
         if out.mode != MODE_RUN:
             end_reason = core.reason
             break
         for _ in range(substeps):
             sim.step(out.tau)
     return recorder.finish(
-        transport="in_process", formulation=core.controller.formulation.name, dt=core.dt,
+        transport="in_process", formulation=core.formulation_name, dt=core.dt,
         mu=config.controller.mu, q_end=np.array(sim.state().q), summary=core.metrics.summary(),
         end_reason=end_reason,
     )  # fmt: skip
@@ -180,7 +177,7 @@ def _toml(value: object) -> str:
 
 
 def launch_file_text(config: LaunchConfig) -> str:
-    """The launch file (TOML) that :func:`~idcontrol.launch_file.load_launch` reads back as ``config``."""
+    """The launch file (TOML) that :func:`~idcontrol.settings.load_launch` reads back as ``config``."""
     lines = [f"robot = {_toml(config.robot)}", f"duration = {_toml(config.duration)}",
              f"objects = {_toml(config.objects)}"]  # fmt: skip
     for section in ("controller", "reference", "bridge", "endpoints"):
@@ -237,7 +234,7 @@ def run_over_protocol(
     after the daemon left run mode). ``summary`` is the daemon's ``stats`` for the whole run. Raises
     :class:`~idcontrol.errors.IdControlError` when a process fails to start or exits early.
     """
-    from idcontrol.launcher import Launch
+    from idcontrol.tools.launcher import Launch
 
     seconds = config.duration if seconds is None else seconds
     robot = RobotModel(config.robot)
@@ -263,7 +260,7 @@ def _run_from_telemetry(
     robot: RobotModel, config: LaunchConfig, raw: list[bytes], seconds: float, summary: dict[str, Any]
 ) -> ClosedLoopRun:
     recorder = RunRecorder(robot)
-    nq, nv, nu, k = robot.nq, robot.nv, robot.nu, len(robot.sphere_names)
+    nq = robot.nq
     t0 = None
     seqs = []
     q_end = None
@@ -276,27 +273,7 @@ def _run_from_telemetry(
         if message["t"] - t0 > seconds - 0.5 * config.controller.dt:
             q_end = wire.get_array(message, "q", nq)  # the state the last recorded command led to
             break
-        labels = message.get("contact_ids")
-        contacts = {}
-        if labels is not None:
-            n = len(labels)
-            force = message["force_world"]
-            contacts = {
-                "contact_sphere": np.array([recorder.sphere_of(label) for label in labels], dtype=np.intp),
-                "contact_normal": wire.get_array(message, "contact_normals", 3 * n).reshape(n, 3),
-                "contact_phi": wire.get_array(message, "contact_phi", n),
-                "contact_force": wire.get_array(message, "force_world", 3 * n).reshape(n, 3) if force else None,
-            }
-        recorder.add(
-            t=message["t"], q=wire.get_array(message, "q", nq), v=wire.get_array(message, "qd", nv),
-            tau=wire.get_array(message, "tau", nu), mode=mode, clipped=message["clipped"],
-            compute_us=message["compute_us"],
-            q_ref=wire.get_array(message, "q_ref", nu) if "q_ref" in message else None,
-            qdd_des=wire.get_array(message, "qdd_des", nu) if "qdd_des" in message else None,
-            found=bool(message.get("found", False)), timings_us=message.get("timings_us"),
-            sensed=wire.get_array(message, "sensed_forces", 3 * k) if "sensed_forces" in message else None,
-            **contacts,
-        )  # fmt: skip
+        recorder.add(schema.decode_tick_record(message))
         seqs.append(message["seq"])
         if mode != MODE_RUN:
             break

@@ -24,8 +24,8 @@ import zmq
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
-from idcontrol.launch_file import LaunchConfig
 from idcontrol.security import KeyDirectory
+from idcontrol.settings import LaunchConfig
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
                 "tau_rate_mean", "formulation")  # fmt: skip

@@ -49,7 +49,7 @@ A launch file is TOML (see ``launch/*.toml``)::
     admin = "tcp://127.0.0.1:5556"
     telemetry = "tcp://127.0.0.1:5557"
 
-    [safety]                     # the safety filter and fallback policy (idcontrol.daemon.safety)
+    [safety]                     # the safety filter and fallback policy (idcontrol.control.safety)
     torque_limits = { default = 6.0, LF_KFE = 5.0 }  # N·m, may only lower the robot's limits
     torque_rate_limit = 2000.0   # N·m/s per joint (number or table; default inf)
     position_margin = 0.05       # rad or m beyond the URDF limits: damping stop (default inf: off)
@@ -71,19 +71,239 @@ any process starts.
 from __future__ import annotations
 
 import math
+import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from idcontrol.daemon.endpoints import Endpoints
-from idcontrol.daemon.safety import SafetySettings
-from idcontrol.errors import ConfigError, RobotFileNotFound
-from idcontrol.realtime import RealtimeSettings
+import numpy as np
+from numpy.typing import NDArray
+
+from idcontrol.errors import ConfigError, NameNotFound, RobotFileNotFound
+
+if TYPE_CHECKING:
+    from idcontrol.robot.model import RobotModel
+
+Array = NDArray[np.float64]
 
 BRIDGE_KINDS = ("mujoco", "rigid")
 TERRAINS = ("flat", "height_map")
 BRIDGE_MODES = ("lockstep", "realtime")
+
+
+#: Safe controllers a safe stop may use.
+SAFE_CONTROLLERS = ("damping", "pd_hold")
+
+PerJoint = float | dict[str, float]
+
+
+@dataclass
+class SafetySettings:
+    """Guards applied to every command (the launch file's ``[safety]`` table).
+
+    hold_ticks : consecutive failed or over-budget solves that reuse the previous torque before the
+        safe controller takes over.
+    safe_controller : what a safe stop commands: "damping" (τ = −D q̇ until at rest) or "pd_hold"
+        (τ = Kp (q_hold − q) − Kd q̇ around the posture where the stop began, until ``safe_stop_timeout``).
+    damping : joint damping D of the damping stop, N·m·s/rad (a number or a per-joint table).
+    hold_kp, hold_kd : gains of the PD hold, N·m/rad and N·m·s/rad (a number or a per-joint table).
+    rest_velocity : a damping stop ends when every |q̇| is below this, rad/s.
+    safe_stop_timeout : a safe stop ends after this long regardless, s.
+    torque_limits : per-joint torque limits, N·m, over the robot's (a number or a table with an
+        optional ``default``); they may only lower the robot's limits.
+    torque_rate_limit : the largest change of a joint's torque between two commands, N·m/s
+        (a number or a per-joint table; inf: none).
+    position_margin : a joint more than this beyond its URDF position limits stops the robot, rad or m
+        (default inf: no guard).
+    velocity_factor : a joint faster than this times its URDF velocity limit stops the robot (default inf:
+        no guard).
+
+    The limit guards are off by default: a simulated robot crosses conservative URDF limits in
+    experiments that are meant to go wrong (a grasp lost on purpose flings the arm's fingers at 35 times
+    their 0.5 m/s limit). Launch files for hardware should set them (the quadruped launch files do).
+    time_budget_ms : a solve that takes longer than this counts as failed, ms (inf: no budget).
+    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
+    fall_tilt : a floating base tilted more than this from upright has fallen, rad.
+    drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
+        margin) for this many ticks has been dropped.
+    """
+
+    hold_ticks: int = 5
+    safe_controller: str = "damping"
+    damping: PerJoint = 0.5
+    hold_kp: PerJoint = 50.0
+    hold_kd: PerJoint = 2.0
+    rest_velocity: float = 0.05
+    safe_stop_timeout: float = 1.0
+    torque_limits: PerJoint = field(default_factory=dict)
+    torque_rate_limit: PerJoint = math.inf
+    position_margin: float = math.inf
+    velocity_factor: float = math.inf
+    time_budget_ms: float = math.inf
+    fall_height_fraction: float = 0.5
+    fall_tilt: float = 1.0
+    drop_ticks: int = 50
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], where: str) -> SafetySettings:
+        """Settings from a launch file's ``[safety]`` table; ConfigError naming the bad key."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+        settings = cls(**table)
+        settings.validate(where)
+        return settings
+
+    def validate(self, where: str = "safety") -> None:
+        """Types and ranges of every field (joint names are checked against a robot by :meth:`for_robot`)."""
+        for name in ("hold_ticks", "drop_ticks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{where}: {name} must be an integer >= 0, got {value!r}")
+        if self.safe_controller not in SAFE_CONTROLLERS:
+            raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
+        for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
+                     "fall_height_fraction", "fall_tilt"):  # fmt: skip
+            value = getattr(self, name)
+            if not _number(value) or math.isnan(value) or value < 0:
+                raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
+        for name in ("damping", "hold_kp", "hold_kd", "torque_limits", "torque_rate_limit"):
+            value = getattr(self, name)
+            values = value.values() if isinstance(value, dict) else [value]
+            if not all(_number(x) and not math.isnan(x) and x >= 0 for x in values):
+                raise ConfigError(f"{where}: {name} must be a number >= 0 or a table of them, got {value!r}")
+        if isinstance(self.torque_limits, dict) and any(x <= 0 for x in self.torque_limits.values()):
+            raise ConfigError(f"{where}: torque_limits must be > 0")
+
+    def for_robot(self, robot: RobotModel) -> JointSafety:
+        """The per-joint tables resolved against ``robot``'s actuated joints (NameNotFound for an unknown
+        joint; ConfigError for a torque limit above the robot's own)."""
+        tau_limit = per_joint(self.torque_limits, robot, "torque_limits", robot.torque_limits)
+        raised = np.flatnonzero(tau_limit > robot.torque_limits)
+        if raised.size:
+            names = [robot.actuated_joints[i] for i in raised]
+            raise ConfigError(f"safety.torque_limits may only lower the robot's limits; raised for {names}")
+        defaults = SafetySettings()
+        return JointSafety(
+            tau_limit=tau_limit,
+            tau_rate=per_joint(self.torque_rate_limit, robot, "torque_rate_limit", math.inf),
+            damping=per_joint(self.damping, robot, "damping", defaults.damping),
+            hold_kp=per_joint(self.hold_kp, robot, "hold_kp", defaults.hold_kp),
+            hold_kd=per_joint(self.hold_kd, robot, "hold_kd", defaults.hold_kd),
+        )
+
+
+@dataclass(frozen=True)
+class JointSafety:
+    """:class:`SafetySettings`' per-joint values for one robot, each (nu,) in ``robot.actuated_joints`` order.
+
+    tau_limit : N·m; tau_rate : N·m/s; damping : N·m·s/rad; hold_kp : N·m/rad; hold_kd : N·m·s/rad.
+    """
+
+    tau_limit: Array
+    tau_rate: Array
+    damping: Array
+    hold_kp: Array
+    hold_kd: Array
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def per_joint(value: PerJoint, robot: RobotModel, name: str, base: Array | float) -> Array:
+    """(nu,) values: ``base``, replaced by a number or by a table's ``default`` and named joints."""
+    out = np.broadcast_to(np.asarray(base, dtype=float), (robot.nu,)).copy()
+    if not isinstance(value, dict):
+        out[:] = float(value)
+        return out
+    for joint, x in value.items():
+        if joint == "default":
+            out[:] = float(x)
+    for joint, x in value.items():
+        if joint == "default":
+            continue
+        if joint not in robot.actuated_joints:
+            raise NameNotFound(f"actuated joint (safety.{name})", joint, robot.actuated_joints)
+        out[robot.actuated_joints.index(joint)] = float(x)
+    return out
+
+
+@dataclass(frozen=True)
+class RealtimeSettings:
+    """priority : SCHED_FIFO priority 1-99 (0: the normal scheduler).
+    daemon_cpu, bridge_cpu : pin the process to this CPU (None: any).
+    spin_us : while a run is live, the daemon polls for the next state without sleeping from this long
+        (µs) before it is due until it comes (at most this long after), and the bridge polls for its
+        command for up to this long after sending the state, before either blocks. 0 (the default):
+        always block.
+    io_cpu : run the process's ZeroMQ I/O threads, which move every message between the sockets and the
+        kernel, on this CPU (None: wherever the process runs). Measured here with the daemon on CPU 1
+        and the bridge on CPU 0: both I/O threads on CPU 0 took the daemon's hand-over of a command to
+        ZeroMQ from 52 to 30 µs p50, since the loopback TCP work no longer runs on the daemon's CPU.
+    cpu_latency_us : while the process runs, ask the kernel (PM QoS, ``/dev/cpu_dma_latency``) to wake
+        any CPU within this many µs: 0 keeps idle CPUs polling instead of halting (more power, less
+        jitter; the usual setting of real-time Linux). None (the default): no request.
+    """
+
+    priority: int = 0
+    daemon_cpu: int | None = None
+    bridge_cpu: int | None = None
+    spin_us: float = 0.0
+    io_cpu: int | None = None
+    cpu_latency_us: int | None = None
+
+    def check(self, where: str) -> RealtimeSettings:
+        if not isinstance(self.priority, int) or isinstance(self.priority, bool) or not 0 <= self.priority <= 99:
+            raise ConfigError(f"{where}: realtime.priority must be an integer in 0 .. 99, got {self.priority!r}")
+        cpus = os.cpu_count() or 1
+        for key in ("daemon_cpu", "bridge_cpu", "io_cpu"):
+            cpu = getattr(self, key)
+            if cpu is not None and (not isinstance(cpu, int) or isinstance(cpu, bool) or not 0 <= cpu < cpus):
+                raise ConfigError(f"{where}: realtime.{key} must be a CPU index in 0 .. {cpus - 1}, got {cpu!r}")
+        spin = self.spin_us
+        if not isinstance(spin, (int, float)) or isinstance(spin, bool) or not 0.0 <= spin <= 10_000.0:
+            raise ConfigError(f"{where}: realtime.spin_us must be in 0 .. 10000 µs, got {spin!r}")
+        latency = self.cpu_latency_us
+        if latency is not None and (
+            not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1_000_000
+        ):
+            raise ConfigError(f"{where}: realtime.cpu_latency_us must be an integer in 0 .. 1000000, got {latency!r}")
+        return self
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """ZeroMQ endpoints the daemon binds (loopback TCP or ipc://)."""
+
+    control: str = "tcp://127.0.0.1:5555"
+    admin: str = "tcp://127.0.0.1:5556"
+    telemetry: str | None = "tcp://127.0.0.1:5557"
+    reference: str | None = None
+
+    def items(self) -> list[tuple[str, str]]:
+        """(channel, endpoint) of every configured channel."""
+        pairs = (("control", self.control), ("admin", self.admin), ("telemetry", self.telemetry),
+                 ("reference", self.reference))  # fmt: skip
+        return [(name, endpoint) for name, endpoint in pairs if endpoint]
+
+    def check(self, curve: bool = False) -> None:
+        """Refuse malformed endpoints, and endpoints beyond loopback unless ``curve`` (CURVE keys configured)."""
+        for name, endpoint in self.items():
+            scheme, _, rest = endpoint.partition("://")
+            if scheme in ("ipc", "inproc") and rest:
+                continue
+            host, _, port = rest.rpartition(":")
+            if scheme != "tcp" or not host or not (port.isdigit() or port == "*"):
+                raise ConfigError(f"{name} endpoint {endpoint!r} must look like tcp://127.0.0.1:PORT or ipc://PATH")
+            if host not in LOOPBACK_HOSTS and not curve:
+                raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; non-loopback endpoints need CURVE "
+                                  "keys: `idcontrol keys generate DIR`, then [security] curve_keys = DIR")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -280,10 +500,9 @@ def load_launch(path: str | Path) -> LaunchConfig:
     safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
     if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
                                                           "hold_kp", "hold_kd")):  # fmt: skip
-        from idcontrol.daemon.safety import SafetyFilter
         from idcontrol.robot.model import RobotModel
 
-        SafetyFilter(RobotModel(robot), safety, 1.0 / rate)  # joint names and limits now, not in the daemon
+        safety.for_robot(RobotModel(robot))  # joint names and limits now, not in the daemon
     curve_keys = _curve_keys(_section(data, "security", path), path)
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -19,10 +18,12 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
+from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.consistency import rest_correction
 from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
+from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 from idcontrol.validation import all_finite, check_vector
 
@@ -36,38 +37,6 @@ def reduced_penetration(phi, tolerance, gain):  # pragma: no cover - compiled
     for i in range(phi.shape[0]):
         out[i] = gain * min(phi[i] + tolerance, 0.0) if phi[i] < 0.0 else phi[i]
     return out
-
-
-@dataclass
-class RobotState:
-    """What a bridge reports each tick.
-
-    Attributes
-    ----------
-    q : (nq,) configuration (floating base: position, quaternion x y z w, joints).
-    v : (nv,) generalized velocity (Pinocchio layout).
-    t : bridge time, s.
-    objects : poses and twists of movable bodies, by name.
-    sensed_forces : (k, 3) measured contact force on each contact sphere, world frame, N (sensed_id only).
-    contact_mask : (k,) bool per contact sphere: only these may touch this tick (a gait's planned
-        stance feet, so that a swing foot still inside the detection margin gets no force); None: all.
-    """
-
-    q: Array
-    v: Array
-    t: float = 0.0
-    objects: dict[str, ObjectState] = field(default_factory=dict)
-    sensed_forces: Array | None = None
-    contact_mask: Array | None = None
-
-
-@dataclass
-class Tracking:
-    """Joint tracking errors for the PID baseline (actuated joints; rad, rad/s, rad·s)."""
-
-    position_error: Array
-    velocity_error: Array
-    integral_error: Array | None = None
 
 
 class InverseDynamicsController:
@@ -168,17 +137,36 @@ class InverseDynamicsController:
         return {o.name: o.initial_state() for o in self.environment.objects}
 
     # ------------------------------------------------------------------ the tick
-    def build_problem(
-        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None
-    ) -> tuple[ContactProblem, dict[str, float]]:
-        """Validate the input, update the model, detect contacts and assemble the problem."""
-        t0 = time.perf_counter()
-        r = self.robot
-        q, v = r.check_state(state.q, state.v)
-        qdd_des = check_vector("qdd_des", qdd_des, r.nu)
+    def check_state(self, state: RobotState) -> RobotState:
+        """``state`` validated against the robot and its world: float arrays of the right shapes, finite, a
+        unit base quaternion, known movable bodies, sensed forces (k, 3). Raises InputError subclasses naming
+        the field."""
+        q, v = self.robot.check_state(state.q, state.v)
         objects = {name: s.validated(name) for name, s in state.objects.items()} if state.objects else {}
         for name in objects:
             self.environment.object_index(name)  # NameNotFound for a body the environment does not have
+        sensed = None if state.sensed_forces is None else self._check_sensed_forces(state.sensed_forces)
+        return RobotState(q, v, state.t, objects, sensed, state.contact_mask)
+
+    def build_problem(
+        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None, *, checked: bool = False
+    ) -> tuple[ContactProblem, dict[str, float]]:
+        """Validate the input (unless ``checked``: the caller validated ``state`` with :meth:`check_state` and
+        computed ``qdd_des`` and ``tracking`` from it), update the model, detect contacts and assemble the
+        problem."""
+        t0 = time.perf_counter()
+        r = self.robot
+        if not checked:
+            state = self.check_state(state)
+            qdd_des = check_vector("qdd_des", qdd_des, r.nu)
+            if tracking is not None:
+                tracking = Tracking(
+                    check_vector("position_error", tracking.position_error, r.nu),
+                    check_vector("velocity_error", tracking.velocity_error, r.nu),
+                    None if tracking.integral_error is None
+                    else check_vector("integral_error", tracking.integral_error, r.nu),
+                )  # fmt: skip
+        q, v, objects = state.q, state.v, state.objects
         r.update(q, v)
         t1 = time.perf_counter()
         mask = state.contact_mask
@@ -219,10 +207,8 @@ class InverseDynamicsController:
             f_ext[block] = body.external_force(rotation, s.angular_velocity, self.environment.gravity)
             v_all[block] = np.concatenate([s.linear_velocity, s.angular_velocity])
         sensed = None
-        if state.sensed_forces is not None:
-            forces = self._check_sensed_forces(state.sensed_forces)
-            if self.formulation.uses_sensed_forces:
-                sensed = self._sensed_generalized_force(forces, contacts, objects)
+        if state.sensed_forces is not None and self.formulation.uses_sensed_forces:
+            sensed = self._sensed_generalized_force(state.sensed_forces, contacts, objects)
         problem = ContactProblem(
             dt=self.dt,
             M=M,
@@ -243,10 +229,9 @@ class InverseDynamicsController:
             sensed_force=sensed,
         )
         if tracking is not None:
-            problem.position_error = check_vector("position_error", tracking.position_error, r.nu)
-            problem.velocity_error = check_vector("velocity_error", tracking.velocity_error, r.nu)
-            if tracking.integral_error is not None:
-                problem.integral_error = check_vector("integral_error", tracking.integral_error, r.nu)
+            problem.position_error = tracking.position_error
+            problem.velocity_error = tracking.velocity_error
+            problem.integral_error = tracking.integral_error
         problem.kp, problem.kd, problem.ki = r.pid_gains.kp, r.pid_gains.kd, r.pid_gains.ki  # the pid baseline
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
@@ -281,10 +266,13 @@ class InverseDynamicsController:
             return phi
         return reduced_penetration(phi, tol, gain)
 
-    def solve(self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None) -> SolveResult:
-        """Torques for one tick. Raises InputError subclasses on malformed input; solver failure is ``found=False``."""
+    def solve(
+        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None, *, checked: bool = False
+    ) -> SolveResult:
+        """Torques for one tick (``checked``: see :meth:`build_problem`). Raises InputError subclasses on
+        malformed input; solver failure is ``found=False``."""
         started = time.perf_counter()
-        problem, timings = self.build_problem(state, qdd_des, tracking)
+        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked)
         result = self.formulation.solve(problem)
         result.timings.update(timings)
         result.timings["total"] = time.perf_counter() - started

@@ -1,7 +1,7 @@
 """The safety filter: the last word on every torque the daemon sends.
 
 :class:`SafetyFilter` holds the robot's limits as preallocated arrays and is
-called by :class:`~idcontrol.daemon.core.ControlCore` at two points of each
+called by :class:`~idcontrol.control.core.ControlCore` at two points of each
 tick:
 
 * :meth:`SafetyFilter.check_state` on every state in run mode: a joint beyond
@@ -22,22 +22,18 @@ Every intervention is counted by kind in :attr:`SafetyFilter.counts`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError, NameNotFound
+from idcontrol.settings import SafetySettings
 
 if TYPE_CHECKING:  # the launch file loader imports this module: no Pinocchio import for a type
     from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
-
-#: Safe controllers a safe stop may use.
-SAFE_CONTROLLERS = ("damping", "pd_hold")
 
 #: Kinds of intervention counted in :attr:`SafetyFilter.counts` (docs/protocol.md, ``status.interventions``).
 INTERVENTIONS = (
@@ -52,111 +48,6 @@ INTERVENTIONS = (
     "velocity_limit",  # damping stops for a joint above its velocity limit
 )
 
-PerJoint = float | dict[str, float]
-
-
-@dataclass
-class SafetySettings:
-    """Guards applied to every command (the launch file's ``[safety]`` table).
-
-    hold_ticks : consecutive failed or over-budget solves that reuse the previous torque before the
-        safe controller takes over.
-    safe_controller : what a safe stop commands: "damping" (τ = −D q̇ until at rest) or "pd_hold"
-        (τ = Kp (q_hold − q) − Kd q̇ around the posture where the stop began, until ``safe_stop_timeout``).
-    damping : joint damping D of the damping stop, N·m·s/rad (a number or a per-joint table).
-    hold_kp, hold_kd : gains of the PD hold, N·m/rad and N·m·s/rad (a number or a per-joint table).
-    rest_velocity : a damping stop ends when every |q̇| is below this, rad/s.
-    safe_stop_timeout : a safe stop ends after this long regardless, s.
-    torque_limits : per-joint torque limits, N·m, over the robot's (a number or a table with an
-        optional ``default``); they may only lower the robot's limits.
-    torque_rate_limit : the largest change of a joint's torque between two commands, N·m/s
-        (a number or a per-joint table; inf: none).
-    position_margin : a joint more than this beyond its URDF position limits stops the robot, rad or m
-        (default inf: no guard).
-    velocity_factor : a joint faster than this times its URDF velocity limit stops the robot (default inf:
-        no guard).
-
-    The limit guards are off by default: a simulated robot crosses conservative URDF limits in
-    experiments that are meant to go wrong (a grasp lost on purpose flings the arm's fingers at 35 times
-    their 0.5 m/s limit). Launch files for hardware should set them (the quadruped launch files do).
-    time_budget_ms : a solve that takes longer than this counts as failed, ms (inf: no budget).
-    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
-    fall_tilt : a floating base tilted more than this from upright has fallen, rad.
-    drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
-        margin) for this many ticks has been dropped.
-    """
-
-    hold_ticks: int = 5
-    safe_controller: str = "damping"
-    damping: PerJoint = 0.5
-    hold_kp: PerJoint = 50.0
-    hold_kd: PerJoint = 2.0
-    rest_velocity: float = 0.05
-    safe_stop_timeout: float = 1.0
-    torque_limits: PerJoint = field(default_factory=dict)
-    torque_rate_limit: PerJoint = math.inf
-    position_margin: float = math.inf
-    velocity_factor: float = math.inf
-    time_budget_ms: float = math.inf
-    fall_height_fraction: float = 0.5
-    fall_tilt: float = 1.0
-    drop_ticks: int = 50
-
-    @classmethod
-    def from_table(cls, table: dict[str, Any], where: str) -> SafetySettings:
-        """Settings from a launch file's ``[safety]`` table; ConfigError naming the bad key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-        settings = cls(**table)
-        settings.validate(where)
-        return settings
-
-    def validate(self, where: str = "safety") -> None:
-        """Types and ranges of every field (joint names are checked against the robot by SafetyFilter)."""
-        for name in ("hold_ticks", "drop_ticks"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{where}: {name} must be an integer >= 0, got {value!r}")
-        if self.safe_controller not in SAFE_CONTROLLERS:
-            raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
-        for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
-                     "fall_height_fraction", "fall_tilt"):  # fmt: skip
-            value = getattr(self, name)
-            if not _number(value) or math.isnan(value) or value < 0:
-                raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
-        for name in ("damping", "hold_kp", "hold_kd", "torque_limits", "torque_rate_limit"):
-            value = getattr(self, name)
-            values = value.values() if isinstance(value, dict) else [value]
-            if not all(_number(x) and not math.isnan(x) and x >= 0 for x in values):
-                raise ConfigError(f"{where}: {name} must be a number >= 0 or a table of them, got {value!r}")
-        if isinstance(self.torque_limits, dict) and any(x <= 0 for x in self.torque_limits.values()):
-            raise ConfigError(f"{where}: torque_limits must be > 0")
-
-
-def _number(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def per_joint(value: PerJoint, robot: RobotModel, name: str, base: Array | float) -> Array:
-    """(nu,) values: ``base``, replaced by a number or by a table's ``default`` and named joints."""
-    out = np.broadcast_to(np.asarray(base, dtype=float), (robot.nu,)).copy()
-    if not isinstance(value, dict):
-        out[:] = float(value)
-        return out
-    for joint, x in value.items():
-        if joint == "default":
-            out[:] = float(x)
-    for joint, x in value.items():
-        if joint == "default":
-            continue
-        if joint not in robot.actuated_joints:
-            raise NameNotFound(f"actuated joint (safety.{name})", joint, robot.actuated_joints)
-        out[robot.actuated_joints.index(joint)] = float(x)
-    return out
-
-
 class SafetyFilter:
     """Limits, guards and safe controllers for one robot; counts every intervention.
 
@@ -170,16 +61,10 @@ class SafetyFilter:
         self.settings = settings
         model = robot.model
         nu = robot.nu
-        self.tau_limit = per_joint(settings.torque_limits, robot, "torque_limits", robot.torque_limits)
-        raised = np.flatnonzero(self.tau_limit > robot.torque_limits)
-        if raised.size:
-            names = [robot.actuated_joints[i] for i in raised]
-            raise ConfigError(f"safety.torque_limits may only lower the robot's limits; raised for {names}")
-        self.tau_step = per_joint(settings.torque_rate_limit, robot, "torque_rate_limit", math.inf) * dt  # N·m
-        defaults = SafetySettings()
-        self.damping = per_joint(settings.damping, robot, "damping", defaults.damping)
-        self.hold_kp = per_joint(settings.hold_kp, robot, "hold_kp", defaults.hold_kp)
-        self.hold_kd = per_joint(settings.hold_kd, robot, "hold_kd", defaults.hold_kd)
+        joints = settings.for_robot(robot)
+        self.tau_limit = joints.tau_limit
+        self.tau_step = joints.tau_rate * dt  # N·m per command
+        self.damping, self.hold_kp, self.hold_kd = joints.damping, joints.hold_kp, joints.hold_kd
         idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.actuated_joints]
         lower = np.asarray(model.lowerPositionLimit, dtype=float)[idx_q]
         upper = np.asarray(model.upperPositionLimit, dtype=float)[idx_q]

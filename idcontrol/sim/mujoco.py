@@ -59,7 +59,6 @@ State exchange uses idcontrol's (Pinocchio) conventions, see :meth:`MujocoSim.st
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import mujoco
@@ -67,8 +66,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import GRAVITY, ObjectState
-from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
+from idcontrol.sim.base import SimState
 from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
@@ -87,31 +87,6 @@ _DIVERGENCE_WARNINGS = np.array(
 )
 
 
-class SimulationDiverged(IdControlError):
-    """MuJoCo found a non-finite or huge position, velocity or acceleration; :meth:`MujocoSim.reset` to go on."""
-
-
-@dataclass(frozen=True)
-class SimState:
-    """A snapshot of the simulation in idcontrol's conventions (fresh arrays).
-
-    Attributes
-    ----------
-    t : simulation time, s.
-    q : (nq,) Pinocchio configuration: floating base = [base position in world (3),
-        base orientation quaternion x y z w (4), joints in Pinocchio's order].
-    v : (nv,) Pinocchio velocity: floating base = [base linear velocity (3) and
-        angular velocity (3), both in the base frame, joint velocities].
-    objects : movable bodies by name (world frame, centre-of-mass velocities).
-    contact_forces : (k, 3) total force the environment applied on each contact
-        sphere during the last step, world frame, N, in ``robot.toml`` order.
-    """
-
-    t: float
-    q: Array
-    v: Array
-    objects: dict[str, ObjectState]
-    contact_forces: Array
 
 
 def _mu_for_mujoco(mu: float, what: str) -> float:

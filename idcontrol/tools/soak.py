@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from idcontrol.client import AdminClient
-from idcontrol.fuzz import free_ports
-from idcontrol.launch_file import load_launch
-from idcontrol.launcher import Launch
+from idcontrol.settings import load_launch
+from idcontrol.tools.fuzz import free_ports
+from idcontrol.tools.launcher import Launch
 
 LAUNCH_TEMPLATE = """
 robot = "quadruped"

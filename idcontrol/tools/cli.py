@@ -19,8 +19,8 @@ def _csv(text: str) -> list[str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from idcontrol.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
     from idcontrol.formulations import available_formulations
+    from idcontrol.tools.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
 
     formulations = _csv(args.formulations) if args.formulations else list(DEFAULT_FORMULATIONS)
     unknown = [f for f in formulations if f not in available_formulations()]
@@ -34,7 +34,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _experiment(args: argparse.Namespace) -> int:
-    from idcontrol.experiments.cli import run_paper
+    from idcontrol.tools.experiments.cli import run_paper
 
     return run_paper(args)
 
@@ -63,7 +63,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from idcontrol.launch_file import load_launch
+    from idcontrol.settings import load_launch
 
     return load_launch(args.launch_file).with_overrides(args.duration, args.formulation)
 
@@ -78,7 +78,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from idcontrol.launcher import launch
+    from idcontrol.tools.launcher import launch
 
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
@@ -135,13 +135,13 @@ def _log_export(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from idcontrol.replay import replay_command
+    from idcontrol.tools.replay import replay_command
 
     return replay_command(args)
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from idcontrol.plot import plot_log
+    from idcontrol.tools.plot import plot_log
 
     for path in plot_log(args.log, args.output):
         print(f"wrote {path}")
@@ -191,13 +191,13 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _fuzz(args: argparse.Namespace) -> int:
-    from idcontrol.fuzz import main as fuzz_main
+    from idcontrol.tools.fuzz import main as fuzz_main
 
     return fuzz_main(args.messages, args.seed, args.robot, args.json)
 
 
 def _soak(args: argparse.Namespace) -> int:
-    from idcontrol.soak import main as soak_main
+    from idcontrol.tools.soak import main as soak_main
 
     return soak_main(args.minutes, args.formulation, args.sample_s, args.json, args.priority)
 

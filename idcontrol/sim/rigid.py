@@ -26,7 +26,7 @@ maps, boxes; μ per surface). Movable bodies (``[[objects]]``) are six extra DoF
 modelled: joint limits, joint damping/friction, contacts between movable bodies and static
 surfaces (only the robot's spheres collide).
 
-State exchange uses idcontrol's (Pinocchio) conventions, see :class:`RigidSimState`.
+State exchange uses idcontrol's (Pinocchio) conventions, see :class:`SimState`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 from idcontrol.contacts.detection import ContactDetector, ContactSet
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
-from idcontrol.errors import ConfigError, IdControlError, InputError
+from idcontrol.errors import ConfigError, ContactSolveFailed, InputError
 from idcontrol.robot.model import RobotModel
+from idcontrol.sim.base import SimState
 from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, polish
 
 Array = NDArray[np.float64]
@@ -50,27 +51,6 @@ Array = NDArray[np.float64]
 MU_NO_SLIP = 1e4
 
 
-class ContactSolveFailed(IdControlError):
-    """The step's contact LCP had no solution Lemke (with regularization) could find; the state is unchanged."""
-
-
-@dataclass(frozen=True)
-class RigidSimState:
-    """A snapshot of the simulation in idcontrol's conventions (fresh arrays), as :class:`MujocoSim`'s ``SimState``.
-
-    t : simulation time, s.
-    q : (nq,) Pinocchio configuration (floating base: position, quaternion x y z w, joints).
-    v : (nv,) Pinocchio velocity (floating base: linear and angular velocity in the base frame, joints).
-    objects : movable bodies by name (world frame, centre-of-mass velocities).
-    contact_forces : (k, 3) force the environment applied on each contact sphere during the last step,
-        world frame, N, in ``robot.toml`` order.
-    """
-
-    t: float
-    q: Array
-    v: Array
-    objects: dict[str, ObjectState]
-    contact_forces: Array
 
 
 @dataclass
@@ -261,9 +241,9 @@ class RigidSim:
     def object_states(self) -> dict[str, ObjectState]:
         return {b.body.name: b.state() for b in self._bodies}
 
-    def state(self) -> RigidSimState:
+    def state(self) -> SimState:
         """The current state (fresh arrays) in idcontrol's conventions."""
-        return RigidSimState(self._t, self._q.copy(), self._v.copy(), self.object_states(), self._forces.copy())
+        return SimState(self._t, self._q.copy(), self._v.copy(), self.object_states(), self._forces.copy())
 
     def contact_forces(self) -> Array:
         """(k, 3) force the environment applied on each contact sphere during the last step, world frame, N."""

@@ -31,8 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
 from idcontrol.errors import IdControlError
+from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 
 DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp", "pid")
@@ -146,7 +148,7 @@ while True:
     if raw == b"quit":
         break
     m = wire.decode_control(raw, shape)
-    s.send_multipart([peer, wire.encode_command(m.seq, m.t, m.v[6:], "run")])
+    s.send_multipart([peer, wire.encode_command(m.seq, m.state.t, m.state.v[6:], "run")])
 """
 
 
@@ -173,6 +175,8 @@ def bench_transport(ticks: int, period: float = 1e-3) -> dict[str, float]:
         for i in range(ticks + 100):
             started = time.perf_counter()
             client.send(wire.encode_state(i + 1, i * period, q, v, forces))
+            if not client.poll(2000):
+                raise IdControlError(f"the transport echo process did not answer (exit code {echo.poll()})")
             wire.decode_command(client.recv(), 12)
             if i >= 100:
                 rtt[i - 100] = (time.perf_counter() - started) * 1e6
@@ -191,11 +195,10 @@ def bench_transport(ticks: int, period: float = 1e-3) -> dict[str, float]:
 
 def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
     """Time :meth:`RigidSim.step` (µs) over ``ticks`` steps of the quadruped standing under the two-stage QP."""
-    from idcontrol.bridges.rigid_sim import RigidSim
     from idcontrol.contacts.world import Environment
-    from idcontrol.daemon.core import ControlCore
-    from idcontrol.protocol import StateMessage
+    from idcontrol.control.core import ControlCore
     from idcontrol.reference import make_reference
+    from idcontrol.sim.rigid import RigidSim
 
     robot = RobotModel("quadruped")
     world = Environment.ground(1.0, terrain)
@@ -208,7 +211,7 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
     gc.freeze()
     for i in range(ticks + 100):
         s = sim.state()
-        tau = core.tick(StateMessage(i, s.t, s.q, s.v, s.contact_forces, s.objects), now=s.t).tau
+        tau = core.tick(s.robot_state(), now=s.t).tau
         started = time.perf_counter()
         sim.step(tau)
         if i >= 100:

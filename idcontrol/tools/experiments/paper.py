@@ -25,14 +25,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.bridges.loop import Simulator
-from idcontrol.launch_file import LaunchConfig, load_launch
 from idcontrol.robot.model import RobotModel
+from idcontrol.settings import LaunchConfig, load_launch
+from idcontrol.sim.base import Simulator
 from idcontrol.testing.run import ClosedLoopRun
+from idcontrol.tools.experiments.paper_values import PAPER_TABLE3
 
 Array = NDArray[np.float64]
 
-LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
+LAUNCH_DIR = Path(__file__).resolve().parents[3] / "launch"
 TROT_LAUNCH = "quadruped_trot.toml"
 GRASP_LAUNCH = "arm_grasp.toml"
 FULL_TROT_SECONDS = 30.0  # the paper's task (Section 7.6)
@@ -220,7 +221,7 @@ def run_config(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> LaunchConfig:
 class DelayedForces:
     """A simulator whose states carry the contact forces of ``ticks`` steps earlier (zeros before the first).
 
-    Wraps any :class:`~idcontrol.bridges.loop.Simulator` whose states are dataclasses with ``contact_forces``.
+    Wraps any :class:`~idcontrol.sim.base.Simulator` whose states are dataclasses with ``contact_forces``.
     """
 
     def __init__(self, sim: Simulator, ticks: int) -> None:
@@ -246,10 +247,10 @@ class DelayedForces:
 
 def make_simulator_for(spec: RunSpec, config: LaunchConfig, robot: RobotModel) -> Simulator:
     """The terrain's simulator, with the controller's extra sensing delay."""
-    from idcontrol.bridges.app import simulator_for
+    from idcontrol.sim.launch import simulator_for
 
     if spec.terrain.compliant:
-        from idcontrol.bridges.mujoco_sim import COMPLIANT_SOLIMP, COMPLIANT_SOLREF, MujocoSim
+        from idcontrol.sim.mujoco import COMPLIANT_SOLIMP, COMPLIANT_SOLREF, MujocoSim
 
         b = config.bridge
         sim: Simulator = MujocoSim(robot, mu=b.mu, timestep=config.controller.dt / b.substeps,
@@ -453,7 +454,7 @@ def rest_penetration(compliant: bool, seconds: float = 1.0, launch_dir: Path = L
     """m: mean penetration of the quadruped's feet into MuJoCo's floor (its contacts' ``dist``) after standing
     ``seconds`` under the model-free PID (``launch/quadruped_stand.toml``), with the compliant terrain's contact
     softness or the default stiff one."""
-    from idcontrol.bridges.mujoco_sim import COMPLIANT_SOLIMP, COMPLIANT_SOLREF, STIFF_SOLIMP, MujocoSim
+    from idcontrol.sim.mujoco import COMPLIANT_SOLIMP, COMPLIANT_SOLREF, STIFF_SOLIMP, MujocoSim
     from idcontrol.testing.runners import run_in_process
 
     config = load_launch(launch_dir / "quadruped_stand.toml")
@@ -535,8 +536,6 @@ def _stop(r: dict[str, Any]) -> str:
 
 
 def _paper_tracking(terrain: str, controller: str) -> str:
-    from idcontrol.experiments.report import PAPER_TABLE3
-
     rows = PAPER_TABLE3.get(terrain, {})
     mine, pid, sensed = rows.get(controller), rows.get("pid"), rows.get("sensed_1")
     fmt = lambda x: "−" if x is None else f"{x[0]:.4f}"  # noqa: E731

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from idcontrol.contacts.world import ObjectState
-from idcontrol.daemon.core import ControlCore
+from idcontrol.control.core import ControlCore
+from idcontrol.control.state import RobotState
 from idcontrol.errors import IdControlError, LogError
 from idcontrol.logs.reader import TickLog, read_log
-from idcontrol.protocol import StateMessage
 
 STEPPING_MODES = ("run", "safe_stop")  # a bridge steps its simulator only on these commands
 RESIDUALS = ("dynamics", "tracking", "penetration", "complementarity", "friction", "slip")
@@ -38,8 +38,8 @@ RESIDUALS = ("dynamics", "tracking", "penetration", "complementarity", "friction
 
 def rebuild_core(log: TickLog, formulation: str | None = None) -> ControlCore:
     """The daemon's core as the log describes it, warmed up like ``Daemon.serve`` does."""
-    from idcontrol.daemon.app import build_core
-    from idcontrol.launch_file import load_launch
+    from idcontrol.control.factory import build_core
+    from idcontrol.settings import load_launch
 
     cfg = log.config
     if "launch_toml" not in cfg:
@@ -60,22 +60,19 @@ def rebuild_core(log: TickLog, formulation: str | None = None) -> ControlCore:
     return core
 
 
-def logged_state(tick: dict[str, Any]) -> StateMessage:
-    """The state message a tick answered, from its log record."""
+def logged_state(tick: dict[str, Any]) -> RobotState:
+    """The state a tick answered, from its log record."""
     sensed = tick.get("sensed_forces")
     objects = {
         name: ObjectState(**{k: np.asarray(v, dtype=float) for k, v in pose.items()})
         for name, pose in (tick.get("objects") or {}).items()
     }
-    return StateMessage(
-        seq=int(tick["seq"]),
-        t=float(tick["t"]),
+    return RobotState(
         q=np.array(tick["q"], dtype=float),  # fresh, writable arrays, as the wire decoder gives
         v=np.array(tick["qd"], dtype=float),
-        contact_forces=None if sensed is None else np.array(sensed, dtype=float).reshape(-1, 3),
+        t=float(tick["t"]),
         objects=objects,
-        last_rtt_us=tick.get("last_rtt_us"),
-        bridge_stopped=bool(tick.get("bridge_stopped")),
+        sensed_forces=None if sensed is None else np.array(sensed, dtype=float).reshape(-1, 3),
     )
 
 
@@ -151,7 +148,7 @@ def replay(
                 apply_event(core, e, keep_formulation=formulation is not None)
             except IdControlError as err:
                 raise LogError(f"replay: the logged {e.get('kind')} before tick {index} failed: {err}") from None
-        out = core.tick(logged_state(tick), float(tick["now"]))
+        out = core.tick(logged_state(tick), float(tick["now"]), bridge_stopped=bool(tick.get("bridge_stopped")))
         if progress and (i % step == 0 or i == total - 1):
             _progress(i + 1, total)
         if tick["t"] < lo:
@@ -213,8 +210,8 @@ def replay_to_sim(log: TickLog, t_from: float | None = None, t_to: float | None 
     Returns how far the simulated configuration drifts from the logged one: the largest joint
     position error (rad) and the base position error at the end (m), over ``ticks`` commands.
     """
-    from idcontrol.bridges.mujoco_sim import MujocoSim
     from idcontrol.robot.model import RobotModel
+    from idcontrol.sim.mujoco import MujocoSim
 
     cfg = log.config
     ticks = [t for t in _windowed(log, t_from, t_to) if t["mode"] in STEPPING_MODES]

@@ -13,7 +13,7 @@ throws, returns a non-finite torque or overruns its time budget has the
 previous torque reused for a few ticks, then the safe controller (damping or
 PD hold) takes over; a joint beyond its position or velocity limits starts a
 damping stop; every command passes the safety filter
-(:mod:`idcontrol.daemon.safety`: NaN guard, torque-rate and torque limits),
+(:mod:`idcontrol.control.safety`: NaN guard, torque-rate and torque limits),
 which counts each intervention.
 The daemon (:mod:`idcontrol.daemon.server`), replay and the test harness all
 drive this same object.
@@ -24,86 +24,53 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.controller import InverseDynamicsController, RobotState
-from idcontrol.daemon.safety import SafetyFilter, SafetySettings
+from idcontrol.contacts.detection import ContactSet
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.metrics import RunMetrics, mean_abs, mean_abs_difference
+from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED
+from idcontrol.control.safety import SafetyFilter
+from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import SolveResult
-from idcontrol.protocol import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED, StateMessage
-from idcontrol.reference import JointTarget, Reference, desired_acceleration
+from idcontrol.reference import JointTarget, Reference, desired_acceleration, make_reference
+from idcontrol.settings import SafetySettings
 from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def mean_abs(x):  # pragma: no cover - compiled
-    """Mean of |x| over the 1-D array ``x`` (0 for an empty one)."""
-    total = 0.0
-    for value in x:
-        total += abs(value)
-    return total / max(x.shape[0], 1)
-
-
-@njit(cache=True)
-def mean_abs_difference(a, b):  # pragma: no cover - compiled
-    """Mean of |a − b| over two 1-D arrays of one length (0 when empty)."""
-    total = 0.0
-    for i in range(a.shape[0]):
-        total += abs(a[i] - b[i])
-    return total / max(a.shape[0], 1)
-
-
 @dataclass
-class TickOutput:
-    """What one tick produced: the command and what led to it (for telemetry and logs)."""
+class Command:
+    """What one tick decided: the torque to send and what led to it (for telemetry and logs).
 
-    seq: int
-    t: float
-    tau: Array  # (nu,) N·m, after the safety guards
+    tau : (nu,) N·m, after the safety guards.  mode : the core's mode after the tick.
+    t : bridge time of the state answered, s.
+    result : the formulation's solve (None outside run mode or when it threw).
+    target, qdd_des : the reference sample and q̈_des (nu,) rad/s² (run mode only).
+    contacts : the candidate contacts the solve used (run mode only).
+    formulation : the active formulation's name.  reference : the reference's own telemetry, if any.
+    clipped : joints whose torque hit a limit this tick.
+    note, event : what the guards did this tick, if anything (a rate-limited log line and its kind).
+    """
+
+    tau: Array
     mode: str
-    result: SolveResult | None = None  # None outside run mode
+    t: float = 0.0
+    result: SolveResult | None = None
     target: JointTarget | None = None
     qdd_des: Array | None = None
-    clipped: int = 0  # joints whose torque hit a limit this tick
-    note: str = ""  # what the guards did this tick, if anything (for a rate-limited log line)
-    event: str = ""  # the kind of that note (the log's rate-limiting key)
-
-
-@dataclass
-class RunMetrics:
-    """Running sums over run-mode ticks (the paper's Section 8.1 metrics)."""
-
-    ticks: int = 0
-    position_error_sum: float = 0.0  # Σ mean_j |q_ref − q|, rad
-    velocity_error_sum: float = 0.0  # Σ mean_j |q̇_ref − q̇|, rad/s
-    tau_rate_sum: float = 0.0  # Σ mean_j |Δτ| / Δt, N·m/s
-    tau_rate_ticks: int = 0
-    tau_abs_sum: float = 0.0  # Σ mean_j |τ|, N·m
-    fell: bool = False
-    dropped_at: float | None = None  # bridge time the grasped object was lost, s
-    fallbacks: dict[str, int] = field(default_factory=dict)
-    base_first: Array | None = None  # (3,) floating base position (world, m) at the first run tick
-    base_last: Array = field(default_factory=lambda: np.zeros(3))  # ... and at the last (updated in place)
-
-    def summary(self) -> dict[str, object]:
-        n = max(self.ticks, 1)
-        return {
-            "tracking_error_rad": self.position_error_sum / n,
-            "velocity_error_rad_s": self.velocity_error_sum / n,
-            "tau_rate_mean": self.tau_rate_sum / max(self.tau_rate_ticks, 1),
-            "tau_mean": self.tau_abs_sum / n,
-            "fell": self.fell,
-            "object_dropped_at_s": self.dropped_at,
-            "fallbacks": dict(self.fallbacks),
-            "base_travel_m": None if self.base_first is None else (self.base_last - self.base_first).tolist(),
-        }
+    contacts: ContactSet | None = None
+    formulation: str = ""
+    reference: dict[str, object] | None = None
+    clipped: int = 0
+    note: str = ""
+    event: str = ""
 
 
 class ControlCore:
@@ -241,6 +208,30 @@ class ControlCore:
         ready = self._formulations.get(name) if not options else None
         self.controller.set_formulation(ready or name, options, warm_up=False)  # no extra solve between ticks
 
+    @property
+    def formulation_name(self) -> str:
+        return self.controller.formulation.name
+
+    @property
+    def object_names(self) -> tuple[str, ...]:
+        """The movable bodies of the controller's world (their poses come with each state)."""
+        return tuple(o.name for o in self.controller.environment.objects)
+
+    def set_reference(self, name: str, options: Mapping[str, object]) -> list[str] | None:
+        """Replace the reference by a new ``name`` one (idle or stopped), or, while running, change the
+        running reference's ``options`` in place (the gait keeps its phase; same name only). Returns the
+        options changed in place, or None for a new reference. Raises InvalidTransition / ConfigError."""
+        if self.mode in (MODE_RUN, MODE_SAFE_STOP):
+            if name != self.reference.name:
+                raise InvalidTransition("stop before switching to another kind of reference")
+            try:
+                self.reference.update(**options)
+            except (ConfigError, InputError) as e:
+                raise InvalidTransition(str(e)) from None
+            return sorted(options)
+        self.reference = make_reference(name, self.robot, **options)
+        return None
+
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:
         """Replace PD(I) gains (scalars or one per actuated joint); validated before any is applied."""
         new = {}
@@ -254,15 +245,18 @@ class ControlCore:
         self.gains = replace(self.gains, **new)
 
     # ------------------------------------------------------------------ the tick
-    def tick(self, message: StateMessage, now: float | None = None) -> TickOutput:
-        """Answer one state. Raises :class:`InputError` for a state the robot model rejects (not acted on)."""
+    def tick(self, state: RobotState, now: float | None = None, *, bridge_stopped: bool = False) -> Command:
+        """Answer one state (validated here, once). ``now``: the caller's monotonic clock, s (default: this
+        process's); ``bridge_stopped``: the bridge stopped the robot on its own (late commands). Raises
+        :class:`InputError` for a state the robot model rejects (not acted on)."""
         now = time.monotonic() if now is None else now
         robot = self.robot
-        q, v = robot.check_state(message.q, message.v)
+        state = self.controller.check_state(state)
+        q, v = state.q, state.v
         q_act, v_act = q[self._idx_q], v[self._idx_v]
         np.copyto(self._q_act, q_act)
-        out = TickOutput(message.seq, message.t, self._zero, self.mode)
-        if message.bridge_stopped and self.mode == MODE_RUN:
+        out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
+        if bridge_stopped and self.mode == MODE_RUN:
             self.stop("the bridge stopped the robot (late commands)", now)
             out.note, out.event = "bridge safe stop: daemon safe stop", "bridge_stopped"
         if self.mode == MODE_RUN:
@@ -272,7 +266,7 @@ class ControlCore:
                 out.note, out.event = f"limit guard: {violation}: damping stop", "limit_guard"
         solved = False
         if self.mode == MODE_RUN:
-            solved = self._run(message, q, v, out, now)
+            solved = self._run(state, q, v, out, now)
             if robot.floating_base:
                 np.copyto(self.metrics.base_last, q[:3])
                 if self.metrics.base_first is None:
@@ -301,28 +295,29 @@ class ControlCore:
             self._record(out)
         return out
 
-    def _run(self, message: StateMessage, q: Array, v: Array, out: TickOutput, now: float) -> bool:
+    def _run(self, state: RobotState, q: Array, v: Array, out: Command, now: float) -> bool:
         """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether
         the formulation's own torque is used."""
-        target = self.reference.sample(message.t, q, v)
+        reference = self.reference
+        target = reference.sample(state.t, q, v)
         q_act, v_act = q[self._idx_q], v[self._idx_v]
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
-        state = RobotState(q=q, v=v, t=message.t, objects=message.objects, sensed_forces=message.contact_forces,
-                           contact_mask=self.reference.contact_mask())  # fmt: skip
+        state = replace(state, contact_mask=reference.contact_mask())
         out.target, out.qdd_des = target, qdd_des
+        out.reference = reference.telemetry()
         self._tracking = tracking
         try:
-            result = self.controller.solve(state, qdd_des, tracking)
+            result = self.controller.solve(state, qdd_des, tracking, checked=True)
         except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
         except Exception as e:  # a formulation that throws is a failed solve, not a dead daemon
             result = None
             self.last_error = f"{self.controller.formulation.name} raised {type(e).__name__}: {e}"
         out.result = result
-        contacts = self.controller.last_contacts
-        self.reference.observe_contacts(contacts)
+        contacts = out.contacts = self.controller.last_contacts
+        reference.observe_contacts(contacts)
         if self._has_objects and contacts is not None:
-            self._track_grasp(contacts, message.t)
+            self._track_grasp(contacts, state.t)
         tau = result.tau if result is not None else None
         f = self.filter
         if result is None:
@@ -354,7 +349,7 @@ class ControlCore:
         out.note, out.event = self.reason, kind
         return False
 
-    def _record(self, out: TickOutput) -> None:
+    def _record(self, out: Command) -> None:
         """Run metrics of a tick whose formulation's torque was sent (after the safety filter)."""
         tracking = self._tracking
         m = self.metrics

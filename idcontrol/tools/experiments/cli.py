@@ -13,7 +13,7 @@ from idcontrol.errors import ConfigError
 
 def run_paper(args: argparse.Namespace) -> int:
     """Run the paper's experiments as the command line asks; 0 when every run produced a result."""
-    from idcontrol.experiments.paper import plan, rest_penetration, run_matrix
+    from idcontrol.tools.experiments.paper import plan, rest_penetration, run_matrix
 
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
@@ -36,7 +36,7 @@ def run_paper(args: argparse.Namespace) -> int:
     results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True))
     bench_rows = []
     if bench_ticks and not only:
-        from idcontrol.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
+        from idcontrol.tools.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
 
         print("Fig. 19 timing (idcontrol bench --scenarios fig19):", flush=True)
         bench_rows = run(["fig19"], list(DEFAULT_FORMULATIONS), bench_ticks, list(FIG19_CONTACTS), None, None)
@@ -44,7 +44,7 @@ def run_paper(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     if args.report:
-        from idcontrol.experiments.report import write_report
+        from idcontrol.tools.experiments.report import write_report
 
         command = _command(args)
         for path in write_report(results, Path(args.report), command=command, quick=args.quick,

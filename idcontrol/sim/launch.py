@@ -1,0 +1,22 @@
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects)."""
+
+from __future__ import annotations
+
+from idcontrol.contacts.world import Environment
+from idcontrol.robot.model import RobotModel
+from idcontrol.settings import LaunchConfig
+from idcontrol.sim.base import Simulator, make_simulator
+from idcontrol.sim.rigid import RigidSim
+
+
+def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
+    """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain; its movable bodies if
+    ``objects``)."""
+    b = config.bridge
+    timestep = config.controller.dt / b.substeps
+    if b.kind == "rigid":
+        # the controller's terrain (idcontrol.control.factory.world_for) with the simulator's friction
+        ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
+        return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
+                        environment=ground if robot.floating_base else None)  # fmt: skip
+    return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)
