@@ -65,7 +65,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
 def _load(args: argparse.Namespace):
     from idcontrol.settings import load_launch
 
-    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation)
+    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation, args.bridge)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -74,6 +74,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         out += ["--duration", str(args.duration)]
     if args.formulation is not None:
         out += ["--formulation", args.formulation]
+    if args.bridge is not None:
+        out += ["--bridge", args.bridge]
     return out
 
 
@@ -230,6 +232,8 @@ def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
+    p.add_argument("--bridge", default=None, metavar="KIND",
+                   help="override the launch file's simulator (bridge.kind): mujoco, rigid or drake")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
