@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -122,6 +124,18 @@ class _QuietHalfSpaceWarning(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "half spaces are not currently supported for deformable" not in record.getMessage()
+
+
+@contextmanager
+def quiet_half_space_warning() -> Iterator[None]:
+    """Within the block, Drake's warning about half-spaces and deformable bodies is not logged."""
+    drake_logger = logging.getLogger("drake")
+    quiet = _QuietHalfSpaceWarning()
+    drake_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        drake_logger.removeFilter(quiet)
 
 
 def _mu_for_drake(mu: float, what: str) -> float:
@@ -273,13 +287,8 @@ class DrakeSim:
 
         self._plant, self._scene_graph = plant, scene_graph
         self._diagram = builder.Build()
-        drake_logger = logging.getLogger("drake")
-        quiet = _QuietHalfSpaceWarning()
-        drake_logger.addFilter(quiet)
-        try:
+        with quiet_half_space_warning():
             self._simulator = DrakeSimulator(self._diagram)
-        finally:
-            drake_logger.removeFilter(quiet)
         self._context = self._simulator.get_mutable_context()
         self._plant_context = plant.GetMyMutableContextFromRoot(self._context)
         self._actuation = plant.get_actuation_input_port()

@@ -39,6 +39,12 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_paper(args)
 
 
+def _experiment_sap(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_sap
+
+    return run_sap(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -60,6 +66,11 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
+    sap = which.add_parser("sap", help="Castro, Permenter and Han: SAP's resting penetration and stiction slip, "
+                                       "with Drake (needs idcontrol[drake])")  # fmt: skip
+    sap.add_argument("--json", default=None, metavar="PATH", help="write the checks as JSON")
+    sap.add_argument("--seconds", type=float, default=1.0, help="simulated time of each check, s (default 1)")
+    sap.set_defaults(func=_experiment_sap)
 
 
 def _load(args: argparse.Namespace):

@@ -1,4 +1,4 @@
-"""``idcontrol experiment paper``: run the matrix, print each run, write the JSON and the report."""
+"""``idcontrol experiment paper | sap``: run the experiments, print each result, write the JSON (and the report)."""
 
 from __future__ import annotations
 
@@ -70,3 +70,18 @@ def _command(args: argparse.Namespace) -> str:
         parts.append(f"--json {args.json}")
     parts.append(f"--report {args.report}")
     return " ".join(parts)
+
+
+def run_sap(args: argparse.Namespace) -> int:
+    """SAP's checks with Drake, printed measured against expected; 0 when every check is within tolerance."""
+    from idcontrol.tools.experiments.sap import format_checks, report, run_checks
+
+    if not args.seconds > 0:
+        raise ConfigError(f"--seconds must be > 0, got {args.seconds}")
+    dt = 1e-3
+    checks = run_checks(args.seconds, dt)
+    print(format_checks(checks, dt), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report(checks, dt, args.seconds), indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    return 0 if all(c.ok for c in checks) else 1
