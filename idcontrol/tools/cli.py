@@ -45,6 +45,12 @@ def _experiment_sap(args: argparse.Namespace) -> int:
     return run_sap(args)
 
 
+def _experiment_mismatch(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_mismatch
+
+    return run_mismatch(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -71,6 +77,15 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     sap.add_argument("--json", default=None, metavar="PATH", help="write the checks as JSON")
     sap.add_argument("--seconds", type=float, default=1.0, help="simulated time of each check, s (default 1)")
     sap.set_defaults(func=_experiment_sap)
+    mismatch = which.add_parser("mismatch", help="predicted against applied contact forces on the rigid, MuJoCo and "
+                                                 "Drake simulators (needs idcontrol[drake])")  # fmt: skip
+    mismatch.add_argument("--quick", action="store_true", help="short runs (CI)")
+    mismatch.add_argument("--json", default=None, metavar="PATH", help="write one object per cell as a JSON array")
+    mismatch.add_argument("--report", default=None, metavar="PATH", help="write the markdown report and its figures")
+    mismatch.add_argument("--only", default=None, metavar="SUBSTRING",
+                          help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
+    mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
+    mismatch.set_defaults(func=_experiment_mismatch)
 
 
 def _load(args: argparse.Namespace):
