@@ -235,3 +235,13 @@ def test_closed_loop_stand_through_the_test_harness() -> None:
     weight = run.robot.total_mass() * 9.81
     np.testing.assert_allclose(predicted[100:], weight, rtol=0.01)
     np.testing.assert_allclose(sensed[100:], weight, rtol=0.01)
+
+
+def test_bench_times_the_drake_step_beside_the_other_simulators(capsys) -> None:
+    """`idcontrol bench --scenarios drake_sim` times a step of each back end standing and trotting, in run mode."""
+    from idcontrol.tools.bench import SIM_BENCH_KINDS, bench_sim_step
+
+    assert SIM_BENCH_KINDS == ("drake", "mujoco", "rigid")
+    t = bench_sim_step("drake", "trot", 60)
+    assert t["ticks"] == 60 and t["mode"] == "run"
+    assert 0 < t["p50_us"] <= t["p99_us"] <= t["max_us"] and t["state_p50_us"] > 0
