@@ -54,3 +54,11 @@ def test_missing_extra_names_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     assert "pip install 'idcontrol[drake]'" in out.stderr
+
+
+def test_the_shipped_drake_launch_file_loads() -> None:
+    """launch/quadruped_stand_drake.toml selects Drake with the documented contact defaults, lock-step."""
+    config = load_launch(REPO / "launch" / "quadruped_stand_drake.toml")
+    b = config.bridge
+    assert (b.kind, b.mode, b.contact_stiffness, b.contact_relaxation_time) == ("drake", "lockstep", 1e6, 1e-3)
+    assert config.controller.consistent_contact_velocity and config.reference.name == "hold"
