@@ -100,9 +100,10 @@ def test_drake_and_pinocchio_agree_on_the_model_in_both_conventions(name: str, r
         potential = pin.computePotentialEnergy(model, data, q) - pin.computePotentialEnergy(model, data, q_rest)
         assert plant.CalcPotentialEnergy(context) - potential_rest == pytest.approx(potential, abs=1e-9)
         pin.framesForwardKinematics(model, data, q)
-        inspector = sim._scene_graph.model_inspector()
-        for k, (sphere, fid) in enumerate(zip(robot.config.contact_spheres, robot.sphere_frame_ids, strict=True)):
-            (geometry,) = [g for g, i in sim._sphere_of_geometry.items() if i == k]
+        inspector = sim.scene_graph.model_inspector()
+        spheres = zip(robot.config.contact_spheres, robot.sphere_frame_ids, sim.sphere_geometries, strict=True)
+        for sphere, fid, geometry in spheres:
+            assert inspector.GetName(geometry).endswith(f"contact:{sphere.name}")
             body = plant.GetBodyFromFrameId(inspector.GetFrameId(geometry))
             X_WB = plant.EvalBodyPoseInWorld(context, body)
             centre = X_WB.multiply(inspector.GetPoseInFrame(geometry).translation())

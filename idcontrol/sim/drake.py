@@ -367,6 +367,16 @@ class DrakeSim:
         return self._plant
 
     @property
+    def scene_graph(self) -> Any:
+        """Drake's ``SceneGraph`` (the inspector of every geometry's pose and properties)."""
+        return self._scene_graph
+
+    @property
+    def sphere_geometries(self) -> list[Any]:
+        """Drake's ``GeometryId`` of each contact sphere, in ``robot.toml`` order."""
+        return sorted(self._sphere_of_geometry, key=self._sphere_of_geometry.__getitem__)
+
+    @property
     def plant_context(self) -> Any:
         """The plant's context inside the running simulation."""
         return self._plant_context
