@@ -128,6 +128,20 @@ def test_torques_act_on_the_joints_pinocchio_names(name: str, rng: np.random.Gen
     np.testing.assert_allclose(measured, expected, atol=2e-4 * np.abs(expected).max())
 
 
+def test_reported_quaternions_are_unit_while_the_base_tumbles(quadruped: RobotModel) -> None:
+    """A base spinning at 20 rad/s in the air keeps a unit quaternion in state() (Drake's own drifts)."""
+    sim = DrakeSim(quadruped, floor=False)
+    q = sim.initial.copy()
+    v = np.zeros(quadruped.nv)
+    v[3:6] = [20.0, 13.0, -7.0]
+    sim.reset(q, v)
+    for _ in range(300):
+        sim.step(np.zeros(quadruped.nu))
+    s = sim.state()
+    assert np.linalg.norm(s.q[3:7]) == pytest.approx(1.0, abs=1e-12)
+    assert abs(np.linalg.norm(sim.plant.GetPositions(sim.plant_context)[:4]) - 1.0) > 1e-9  # why it is needed
+
+
 def test_one_sap_update_per_step(quadruped_sim: DrakeSim) -> None:
     """Each step() advances one time step: in free fall v_z = −g n Δt and t = n Δt after n steps."""
     sim = quadruped_sim

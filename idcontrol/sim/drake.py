@@ -451,7 +451,8 @@ class DrakeSim:
         Drake's quaternion free joint holds q = [quaternion w x y z, position] and v = [angular velocity,
         velocity of the body origin], both in the world frame; Pinocchio's free flyer holds q = [position,
         quaternion x y z w] and v = [linear, angular] velocity in the base frame: v_lin = Rᵀ v_W, ω = Rᵀ ω_W.
-        Joints are matched by name.
+        Joints are matched by name. Drake's step does not renormalize its quaternions (a tumbling base drifted
+        to norm 1.001 in 1.4 s): they are reported normalized.
         """
         r = self.robot
         x = self._plant.GetPositionsAndVelocities(self._plant_context)
@@ -461,7 +462,7 @@ class DrakeSim:
         v[self._pin_v] = x[self._dk_v]
         if self._base_slots is not None:
             a, b = self._base_slots
-            w, qx, qy, qz = x[a : a + 4]
+            w, qx, qy, qz = x[a : a + 4] / np.linalg.norm(x[a : a + 4])
             q[0:3] = x[a + 4 : a + 7]
             q[3:7] = (qx, qy, qz, w)
             R = _rotation_from_wxyz(w, qx, qy, qz)
@@ -469,7 +470,7 @@ class DrakeSim:
             v[3:6] = R.T @ x[b : b + 3]
         objects = {}
         for name, a, b in self._object_slots:
-            w, qx, qy, qz = x[a : a + 4]
+            w, qx, qy, qz = x[a : a + 4] / np.linalg.norm(x[a : a + 4])
             objects[name] = ObjectState(
                 position=x[a + 4 : a + 7].copy(),
                 orientation_xyzw=np.array([qx, qy, qz, w]),
