@@ -530,7 +530,7 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
     """The simulator kind and the keys that only one kind reads (ConfigError naming the key)."""
     if bridge.kind not in BRIDGE_KINDS:
         raise ConfigError(f"{where}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
-    if bridge.terrain != "flat" and bridge.kind != "rigid":
+    if bridge.terrain in TERRAINS and bridge.terrain != "flat" and bridge.kind != "rigid":  # (an unknown one: below)
         raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
     for key in ("contact_stiffness", "contact_relaxation_time"):
         value = getattr(bridge, key)
