@@ -49,7 +49,11 @@ def _outcome(r: Row | None) -> str:
     if r is None:
         return "(not run)"
     solves = "" if r["failed_solves"] is None else f"; {r['failed_solves']} failed solves"
-    fallbacks = ", ".join(f"{k} {v}" for k, v in sorted((r.get("fallbacks") or {}).items()))
+    kinds: dict[str, int] = {}  # a fallback's kind without its details: "lemke regularized", "no LCP solution"
+    for message, count in (r.get("fallbacks") or {}).items():
+        kind = message.split(" (")[0].split(" eps=")[0].split(":")[0]
+        kinds[kind] = kinds.get(kind, 0) + count
+    fallbacks = ", ".join(f"{kind} × {count}" for kind, count in sorted(kinds.items()))
     return outcome(r) + solves + (f" (fallbacks: {fallbacks})" if fallbacks else "")
 
 
@@ -68,7 +72,7 @@ def _task_tables(by: dict, task: str) -> list[str]:
     out += _table(header, [[f, *(_force(_cell(by, task, s, f)) for s in sims)] for f in FORMULATIONS])
     out += ["Tracking error (mean |q_ref − q|) and E|Δτ|", ""]
     out += _table(header, [[f, *(_tracking(_cell(by, task, s, f)) for s in sims)] for f in FORMULATIONS])
-    out += ["Outcome, failed solves", ""]
+    out += ["Outcome, failed solves (no torque: the fallback policy took over) and the solvers' own fallbacks", ""]
     out += _table(header, [[f, *(_outcome(_cell(by, task, s, f)) for s in sims)] for f in FORMULATIONS])
     return out
 
