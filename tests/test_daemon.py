@@ -42,17 +42,21 @@ class Harness:
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
-        self.admin = AdminClient(self.daemon.bound["admin"], context=self.ctx)
+        self.token = self.daemon.credential.token
+        self.admin = AdminClient(self.daemon.bound["admin"], context=self.ctx, token=self.token)
         self.admin.request("status", timeout=120.0)  # served once warm-up is over
         self.telemetry = self.ctx.socket(zmq.SUB)
         self.telemetry.setsockopt(zmq.SUBSCRIBE, b"")
         self.telemetry.connect(self.daemon.bound["telemetry"])
-        if clock == "lockstep":  # a test steps at its own pace, not the wall clock's
-            r = robot
-            assert self.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
+        # lockstep: a test steps at its own pace, not the wall clock's
+        assert self.exchange(self.hello(clock))["type"] == "welcome"
         self.seq = 0
         self.q = robot.standing_configuration()
         self.v = np.zeros(robot.nv)
+
+    def hello(self, clock: str = "lockstep", **fields) -> bytes:
+        r = self.robot
+        return wire.encode_hello(r.name, r.nq, r.nv, r.nu, clock, fields.pop("token", self.token))
 
     def dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -96,7 +100,7 @@ def harness(quadruped):
 
 def test_hello_is_answered_with_welcome_listing_joints_and_contacts(harness):
     r = harness.robot
-    reply = harness.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu))
+    reply = harness.exchange(harness.hello("realtime"))
     assert reply["type"] == "welcome" and reply["v"] == wire.PROTOCOL_VERSION
     assert reply["joint_names"] == list(r.actuated_joints)
     assert reply["contact_names"] == list(r.sphere_names)
@@ -104,7 +108,7 @@ def test_hello_is_answered_with_welcome_listing_joints_and_contacts(harness):
 
 
 def test_hello_for_another_robot_is_refused(harness):
-    reply = harness.exchange(wire.encode_hello("arm", 11, 11, 11))
+    reply = harness.exchange(wire.encode_hello("arm", 11, 11, 11, token=harness.token))
     assert reply["type"] == "error" and reply["code"] == "robot_mismatch"
 
 
@@ -247,6 +251,7 @@ def test_restarted_bridge_resumes_only_after_an_explicit_start(realtime_harness)
     time.sleep(0.1)  # the bridge "dies": the watchdog stops the robot
     new_bridge = harness.dealer()
     try:
+        assert harness.exchange(harness.hello("realtime"), socket=new_bridge)["type"] == "welcome"
         for seq in (1, 2, 3):
             reply = harness.exchange(wire.encode_state(seq, 0.0, harness.q, harness.v), socket=new_bridge)
             assert reply["type"] == "command" and reply["mode"] in ("safe_stop", "stopped")
@@ -400,8 +405,7 @@ def test_lockstep_bridge_gets_the_long_watchdog_and_realtime_the_short_one(quadr
     """A simulator that announced a lock-step clock may pause 100 ms between states without a stop."""
     h = Harness(quadruped)
     try:
-        r = h.robot
-        assert h.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
+        assert h.exchange(h.hello("lockstep"))["type"] == "welcome"
         h.admin.request("start")
         h.state()
         time.sleep(0.1)

@@ -30,6 +30,7 @@ class TickStats:
         self.ticks = 0
         self.deadline_misses = 0
         self.states_skipped = 0  # gaps in the bridge's sequence numbers
+        self.seq_jumps = 0  # gaps too large to be states the bridge skipped (a driver's counter reset, say)
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
 
@@ -66,6 +67,16 @@ class TickStats:
             for key, value in phases_s.items():
                 sums[key] = sums.get(key, 0.0) + value * 1e6
 
+    #: A gap in the sequence numbers larger than this is a jump of the peer's counter, not skipped states.
+    MAX_SKIPPED_GAP = 1_000_000
+
+    def count_skipped(self, gap: int) -> None:
+        """``gap`` states between two answered ones that the daemon never saw (or a jump of the counter)."""
+        if gap > self.MAX_SKIPPED_GAP:
+            self.seq_jumps += 1
+        elif gap > 0:
+            self.states_skipped += gap
+
     def phase_means_us(self) -> dict[str, float]:
         """Mean µs per tick of each phase: the daemon's ``decode``, ``core_tick`` (which holds the controller's
         ``total``: ``model``, ``contacts``, ``build``, ``solve``) and ``send``, and ``transport``, the mean
@@ -89,6 +100,7 @@ class TickStats:
             "slack_us": slack_us(self.period_us - compute),
             "phase_mean_us": self.phase_means_us(),
             "states_skipped": self.states_skipped,
+            "seq_jumps": self.seq_jumps,
             "states_dropped": self.states_dropped,
             "errors": self.errors,
         }

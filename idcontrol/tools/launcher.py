@@ -24,7 +24,6 @@ import zmq
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
-from idcontrol.security import KeyDirectory
 from idcontrol.settings import LaunchConfig
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
@@ -98,8 +97,7 @@ class Launch:
         """Run to the end (duration, Ctrl-C, a fall, or a safe stop); return the summary."""
         check_endpoints_free(self.config)
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
-        keys = KeyDirectory(self.config.curve_keys) if self.config.curve_keys else None
-        admin = AdminClient(self.config.endpoints.admin, curve=keys)
+        admin = AdminClient.for_launch(self.config)
         started_wall = time.monotonic()
         bridge_report: dict[str, Any] = {}
         try:
@@ -125,6 +123,8 @@ class Launch:
                 admin.request("shutdown")
             except TimeoutError:  # it may exit before its reply leaves; _stop_children ends it either way
                 print("idcontrol: the daemon did not acknowledge shutdown; stopping it", file=sys.stderr)
+        except TimeoutError:  # the admin channel went silent: the daemon died or hangs
+            raise IdControlError(self._daemon_lost()) from None
         finally:
             signal.signal(signal.SIGINT, previous)
             admin.close()
@@ -143,6 +143,18 @@ class Launch:
         if "log_path" in stats:
             summary.update(log_path=stats["log_path"], log_dropped=stats["log_dropped"])
         return summary
+
+    def _daemon_lost(self) -> str:
+        """What to tell the user when the daemon stops answering (the bridge is then stopped by ``finally``)."""
+        code = self.daemon.poll() if self.daemon is not None else None
+        if code is None:
+            what = "stopped answering its admin channel (it is being stopped)"
+        elif code < 0:
+            what = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            what = f"exited with code {code}"
+        return (f"the daemon {what}; the bridge was stopped (a robot driver's own watchdog stops the robot). "
+                "No summary: the daemon's statistics went with it (a --log file keeps every tick up to the end)")
 
     def _on_interrupt(self, *_: object) -> None:
         self._interrupted = True
