@@ -36,6 +36,7 @@ from idcontrol.control.modes import MODE_STOPPED as MODE_STOPPED
 from idcontrol.control.modes import MODES
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ProtocolError
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
@@ -185,7 +186,7 @@ def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None
     else:
         raise ProtocolError("bad_field", f"{key} must be float64 bytes or an array of numbers, "
                             f"got {type(value).__name__}", seq)  # fmt: skip
-    if not np.isfinite(array).all():
+    if not all_finite(array):  # compiled: numpy's isfinite().all() costs several times more per array
         bad = np.flatnonzero(~np.isfinite(array))[:10].tolist()
         raise ProtocolError("non_finite", f"{key} is not finite at indices {bad}", seq)
     return array

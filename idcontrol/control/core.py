@@ -176,6 +176,15 @@ class ControlCore:
         mean_abs(tracking.position_error)
         mean_abs_difference(tracking.position_error, tracking.velocity_error)
 
+    def reset(self) -> None:
+        """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold
+        forgotten; the run metrics and the counts kept): replay and benchmarks start a sequence afresh."""
+        self.mode, self.reason = MODE_IDLE, "reset"
+        self.reference.reset()
+        self.controller.formulation.reset()
+        self._tau_prev, self._held = None, 0
+        self._tau_sent[:] = 0.0
+
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
         """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode."""

@@ -353,6 +353,7 @@ class Daemon:
                 self._publish(out, message, compute_us, now)
             except Exception as e:  # telemetry is for observers: a bug there must not stop the robot
                 self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
+        self.stats.record_publish((time.perf_counter() - sent) * 1e6, stages_us[0], stages_us[2])
 
     def _accept(self, message: StateMessage, now: float, received: float) -> None:
         """Book an answered state: its seq (and the states the bridge skipped before it), the watchdog's clock."""
@@ -386,9 +387,10 @@ class Daemon:
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
                                     bridge_stopped=message.bridge_stopped, last_late=message.last_late)  # fmt: skip
+        record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped
-        packed = wire.pack({"v": wire.PROTOCOL_VERSION, "type": "telemetry", **schema.encode_tick_record(record)})
+        packed = wire.pack(schema.encode_tick_record(record))
         if self.logger is not None:
             self.logger.tick(packed)
         if self.telemetry is not None:

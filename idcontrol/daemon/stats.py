@@ -18,12 +18,14 @@ class TickStats:
         self.period_us = period * 1e6
         self.compute_us = Series(capacity)
         self.roundtrip_us = Series(capacity)
+        self.overhead_us = Series(capacity)  # the daemon's own work per tick: decode, send, publish
         self.phase_sums_us: dict[str, float] = {}
         self.reset()
 
     def reset(self) -> None:
         self.compute_us.clear()
         self.roundtrip_us.clear()
+        self.overhead_us.clear()
         self.phase_sums_us = {}
         self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
         self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of those ticks
@@ -77,9 +79,17 @@ class TickStats:
         elif gap > 0:
             self.states_skipped += gap
 
+    def record_publish(self, publish_us: float, decode_us: float, send_us: float) -> None:
+        """The telemetry and log record of the last answered state took ``publish_us`` (after its command
+        left); with that tick's ``decode_us`` and ``send_us``, the daemon's own share of the tick."""
+        sums = self.phase_sums_us
+        sums["publish"] = sums.get("publish", 0.0) + publish_us
+        self.overhead_us.add(decode_us + send_us + publish_us)
+
     def phase_means_us(self) -> dict[str, float]:
         """Mean µs per tick of each phase: the daemon's ``decode``, ``core_tick`` (which holds the controller's
-        ``total``: ``model``, ``contacts``, ``build``, ``solve``) and ``send``, and ``transport``, the mean
+        ``total``: ``model``, ``contacts``, ``build``, ``solve``), ``send`` and ``publish`` (the telemetry and log
+        record, after the command left), and ``transport``, the mean
         round trip less the mean compute time: ZeroMQ both ways plus the bridge's own send and receive."""
         n = max(self.ticks, 1)
         means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
@@ -97,6 +107,7 @@ class TickStats:
             "on_deadline_fraction": 1.0 - self.deadline_misses / n if self.ticks else math.nan,
             "compute_us": percentiles_us(compute),
             "roundtrip_us": percentiles_us(self.roundtrip_us.values()),
+            "overhead_us": percentiles_us(self.overhead_us.values()),
             "slack_us": slack_us(self.period_us - compute),
             "phase_mean_us": self.phase_means_us(),
             "states_skipped": self.states_skipped,

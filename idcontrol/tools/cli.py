@@ -260,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="time each formulation's whole tick on standing scenarios")
     bench.add_argument("--ticks", type=_positive_int, default=3000, help="timed ticks per row (default 3000)")
     bench.add_argument(
-        "--scenarios", default="quadruped,solo12,fig19", help="comma list: quadruped,solo12,fig19,arm,transport"
+        "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
+        help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim"
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
