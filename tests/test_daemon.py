@@ -379,8 +379,9 @@ def test_every_formulation_publishes_telemetry_while_standing_on_its_feet(quadru
         h.close()
 
 
-def test_a_command_the_bridge_reports_late_is_a_deadline_miss(harness):
+def test_a_command_the_bridge_reports_late_is_a_deadline_miss(realtime_harness):
     """last_late counts a miss even with no round trip to judge by; a round trip over the period counts one too."""
+    harness = realtime_harness
     harness.state()
     harness.admin.request("start")
     for _ in range(5):
@@ -438,3 +439,27 @@ def test_trot_speed_changes_in_place_while_running_and_other_options_are_refused
         assert e.value.code == "invalid_transition"
     finally:
         h.close()
+
+
+def test_in_lockstep_a_miss_is_the_controllers_lateness_and_long_round_trips_are_counted_apart(harness):
+    """A lock-step round trip holds the simulator's step: over the period it is a long round trip, not a miss;
+    the states are counted by the mode they were answered in."""
+    harness.state()
+    harness.admin.request("start")
+    harness.state(last_rtt_us=1500.0)
+    stats = harness.admin.request("stats")
+    assert stats["long_roundtrips"] == 1 and stats["mode_ticks"] == {"idle": 1, "run": 1}
+
+
+def test_deadline_misses_count_round_trips_in_real_time_and_compute_in_lockstep():
+    """TickStats: in real time a round trip over the period is a miss; in lock-step only compute over the period
+    is (the round trip is counted as long); a reported late command is a miss in both."""
+    from idcontrol.daemon.stats import TickStats
+
+    for lockstep, misses in ((False, 3), (True, 2)):
+        stats = TickStats(1e-3)
+        stats.record(200.0, 1500.0, None, lockstep=lockstep)  # long round trip, quick compute
+        stats.record(1200.0, 1300.0, None, lockstep=lockstep)  # the controller itself late
+        stats.record(200.0, None, None, previous_late=True, lockstep=lockstep)
+        stats.record(200.0, 300.0, None, lockstep=lockstep)
+        assert stats.deadline_misses == misses and stats.long_roundtrips == (2 if lockstep else 0)

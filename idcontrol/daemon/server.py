@@ -144,6 +144,7 @@ class Daemon:
                 self.poller.register(s, zmq.POLLIN)
         self._peer: bytes | None = None  # the one client that commands (it said hello with the credential)
         self._peer_heard = -1e9  # monotonic s of its last hello or state
+        self._lockstep = False  # the session's clock: a lock-step simulator, or real time
         self._last_seq = -1
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
@@ -307,7 +308,8 @@ class Daemon:
         if self._peer not in (None, peer):
             log.info("a new client took over the control channel; mode %s (%s)", self.core.mode, self.core.reason)
         self._peer, self._peer_heard, self._last_seq = peer, now, -1
-        self.watchdog = self.lockstep_watchdog if message.get("clock") == "lockstep" else self.realtime_watchdog
+        self._lockstep = message.get("clock") == "lockstep"
+        self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
     def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float) -> None:
@@ -345,7 +347,8 @@ class Daemon:
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
         stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
-        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late)
+        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late, mode=out.mode,
+                          lockstep=self._lockstep)  # fmt: skip
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
         if self.telemetry is not None or self.logger is not None:

@@ -30,7 +30,9 @@ class TickStats:
         self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
         self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of those ticks
         self.ticks = 0
+        self.mode_ticks: dict[str, int] = {}  # answered states by the core's mode after the tick
         self.deadline_misses = 0
+        self.long_roundtrips = 0  # lock-step round trips over the period (they hold the simulator's step)
         self.states_skipped = 0  # gaps in the bridge's sequence numbers
         self.seq_jumps = 0  # gaps too large to be states the bridge skipped (a driver's counter reset, say)
         self.states_dropped = 0  # superseded by a newer state before being answered
@@ -43,21 +45,32 @@ class TickStats:
         phases_s: dict[str, float] | None,
         stages_us: tuple[float, float, float] | None = None,
         previous_late: bool = False,
+        *,
+        mode: str = "run",
+        lockstep: bool = False,
     ) -> None:
         """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent;
         ``phases_s`` the controller's timings (s); ``stages_us`` the daemon's own split of ``compute_us``:
         decoding the state, the core's tick, encoding and handing the command to ZeroMQ (µs);
         ``previous_late``: the bridge says the previous command missed its deadline (a miss, whatever the
-        round trips)."""
+        round trips); ``mode``: the core's mode after the tick.
+
+        A deadline miss is a command the bridge reported late, or, in real time, a round trip over the period.
+        In a lock-step session the round trip also holds the simulator's step, which no deadline waits for:
+        there a miss is the controller's own lateness, its compute time over the period, and a round trip over
+        the period is only counted (``long_roundtrips``)."""
         self.ticks += 1
+        self.mode_ticks[mode] = self.mode_ticks.get(mode, 0) + 1
         self.compute_us.add(compute_us)
+        late = compute_us > self.period_us
         if roundtrip_us is not None:
             self.roundtrip_us.add(roundtrip_us)
             self._roundtrip_sum += roundtrip_us
             self._compute_sum_with_roundtrip += compute_us
-            late = roundtrip_us > self.period_us
-        else:
-            late = compute_us > self.period_us
+            if lockstep:
+                self.long_roundtrips += roundtrip_us > self.period_us
+            else:
+                late = roundtrip_us > self.period_us
         self.deadline_misses += late or previous_late
         sums = self.phase_sums_us
         if stages_us is not None:
@@ -103,7 +116,9 @@ class TickStats:
         n = max(self.ticks, 1)
         return {
             "ticks": self.ticks,
+            "mode_ticks": dict(self.mode_ticks),
             "deadline_misses": self.deadline_misses,
+            "long_roundtrips": self.long_roundtrips,
             "on_deadline_fraction": 1.0 - self.deadline_misses / n if self.ticks else math.nan,
             "compute_us": percentiles_us(compute),
             "roundtrip_us": percentiles_us(self.roundtrip_us.values()),
