@@ -11,12 +11,16 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from idcontrol import protocol as wire
-from idcontrol.security import KeyDirectory
+from idcontrol.errors import ProtocolError
+from idcontrol.security import READ_ONLY_REQUESTS, Credential, KeyDirectory
+
+if TYPE_CHECKING:
+    from idcontrol.settings import LaunchConfig
 
 
 class AdminClient:
@@ -24,28 +28,58 @@ class AdminClient:
 
     A REQ socket that lost its reply cannot send again, so each timeout replaces the socket.
     ``curve``: the key directory of a daemon that authenticates its peers (:mod:`idcontrol.security`).
+    ``token``: the daemon's credential, shown with every request but ``status`` and ``stats``; or
+    ``credential_for``: the daemon's control endpoint, whose credential is read when a request first needs it
+    (and read again when the daemon refuses it: a restarted daemon has a new one).
     """
 
     def __init__(
-        self, endpoint: str, timeout: float = 2.0, context: zmq.Context | None = None, curve: KeyDirectory | None = None
+        self,
+        endpoint: str,
+        timeout: float = 2.0,
+        context: zmq.Context | None = None,
+        curve: KeyDirectory | None = None,
+        *,
+        token: str | None = None,
+        credential_for: str | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self.curve = curve
+        self.token = token
+        self.credential_for = credential_for
         self._ctx = context or zmq.Context.instance()
         self._socket = self._connect()
+
+    @classmethod
+    def for_launch(cls, config: LaunchConfig, timeout: float = 2.0) -> AdminClient:
+        """A client of the daemon of a launch file: its admin endpoint, its CURVE keys or its credential."""
+        keys = KeyDirectory(config.curve_keys) if config.curve_keys else None
+        return cls(config.endpoints.admin, timeout, curve=keys,
+                   credential_for=None if keys else config.endpoints.control)  # fmt: skip
 
     def _connect(self) -> zmq.Socket:
         s = self._ctx.socket(zmq.REQ)
         s.setsockopt(zmq.LINGER, 0)
         if self.curve is not None:
             self.curve.make_client(s)
+        wire.allow_ipv6(s, self.endpoint)
         s.connect(self.endpoint)
         return s
 
     def request(self, kind: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         """Send one request; return the ``ok`` reply. Raises ProtocolError for an ``error`` reply."""
-        return wire.decode_reply(self.request_raw(wire.encode_request(kind, **fields), timeout))
+        if kind in READ_ONLY_REQUESTS or "token" in fields or (self.token is None and self.credential_for is None):
+            return wire.decode_reply(self.request_raw(wire.encode_request(kind, **fields), timeout))
+        if self.token is None:
+            self.token = Credential.of_daemon(self.credential_for).token
+        try:
+            return wire.decode_reply(self.request_raw(wire.encode_request(kind, token=self.token, **fields), timeout))
+        except ProtocolError as e:
+            if e.code != "unauthorized" or self.credential_for is None:
+                raise
+            self.token = Credential.of_daemon(self.credential_for).token  # the daemon restarted: a new one
+            return wire.decode_reply(self.request_raw(wire.encode_request(kind, token=self.token, **fields), timeout))
 
     def request_raw(self, payload: bytes, timeout: float | None = None) -> bytes:
         """Send raw bytes (tests send malformed requests with this); return the raw reply."""
@@ -92,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_launch(args.launch_file)
-        with AdminClient(config.endpoints.admin) as admin:
+        with AdminClient.for_launch(config) as admin:
             deadline = time.monotonic() + args.wait
             while True:
                 try:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 import numpy as np
+import zmq
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import ObjectState
@@ -35,12 +36,17 @@ from idcontrol.control.modes import MODE_STOPPED as MODE_STOPPED
 from idcontrol.control.modes import MODES
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ProtocolError
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
 PROTOCOL_VERSION = 1
 #: Messages larger than this are refused unread (``too_large``).
 MAX_MESSAGE_BYTES = 1 << 20
+#: Sequence numbers run from 0 to this (msgpack's largest integer, an unsigned 64-bit one).
+MAX_SEQ = (1 << 64) - 1
+#: The longest string field accepted (characters); longer ones are ``bad_field``.
+MAX_STRING = 256
 
 #: Error reply codes and what they mean (docs/protocol.md, "Errors").
 ERROR_CODES = {
@@ -55,12 +61,20 @@ ERROR_CODES = {
     "robot_mismatch": "the peer's robot differs from the daemon's",
     "bad_state": "the state is well-formed but not a valid robot state",
     "busy": "another bridge is driving the daemon",
+    "unauthorized": "the request needs the daemon's credential, and it was missing or wrong",
     "invalid_transition": "the request is not allowed in the current mode",
     "unknown_name": "unknown formulation, reference or option",
     "internal": "the daemon failed while handling the message",
 }
 
 _packer = msgpack.Packer(use_bin_type=True)
+
+
+def allow_ipv6(socket: Any, endpoint: str) -> None:
+    """Let a ZeroMQ socket bind or connect to an IPv6 address (``tcp://[::1]:PORT``; ZeroMQ's default is
+    IPv4 only, and an IPv6 literal then fails with "No such device")."""
+    if endpoint.startswith("tcp://["):
+        socket.setsockopt(zmq.IPV6, 1)
 
 
 def pack(message: Mapping[str, Any]) -> bytes:
@@ -87,11 +101,11 @@ def unpack(raw: bytes, allowed_types: tuple[str, ...]) -> dict[str, Any]:
     version = message.get("v")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(
-            "bad_version", f"protocol version {version!r} not supported; this is {PROTOCOL_VERSION}", seq
+            "bad_version", f"protocol version {_shown(version)} not supported; this is {PROTOCOL_VERSION}", seq
         )
     kind = message.get("type")
     if kind not in allowed_types:
-        raise ProtocolError("unknown_type", f"message type {kind!r} not one of {list(allowed_types)}", seq)
+        raise ProtocolError("unknown_type", f"message type {_shown(kind)} not one of {list(allowed_types)}", seq)
     return message
 
 
@@ -106,11 +120,19 @@ def _seq_of(message: Mapping[str, Any]) -> int | None:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
-def get_int(message: Mapping[str, Any], key: str) -> int:
+def get_int(message: Mapping[str, Any], key: str, maximum: int = MAX_SEQ) -> int:
+    """A required integer field in 0 .. ``maximum``."""
     value = require(message, key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ProtocolError("bad_field", f"{key} must be a non-negative integer, got {value!r}", _seq_of(message))
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= maximum:
+        raise ProtocolError("bad_field", f"{key} must be an integer in 0 .. {maximum}, got {_shown(value)}",
+                            _seq_of(message))  # fmt: skip
     return value
+
+
+def _shown(value: object) -> str:
+    """A value for an error message, cut short (a hostile peer's string is never echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def get_float(message: Mapping[str, Any], key: str) -> float:
@@ -124,10 +146,19 @@ def get_float(message: Mapping[str, Any], key: str) -> float:
 
 
 def get_str(message: Mapping[str, Any], key: str) -> str:
+    """A required string field of at most :data:`MAX_STRING` characters."""
     value = require(message, key)
     if not isinstance(value, str):
         raise ProtocolError("bad_field", f"{key} must be a string, got {type(value).__name__}", _seq_of(message))
+    if len(value) > MAX_STRING:
+        raise ProtocolError("bad_field", f"{key} is {len(value)} characters long; at most {MAX_STRING}",
+                            _seq_of(message))  # fmt: skip
     return value
+
+
+def get_optional_str(message: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
+    """An optional string field (absent or nil: ``default``), bounded as :func:`get_str`."""
+    return default if message.get(key) is None else get_str(message, key)
 
 
 def get_bool(message: Mapping[str, Any], key: str, seq: int | None = None) -> bool:
@@ -155,7 +186,7 @@ def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None
     else:
         raise ProtocolError("bad_field", f"{key} must be float64 bytes or an array of numbers, "
                             f"got {type(value).__name__}", seq)  # fmt: skip
-    if not np.isfinite(array).all():
+    if not all_finite(array):  # compiled: numpy's isfinite().all() costs several times more per array
         bad = np.flatnonzero(~np.isfinite(array))[:10].tolist()
         raise ProtocolError("non_finite", f"{key} is not finite at indices {bad}", seq)
     return array
@@ -207,6 +238,8 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     message = unpack(raw, ("state", "hello"))
     if message["type"] == "hello":
         get_str(message, "robot")
+        get_optional_str(message, "clock")
+        get_optional_str(message, "token")
         return message
     seq = get_int(message, "seq")
     t = get_float(message, "t")
@@ -286,13 +319,14 @@ class CommandMessage:
     mode: str
 
 
-def decode_command(raw: bytes, nu: int) -> CommandMessage:
-    """Decode the daemon's reply on the control channel (bridges use this); raises on ``error`` replies."""
+def decode_command(raw: bytes, nu: int) -> CommandMessage | None:
+    """Decode the daemon's reply on the control channel (bridges use this): a command, or None for a
+    ``welcome`` (the answer to a ``hello``); raises ProtocolError on ``error`` replies."""
     message = unpack(raw, ("command", "error", "welcome"))
     if message["type"] == "error":
         raise ProtocolError(str(message.get("code")), f"daemon: {message.get('message')}", _seq_of(message))
     if message["type"] == "welcome":
-        raise ProtocolError("unknown_type", "unexpected welcome", None)
+        return None
     seq = get_int(message, "seq")
     mode = get_str(message, "mode")
     if mode not in MODES:
@@ -300,10 +334,13 @@ def decode_command(raw: bytes, nu: int) -> CommandMessage:
     return CommandMessage(seq, get_float(message, "t"), get_array(message, "tau", nu, seq), mode)
 
 
-def encode_hello(robot: str, nq: int, nv: int, nu: int, clock: str = "realtime") -> bytes:
-    """``clock``: "realtime" (a robot, or a simulator paced by the wall clock) or "lockstep"."""
-    return pack({"v": PROTOCOL_VERSION, "type": "hello", "robot": robot, "nq": nq, "nv": nv, "nu": nu,
-                 "clock": clock})  # fmt: skip
+def encode_hello(robot: str, nq: int, nv: int, nu: int, clock: str = "realtime", token: str | None = None) -> bytes:
+    """``clock``: "realtime" (a robot, or a simulator paced by the wall clock) or "lockstep"; ``token``: the
+    daemon's credential (docs/protocol.md, "Authorization"; not needed with CURVE keys)."""
+    message = {"v": PROTOCOL_VERSION, "type": "hello", "robot": robot, "nq": nq, "nv": nv, "nu": nu, "clock": clock}
+    if token is not None:
+        message["token"] = token
+    return pack(message)
 
 
 def encode_welcome(shape: RobotShape, dt: float, mode: str) -> bytes:
@@ -332,8 +369,123 @@ def encode_request(kind: str, **fields: Any) -> bytes:
     return pack({"v": PROTOCOL_VERSION, "type": kind, **fields})
 
 
-def decode_request(raw: bytes) -> dict[str, Any]:
-    return unpack(raw, ADMIN_REQUESTS)
+#: The fields of each admin request besides ``v``, ``type`` and ``token`` (docs/protocol.md, "Admin channel").
+REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
+    "status": (), "stats": (), "start": (), "reset_stats": (), "shutdown": (), "stop": ("reason",),
+    "set_formulation": ("name", "options"), "set_gains": ("kp", "kd", "ki"), "set_reference": ("name", "options"),
+}  # fmt: skip
+#: The most entries an ``options`` map or an option's list may hold.
+MAX_ITEMS = 64
+
+
+@dataclass(slots=True)
+class AdminRequest:
+    """One decoded admin request; every field checked against the request's schema.
+
+    kind : the request type.  token : the credential shown, if any.
+    name : set_formulation / set_reference.  options : their option map (string keys; numbers, booleans,
+        bounded strings, or lists and maps of those).  reason : stop.
+    gains : set_gains' ``kp``, ``kd``, ``ki`` given, each a number or a float array (the protocol's f64 bytes
+        or a msgpack array of numbers); finite.
+    """
+
+    kind: str
+    token: str | None = None
+    name: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    gains: dict[str, float | Array] = field(default_factory=dict)
+
+    def logged(self) -> dict[str, Any]:
+        """The request's fields as the log's event records them (no credential)."""
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.options:
+            out["options"] = self.options
+        if self.reason is not None:
+            out["reason"] = self.reason
+        out.update({k: v if isinstance(v, float) else v.tolist() for k, v in self.gains.items()})
+        return out
+
+
+def decode_request(raw: bytes) -> AdminRequest:
+    """Decode and check an admin request: unknown fields, wrong types, oversized strings or maps, non-finite
+    gains are ``bad_field`` errors naming the field and what was expected."""
+    message = unpack(raw, ADMIN_REQUESTS)
+    kind = message["type"]
+    allowed = REQUEST_FIELDS[kind]
+    unknown = sorted(set(message) - {"v", "type", "token", *allowed})
+    if unknown:
+        raise ProtocolError("bad_field", f"{kind} takes no field(s) {[_shown(k) for k in unknown]}; its fields: "
+                            f"{list(allowed) or 'none'} and token")  # fmt: skip
+    request = AdminRequest(kind, token=get_optional_str(message, "token"))
+    if "name" in allowed:
+        request.name = get_str(message, "name")
+        request.options = _options(message.get("options"))
+    if kind == "stop":
+        request.reason = get_optional_str(message, "reason")
+    if kind == "set_gains":
+        for key in allowed:
+            if message.get(key) is not None:
+                request.gains[key] = _gain(message[key], key)
+    return request
+
+
+def _options(value: Any) -> dict[str, Any]:
+    """An ``options`` map: string keys; numbers, booleans, bounded strings, lists or maps of those."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError("bad_field", f"options must be a map, got {type(value).__name__}")
+    if len(value) > MAX_ITEMS:
+        raise ProtocolError("bad_field", f"options holds {len(value)} entries; at most {MAX_ITEMS}")
+    for key, item in value.items():
+        if not isinstance(key, str) or len(key) > MAX_STRING:
+            raise ProtocolError("bad_field", f"option names must be strings of at most {MAX_STRING} characters")
+        _check_option_value(item, f"options[{key!r}]", depth=0)
+    return dict(value)
+
+
+def _check_option_value(value: Any, where: str, depth: int) -> None:
+    if value is None or isinstance(value, (bool, int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            raise ProtocolError("non_finite", f"{where} is NaN")
+        return
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            raise ProtocolError("bad_field", f"{where} is {len(value)} characters long; at most {MAX_STRING}")
+        return
+    if isinstance(value, (list, dict)) and depth < 2:
+        if len(value) > MAX_ITEMS:
+            raise ProtocolError("bad_field", f"{where} holds {len(value)} items; at most {MAX_ITEMS}")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, item in items:
+            if isinstance(value, dict) and not isinstance(k, str):
+                raise ProtocolError("bad_field", f"{where} must have string keys")
+            _check_option_value(item, f"{where}[{k!r}]", depth + 1)
+        return
+    raise ProtocolError("bad_field", f"{where} must be a number, boolean, string, or a list or map of those; "
+                        f"got {type(value).__name__}")  # fmt: skip
+
+
+def _gain(value: Any, key: str) -> float | Array:
+    """One set_gains field: a finite number, or a finite float array (f64 bytes or a msgpack array)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ProtocolError("non_finite", f"{key} is {value}")
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        if len(value) % 8 or len(value) > 8 * MAX_ITEMS:
+            raise ProtocolError("bad_field", f"{key} holds {len(value)} bytes: not a float64 array of at most "
+                                f"{MAX_ITEMS} values")  # fmt: skip
+        return get_array({key: value}, key, len(value) // 8)
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise ProtocolError("bad_field", f"{key} has {len(value)} values; at most {MAX_ITEMS}")
+        return get_array({key: value}, key, len(value))
+    raise ProtocolError("bad_field", f"{key} must be a number or a float array (f64 bytes or an array of "
+                        f"numbers), got {type(value).__name__}")  # fmt: skip
 
 
 def encode_reply(request: str, **data: Any) -> bytes:

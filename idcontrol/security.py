@@ -1,4 +1,8 @@
-"""ZeroMQ CURVE keys and authentication for endpoints beyond loopback.
+"""Who may command a daemon: a local credential by default, ZeroMQ CURVE keys for endpoints beyond loopback.
+
+Without CURVE keys, each daemon makes a new :class:`Credential` (a random secret) in a private runtime
+directory of its user; a bridge, a robot driver or an admin client shows it in its ``hello`` and in every
+commanding admin request, so another process cannot command the robot unless it can read that file.
 
 A key directory (made by ``idcontrol keys generate DIR``) holds::
 
@@ -16,8 +20,12 @@ loopback only (:meth:`idcontrol.daemon.endpoints.Endpoints.check`).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,3 +103,83 @@ def generate_keys(directory: str | Path, clients: tuple[str, ...] = ("client",))
         if name != "server":
             shutil.copy(public, keys.authorized / Path(public).name)
     return keys
+
+
+# ---------------------------------------------------------------------------------------------- local credential
+#: Overrides where daemons keep their credentials (a directory shared by the daemon's and the driver's
+#: containers, say); otherwise ``$XDG_RUNTIME_DIR/idcontrol``, or ``<tmp>/idcontrol-<uid>``.
+RUNTIME_DIR_ENV = "IDCONTROL_RUNTIME_DIR"
+#: Admin requests anyone who can reach the admin endpoint may send; every other request needs the credential.
+READ_ONLY_REQUESTS = ("status", "stats")
+
+
+def runtime_dir() -> Path:
+    """The private directory where daemons keep their credentials: created 0700 (made 0700 when this user owns
+    it already, a container's fresh volume say), refused when another user owns it."""
+    base = os.environ.get(RUNTIME_DIR_ENV)
+    if base:
+        path = Path(base)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "idcontrol"
+    else:
+        path = Path(tempfile.gettempdir()) / f"idcontrol-{os.getuid()}"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise ConfigError(f"the credential directory {path} belongs to another user; set {RUNTIME_DIR_ENV} to a "
+                          "directory of yours")  # fmt: skip
+    if info.st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def credential_path(control_endpoint: str) -> Path:
+    """Where the daemon serving ``control_endpoint`` (as its launch file writes it) keeps its credential."""
+    digest = hashlib.sha256(control_endpoint.encode()).hexdigest()[:20]
+    return runtime_dir() / f"{digest}.token"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """The secret a client must show to command a daemon that has no CURVE keys (docs/protocol.md,
+    "Authorization"): 32 random bytes as hex, in a file only this user can read, made anew by each daemon."""
+
+    token: str
+    path: Path | None = None
+
+    @classmethod
+    def create(cls, control_endpoint: str | None = None) -> Credential:
+        """A new credential; written to :func:`credential_path` (0600) when ``control_endpoint`` is given."""
+        token = secrets.token_hex(32)
+        if control_endpoint is None:
+            return cls(token)
+        path = credential_path(control_endpoint)
+        path.unlink(missing_ok=True)  # a dead daemon's: this one's replaces it
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return cls(token, path)
+
+    @classmethod
+    def of_daemon(cls, control_endpoint: str) -> Credential:
+        """The credential of the running daemon serving ``control_endpoint``; ConfigError when there is none."""
+        path = credential_path(control_endpoint)
+        try:
+            token = path.read_text().strip()
+        except FileNotFoundError:
+            raise ConfigError(f"no credential for the daemon at {control_endpoint} ({path}): is it running, "
+                              "as this user, with the same runtime directory?") from None  # fmt: skip
+        return cls(token, path)
+
+    def accepts(self, token: object) -> bool:
+        """Whether ``token`` is this credential (in constant time)."""
+        return isinstance(token, str) and hmac.compare_digest(token.encode(), self.token.encode())
+
+    def remove(self) -> None:
+        """Delete the file, if it is still this credential's (a newer daemon may have replaced it)."""
+        if self.path is not None:
+            try:
+                if self.path.read_text().strip() == self.token:
+                    self.path.unlink()
+            except FileNotFoundError:
+                pass

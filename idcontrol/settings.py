@@ -130,6 +130,9 @@ class SafetySettings:
     fall_tilt : a floating base tilted more than this from upright has fallen, rad.
     drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
         margin) for this many ticks has been dropped.
+    max_kp, max_kd, max_ki : the largest PD(I) gains of q̈_des a launch file or an admin ``set_gains`` may set,
+        1/s², 1/s, 1/s³ (defaults 1e5, 1e3, 1e6: at 1 kHz, kp Δt² = 0.1 and kd Δt = 1 stay well inside the
+        discrete loop's stability; the shipped robots use kp ≤ 1000, kd ≤ 60).
     """
 
     hold_ticks: int = 5
@@ -147,6 +150,9 @@ class SafetySettings:
     fall_height_fraction: float = 0.5
     fall_tilt: float = 1.0
     drop_ticks: int = 50
+    max_kp: float = 1.0e5
+    max_kd: float = 1.0e3
+    max_ki: float = 1.0e6
 
     @classmethod
     def from_table(cls, table: dict[str, Any], where: str) -> SafetySettings:
@@ -168,14 +174,14 @@ class SafetySettings:
         if self.safe_controller not in SAFE_CONTROLLERS:
             raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
         for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
-                     "fall_height_fraction", "fall_tilt"):  # fmt: skip
+                     "fall_height_fraction", "fall_tilt", "max_kp", "max_kd", "max_ki"):  # fmt: skip
             value = getattr(self, name)
-            if not _number(value) or math.isnan(value) or value < 0:
+            if not _is_number(value) or math.isnan(value) or value < 0:
                 raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
         for name in ("damping", "hold_kp", "hold_kd", "torque_limits", "torque_rate_limit"):
             value = getattr(self, name)
             values = value.values() if isinstance(value, dict) else [value]
-            if not all(_number(x) and not math.isnan(x) and x >= 0 for x in values):
+            if not all(_is_number(x) and not math.isnan(x) and x >= 0 for x in values):
                 raise ConfigError(f"{where}: {name} must be a number >= 0 or a table of them, got {value!r}")
         if isinstance(self.torque_limits, dict) and any(x <= 0 for x in self.torque_limits.values()):
             raise ConfigError(f"{where}: torque_limits must be > 0")
@@ -212,7 +218,7 @@ class JointSafety:
     hold_kd: Array
 
 
-def _number(x: object) -> bool:
+def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -419,16 +425,25 @@ def _check_formulation(name: str) -> None:
         raise UnknownFormulation(name, available_formulations())
 
 
-def _positive(value: Any, where: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+def _as_number(value: Any, where: str) -> float:
+    """``value`` as a float; a ConfigError that says a number was expected (not a range error) otherwise."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigError(f"{where} must be a number, got {value!r} ({type(value).__name__})")
     return float(value)
+
+
+def _positive(value: Any, where: str) -> float:
+    number = _as_number(value, where)
+    if not math.isfinite(number) or number <= 0:
+        raise ConfigError(f"{where} must be a positive number, got {value!r}")
+    return number
 
 
 def _friction(value: Any, where: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or value < 0:
+    number = _as_number(value, where)
+    if math.isnan(number) or number < 0:
         raise ConfigError(f"{where} must be >= 0 (inf allowed), got {value!r}")
-    return float(value)
+    return number
 
 
 def load_launch(path: str | Path) -> LaunchConfig:

@@ -1,14 +1,16 @@
-"""Input checks shared by every layer: finiteness and shape of the vectors a caller hands in."""
+"""Input checks shared by every layer: finiteness and shape of vectors, types of keyword options."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.errors import NonFiniteError, ShapeError
+from idcontrol.errors import ConfigError, NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
 
@@ -30,3 +32,28 @@ def check_vector(name: str, x: object, n: int) -> Array:
     if not all_finite(arr):
         raise NonFiniteError(name, np.flatnonzero(~np.isfinite(arr)))
     return arr
+
+
+def check_option_types(owner: str, function: Callable[..., object], options: Mapping[str, object]) -> None:
+    """ConfigError naming the option when a value's type differs from its keyword default's in ``function``'s
+    signature (bool for a bool default, int for an int one, a number for a float one, a string for a str one);
+    options without a typed default are left to ``function``."""
+    parameters = inspect.signature(function).parameters
+    for name, value in options.items():
+        parameter = parameters.get(name)
+        if parameter is None or parameter.default is inspect.Parameter.empty:
+            continue
+        default = parameter.default
+        if isinstance(default, bool):
+            ok, expected = isinstance(value, bool), "true or false"
+        elif isinstance(default, int):
+            ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif isinstance(default, float):
+            ok, expected = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+        elif isinstance(default, str):
+            ok, expected = isinstance(value, str), "a string"
+        else:
+            continue
+        if not ok:
+            raise ConfigError(f"option {name!r} of {owner} must be {expected}, got {value!r} "
+                              f"({type(value).__name__})")  # fmt: skip

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import site
 import sys
 
-import numpy as np
+# The controller runs single-threaded BLAS (as .ci/run and the daemon's processes do): set it before numpy loads,
+# for this process and for the daemon and bridge processes the tests start.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import pytest
 
 from idcontrol.formulations.problem import ContactProblem

@@ -38,3 +38,20 @@ def test_transport_floor_measures_real_round_trips_through_a_second_process() ->
 
     t = bench_transport(200)
     assert t["ticks"] == 200 and 0 < t["p50_us"] <= t["p99_us"] <= t["max_us"]
+
+
+def test_the_workload_benchmark_replays_recorded_trot_states_through_each_formulation(monkeypatch):
+    """`bench --scenarios trot`: the trot is recorded in lock-step MuJoCo (here 0.3 s of it) and each formulation,
+    with its launch options and the paper's, answers every recorded state through the whole core tick."""
+    from idcontrol.tools import workloads
+
+    monkeypatch.setitem(workloads.WORKLOADS, "trot", ("quadruped_trot.toml", 0.3))
+    monkeypatch.setattr(workloads, "_RECORDINGS", {})
+    recording = workloads.record("trot")
+    assert len(recording.states) == 300 and recording.contact_counts[1] == 4
+    assert len({s.t for s in recording.states}) == 300  # every state is a new one
+    for formulation in workloads.FORMULATIONS:
+        for variant in ("launch", "paper"):
+            row = workloads.replay(recording, formulation, variant)
+            assert row.ticks == 300 and row.found_fraction > 0.9, row
+            assert 0 < row.p50_us <= row.p99_us <= row.max_us and row.solve_us > 0, row

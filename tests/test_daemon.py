@@ -42,17 +42,21 @@ class Harness:
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
-        self.admin = AdminClient(self.daemon.bound["admin"], context=self.ctx)
+        self.token = self.daemon.credential.token
+        self.admin = AdminClient(self.daemon.bound["admin"], context=self.ctx, token=self.token)
         self.admin.request("status", timeout=120.0)  # served once warm-up is over
         self.telemetry = self.ctx.socket(zmq.SUB)
         self.telemetry.setsockopt(zmq.SUBSCRIBE, b"")
         self.telemetry.connect(self.daemon.bound["telemetry"])
-        if clock == "lockstep":  # a test steps at its own pace, not the wall clock's
-            r = robot
-            assert self.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
+        # lockstep: a test steps at its own pace, not the wall clock's
+        assert self.exchange(self.hello(clock))["type"] == "welcome"
         self.seq = 0
         self.q = robot.standing_configuration()
         self.v = np.zeros(robot.nv)
+
+    def hello(self, clock: str = "lockstep", **fields) -> bytes:
+        r = self.robot
+        return wire.encode_hello(r.name, r.nq, r.nv, r.nu, clock, fields.pop("token", self.token))
 
     def dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -96,7 +100,7 @@ def harness(quadruped):
 
 def test_hello_is_answered_with_welcome_listing_joints_and_contacts(harness):
     r = harness.robot
-    reply = harness.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu))
+    reply = harness.exchange(harness.hello("realtime"))
     assert reply["type"] == "welcome" and reply["v"] == wire.PROTOCOL_VERSION
     assert reply["joint_names"] == list(r.actuated_joints)
     assert reply["contact_names"] == list(r.sphere_names)
@@ -104,7 +108,7 @@ def test_hello_is_answered_with_welcome_listing_joints_and_contacts(harness):
 
 
 def test_hello_for_another_robot_is_refused(harness):
-    reply = harness.exchange(wire.encode_hello("arm", 11, 11, 11))
+    reply = harness.exchange(wire.encode_hello("arm", 11, 11, 11, token=harness.token))
     assert reply["type"] == "error" and reply["code"] == "robot_mismatch"
 
 
@@ -247,6 +251,7 @@ def test_restarted_bridge_resumes_only_after_an_explicit_start(realtime_harness)
     time.sleep(0.1)  # the bridge "dies": the watchdog stops the robot
     new_bridge = harness.dealer()
     try:
+        assert harness.exchange(harness.hello("realtime"), socket=new_bridge)["type"] == "welcome"
         for seq in (1, 2, 3):
             reply = harness.exchange(wire.encode_state(seq, 0.0, harness.q, harness.v), socket=new_bridge)
             assert reply["type"] == "command" and reply["mode"] in ("safe_stop", "stopped")
@@ -374,8 +379,9 @@ def test_every_formulation_publishes_telemetry_while_standing_on_its_feet(quadru
         h.close()
 
 
-def test_a_command_the_bridge_reports_late_is_a_deadline_miss(harness):
+def test_a_command_the_bridge_reports_late_is_a_deadline_miss(realtime_harness):
     """last_late counts a miss even with no round trip to judge by; a round trip over the period counts one too."""
+    harness = realtime_harness
     harness.state()
     harness.admin.request("start")
     for _ in range(5):
@@ -400,8 +406,7 @@ def test_lockstep_bridge_gets_the_long_watchdog_and_realtime_the_short_one(quadr
     """A simulator that announced a lock-step clock may pause 100 ms between states without a stop."""
     h = Harness(quadruped)
     try:
-        r = h.robot
-        assert h.exchange(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep"))["type"] == "welcome"
+        assert h.exchange(h.hello("lockstep"))["type"] == "welcome"
         h.admin.request("start")
         h.state()
         time.sleep(0.1)
@@ -434,3 +439,27 @@ def test_trot_speed_changes_in_place_while_running_and_other_options_are_refused
         assert e.value.code == "invalid_transition"
     finally:
         h.close()
+
+
+def test_in_lockstep_a_miss_is_the_controllers_lateness_and_long_round_trips_are_counted_apart(harness):
+    """A lock-step round trip holds the simulator's step: over the period it is a long round trip, not a miss;
+    the states are counted by the mode they were answered in."""
+    harness.state()
+    harness.admin.request("start")
+    harness.state(last_rtt_us=1500.0)
+    stats = harness.admin.request("stats")
+    assert stats["long_roundtrips"] == 1 and stats["mode_ticks"] == {"idle": 1, "run": 1}
+
+
+def test_deadline_misses_count_round_trips_in_real_time_and_compute_in_lockstep():
+    """TickStats: in real time a round trip over the period is a miss; in lock-step only compute over the period
+    is (the round trip is counted as long); a reported late command is a miss in both."""
+    from idcontrol.daemon.stats import TickStats
+
+    for lockstep, misses in ((False, 3), (True, 2)):
+        stats = TickStats(1e-3)
+        stats.record(200.0, 1500.0, None, lockstep=lockstep)  # long round trip, quick compute
+        stats.record(1200.0, 1300.0, None, lockstep=lockstep)  # the controller itself late
+        stats.record(200.0, None, None, previous_late=True, lockstep=lockstep)
+        stats.record(200.0, 300.0, None, lockstep=lockstep)
+        assert stats.deadline_misses == misses and stats.long_roundtrips == (2 if lockstep else 0)

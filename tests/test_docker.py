@@ -119,10 +119,16 @@ def test_compose_runs_daemon_and_bridge_on_the_daemons_loopback():
         assert build["target"] in dockerfile_targets, name
         for volume in service.get("volumes", []):
             source, target, *_ = volume.split(":")
-            assert (DOCKER / source).is_dir() and target.startswith("/opt/idcontrol/"), volume
+            if source in compose().get("volumes", {}):  # a named volume: the daemon's credential, shared
+                assert target == service["environment"]["IDCONTROL_RUNTIME_DIR"], volume
+            else:
+                assert (DOCKER / source).is_dir() and target.startswith("/opt/idcontrol/"), volume
         if name != "daemon":
             assert service["network_mode"] == "service:daemon", name
     assert services["start"]["entrypoint"] == ["python", "-m", "idcontrol.client"]
+    # the credential: one volume, mounted by every service where the daemon writes it and the clients read it
+    assert {s["environment"]["IDCONTROL_RUNTIME_DIR"] for s in services.values()} == {"/run/idcontrol"}
+    assert all("credentials:/run/idcontrol" in s["volumes"] for s in services.values())
     launch = default_of(services["daemon"]["command"][0])
     assert [default_of(services[s]["command"][0]) for s in ("bridge", "start")] == [launch, launch]
     config = load_launch(REPO / launch)

@@ -94,7 +94,7 @@ def test_killed_daemon_makes_the_realtime_bridge_stop_within_20_periods_and_a_re
     after 20 missing commands (~20 ms), and holds that stop across a daemon restart until an explicit start."""
     path, endpoints = launch_file(tmp_path)
     daemon = spawn("daemon", str(path))
-    admin = AdminClient(endpoints["admin"])
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     sim = MujocoSim(quadruped, mu=1.0)
     loop = BridgeLoop(sim, quadruped, endpoints["control"], mode="realtime", period=1e-3)
     thread = threading.Thread(target=loop.run)

@@ -21,6 +21,7 @@ import zmq
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import Credential
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 SUMMARY_KEYS = {"ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
@@ -70,6 +71,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout
+    status = None
     while time.monotonic() < deadline:
         try:
             status = admin.request("status", timeout=1.0)
@@ -86,7 +88,7 @@ def daemon_and_bridge(launch: Path, endpoints: dict[str, str], *daemon_args: str
     """The daemon for ``launch`` (with ``daemon_args``) and its lock-step bridge, connected and started;
     yields (daemon, admin). Whatever still runs at the end is stopped."""
     daemon = spawn("daemon", str(launch), *daemon_args, new_session=new_session)
-    admin = AdminClient(endpoints["admin"])
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     bridge = None
     try:
         wait_for(admin, lambda s: True)
@@ -135,7 +137,7 @@ def test_killed_bridge_leaves_the_daemon_waiting_and_a_new_bridge_resumes_only_a
     path, endpoints = launch_file(tmp_path)
     daemon = spawn("daemon", str(path))
     bridges = []
-    admin = AdminClient(endpoints["admin"])
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         wait_for(admin, lambda s: True)
         bridges.append(spawn("bridge", str(path)))
@@ -172,13 +174,14 @@ def test_sigterm_sends_safe_stop_commands_before_the_daemon_exits(tmp_path):
     bridge = ctx.socket(zmq.DEALER)
     bridge.setsockopt(zmq.LINGER, 0)
     bridge.connect(endpoints["control"])
-    admin = AdminClient(endpoints["admin"], context=ctx)
+    admin = AdminClient(endpoints["admin"], context=ctx, credential_for=endpoints["control"])
     q, v = robot.standing_configuration(), np.zeros(robot.nv)
     v[robot.actuated_dofs] = 1.0  # moving joints: the safe stop must damp them
     modes = []
     try:
         wait_for(admin, lambda s: True)
-        bridge.send(wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep"))  # paced by this test
+        token = Credential.of_daemon(endpoints["control"]).token
+        bridge.send(wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep", token))  # paced here
         assert bridge.poll(5000) and msgpack.unpackb(bridge.recv(), raw=False)["type"] == "welcome"
         admin.request("start")
         seq = 0
@@ -212,7 +215,7 @@ def test_bridge_refuses_a_daemon_of_another_robot(tmp_path):
     arm = tmp_path / "arm.toml"
     arm.write_text(arm_text)
     daemon = spawn("daemon", str(quad))
-    admin = AdminClient(endpoints["admin"])
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         wait_for(admin, lambda s: True)
         bridge = subprocess.run([sys.executable, "-m", "idcontrol", "bridge", str(arm)], capture_output=True,
@@ -227,7 +230,7 @@ def test_bridge_refuses_a_daemon_of_another_robot(tmp_path):
 def test_formulation_override_reaches_the_daemon(tmp_path, formulation):
     path, endpoints = launch_file(tmp_path)
     daemon = spawn("daemon", str(path), "--formulation", formulation)
-    admin = AdminClient(endpoints["admin"])
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         assert wait_for(admin, lambda s: True)["formulation"] == formulation
     finally:
@@ -278,3 +281,38 @@ def test_switching_formulation_mid_trot_over_admin_misses_no_tick(tmp_path):
         assert stats["states_skipped"] == 0 and stats["states_dropped"] == 0, stats
         assert stats["solve_failures"] == 0, stats
         assert stats["ticks"] >= int(status["t"] * 1000) - 1, (stats["ticks"], status["t"])
+
+
+def _children_running(pattern: str) -> list[int]:
+    """PIDs of processes whose command line contains ``pattern``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if pattern in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_launch_says_so_stops_the_bridge_and_fails_when_the_daemon_is_killed(tmp_path):
+    """kill -9 of the daemon under `idcontrol launch`: a clear message (no traceback), the bridge stopped, a
+    non-zero exit."""
+    path, endpoints = launch_file(tmp_path, **{"duration = 5.0": "duration = 60.0"})
+    launch = subprocess.Popen([sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
+    try:
+        wait_for(admin, lambda s: s["mode"] == "run" and s["ticks"] > 100, timeout=120.0)
+        daemons = _children_running(f"idcontrol daemon {path}")
+        assert len(daemons) == 1
+        os.kill(daemons[0], signal.SIGKILL)
+        _, err = launch.communicate(timeout=60)
+    finally:
+        admin.close()
+        if launch.poll() is None:
+            launch.kill()
+    assert launch.returncode != 0
+    assert "Traceback" not in err and "the daemon was killed by signal SIGKILL" in err, err[-2000:]
+    assert not _children_running(f"idcontrol bridge {path}")

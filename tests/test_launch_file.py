@@ -248,3 +248,16 @@ def test_a_spinning_daemon_rests_as_much_as_the_kernels_real_time_budget_require
     assert budget("500000", "1000000") == pytest.approx(0.51)
     assert budget("-1") == 0.0
     assert rt_rest_fraction(str(tmp_path / "absent")) == 0.0
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (("[controller]", '[controller]\nmu = "one"'), "controller.mu must be a number, got 'one'"),
+    (("[bridge]", '[bridge]\nmu = "one"'), "bridge.mu must be a number, got 'one'"),
+    (("rate_hz = 1000.0", 'rate_hz = "fast"'), "must be a number"),
+    (("[reference]", '[formulations.noslip_lcp]\nspread = "wide"\n[reference]'), "spread"),
+])  # fmt: skip
+def test_a_value_of_the_wrong_type_is_reported_as_a_type_error_not_a_range_error(tmp_path, change, words):
+    """mu = "one" says a number was expected (it used to report a range)."""
+    old, new = change
+    with pytest.raises(ConfigError, match=words):
+        load_launch(write(tmp_path, GOOD.replace(old, new, 1)))

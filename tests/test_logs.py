@@ -286,3 +286,24 @@ def test_bad_logs_give_clear_errors(run_log: Path, tmp_path: Path, capsys) -> No
         w.finish()
     assert "schema version 99" in _cli_error(["log", "export", str(tmp_path / "v99.mcap")], capsys)
     assert "already exists" in _cli_error(["log", "export", str(run_log), "-o", str(run_log)], capsys)
+
+
+def test_the_tick_record_round_trips_through_the_wire_encoding(quadruped):
+    """A real core tick's record, encoded for the wire (float64 bytes, in place), packed and decoded, gives back
+    every array bit for bit and holds only fields the schema defines."""
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.core import ControlCore
+    from idcontrol.control.state import RobotState
+    from idcontrol.reference import make_reference
+
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+    core.start(0.0)
+    state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv), 0.001, {}, np.ones((4, 3)))
+    out = core.tick(state, now=0.001)
+    labels = ["/".join(map(str, c)) for c in out.contacts.ids]
+    record = schema.tick_record(seq=7, state=state, command=out, compute_us=1.0, now=2.0, contact_labels=labels)
+    assert not schema.unknown_fields(record) and len(labels) == 4
+    arrays = {k: np.array(v, copy=True) for k, v in record.items() if isinstance(v, np.ndarray)}
+    back = schema.decode_tick_record(msgpack.unpackb(wire.pack(schema.encode_tick_record(record)), raw=False))
+    for key, value in arrays.items():
+        np.testing.assert_array_equal(np.reshape(back[key], value.shape), value, err_msg=key)

@@ -70,8 +70,11 @@ def test_authorized_clients_are_served_and_unauthenticated_peers_get_nothing(cur
     bridge.setsockopt(zmq.LINGER, 0)
     keys.make_client(bridge)
     bridge.connect(daemon.bound["control"])
-    q = daemon.core.robot.standing_configuration()
-    bridge.send(wire.encode_state(1, 0.0, q, np.zeros(daemon.core.robot.nv)))
+    r = daemon.core.robot
+    bridge.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu))  # CURVE authenticates: no credential needed
+    assert bridge.poll(2000) and msgpack.unpackb(bridge.recv())["type"] == "welcome"
+    q = r.standing_configuration()
+    bridge.send(wire.encode_state(1, 0.0, q, np.zeros(r.nv)))
     assert bridge.poll(2000) and msgpack.unpackb(bridge.recv())["type"] == "command"
     bridge.close(linger=0)
 

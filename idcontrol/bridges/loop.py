@@ -34,10 +34,10 @@ import zmq
 from idcontrol import protocol as wire
 from idcontrol.contacts.world import ObjectState
 from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP
-from idcontrol.errors import IdControlError, ProtocolError
+from idcontrol.errors import ConfigError, IdControlError, ProtocolError
 from idcontrol.realtime import wait_readable
 from idcontrol.robot.model import RobotModel
-from idcontrol.security import KeyDirectory
+from idcontrol.security import Credential, KeyDirectory
 from idcontrol.sim.base import Simulator
 from idcontrol.timing import Series, percentiles_us
 
@@ -87,6 +87,7 @@ class BridgeLoop:
         context: zmq.Context | None = None,
         curve: KeyDirectory | None = None,
         spin_us: float = 0.0,
+        token: str | None = None,
     ) -> None:
         if mode not in ("lockstep", "realtime"):
             raise ValueError(f"mode must be 'lockstep' or 'realtime', got {mode!r}")
@@ -94,10 +95,12 @@ class BridgeLoop:
         self.period, self.substeps, self.late_limit = period, substeps, late_limit
         self.damping, self.resend_s = damping, resend_s
         self.spin_s = spin_us * 1e-6
+        self.endpoint, self.curve, self.token = endpoint, curve, token
         self.socket = (context or zmq.Context.instance()).socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         if curve is not None:
             curve.make_client(self.socket)
+        wire.allow_ipv6(self.socket, endpoint)
         self.socket.connect(endpoint)
         self.report = BridgeReport()
         self._rtt = Series(1 << 20)
@@ -133,8 +136,12 @@ class BridgeLoop:
             except ProtocolError as e:
                 self.report.errors += 1
                 log.warning("daemon replied %s: %s", e.code, e)
+                if e.code == "unauthorized":  # a restarted daemon: a new session, with its new credential
+                    self._send_hello()
                 if e.seq == self._seq:
                     return None
+                continue
+            if command is None:  # the welcome of a session opened again
                 continue
             if command.seq != self._seq:
                 continue  # the answer to an older state, already given up on
@@ -144,12 +151,27 @@ class BridgeLoop:
             self._last_rtt_us = rtt_us
             return command
 
-    def hello(self, timeout_s: float = 10.0) -> dict:
-        """Check that the daemon serves the same robot; returns its ``welcome``."""
+    def _send_hello(self) -> bool:
+        """Send ``hello`` with the daemon's credential (read again each time unless given or CURVE keys
+        authenticate). False when the daemon has made no credential yet (it is not running)."""
+        token = self.token
+        if token is None and self.curve is None:
+            try:
+                token = Credential.of_daemon(self.endpoint).token
+            except ConfigError:
+                return False
         r = self.robot
+        self.socket.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu, self.mode, token))
+        return True
+
+    def hello(self, timeout_s: float = 10.0) -> dict:
+        """Open the session: check that the daemon serves the same robot and show it the credential; returns
+        its ``welcome``."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._stop:
-            self.socket.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu, self.mode))
+            if not self._send_hello():
+                time.sleep(0.1)
+                continue
             if self.socket.poll(500):
                 message = wire.unpack(self.socket.recv(), ("welcome", "error"))
                 if message["type"] == "error":

@@ -40,9 +40,13 @@ from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import SolveResult
 from idcontrol.reference import JointTarget, Reference, desired_acceleration, make_reference
 from idcontrol.settings import SafetySettings
-from idcontrol.validation import all_finite
+from idcontrol.validation import all_finite, check_option_types
 
 Array = NDArray[np.float64]
+
+
+#: The longest ``reason`` the core keeps (characters): status replies echo it.
+REASON_MAX = 256
 
 
 @dataclass
@@ -172,6 +176,15 @@ class ControlCore:
         mean_abs(tracking.position_error)
         mean_abs_difference(tracking.position_error, tracking.velocity_error)
 
+    def reset(self) -> None:
+        """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold
+        forgotten; the run metrics and the counts kept): replay and benchmarks start a sequence afresh."""
+        self.mode, self.reason = MODE_IDLE, "reset"
+        self.reference.reset()
+        self.controller.formulation.reset()
+        self._tau_prev, self._held = None, 0
+        self._tau_sent[:] = 0.0
+
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
         """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode."""
@@ -191,16 +204,16 @@ class ControlCore:
             self._safe_stop_started = now
             self._safe_controller = controller or self.safety.safe_controller
             self.filter.begin_hold(self._q_act)
-            self.reason = reason
+            self.reason = reason[:REASON_MAX]
         elif self.mode == MODE_IDLE:
             self.mode = MODE_STOPPED
-            self.reason = reason
+            self.reason = reason[:REASON_MAX]
 
     def expire(self, now: float) -> None:
         """Advance time-based transitions when no state arrives (watchdog, safe-stop timeout)."""
         if self.mode == MODE_SAFE_STOP and now - self._safe_stop_started > self.safety.safe_stop_timeout:
             self.mode = MODE_STOPPED
-            self.reason += "; safe stop timed out"
+            self.reason = (self.reason + "; safe stop timed out")[-REASON_MAX:]
 
     def set_formulation(self, name: str, options: dict | None = None) -> None:
         """Swap the formulation between ticks. Without options a warmed-up instance is reused
@@ -224,24 +237,36 @@ class ControlCore:
         if self.mode in (MODE_RUN, MODE_SAFE_STOP):
             if name != self.reference.name:
                 raise InvalidTransition("stop before switching to another kind of reference")
+            check_option_types(f"reference {name!r}", type(self.reference).__init__, options)  # ConfigError
             try:
                 self.reference.update(**options)
             except (ConfigError, InputError) as e:
                 raise InvalidTransition(str(e)) from None
+            except (TypeError, ValueError) as e:  # a value of the right type the reference still cannot take
+                raise ConfigError(f"reference {name!r}: invalid option value: {e}") from None
             return sorted(options)
         self.reference = make_reference(name, self.robot, **options)
         return None
 
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:
-        """Replace PD(I) gains (scalars or one per actuated joint); validated before any is applied."""
+        """Replace PD(I) gains (a number or one per actuated joint), each within 0 and the safety settings'
+        ceiling (``max_kp``, ``max_kd``, ``max_ki``); all are validated before any is applied (ConfigError)."""
         new = {}
+        nu = self.robot.nu
         for key, value in (("kp", kp), ("kd", kd), ("ki", ki)):
             if value is None:
                 continue
-            arr = np.broadcast_to(np.asarray(value, dtype=float), (self.robot.nu,)).copy()
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                raise ConfigError(f"gain {key} must be finite and >= 0")
-            new[key] = arr
+            try:
+                arr = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                raise ConfigError(f"gain {key} must be a number or {nu} numbers, got {type(value).__name__}") from None
+            if arr.shape not in ((), (nu,)):
+                raise ConfigError(f"gain {key} must be a number or {nu} numbers (one per actuated joint), "
+                                  f"got shape {arr.shape}")  # fmt: skip
+            ceiling = getattr(self.safety, f"max_{key}")
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > ceiling):
+                raise ConfigError(f"gain {key} must be in 0 .. {ceiling:g} (safety.max_{key})")
+            new[key] = np.broadcast_to(arr, (nu,)).copy()
         self.gains = replace(self.gains, **new)
 
     # ------------------------------------------------------------------ the tick
@@ -280,10 +305,14 @@ class ControlCore:
             if self._safe_controller == "damping" and np.max(np.abs(v_act), initial=0.0) < self.safety.rest_velocity:
                 self.mode = MODE_STOPPED
             self.expire(now)
-        out.tau = self.filter.apply(out.tau, self._tau_sent).copy()
+        non_finite = False
+        if self.mode in (MODE_IDLE, MODE_STOPPED):  # the protocol's promise: no torque outside run and safe stop
+            out.tau, out.clipped = np.zeros(robot.nu), 0
+        else:
+            out.tau = self.filter.apply(out.tau, self._tau_sent).copy()
+            out.clipped, non_finite = self.filter.clipped, self.filter.last_non_finite
         np.copyto(self._tau_sent, out.tau)
-        out.clipped = self.filter.clipped
-        if self.filter.last_non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
+        if non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
             self.stop("non-finite torque command", now, controller="damping")
             out.note, out.event = "non-finite torque command: zeros sent, damping stop", "non_finite"
         elif out.clipped and not out.note:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import zmq
 
 from idcontrol.errors import ConfigError
+from idcontrol.protocol import allow_ipv6
 
 
 def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
     """Bind ``socket`` for channel ``name``; ConfigError naming the endpoint when it cannot be bound."""
+    allow_ipv6(socket, endpoint)
     try:
         socket.bind(endpoint)
     except zmq.ZMQError as e:

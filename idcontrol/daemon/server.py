@@ -41,7 +41,7 @@ from idcontrol.logs import schema
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.protocol import RobotShape, StateMessage
 from idcontrol.realtime import rt_rest_fraction, spin_until_readable, wait_readable
-from idcontrol.security import KeyDirectory
+from idcontrol.security import READ_ONLY_REQUESTS, Credential, KeyDirectory
 from idcontrol.settings import Endpoints
 
 log = logging.getLogger("idcontrol.daemon")
@@ -92,6 +92,7 @@ class Daemon:
         curve: KeyDirectory | None = None,
         logger: LogRecorder | None = None,
         spin_us: float = 0.0,
+        credential: Credential | None = None,
     ) -> None:
         self.core = core
         self.spin_s = spin_us * 1e-6  # poll without sleeping this long before the next state of a live run is due
@@ -121,6 +122,8 @@ class Daemon:
         self._sockets: list[zmq.Socket] = []
         self.curve = curve
         self._auth = curve.start_authenticator(self._ctx) if curve is not None else None
+        # without CURVE keys, a client commands only with this daemon's credential (docs/protocol.md)
+        self.credential = None if curve is not None else credential or Credential.create(self.endpoints.control)
         self.watchdog_trips = 0
         self.last_watchdog_gap_ms = float("nan")  # no state for this long when the watchdog last tripped
         self.bound: dict[str, str] = {}
@@ -139,7 +142,9 @@ class Daemon:
         for s in (self.control, self.admin, self.reference):
             if s is not None:
                 self.poller.register(s, zmq.POLLIN)
-        self._peer: bytes | None = None
+        self._peer: bytes | None = None  # the one client that commands (it said hello with the credential)
+        self._peer_heard = -1e9  # monotonic s of its last hello or state
+        self._lockstep = False  # the session's clock: a lock-step simulator, or real time
         self._last_seq = -1
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
@@ -220,12 +225,20 @@ class Daemon:
         if not wait_readable(self.control, rest):
             spin_until_readable(self.control, due + self.spin_s)
 
+    #: The watchdog trips this much before its period ends, so that the safe stop is never late (s).
+    WATCHDOG_GUARD_S = 0.0003
+
+    def _watchdog_expiry(self) -> float:
+        """Monotonic s at which run mode stops for want of a state."""
+        return self._last_state_time + self.watchdog - self.WATCHDOG_GUARD_S
+
     def _poll_timeout_ms(self) -> int:
-        """Wait at most a quarter of the watchdog, and in run mode no later than the watchdog's expiry."""
+        """Wait at most a quarter of the watchdog, and in run mode not past the watchdog's expiry (the last
+        millisecond before it is polled without waiting)."""
         timeout_ms = max(1, int(self.realtime_watchdog * 1000 / 4))
         if self.core.mode == MODE_RUN:
-            remaining_ms = (self._last_state_time + self.watchdog - time.monotonic()) * 1e3
-            timeout_ms = min(timeout_ms, max(0, math.ceil(remaining_ms)))
+            remaining_ms = (self._watchdog_expiry() - time.monotonic()) * 1e3
+            timeout_ms = min(timeout_ms, max(0, math.floor(remaining_ms)))
         return timeout_ms
 
     def close(self) -> None:
@@ -236,6 +249,8 @@ class Daemon:
         if self._auth is not None:
             self._auth.stop()
             self._auth = None
+        if self.credential is not None:
+            self.credential.remove()
 
     # ------------------------------------------------------------------ control channel
     def _serve_control(self) -> None:
@@ -269,17 +284,32 @@ class Daemon:
         if newest_state is not None:
             self._answer(*newest_state)
 
+    def _peer_alive(self, now: float) -> bool:
+        """The session's client sent a hello or a state within the watchdog time: another one is ``busy``."""
+        return self._peer is not None and now - self._peer_heard < self.watchdog
+
     def _hello(self, peer: bytes, message: dict[str, Any]) -> None:
+        """Open a session: the robot must match, the credential must be right (without CURVE), and no other
+        client may be commanding. The session's sequence numbers start afresh."""
         s = self.shape
         theirs = (message.get("robot"), message.get("nq"), message.get("nv"), message.get("nu"))
         if theirs != (s.robot, s.nq, s.nv, s.nu):
             self._reply_error(peer, "robot_mismatch", f"bridge has robot/nq/nv/nu {theirs}, "
                               f"daemon has {(s.robot, s.nq, s.nv, s.nu)}")  # fmt: skip
             return
-        if message.get("clock") == "lockstep":
-            self._lockstep_peers.add(peer)
-            if self._peer in (None, peer):  # the bridge about to drive: its watchdog applies from start
-                self.watchdog = self.lockstep_watchdog
+        if self.credential is not None and not self.credential.accepts(message.get("token")):
+            self._reply_error(peer, "unauthorized", "hello needs the daemon's credential (field 'token'; see "
+                              "docs/protocol.md, Authorization)")  # fmt: skip
+            return
+        now = time.monotonic()
+        if peer != self._peer and self._peer_alive(now):
+            self._reply_error(peer, "busy", "another client commands this daemon")
+            return
+        if self._peer not in (None, peer):
+            log.info("a new client took over the control channel; mode %s (%s)", self.core.mode, self.core.reason)
+        self._peer, self._peer_heard, self._last_seq = peer, now, -1
+        self._lockstep = message.get("clock") == "lockstep"
+        self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
     def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float) -> None:
@@ -287,42 +317,38 @@ class Daemon:
         raw state was taken from the socket and when it had been decoded."""
         now = time.monotonic()
         if peer != self._peer:
-            if self._peer is not None and now - self._last_state_time < self.watchdog:
-                self._reply_error(peer, "busy", "another bridge is driving this daemon", message.seq)
-                return
-            if self._peer is not None:
-                log.info("a new bridge connected; mode %s (%s)", self.core.mode, self.core.reason)
-            self._peer, self._last_seq = peer, -1  # a new session: sequence numbers start again
-            lockstep = peer in self._lockstep_peers
-            self.watchdog = self.lockstep_watchdog if lockstep else self.realtime_watchdog
+            if self._peer_alive(now):
+                self._reply_error(peer, "busy", "another client commands this daemon", message.seq)
+            else:
+                self._reply_error(peer, "unauthorized", "send hello (with the daemon's credential) before states",
+                                  message.seq)  # fmt: skip
+            return
+        self._peer_heard = now
         if message.seq <= self._last_seq:
             self._reply_error(peer, "stale_seq", f"seq {message.seq} not greater than {self._last_seq}", message.seq)
             return
-        if self._last_seq >= 0:
-            self.stats.states_skipped += message.seq - self._last_seq - 1
-        self._last_seq = message.seq
-        self._last_state_time = now
-        self._state_received_at = received
-        self._last_t = message.state.t
         try:
             tick_started = time.perf_counter()
             out = self.core.tick(message.state, now, bridge_stopped=message.bridge_stopped)
             ticked = time.perf_counter()
-        except InputError as e:
+        except InputError as e:  # a rejected state changes nothing: not the seq, not the watchdog
             self._reply_error(peer, "bad_state", str(e), message.seq)
             return
         except Exception as e:  # never let a bug in the tick kill the loop: stop safely and say why
             log.exception("tick failed")
-            self.core.stop(f"internal error: {type(e).__name__}: {e}", now)
-            self._reply_error(peer, "internal", f"{type(e).__name__}: {e}", message.seq)
+            self.core.stop(f"internal error: {type(e).__name__}", now)
+            self._accept(message, now, received)
+            self._reply_error(peer, "internal", f"{type(e).__name__}: {e}"[: wire.MAX_STRING], message.seq)
             return
+        self._accept(message, now, received)
         self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
         stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
-        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late)
+        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late, mode=out.mode,
+                          lockstep=self._lockstep)  # fmt: skip
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
         if self.telemetry is not None or self.logger is not None:
@@ -330,6 +356,16 @@ class Daemon:
                 self._publish(out, message, compute_us, now)
             except Exception as e:  # telemetry is for observers: a bug there must not stop the robot
                 self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
+        self.stats.record_publish((time.perf_counter() - sent) * 1e6, stages_us[0], stages_us[2])
+
+    def _accept(self, message: StateMessage, now: float, received: float) -> None:
+        """Book an answered state: its seq (and the states the bridge skipped before it), the watchdog's clock."""
+        if self._last_seq >= 0:
+            self.stats.count_skipped(message.seq - self._last_seq - 1)
+        self._last_seq = message.seq
+        self._last_state_time = now
+        self._state_received_at = received
+        self._last_t = message.state.t
 
     def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
         self.stats.errors += 1
@@ -338,7 +374,7 @@ class Daemon:
 
     def _check_watchdog(self) -> None:
         now = time.monotonic()
-        if self.core.mode == MODE_RUN and now - self._last_state_time > self.watchdog:
+        if self.core.mode == MODE_RUN and now >= self._watchdog_expiry():
             gap_ms = (now - self._last_state_time) * 1e3
             self.core.stop(f"watchdog: no state for {gap_ms:.0f} ms", now)
             self.watchdog_trips += 1
@@ -354,9 +390,10 @@ class Daemon:
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
                                     bridge_stopped=message.bridge_stopped, last_late=message.last_late)  # fmt: skip
+        record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped
-        packed = wire.pack({"v": wire.PROTOCOL_VERSION, "type": "telemetry", **schema.encode_tick_record(record)})
+        packed = wire.pack(schema.encode_tick_record(record))
         if self.logger is not None:
             self.logger.tick(packed)
         if self.telemetry is not None:
@@ -404,10 +441,12 @@ class Daemon:
         raw = self.admin.recv()
         try:
             request = wire.decode_request(raw)
+            if request.kind not in READ_ONLY_REQUESTS and not self._authorized(request.token):
+                raise ProtocolError("unauthorized", f"{request.kind} needs the daemon's credential (field 'token'); "
+                                    "status and stats do not")  # fmt: skip
             reply = self._handle(request)
-            if request["type"] in LOGGED_REQUESTS:
-                self._log_event(request["type"], time.monotonic(), **{k: v for k, v in request.items()
-                                                                      if k not in ("v", "type")})  # fmt: skip
+            if request.kind in LOGGED_REQUESTS:
+                self._log_event(request.kind, time.monotonic(), **request.logged())
         except ProtocolError as e:
             reply = wire.encode_error(e.code, str(e))
         except UnknownName as e:
@@ -416,13 +455,20 @@ class Daemon:
             reply = wire.encode_error("invalid_transition", str(e))
         except IdControlError as e:
             reply = wire.encode_error("bad_field", str(e))
-        except Exception as e:
+        except Exception as e:  # a bug of ours: say so, and stop the robot as for any internal error
             log.exception("admin request failed")
-            reply = wire.encode_error("internal", f"{type(e).__name__}: {e}")
+            now = time.monotonic()
+            self.core.stop(f"internal error in an admin request: {type(e).__name__}", now)
+            self._log_event("stop", now, reason=self.core.reason)
+            reply = wire.encode_error("internal", f"{type(e).__name__}: {e}"[: wire.MAX_STRING])
         self.admin.send(reply)
 
-    def _handle(self, request: dict[str, Any]) -> bytes:
-        kind = request["type"]
+    def _authorized(self, token: str | None) -> bool:
+        """Whether a commanding request may proceed: CURVE peers are authenticated by ZeroMQ already."""
+        return self.credential is None or self.credential.accepts(token)
+
+    def _handle(self, request: wire.AdminRequest) -> bytes:
+        kind = request.kind
         core = self.core
         now = time.monotonic()
         if kind == "status":
@@ -434,27 +480,19 @@ class Daemon:
             self._last_state_time = now  # the watchdog counts from the start
             return wire.encode_reply(kind, mode=core.mode)
         if kind == "stop":
-            core.stop(str(request.get("reason", "stop requested")), now)
+            core.stop(request.reason or "stop requested", now)
             return wire.encode_reply(kind, mode=core.mode)
         if kind == "set_formulation":
-            name = wire.get_str(request, "name")
-            options = request.get("options") or {}
-            if not isinstance(options, dict):
-                raise ProtocolError("bad_field", "options must be a map")
-            core.set_formulation(name, options)
+            core.set_formulation(request.name, request.options)
             return wire.encode_reply(kind, formulation=core.formulation_name)
         if kind == "set_gains":
-            core.set_gains(request.get("kp"), request.get("kd"), request.get("ki"))
+            core.set_gains(**request.gains)
             return wire.encode_reply(kind, kp=core.gains.kp.tolist(), kd=core.gains.kd.tolist())
         if kind == "set_reference":
-            name = wire.get_str(request, "name")
-            options = request.get("options") or {}
-            if not isinstance(options, dict):
-                raise ProtocolError("bad_field", "options must be a map")
-            updated = core.set_reference(name, options)
+            updated = core.set_reference(request.name, request.options)
             if updated is None:
-                return wire.encode_reply(kind, reference=name)
-            return wire.encode_reply(kind, reference=name, updated=updated)
+                return wire.encode_reply(kind, reference=request.name)
+            return wire.encode_reply(kind, reference=request.name, updated=updated)
         if kind == "reset_stats":
             self.stats.reset()
             return wire.encode_reply(kind)

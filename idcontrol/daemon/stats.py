@@ -18,18 +18,23 @@ class TickStats:
         self.period_us = period * 1e6
         self.compute_us = Series(capacity)
         self.roundtrip_us = Series(capacity)
+        self.overhead_us = Series(capacity)  # the daemon's own work per tick: decode, send, publish
         self.phase_sums_us: dict[str, float] = {}
         self.reset()
 
     def reset(self) -> None:
         self.compute_us.clear()
         self.roundtrip_us.clear()
+        self.overhead_us.clear()
         self.phase_sums_us = {}
         self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
         self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of those ticks
         self.ticks = 0
+        self.mode_ticks: dict[str, int] = {}  # answered states by the core's mode after the tick
         self.deadline_misses = 0
+        self.long_roundtrips = 0  # lock-step round trips over the period (they hold the simulator's step)
         self.states_skipped = 0  # gaps in the bridge's sequence numbers
+        self.seq_jumps = 0  # gaps too large to be states the bridge skipped (a driver's counter reset, say)
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
 
@@ -40,21 +45,32 @@ class TickStats:
         phases_s: dict[str, float] | None,
         stages_us: tuple[float, float, float] | None = None,
         previous_late: bool = False,
+        *,
+        mode: str = "run",
+        lockstep: bool = False,
     ) -> None:
         """One answered state. ``roundtrip_us`` is the bridge's figure for the previous command, if sent;
         ``phases_s`` the controller's timings (s); ``stages_us`` the daemon's own split of ``compute_us``:
         decoding the state, the core's tick, encoding and handing the command to ZeroMQ (µs);
         ``previous_late``: the bridge says the previous command missed its deadline (a miss, whatever the
-        round trips)."""
+        round trips); ``mode``: the core's mode after the tick.
+
+        A deadline miss is a command the bridge reported late, or, in real time, a round trip over the period.
+        In a lock-step session the round trip also holds the simulator's step, which no deadline waits for:
+        there a miss is the controller's own lateness, its compute time over the period, and a round trip over
+        the period is only counted (``long_roundtrips``)."""
         self.ticks += 1
+        self.mode_ticks[mode] = self.mode_ticks.get(mode, 0) + 1
         self.compute_us.add(compute_us)
+        late = compute_us > self.period_us
         if roundtrip_us is not None:
             self.roundtrip_us.add(roundtrip_us)
             self._roundtrip_sum += roundtrip_us
             self._compute_sum_with_roundtrip += compute_us
-            late = roundtrip_us > self.period_us
-        else:
-            late = compute_us > self.period_us
+            if lockstep:
+                self.long_roundtrips += roundtrip_us > self.period_us
+            else:
+                late = roundtrip_us > self.period_us
         self.deadline_misses += late or previous_late
         sums = self.phase_sums_us
         if stages_us is not None:
@@ -66,9 +82,27 @@ class TickStats:
             for key, value in phases_s.items():
                 sums[key] = sums.get(key, 0.0) + value * 1e6
 
+    #: A gap in the sequence numbers larger than this is a jump of the peer's counter, not skipped states.
+    MAX_SKIPPED_GAP = 1_000_000
+
+    def count_skipped(self, gap: int) -> None:
+        """``gap`` states between two answered ones that the daemon never saw (or a jump of the counter)."""
+        if gap > self.MAX_SKIPPED_GAP:
+            self.seq_jumps += 1
+        elif gap > 0:
+            self.states_skipped += gap
+
+    def record_publish(self, publish_us: float, decode_us: float, send_us: float) -> None:
+        """The telemetry and log record of the last answered state took ``publish_us`` (after its command
+        left); with that tick's ``decode_us`` and ``send_us``, the daemon's own share of the tick."""
+        sums = self.phase_sums_us
+        sums["publish"] = sums.get("publish", 0.0) + publish_us
+        self.overhead_us.add(decode_us + send_us + publish_us)
+
     def phase_means_us(self) -> dict[str, float]:
         """Mean µs per tick of each phase: the daemon's ``decode``, ``core_tick`` (which holds the controller's
-        ``total``: ``model``, ``contacts``, ``build``, ``solve``) and ``send``, and ``transport``, the mean
+        ``total``: ``model``, ``contacts``, ``build``, ``solve``), ``send`` and ``publish`` (the telemetry and log
+        record, after the command left), and ``transport``, the mean
         round trip less the mean compute time: ZeroMQ both ways plus the bridge's own send and receive."""
         n = max(self.ticks, 1)
         means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
@@ -82,13 +116,17 @@ class TickStats:
         n = max(self.ticks, 1)
         return {
             "ticks": self.ticks,
+            "mode_ticks": dict(self.mode_ticks),
             "deadline_misses": self.deadline_misses,
+            "long_roundtrips": self.long_roundtrips,
             "on_deadline_fraction": 1.0 - self.deadline_misses / n if self.ticks else math.nan,
             "compute_us": percentiles_us(compute),
             "roundtrip_us": percentiles_us(self.roundtrip_us.values()),
+            "overhead_us": percentiles_us(self.overhead_us.values()),
             "slack_us": slack_us(self.period_us - compute),
             "phase_mean_us": self.phase_means_us(),
             "states_skipped": self.states_skipped,
+            "seq_jumps": self.seq_jumps,
             "states_dropped": self.states_dropped,
             "errors": self.errors,
         }

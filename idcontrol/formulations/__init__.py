@@ -17,6 +17,7 @@ from idcontrol.formulations.one_stage_qp import OneStageQP
 from idcontrol.formulations.pid import PID
 from idcontrol.formulations.sensed_id import SensedID
 from idcontrol.formulations.two_stage_qp import TwoStageQP
+from idcontrol.validation import check_option_types
 
 REGISTRY: dict[str, type[Formulation]] = {
     cls.name: cls for cls in (NoSlipLCP, CoulombLCP, TwoStageQP, OneStageQP, PID, SensedID)
@@ -40,6 +41,7 @@ def make_formulation(name: str, **options: object) -> Formulation:
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise UnknownOption(f"formulation {name!r}", unknown, accepted)
+    check_option_types(f"formulation {name!r}", cls.__init__, options)
     return cls(**options)
 
 

@@ -17,6 +17,7 @@ from idcontrol.reference.base import JointTarget, Reference, desired_acceleratio
 from idcontrol.reference.hold import HoldPose, StreamReference
 from idcontrol.reference.trot import TrotGait
 from idcontrol.robot.model import RobotModel
+from idcontrol.validation import check_option_types
 
 REFERENCES: dict[str, type[Reference]] = {cls.name: cls for cls in (HoldPose, TrotGait, ArmSinusoid, StreamReference)}
 
@@ -39,6 +40,7 @@ def make_reference(name: str, robot: RobotModel, **options: object) -> Reference
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise UnknownOption(f"reference {name!r}", unknown, valid)
+    check_option_types(f"reference {name!r}", REFERENCES[name].__init__, options)
     try:
         return REFERENCES[name](robot, **options)  # type: ignore[call-arg]
     except (TypeError, ValueError, AttributeError) as e:

@@ -1,4 +1,4 @@
-"""``idcontrol bench``: per-tick cost of every formulation on standing scenarios.
+"""``idcontrol bench``: per-tick cost of every formulation, on recorded workloads and standing scenarios.
 
 Each tick is timed whole, as the daemon would run it: model update, contact
 detection, problem assembly and the solve. The state is perturbed slightly
@@ -14,6 +14,8 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
 * ``transport``: the floor under any round trip on this machine: a quadruped
   state sent over loopback ZeroMQ to a second process that decodes it and
   answers with a command (the daemon's codec, no controller), at 1 kHz;
+* ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
+  replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
   under the two-stage QP's torques on flat ground and on the 3 cm height map; only the step is timed.
 * ``drake_sim``: one step of each simulator back end, Drake (SAP), MuJoCo and the rigid simulator, in the
@@ -41,6 +43,9 @@ from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 
 DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp", "pid")
+#: the recorded closed-loop workloads (:mod:`idcontrol.tools.workloads`) and the formulations they time
+WORKLOADS = ("trot", "grasp")
+WORKLOAD_FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
 #: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
 COULOMB_MAX_CONTACTS = 8
@@ -267,6 +272,107 @@ def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
             "state_p99_us": round(float(np.percentile(state_us, 99)), 1), "mode": core.mode}  # fmt: skip
 
 
+def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
+    """The daemon's own share of a tick (decode, send, telemetry and log record) around a real core: a daemon in
+    a thread with telemetry (drained by a subscriber) and a log writer process, answering the recorded
+    workload's states sent by a lock-step client in this process, ``ticks`` of them."""
+    import tempfile
+    import threading
+
+    import zmq
+
+    from idcontrol import protocol as wire
+    from idcontrol.client import AdminClient
+    from idcontrol.control.factory import build_core
+    from idcontrol.daemon.server import Daemon
+    from idcontrol.logs.recorder import LogRecorder, describe_run
+    from idcontrol.settings import Endpoints
+    from idcontrol.tools.workloads import record
+
+    recording = record(workload)
+    core = build_core(recording.config, recording.robot)
+    with tempfile.TemporaryDirectory(prefix="idc-") as folder:
+        ctx = zmq.Context()
+        endpoints = Endpoints(f"ipc://{folder}/c", f"ipc://{folder}/a", f"ipc://{folder}/t")
+        logger = LogRecorder(Path(folder) / "bench.mcap", describe_run(recording.config, core))
+        daemon = Daemon(core, endpoints, context=ctx, logger=logger, lockstep_watchdog=5.0)
+        server = threading.Thread(target=daemon.serve, kwargs={"install_signal_handlers": False})
+        server.start()
+        admin = AdminClient(daemon.bound["admin"], context=ctx, token=daemon.credential.token)
+        subscriber = ctx.socket(zmq.SUB)
+        subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+        subscriber.connect(daemon.bound["telemetry"])
+        draining = threading.Event()
+
+        def drain() -> None:
+            while not draining.is_set():
+                if subscriber.poll(20):
+                    subscriber.recv()
+
+        drainer = threading.Thread(target=drain)
+        drainer.start()
+        bridge = ctx.socket(zmq.DEALER)
+        bridge.connect(daemon.bound["control"])
+        try:
+            admin.request("status", timeout=300.0)
+            r = recording.robot
+            bridge.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep", daemon.credential.token))
+            bridge.recv()
+            admin.request("start")
+            states = recording.states
+            seq = 0
+            for i in range(ticks):
+                s = states[i % len(states)]
+                seq += 1
+                bridge.send(wire.encode_state(seq, s.t, s.q, s.v, s.sensed_forces, s.objects))
+                bridge.recv()
+                if i % len(states) == len(states) - 1 and i + 1 < ticks:  # the recording starts again: so does
+                    admin.request("stop")  # the reference
+                    while admin.request("status")["mode"] == "safe_stop":
+                        seq += 1
+                        bridge.send(wire.encode_state(seq, s.t, s.q, s.v, s.sensed_forces, s.objects))
+                        bridge.recv()
+                    admin.request("start")
+            stats = admin.request("stats")
+        finally:
+            admin.request("shutdown")
+            server.join(timeout=10)
+            draining.set()
+            drainer.join()
+            for sock in (bridge, subscriber):
+                sock.close(linger=0)
+            admin.close()
+            ctx.term()
+    return {"ticks": stats["ticks"], "overhead_us": stats["overhead_us"], "phase_mean_us": stats["phase_mean_us"],
+            "compute_us": stats["compute_us"]}  # fmt: skip
+
+
+def bench_workload(name: str, formulations: list[str]) -> list:
+    """Replay a recorded closed-loop workload (:mod:`idcontrol.tools.workloads`) through each formulation, with
+    its launch file's options and with the paper's, and print one row each."""
+    from idcontrol.tools.workloads import record, replay
+
+    started = time.perf_counter()
+    recording = record(name)
+    low, high = recording.contact_counts
+    print(f"{name}: {len(recording.states)} states recorded in lock-step MuJoCo with {recording.recorded_with} "
+          f"({low}-{high} contacts) in {time.perf_counter() - started:.1f} s; each row replays them through the "
+          "whole core tick (reference, PD, model, contacts, build, solve, fallback, safety, metrics)", flush=True)
+    print(f"{'workload':<8} {'formulation':<13} {'options':<7} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} "
+          f"{'cpu p50':>8} {'cpu p99':>8} {'found':>7} {'stops':>5}  {'model':>6} {'contact':>7} {'build':>6} "
+          f"{'solve':>6} {'other':>6}")  # fmt: skip
+    rows = []
+    for formulation in formulations:
+        for variant in ("launch", "paper"):
+            r = replay(recording, formulation, variant, repeats=2)
+            rows.append(r)
+            print(f"{r.workload:<8} {r.formulation:<13} {r.variant:<7} {r.p50_us:>8.1f} {r.p99_us:>8.1f} "
+                  f"{r.max_us:>8.1f} {r.cpu_p50_us:>8.1f} {r.cpu_p99_us:>8.1f} {r.found_fraction:>7.1%} {r.stops:>5}"
+                  f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
+                  f"{r.other_us:>6.1f}", flush=True)  # fmt: skip
+    return rows
+
+
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
     """Run the TSID reference benchmark (a separate interpreter) and return its JSON line."""
     try:
@@ -304,7 +410,19 @@ def run(
               f"{row.model_us:>6.1f} {row.contacts_us:>7.1f} {row.build_us:>6.1f} {row.solve_us:>6.1f}",
               flush=True)  # fmt: skip
 
+    workload_rows: list = []
     for scenario in scenarios:
+        if scenario in WORKLOADS:
+            workload_rows += bench_workload(scenario, [f for f in formulations if f in WORKLOAD_FORMULATIONS])
+            continue
+        if scenario == "daemon":
+            t = bench_daemon(ticks)
+            o, m = t["overhead_us"], t["phase_mean_us"]
+            print(f"daemon     the daemon's own share of a trot tick (decode + send + telemetry and log record), "
+                  f"{t['ticks']} ticks: p50 {o['p50']} p99 {o['p99']} max {o['max']} µs; means: decode "
+                  f"{m.get('decode')}, core tick {m.get('core_tick')}, send {m.get('send')}, publish "
+                  f"{m.get('publish')} µs", flush=True)  # fmt: skip
+            continue
         if scenario == "transport":
             t = bench_transport(ticks)
             print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
@@ -353,7 +471,7 @@ def run(
                 if row.robot == "solo12":
                     print(f"  solo12 {row.formulation}: p50 ratio to TSID = {row.p50_us / ref['p50_us']:.2f}")
     if json_path:
-        payload = [{**asdict(r), "cpu": cpu_name()} for r in rows]
+        payload = [{**asdict(r), "cpu": cpu_name()} for r in rows + workload_rows]
         text = json.dumps(payload, indent=1)
         if json_path == "-":
             print(text)

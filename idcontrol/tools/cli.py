@@ -218,6 +218,28 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer > 0 (argparse then exits with code 2 and says why)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 def _fuzz(args: argparse.Namespace) -> int:
     from idcontrol.tools.fuzz import main as fuzz_main
 
@@ -239,15 +261,15 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     generate.add_argument("--clients", default="client", help="comma list of client key names (default: client)")
     generate.set_defaults(func=_keys)
     fuzz = sub.add_parser("fuzz", help="send malformed control messages to a real daemon; count crashes")
-    fuzz.add_argument("--messages", type=int, default=100_000, help="messages to send (default 100000)")
+    fuzz.add_argument("--messages", type=_positive_int, default=100_000, help="messages to send (default 100000)")
     fuzz.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fuzz.add_argument("--robot", default="quadruped", help="robot of the daemon (default quadruped)")
     fuzz.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
     fuzz.set_defaults(func=_fuzz)
     soak = sub.add_parser("soak", help="run the closed loop at 1 kHz in real time; RSS and deadlines over time")
-    soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    soak.add_argument("--minutes", type=_positive_float, default=10.0, help="how long (default 10)")
     soak.add_argument("--formulation", default="two_stage_qp", help="the daemon's formulation")
-    soak.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples (default 10)")
+    soak.add_argument("--sample-s", type=_positive_float, default=10.0, help="seconds between samples (default 10)")
     soak.add_argument("--json", default=None, metavar="PATH", help="also write every sample as JSON")
     soak.add_argument("--priority", type=int, default=50,
                       help="SCHED_FIFO priority of daemon and bridge (default 50; 0: normal scheduling)")  # fmt: skip
@@ -266,10 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="idcontrol", description="Inverse dynamics with predicted contact forces.")
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="time each formulation's whole tick on standing scenarios")
-    bench.add_argument("--ticks", type=int, default=3000, help="timed ticks per row (default 3000)")
+    bench.add_argument("--ticks", type=_positive_int, default=3000, help="timed ticks per row (default 3000)")
     bench.add_argument(
-        "--scenarios", default="quadruped,solo12,fig19",
-        help="comma list: quadruped,solo12,fig19,arm,transport,rigid_sim,drake_sim",
+        "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
+        help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
+        "drake_sim",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")

@@ -3,12 +3,14 @@
 The daemon runs as its own process (``idcontrol daemon`` on a launch file with free loopback ports). One
 DEALER sends bursts of messages, most of them broken in one way (random bytes, truncated or bit-flipped
 msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields, duplicate, old or
-far-ahead sequence numbers, garbage objects, hellos for other robots, now and then a message over the size
-limit, sent from a connection of its own since ZeroMQ closes it) and some valid states, so that the
-controller runs too. Every reply is checked: an ``error`` with a documented code other than ``internal``,
-or a ``command`` whose torque is finite and within the robot's limits. Every few bursts the admin channel
-must answer (and a stopped daemon is started again). A crash is the daemon process exiting or its admin
-channel going silent.
+far-ahead sequence numbers, garbage objects, hellos for other robots or with a wrong credential, now and then
+a message over the size limit, sent from a connection of its own since ZeroMQ closes it) and some valid
+states, so that the controller runs too. After each burst, admin requests in the protocol's own encodings go
+to the admin channel, most of them wrong in one field (gains as float64 bytes of the wrong length, strings
+where numbers belong, oversized strings, unknown fields and options, a missing or wrong credential). Every
+reply is checked: an ``error`` with a documented code other than ``internal``, an ``ok``, or a ``command``
+whose torque is finite and within the robot's limits. Every few bursts the admin channel must answer (and a
+stopped daemon is started again). A crash is the daemon process exiting or its admin channel going silent.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.errors import IdControlError
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import Credential
 
 LAUNCH_TEMPLATE = """
 robot = "{robot}"
@@ -55,8 +58,10 @@ OVERSIZED = b"\x00" * (wire.MAX_MESSAGE_BYTES + 1)
 class FuzzReport:
     """What a fuzz run did and found."""
 
-    messages: int = 0  # messages sent
+    messages: int = 0  # control messages sent
     valid_states: int = 0  # of which well-formed states with a fresh seq
+    admin_requests: int = 0  # admin requests sent (most of them malformed in one field)
+    admin_ok: int = 0  # of which answered "ok"
     replies: int = 0
     commands: int = 0
     errors: dict[str, int] = field(default_factory=dict)  # error replies by code
@@ -64,7 +69,7 @@ class FuzzReport:
     internal_errors: int = 0  # "internal" replies: the daemon caught a bug of its own
     crashes: int = 0  # the daemon process died or its admin channel went silent
     restarts: int = 0  # admin starts after the daemon had stopped
-    reconnects: int = 0  # new connections after a window without commands (see run_fuzz)
+    reconnects: int = 0  # new sessions (hello again) after a window without commands (see run_fuzz)
     wall_s: float = 0.0
     messages_per_s: float = 0.0
     first_problems: list[str] = field(default_factory=list)
@@ -90,6 +95,7 @@ class Mutator:
         self.q = robot.standing_configuration()
         self.v = np.zeros(robot.nv)
         self.seq = 0  # the highest seq sent so far
+        self.token: str | None = None  # the daemon's credential, once known
 
     def valid(self) -> bytes:
         self.seq += 1
@@ -147,9 +153,10 @@ class Mutator:
             for _ in range(int(r.integers(1, 8))):
                 raw[int(r.integers(len(raw)))] ^= 1 << int(r.integers(8))
             return bytes(raw), False
-        elif kind == 10:  # hello with odd fields
+        elif kind == 10:  # hello with odd fields or a wrong credential
             hello = {"v": 1, "type": "hello", "robot": str(r.choice([self.robot.name, "arm", ""])),
                      "nq": int(r.integers(0, 40)), "nv": self._value(), "nu": 12, "clock": "lockstep"}  # fmt: skip
+            hello["token"] = [self.token, "", "f" * 64, self._value()][int(r.integers(4))]
             return msgpack.packb(hello, use_bin_type=True), False
         else:  # garbage objects, quaternion not of unit norm, or (rarely) over the size limit
             choice = int(r.integers(100))
@@ -162,6 +169,60 @@ class Mutator:
                 q[3:7] *= 1.0 + r.uniform(0.01, 10.0)
                 base["q"] = wire.f64(q)
         return msgpack.packb(base, use_bin_type=True), False
+
+
+class AdminMutator:
+    """Random admin requests in the protocol's own encodings, most of them wrong in one field (a gain as f64
+    bytes of the wrong length, a string where a number belongs, an oversized string, unknown options or
+    fields, a missing or wrong credential). ``shutdown`` is only ever sent without the credential."""
+
+    KINDS = ("status", "stats", "start", "stop", "set_formulation", "set_gains", "set_reference", "reset_stats",
+             "shutdown")  # fmt: skip
+
+    def __init__(self, robot: RobotModel, rng: np.random.Generator, token: str) -> None:
+        self.robot, self.rng, self.token = robot, rng, token
+
+    def _gain(self) -> Any:
+        r, nu = self.rng, self.robot.nu
+        return [float(r.uniform(0, 2000)), wire.f64(r.uniform(0, 2000, nu)), wire.f64(r.uniform(0, 1, int(r.integers(
+            0, 30)))), [float(x) for x in r.uniform(0, 100, nu)], r.bytes(int(r.integers(0, 100))), "x", {"a": 1},
+            math.nan, 1e308, -1.0, [1.0] * int(r.integers(0, 20)), True, None][int(r.integers(13))]  # fmt: skip
+
+    def _option_value(self) -> Any:
+        r = self.rng
+        return [float(r.standard_normal()), int(r.integers(-5, 5)), True, "fast", "x" * int(r.integers(0, 400)),
+                [1, 2], {"k": 1.0}, None, math.inf, r.bytes(8)][int(r.integers(10))]  # fmt: skip
+
+    def request(self) -> bytes:
+        r = self.rng
+        kind = str(r.choice(self.KINDS))
+        message: dict[str, Any] = {"v": 1, "type": kind}
+        token_choice = int(r.integers(10))
+        if kind != "shutdown" and token_choice < 7:
+            message["token"] = self.token
+        elif token_choice < 9:
+            message["token"] = r.choice(["", "0" * 64, self.token[:-1] + "0", "x" * int(r.integers(0, 500))])
+        if kind == "stop":
+            message["reason"] = [None, "fuzz", "x" * int(r.integers(0, 100_000)), 5][int(r.integers(4))]
+        elif kind == "set_gains":
+            for key in ("kp", "kd", "ki"):
+                if r.random() < 0.6:
+                    message[key] = self._gain()
+        elif kind in ("set_formulation", "set_reference"):
+            names = (["two_stage_qp", "noslip_lcp", "coulomb_lcp", "pid", "nope", ""] if kind == "set_formulation"
+                     else ["hold", "trot", "stream", "arm_sinusoid", "nope"])  # fmt: skip
+            message["name"] = str(r.choice(names)) if r.random() < 0.9 else self._option_value()
+            if r.random() < 0.7:
+                keys = ["spread", "share_friction", "ridge", "dissipation", "forward_speed", "speed", "pose", "bogus"]
+                message["options"] = {str(r.choice(keys)): self._option_value() for _ in range(int(r.integers(0, 4)))}
+            elif r.random() < 0.5:
+                message["options"] = self._option_value()
+        if r.random() < 0.1:
+            message[str(r.choice(["extra", "seq", "kp"]))] = self._option_value()
+        if r.random() < 0.05:
+            raw = msgpack.packb(message, use_bin_type=True)
+            return raw[: int(r.integers(0, len(raw)))]
+        return msgpack.packb(message, use_bin_type=True)
 
 
 class ReplyChecker:
@@ -198,6 +259,9 @@ class ReplyChecker:
             return
         if kind == "welcome":
             return
+        if kind == "ok":
+            r.admin_ok += 1
+            return
         try:
             command = wire.decode_command(raw, self.nu)
         except Exception as e:
@@ -227,11 +291,14 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         ctx = zmq.Context()
         endpoint = f"tcp://127.0.0.1:{control}"
-        hello = wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep")
         dealer = _connect(ctx, endpoint)
-        admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx)
+        admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx, credential_for=endpoint)
         try:
             _wait_ready(admin, daemon)
+            token = Credential.of_daemon(endpoint).token
+            mutator.token = token
+            admin_mutator = AdminMutator(robot, np.random.default_rng(seed + 1), token)
+            hello = wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep", token)
             dealer.send(hello)
             started = time.monotonic()
             commands_at_check = 0
@@ -248,14 +315,20 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                 report.messages += n
                 while dealer.poll(5 if report.messages % (16 * burst) else 50):
                     checker.check(dealer.recv())
+                for _ in range(max(1, n // 8)):
+                    try:
+                        checker.check(admin.request_raw(admin_mutator.request()))
+                    except TimeoutError as e:
+                        report.crashes += 1
+                        checker.problem(f"admin request unanswered: {e}; exit code {daemon.poll()}")
+                        break
+                    report.admin_requests += 1
                 if report.messages % (16 * burst) < burst:
                     if not _alive(admin, daemon, report, checker):
                         break
                     if report.commands == commands_at_check:
-                        # a bit flip may have made a huge seq acceptable: every later state is stale on this
-                        # connection, so go on as a new one (its seq numbers start afresh)
-                        dealer.close(linger=0)
-                        dealer = _connect(ctx, endpoint)
+                        # a bit flip may have made a huge seq acceptable: every later state is stale in this
+                        # session, so open a new one (its seq numbers start afresh)
                         dealer.send(hello)
                         report.reconnects += 1
                     commands_at_check = report.commands

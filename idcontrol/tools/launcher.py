@@ -24,7 +24,6 @@ import zmq
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
-from idcontrol.security import KeyDirectory
 from idcontrol.settings import LaunchConfig
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
@@ -98,8 +97,7 @@ class Launch:
         """Run to the end (duration, Ctrl-C, a fall, or a safe stop); return the summary."""
         check_endpoints_free(self.config)
         previous = signal.signal(signal.SIGINT, self._on_interrupt)
-        keys = KeyDirectory(self.config.curve_keys) if self.config.curve_keys else None
-        admin = AdminClient(self.config.endpoints.admin, curve=keys)
+        admin = AdminClient.for_launch(self.config)
         started_wall = time.monotonic()
         bridge_report: dict[str, Any] = {}
         try:
@@ -125,6 +123,8 @@ class Launch:
                 admin.request("shutdown")
             except TimeoutError:  # it may exit before its reply leaves; _stop_children ends it either way
                 print("idcontrol: the daemon did not acknowledge shutdown; stopping it", file=sys.stderr)
+        except TimeoutError:  # the admin channel went silent: the daemon died or hangs
+            raise IdControlError(self._daemon_lost()) from None
         finally:
             signal.signal(signal.SIGINT, previous)
             admin.close()
@@ -139,10 +139,24 @@ class Launch:
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
             "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
+            "mode_ticks": stats["mode_ticks"], "long_roundtrips": stats["long_roundtrips"],
+            "overhead_us": stats["overhead_us"],
         })  # fmt: skip
         if "log_path" in stats:
             summary.update(log_path=stats["log_path"], log_dropped=stats["log_dropped"])
         return summary
+
+    def _daemon_lost(self) -> str:
+        """What to tell the user when the daemon stops answering (the bridge is then stopped by ``finally``)."""
+        code = self.daemon.poll() if self.daemon is not None else None
+        if code is None:
+            what = "stopped answering its admin channel (it is being stopped)"
+        elif code < 0:
+            what = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            what = f"exited with code {code}"
+        return (f"the daemon {what}; the bridge was stopped (a robot driver's own watchdog stops the robot). "
+                "No summary: the daemon's statistics went with it (a --log file keeps every tick up to the end)")
 
     def _on_interrupt(self, *_: object) -> None:
         self._interrupted = True
@@ -217,18 +231,37 @@ def _phase_line(means: dict[str, float]) -> str:
     return ", ".join(parts) + " µs"
 
 
+def _ticks_line(ticks: int, by_mode: dict[str, int]) -> str:
+    """The states answered, split by the daemon's mode: before the start (idle), the run, and the safe stop
+    that ends every run (damping until every joint is slower than the rest velocity, or the safe-stop timeout:
+    a robot sagging under damping takes the whole timeout, 1 s by default)."""
+    parts = [f"{name} {by_mode[name]}" for name in ("run", "safe_stop", "idle", "stopped") if by_mode.get(name)]
+    return f"{ticks} ({', '.join(parts)})" if parts else f"{ticks}"
+
+
+def _misses_line(summary: dict[str, Any]) -> str:
+    """Deadline misses; in lock-step, the controller's own lateness, with the long round trips (which hold the
+    simulator's step) apart."""
+    misses, ticks = summary["deadline_misses"], max(summary["ticks"], 1)
+    text = f"{misses} ({100.0 * misses / ticks:.3f} %)"
+    if summary.get("bridge_mode") == "lockstep":
+        long_trips = summary.get("long_roundtrips", 0)
+        text += (f": compute over the period (lock-step; {long_trips} round trips over the period, "
+                 f"{100.0 * long_trips / ticks:.1f} %, hold the simulator's step)")  # fmt: skip
+    return text
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     def q(d: dict[str, float]) -> str:
         return f"p50 {d['p50']:.0f}  p99 {d['p99']:.0f}  max {d['max']:.0f} µs"
 
     ticks = summary["ticks"]
-    misses = summary["deadline_misses"]
     rows = [
         ("robot / formulation", f"{summary['robot']} / {summary['formulation']} ({summary['bridge_mode']})"),
         ("ended", summary["end"]),
         ("simulated time", f"{summary['sim_time_s']:.2f} s in {summary['wall_time_s']:.1f} s wall"),
-        ("ticks", f"{ticks}"),
-        ("deadline misses", f"{misses} ({100.0 * misses / max(ticks, 1):.3f} %)"),
+        ("ticks", _ticks_line(ticks, summary.get("mode_ticks") or {})),
+        ("deadline misses", _misses_line(summary)),
         ("compute", q(summary["compute_us"])),
         ("round trip", q(summary["roundtrip_us"]) if not math.isnan(summary["roundtrip_us"]["p50"]) else "n/a"),
         ("mean per tick", _phase_line(summary.get("phase_mean_us") or {})),

@@ -86,7 +86,7 @@ def run_soak(
         path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority, control=control,
                                                admin=admin_port, telemetry=telemetry))  # fmt: skip
         run = Launch(load_launch(path), [], live=False)
-        admin = AdminClient(run.config.endpoints.admin)
+        admin = AdminClient.for_launch(run.config)
         try:
             run.daemon = run._spawn("daemon")
             run._wait_daemon_ready(admin)
