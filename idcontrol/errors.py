@@ -79,6 +79,15 @@ class UnknownOption(UnknownName):
                          f"{', '.join(self.accepted) or '(none)'}")  # fmt: skip
 
 
+class MissingDependency(ConfigError):
+    """An optional part of idcontrol was asked for but the package it needs (an extra) is not installed."""
+
+    def __init__(self, package: str, extra: str, wanted: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(f"{wanted} needs {package}, which is not installed: pip install 'idcontrol[{extra}]'")
+
+
 class InputError(IdControlError):
     """A state, request or problem given to the controller is malformed."""
 

@@ -28,13 +28,16 @@ A launch file is TOML (see ``launch/*.toml``)::
     options = { speed = 0.2 }
 
     [bridge]
-    kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model
+    kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model,
+                                 # or "drake": Drake's SAP compliant contact (pip install 'idcontrol[drake]')
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
     terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
     terrain_seed = 0             # the height map's random seed
     terrain_height = 0.03        # m, the height map's highest bump
+    contact_stiffness = 1e6      # N/m (drake only): stiffness of every contact pair (default 1e6)
+    contact_relaxation_time = 1e-3  # s (drake only): SAP's dissipation time constant τ_d (default 1e-3)
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -87,7 +90,7 @@ if TYPE_CHECKING:
 
 Array = NDArray[np.float64]
 
-BRIDGE_KINDS = ("mujoco", "rigid")
+BRIDGE_KINDS = ("mujoco", "rigid", "drake")
 TERRAINS = ("flat", "height_map")
 BRIDGE_MODES = ("lockstep", "realtime")
 
@@ -345,6 +348,8 @@ class BridgeSettings:
     terrain: str = "flat"  # or "height_map" (rigid bridge only)
     terrain_seed: int = 0
     terrain_height: float = 0.03  # m, highest bump of the height map
+    contact_stiffness: float | None = None  # N/m, drake only (None: idcontrol.sim.drake.DEFAULT_STIFFNESS)
+    contact_relaxation_time: float | None = None  # s, drake only (None: DEFAULT_RELAXATION_TIME)
 
 
 @dataclass(frozen=True)
@@ -370,8 +375,10 @@ class LaunchConfig:
             options.update(self.controller.options)
         return options
 
-    def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
-        """The command line's ``--duration`` / ``--formulation`` over the file's values.
+    def with_overrides(
+        self, duration: float | None = None, formulation: str | None = None, bridge: str | None = None
+    ) -> LaunchConfig:
+        """The command line's ``--duration`` / ``--formulation`` / ``--bridge`` over the file's values.
 
         Another formulation moves ``controller.options`` into the file formulation's ``[formulations.NAME]``
         table (they are its options) and takes its own table's.
@@ -381,6 +388,9 @@ class LaunchConfig:
             if not duration >= 0:
                 raise ConfigError(f"--duration must be >= 0 s, got {duration}")
             out = replace(out, duration=float(duration))
+        if bridge is not None:
+            out = replace(out, bridge=replace(out.bridge, kind=bridge))
+            _check_bridge(out.bridge, f"--bridge {bridge}")
         if formulation is not None:
             _check_formulation(formulation)
             c = out.controller
@@ -493,8 +503,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: reference.options must be a table")
 
     bridge = BridgeSettings(**_fields(_section(data, "bridge", path), BridgeSettings, f"{path} [bridge]"))
-    if bridge.kind not in BRIDGE_KINDS:
-        raise ConfigError(f"{path}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
+    _check_bridge(bridge, str(path))
     if bridge.mode not in BRIDGE_MODES:
         raise ConfigError(f"{path}: bridge.mode {bridge.mode!r} not one of {list(BRIDGE_MODES)}")
     _friction(bridge.mu, f"{path}: bridge.mu")
@@ -504,8 +513,6 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: bridge.late_limit must be a positive integer")
     if bridge.terrain not in TERRAINS:
         raise ConfigError(f"{path}: bridge.terrain {bridge.terrain!r} not one of {list(TERRAINS)}")
-    if bridge.terrain != "flat" and bridge.kind != "rigid":
-        raise ConfigError(f"{path}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
     if not isinstance(bridge.terrain_seed, int) or isinstance(bridge.terrain_seed, bool) or bridge.terrain_seed < 0:
         raise ConfigError(f"{path}: bridge.terrain_seed must be an integer >= 0, got {bridge.terrain_seed!r}")
     height = bridge.terrain_height
@@ -532,6 +539,25 @@ def load_launch(path: str | Path) -> LaunchConfig:
                           curve_keys, realtime, formulations)  # fmt: skip
     _check_options(config, controller.formulation)
     return config
+
+
+def _check_bridge(bridge: BridgeSettings, where: str) -> None:
+    """The simulator kind and the keys that only one kind reads (ConfigError naming the key)."""
+    if bridge.kind not in BRIDGE_KINDS:
+        raise ConfigError(f"{where}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
+    if bridge.terrain in TERRAINS and bridge.terrain != "flat" and bridge.kind != "rigid":  # (an unknown one: below)
+        raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
+    for key in ("contact_stiffness", "contact_relaxation_time"):
+        value = getattr(bridge, key)
+        if value is None:
+            continue
+        if bridge.kind != "drake":
+            raise ConfigError(f"{where}: bridge.{key} needs bridge.kind = 'drake'")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        stiffness = key == "contact_stiffness"
+        if not number or not (value > 0 if stiffness else value >= 0):
+            bound = "> 0 N/m" if stiffness else ">= 0 s"
+            raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
 
 
 def _formulation_tables(table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:

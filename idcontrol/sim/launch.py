@@ -1,4 +1,4 @@
-"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects)."""
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, contact)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from idcontrol.sim.rigid import RigidSim
 
 
 def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
-    """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain; its movable bodies if
-    ``objects``)."""
+    """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain, Drake's contact stiffness and
+    relaxation time; its movable bodies if ``objects``)."""
     b = config.bridge
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
@@ -19,4 +19,9 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
         ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
         return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
                         environment=ground if robot.floating_base else None)  # fmt: skip
+    if b.kind == "drake":
+        from idcontrol.sim.drake import DrakeSim  # the optional extra: imported only when asked for
+
+        return DrakeSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
+                        stiffness=b.contact_stiffness, relaxation_time=b.contact_relaxation_time)  # fmt: skip
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)

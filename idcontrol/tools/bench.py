@@ -18,6 +18,9 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
   under the two-stage QP's torques on flat ground and on the 3 cm height map; only the step is timed.
+* ``drake_sim``: one step of each simulator back end, Drake (SAP), MuJoCo and the rigid simulator, in the
+  same run, the quadruped standing and trotting under the two-stage QP (``launch/quadruped_trot.toml``'s
+  settings); the step and the state read-out (``state()``, sensed forces included) are timed apart.
 """
 
 from __future__ import annotations
@@ -228,6 +231,47 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
             "max_us": round(float(step_us.max()), 1), "warm_fraction": warm / ticks}  # fmt: skip
 
 
+SIM_BENCH_KINDS = ("drake", "mujoco", "rigid")
+
+
+def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
+    """Time ``kind``'s :meth:`step` and :meth:`state` (µs) over ``ticks`` steps of the quadruped standing (``task``
+    "stand") or trotting ("trot") under the two-stage QP with the trot launch file's settings."""
+    from dataclasses import replace
+
+    from idcontrol.control.factory import build_core
+    from idcontrol.settings import ReferenceSettings, load_launch
+    from idcontrol.sim.launch import simulator_for
+
+    config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "quadruped_trot.toml")
+    config = config.with_overrides(formulation="two_stage_qp", bridge=kind)
+    if task == "stand":
+        config = replace(config, reference=ReferenceSettings("hold"))
+    robot = RobotModel(config.robot)
+    sim = simulator_for(config, robot)
+    core = build_core(config, robot)
+    core.start(0.0)
+    step_us, state_us = np.empty(ticks), np.empty(ticks)
+    warm = 100
+    gc.collect()
+    gc.freeze()
+    for i in range(ticks + warm):
+        started = time.perf_counter()
+        s = sim.state()
+        read = time.perf_counter() - started
+        tau = core.tick(s.robot_state(), now=s.t).tau
+        started = time.perf_counter()
+        sim.step(tau)
+        if i >= warm:
+            step_us[i - warm] = (time.perf_counter() - started) * 1e6
+            state_us[i - warm] = read * 1e6
+    gc.unfreeze()
+    p50, p99 = np.percentile(step_us, (50, 99))
+    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
+            "max_us": round(float(step_us.max()), 1), "state_p50_us": round(float(np.median(state_us)), 1),
+            "state_p99_us": round(float(np.percentile(state_us, 99)), 1), "mode": core.mode}  # fmt: skip
+
+
 def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
     """The daemon's own share of a tick (decode, send, telemetry and log record) around a real core: a daemon in
     a thread with telemetry (drained by a subscriber) and a log writer process, answering the recorded
@@ -391,6 +435,15 @@ def run(
                 print(f"rigid_sim  quadruped standing ({terrain}), one simulator step, {t['ticks']} steps: "
                       f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
                       f"{t['warm_fraction']:.1%} solved from the previous active set", flush=True)  # fmt: skip
+            continue
+        if scenario == "drake_sim":
+            for task in ("stand", "trot"):
+                for kind in SIM_BENCH_KINDS:
+                    t = bench_sim_step(kind, task, ticks)
+                    print(f"{kind + '_sim':<11}quadruped {task:<5} (two_stage_qp), one step, {t['ticks']} steps: "
+                          f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; state() p50 "
+                          f"{t['state_p50_us']} p99 {t['state_p99_us']} µs; ended in {t['mode']}",
+                          flush=True)  # fmt: skip
             continue
         if scenario == "fig19":
             robot = RobotModel("quadruped")

@@ -39,6 +39,18 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_paper(args)
 
 
+def _experiment_sap(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_sap
+
+    return run_sap(args)
+
+
+def _experiment_mismatch(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_mismatch
+
+    return run_mismatch(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -60,12 +72,26 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
+    sap = which.add_parser("sap", help="Castro, Permenter and Han: SAP's resting penetration and stiction slip, "
+                                       "with Drake (needs idcontrol[drake])")  # fmt: skip
+    sap.add_argument("--json", default=None, metavar="PATH", help="write the checks as JSON")
+    sap.add_argument("--seconds", type=float, default=1.0, help="simulated time of each check, s (default 1)")
+    sap.set_defaults(func=_experiment_sap)
+    mismatch = which.add_parser("mismatch", help="predicted against applied contact forces on the rigid, MuJoCo and "
+                                                 "Drake simulators (needs idcontrol[drake])")  # fmt: skip
+    mismatch.add_argument("--quick", action="store_true", help="short runs (CI)")
+    mismatch.add_argument("--json", default=None, metavar="PATH", help="write one object per cell as a JSON array")
+    mismatch.add_argument("--report", default=None, metavar="PATH", help="write the markdown report and its figures")
+    mismatch.add_argument("--only", default=None, metavar="SUBSTRING",
+                          help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
+    mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
+    mismatch.set_defaults(func=_experiment_mismatch)
 
 
 def _load(args: argparse.Namespace):
     from idcontrol.settings import load_launch
 
-    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation)
+    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation, args.bridge)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -74,6 +100,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         out += ["--duration", str(args.duration)]
     if args.formulation is not None:
         out += ["--formulation", args.formulation]
+    if args.bridge is not None:
+        out += ["--bridge", args.bridge]
     return out
 
 
@@ -252,6 +280,8 @@ def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
+    p.add_argument("--bridge", default=None, metavar="KIND",
+                   help="override the launch file's simulator (bridge.kind): mujoco, rigid or drake")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--ticks", type=_positive_int, default=3000, help="timed ticks per row (default 3000)")
     bench.add_argument(
         "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
-        help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim"
+        help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
+        "drake_sim",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")

@@ -1,4 +1,4 @@
-"""``idcontrol experiment paper``: run the matrix, print each run, write the JSON and the report."""
+"""``idcontrol experiment paper | sap | mismatch``: run them, print each result, write the JSON and the reports."""
 
 from __future__ import annotations
 
@@ -70,3 +70,47 @@ def _command(args: argparse.Namespace) -> str:
         parts.append(f"--json {args.json}")
     parts.append(f"--report {args.report}")
     return " ".join(parts)
+
+
+def run_sap(args: argparse.Namespace) -> int:
+    """SAP's checks with Drake, printed measured against expected; 0 when every check is within tolerance."""
+    from idcontrol.tools.experiments.sap import format_checks, report, run_checks
+
+    if not args.seconds > 0:
+        raise ConfigError(f"--seconds must be > 0, got {args.seconds}")
+    dt = 1e-3
+    checks = run_checks(args.seconds, dt)
+    print(format_checks(checks, dt), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report(checks, dt, args.seconds), indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def run_mismatch(args: argparse.Namespace) -> int:
+    """The model-mismatch matrix as the command line asks; 0 when every cell produced a result."""
+    from idcontrol.tools.experiments.mismatch import plan, run_matrix
+
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
+    only = [part for part in (args.only or "").split(",") if part]
+    cells = plan(args.quick, only)
+    if not cells:
+        raise ConfigError(f"--only {args.only!r} matches no cell (names look like trot/drake/coulomb_lcp)")
+    started = time.perf_counter()
+    print(f"idcontrol experiment mismatch: {len(cells)} cells, {args.jobs} at a time", flush=True)
+    results = run_matrix(cells, jobs=args.jobs, progress=lambda line: print(line, flush=True))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    if args.report:
+        from idcontrol.tools.experiments.mismatch_report import write_report
+
+        parts = ["idcontrol experiment mismatch", *(["--quick"] if args.quick else []),
+                 *([f"--only {args.only}"] if args.only else []), *([f"--jobs {args.jobs}"] if args.jobs != 1 else []),
+                 *([f"--json {args.json}"] if args.json else []), f"--report {args.report}"]  # fmt: skip
+        for path in write_report(results, Path(args.report), command=" ".join(parts)):
+            print(f"wrote {path}", flush=True)
+    errors = [r for r in results if str(r["end_reason"]).startswith("error")]
+    print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} cell(s) raised an error", file=sys.stderr)
+    return 0
