@@ -7,7 +7,7 @@ import pinocchio as pin
 import pytest
 
 from idcontrol.controller import InverseDynamicsController, RobotState, Tracking
-from idcontrol.formulations.base import ReducedDynamics
+from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.robot.model import RobotModel
 
 

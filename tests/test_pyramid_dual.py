@@ -1,14 +1,21 @@
-"""Stage II of the two-stage QP through its dual (idcontrol.solvers.pyramid_dual) against the null-space QP."""
+"""Stage II of the two-stage QP through its dual (idcontrol.formulations.two_stage_qp.pyramid_dual) against the
+null-space QP."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from idcontrol.formulations import two_stage_qp
+from idcontrol.formulations.reduced import velocity_and_torque
 from idcontrol.formulations.two_stage_qp import TwoStageQP
-from idcontrol.solvers.kernels import stage_two_setup, velocity_and_torque
-from idcontrol.solvers.pyramid_dual import project_pyramid, stage_two_dual, stage_two_ridge, stage_two_structured
+from idcontrol.formulations.two_stage_qp import formulation as two_stage_qp
+from idcontrol.formulations.two_stage_qp.pyramid_dual import (
+    project_pyramid,
+    stage_two_dual,
+    stage_two_ridge,
+    stage_two_structured,
+)
+from idcontrol.formulations.two_stage_qp.stages import stage_two_setup
 from idcontrol.solvers.qp import INFINITY, DenseQP
 from tests.conftest import random_problem
 

@@ -21,13 +21,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.formulations.problem import ContactProblem, block
-from idcontrol.solvers.kernels import least_norm_solution, max_abs_product, min_gap_rate
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
+
+
+@njit(cache=True)
+def least_norm_solution(A, b, rcond):  # pragma: no cover - compiled
+    """x (k,) minimizing ‖A x − b‖ with the least norm, A (r, k) C-contiguous; singular values below
+    ``rcond`` × the largest ignored (LAPACK gelsd, as numpy.linalg.lstsq, without its Python overhead)."""
+    x, _, _, _ = np.linalg.lstsq(A, b, rcond=rcond)
+    return x
+
+
+@njit(cache=True)
+def min_gap_rate(N, v, phi, dt):  # pragma: no cover - compiled
+    """min over contacts of N v + φ/Δt, m/s (+inf without contacts)."""
+    low = np.inf
+    for i in range(N.shape[0]):
+        s = phi[i] / dt
+        for j in range(v.shape[0]):
+            s += N[i, j] * v[j]
+        low = min(low, s)
+    return low
+
+
+@njit(cache=True)
+def max_abs_product(A, v):  # pragma: no cover - compiled
+    """max |A v| (0 for an empty A)."""
+    high = 0.0
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(v.shape[0]):
+            s += A[i, j] * v[j]
+        high = max(high, abs(s))
+    return high
 
 
 @dataclass

@@ -21,19 +21,73 @@ as 2^(6n): it is for analysis and small contact counts, not for 1 kHz control.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics, friction_split
+from idcontrol.formulations.base import Formulation, friction_split
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.reduced import ReducedDynamics
+from idcontrol.solvers.dense import gram
 from idcontrol.solvers.enumeration import mindiff
-from idcontrol.solvers.kernels import coulomb_lcp_data
 from idcontrol.solvers.lemke import lemke_regularized
 
 Array = NDArray[np.float64]
+
+
+@njit(cache=True)
+def coulomb_lcp_data(R_w, R, x0, a, qd_des, phi, mu, dt):  # pragma: no cover - compiled
+    """The Coulomb LCP over z = [f_N; f_S+; f_S−; f_T+; f_T−; λ] in force units.
+
+    From R̃ = [Ñ S̃ T̃] (nb, 3n) and R = [N; S; T] (3n, m): Q (5n + nf)² with the Gram block
+    G = R̃₅ᵀR̃₅ of the paper's columns R̃₅ = [Ñ, S̃, −S̃, T̃, −T̃], E, −Eᵀ and μ; q = [N v* + φ/Δt;
+    ±S v*; ±T v*; 0]/Δt with v* the contact-free velocity (actuated part q̇_des); R̃₅ (nb, 5n) and the
+    matching rows R₅ = [N; S; −S; T; −T] (5n, m), for v⁺ and τ (see :func:`velocity_and_torque`).
+    """
+    nb = R_w.shape[0]
+    n = R_w.shape[1] // 3
+    m = R.shape[1]
+    signs = (1.0, 1.0, -1.0, 1.0, -1.0)
+    blocks = (0, 1, 1, 2, 2)  # block of R̃ / R behind each of the 5 variable blocks
+    R_w5 = np.empty((nb, 5 * n))
+    R5 = np.empty((5 * n, m))
+    for b in range(5):
+        for c in range(n):
+            for i in range(nb):
+                R_w5[i, b * n + c] = signs[b] * R_w[i, blocks[b] * n + c]
+            for j in range(m):
+                R5[b * n + c, j] = signs[b] * R[blocks[b] * n + c, j]
+    nf = 0
+    for c in range(n):
+        if math.isfinite(mu[c]):
+            nf += 1
+    size = 5 * n + nf
+    Q = np.zeros((size, size))
+    G = gram(R_w5)
+    Q[: 5 * n, : 5 * n] = G
+    k = 0
+    for c in range(n):
+        if math.isfinite(mu[c]):
+            for b in range(1, 5):
+                Q[b * n + c, 5 * n + k] = 1.0  # E
+                Q[5 * n + k, b * n + c] = -1.0  # −Eᵀ
+            Q[5 * n + k, c] = mu[c]  # μ
+            k += 1
+    q = np.zeros(size)
+    for r in range(5 * n):
+        s = 0.0
+        for j in range(a.shape[0]):
+            s += R5[r, a[j]] * qd_des[j]
+        for i in range(nb):
+            s += R_w5[i, r] * x0[i]
+        if r < n:
+            s += phi[r] / dt
+        q[r] = s / dt
+    return Q, q, R_w5, R5
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:

@@ -15,8 +15,9 @@ import time
 
 import numpy as np
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics
+from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.reduced import ReducedDynamics
 
 
 class SensedID(Formulation):

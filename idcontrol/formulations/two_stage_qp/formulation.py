@@ -20,7 +20,7 @@ with R = [Nᵀ Sᵀ Tᵀ]. In whitened coordinates Rᵀ Γ_P R = R̃ᵀR̃ with 
 Stage II (minimum torque in the optimal set): every optimal y has the same
 R̃ y, hence the same v⁺, so the optimal set is y₁ + W w with W an orthonormal
 basis of null(R̃) (SVD with a tolerance, or a Householder QR where full rank is
-certified, see :func:`~idcontrol.solvers.kernels.null_space_basis`; 3·4 − 6 = 6-dimensional for four
+certified, see :func:`.null_space.null_space_basis`; 3·4 − 6 = 6-dimensional for four
 contacts on a floating base, which is the paper-variable null space of
 5·4 − 6 = 14 dimensions less its 8 trivial ± pairs). Along it
 τ(w) = τ₁ − R_a W w, and Stage II solves::
@@ -42,7 +42,7 @@ while stance feet slide, which under sticking feet becomes torques that push aga
 v_c the optimum is the sticking one wherever the friction pyramid allows it.
 
 With many contacts (``structured``) the same two problems are solved in low dimension
-(:mod:`idcontrol.solvers.pyramid_dual`): Stage II in y-space, minimize ½‖R_a y − b‖² + ½ρ‖y‖² subject to
+(:mod:`.pyramid_dual`): Stage II in y-space, minimize ½‖R_a y − b‖² + ½ρ‖y‖² subject to
 R̃ y = R̃ y₁ and y in the pyramids, has an (nu + nb)-dimensional dual whose inner minimization is a projection
 onto each contact's pyramid; a semismooth Newton method on it finds the active faces, on which y is then solved
 exactly and the KKT conditions are checked. Stage I depends on y only through x = R̃ y (nb-dimensional):
@@ -63,11 +63,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation, ReducedDynamics
+from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
-from idcontrol.solvers.pyramid_dual import normal_rows_hold, stage_one_target, stage_two_structured, stages_at
+from idcontrol.formulations.reduced import ReducedDynamics
+from idcontrol.formulations.two_stage_qp.pyramid_dual import (
+    normal_rows_hold,
+    stage_one_target,
+    stage_two_structured,
+    stages_at,
+)
+from idcontrol.formulations.two_stage_qp.stages import stage_one_data, stage_two_finish, stage_two_setup
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
@@ -255,7 +261,7 @@ class TwoStageQP(Formulation):
         docstring). Legged locomotion under prescribed joint velocities needs ``"contacts"``.
     structured : with enough contacts that 3n − nb ≥ nu + nb (8 or more on the quadruped), solve
         Stage II through its (nu + nb)-dimensional dual by a semismooth Newton method and exactly on the
-        pyramid faces it identifies (:mod:`idcontrol.solvers.pyramid_dual`), and first try both stages in
+        pyramid faces it identifies (:mod:`.pyramid_dual`), and first try both stages in
         x = R̃y (see :meth:`_stages_in_x`); the QPs over y and w stay the fallback whenever the KKT
         conditions are not certified. The counters ``free_optimum_solves`` (both stages in x),
         ``structured_solves`` (Stage II by the dual after Stage I over y) and ``structured_fallbacks``
@@ -323,7 +329,7 @@ class TwoStageQP(Formulation):
         p = problem
         ids = p.ids()
         if p.n == 0:
-            return _no_contact(self, p, started)
+            return no_contact(self, p, started)
         red = ReducedDynamics(p)
         stage = StageOne(p, red, self.dissipation)
         if self._structured_applies(p, stage):
@@ -340,7 +346,7 @@ class TwoStageQP(Formulation):
         self._previous_ids, self._previous_mu = ids, p.mu
         z, its2, message, v_next, tau = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
-        return _finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
+        return finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
 
     def _stages_in_x(
         self, p: ContactProblem, red: ReducedDynamics, stage: StageOne, started: float
@@ -371,7 +377,7 @@ class TwoStageQP(Formulation):
             return None
         self.free_optimum_solves += 1
         message = f"Stage I in x = R̃y; Stage II over a {k}-dimensional optimal set"
-        return _finish(self, p, y, v_next, tau, False, its, message, started)
+        return finish(self, p, y, v_next, tau, False, its, message, started)
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).
@@ -394,7 +400,7 @@ class TwoStageQP(Formulation):
     ) -> tuple[Array, int, str, Array, Array]:
         """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ).
 
-        First by the dual Newton method (:mod:`idcontrol.solvers.pyramid_dual`) when ``structured`` and its
+        First by the dual Newton method (:mod:`.pyramid_dual`) when ``structured`` and its
         nu + nb multipliers are no more than the null-space QP's 3n − nb variables (8 or more contacts on
         the quadruped); whenever it does not certify optimality, by the null-space QP over w.
         """
@@ -423,7 +429,7 @@ class TwoStageQP(Formulation):
         return z, sol.iterations, f"Stage II over a {k}-dimensional optimal set", v_next, tau
 
 
-def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
+def no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
     red = ReducedDynamics(p)
     v_next = red.velocity(red.x0)
     tau = red.torque(v_next)
@@ -432,7 +438,7 @@ def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> 
                                started=started)  # fmt: skip
 
 
-def _finish(
+def finish(
     formulation: Formulation,
     p: ContactProblem,
     z: Array,

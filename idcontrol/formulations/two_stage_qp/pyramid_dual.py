@@ -34,14 +34,14 @@ import math
 import numpy as np
 from numba import njit
 
-from idcontrol.solvers.kernels import (
+from idcontrol.formulations.reduced import velocity_and_torque
+from idcontrol.solvers.dense import (
     apply_reflections,
     cholesky_in_place,
     cholesky_solve_in_place,
     gram,
     householder_step,
     lower_inverse,
-    velocity_and_torque,
 )
 
 # face codes of a contact's projection (for tests and diagnostics)

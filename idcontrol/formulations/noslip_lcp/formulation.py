@@ -4,7 +4,7 @@ Per tick (spec section 3.11, in the reduced coordinates of
 :mod:`idcontrol.formulations.base`):
 
 1. Algorithm 1 keeps the tangential rows J = [P; S_𝒮; T_𝒯] that leave the
-   equality block non-singular (:func:`idcontrol.solvers.ppm.find_indices`).
+   equality block non-singular (:func:`~idcontrol.formulations.noslip_lcp.find_indices.find_indices`).
 2. With J eliminated the normal impulses solve the symmetric PSD
    LCP(N v* + φ/Δt, N Γ_J Nᵀ); Algorithm 2 (:func:`idcontrol.solvers.ppm.ppm`)
    solves it, warm-started from the previous tick's active contacts (matched by
@@ -32,16 +32,17 @@ from functools import cache
 import numpy as np
 
 from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import (
+from idcontrol.formulations.base import Formulation, map_warm_start
+from idcontrol.formulations.consistency import (
     least_norm_solution,
     max_abs_product,
-    noslip_finish,
-    noslip_setup,
-    refine_normal_forces,
+    needs_repair,
+    repair_desired_velocity,
+    rest_correction,
 )
+from idcontrol.formulations.noslip_lcp.stages import noslip_finish, noslip_setup, refine_normal_forces
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.solvers.lemke import lemke_regularized
 from idcontrol.solvers.ppm import active_set, ppm
 

@@ -1,0 +1,136 @@
+"""Small dense factorizations for the compiled solvers and formulations (6 to 18 unknowns, a few dozen columns).
+
+Inside ``@njit``, ``np.linalg`` calls LAPACK; at these sizes its copies and checks cost more than the
+arithmetic. Each routine here is kept because it measured faster than the library call at the controller's
+sizes; the numbers are at its definition.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def cholesky_in_place(A):  # pragma: no cover - compiled
+    """Lower Cholesky factor of the SPD matrix A, overwriting A's lower triangle; False if a pivot is not > 0."""
+    n = A.shape[0]
+    for j in range(n):
+        s = A[j, j]
+        for k in range(j):
+            s -= A[j, k] * A[j, k]
+        if not s > 0.0:
+            return False
+        A[j, j] = math.sqrt(s)
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for k in range(j):
+                t -= A[i, k] * A[j, k]
+            A[i, j] = t / A[j, j]
+    return True
+
+
+@njit(cache=True)
+def cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
+    """y ← (L Lᵀ)⁻¹ y for the lower Cholesky factor L of :func:`cholesky_in_place` (forward, then back)."""
+    n = y.shape[0]
+    for i in range(n):
+        s = y[i]
+        for k in range(i):
+            s -= L[i, k] * y[k]
+        y[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = y[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * y[k]
+        y[i] = s / L[i, i]
+
+
+@njit(cache=True)
+def lower_inverse(L, out):  # pragma: no cover - compiled
+    """out ← L⁻¹ for the lower triangle of L (n, n), column by column (forward substitution on eⱼ); out's
+    upper triangle is left as it is (zeros from the caller)."""
+    n = L.shape[0]
+    for j in range(n):
+        out[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * out[k, j]
+            out[i, j] = s / L[i, i]
+
+
+@njit(cache=True)
+def gram_cholesky(B, rows, active, k):  # pragma: no cover - compiled
+    """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), whether it exists, and the
+    smallest and largest diagonal of L (a cheap conditioning check). Returns (L, factored, low, high)."""
+    A = np.empty((k, k))
+    for a in range(k):
+        for b in range(a + 1):
+            s = 0.0
+            for i in range(rows):
+                s += B[i, active[a]] * B[i, active[b]]
+            A[a, b] = s
+            A[b, a] = s
+    factored = cholesky_in_place(A)
+    low, high = np.inf, 0.0
+    if factored:
+        for a in range(k):
+            low = min(low, A[a, a])
+            high = max(high, A[a, a])
+    return A, factored, low, high
+
+
+@njit(cache=True)
+def gram(A):  # pragma: no cover - compiled
+    """AᵀA for A (r, c): the symmetric (c, c) Gram matrix of A's columns."""
+    r, c = A.shape
+    G = np.zeros((c, c))
+    for i in range(c):
+        for j in range(i, c):
+            s = 0.0
+            for k in range(r):
+                s += A[k, i] * A[k, j]
+            G[i, j] = s
+            G[j, i] = s
+    return G
+
+
+@njit(cache=True)
+def householder_step(A, V, j, norm, cols):  # pragma: no cover - compiled
+    """Step j of a Householder QR of A (d, ·), with norm = ‖A[j:, j]‖ > 0: V[:, j] ← the unit vector v of the
+    reflection I − 2vvᵀ that maps A[j:, j] to ∓norm·e_j, applied to A's columns j … cols − 1 in place."""
+    d = A.shape[0]
+    alpha = -norm if A[j, j] >= 0.0 else norm
+    for i in range(j, d):
+        V[i, j] = A[i, j]
+    V[j, j] -= alpha
+    vnorm = 0.0
+    for i in range(j, d):
+        vnorm += V[i, j] * V[i, j]
+    vnorm = math.sqrt(vnorm)
+    for i in range(j, d):
+        V[i, j] /= vnorm
+    for c in range(j, cols):
+        t = 0.0
+        for i in range(j, d):
+            t += V[i, j] * A[i, c]
+        for i in range(j, d):
+            A[i, c] -= 2.0 * t * V[i, j]
+
+
+@njit(cache=True)
+def apply_reflections(V, X, reverse):  # pragma: no cover - compiled
+    """X ← H_{k−1}⋯H₀ X (reverse: H₀⋯H_{k−1} X), H_j = I − 2 v_j v_jᵀ with V's unit columns v_j; X (d, c)."""
+    d, k = V.shape
+    for jj in range(k):
+        j = k - 1 - jj if reverse else jj
+        for c in range(X.shape[1]):
+            t = 0.0
+            for i in range(j, d):
+                t += V[i, j] * X[i, c]
+            if t != 0.0:
+                for i in range(j, d):
+                    X[i, c] -= 2.0 * t * V[i, j]
