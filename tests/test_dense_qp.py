@@ -39,3 +39,14 @@ def test_a_cold_retry_keeps_the_equality_rows() -> None:
     sol = qp.solve(H, g, C, lower, upper, active=np.array([1, 0], dtype=np.int32), equalities=1)
     assert sol.found
     assert abs(sol.x[0] - sol.x[1] - 0.5) < 1e-9  # the equality row holds
+
+
+def test_a_problem_rejected_at_set_up_is_not_found() -> None:
+    """More equality rows than variables: DAQP rejects the set-up (exit −6); the solve says found=False with
+    that status and keeps no workspace, and a later solvable problem of other sizes still solves."""
+    qp = DenseQP()
+    C = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    b = np.array([1.0, 1.0, 1.0])
+    sol = qp.solve(np.eye(2), np.zeros(2), C, np.full(3, -INFINITY), b, equalities=3)
+    assert not sol.found and sol.status == "daqp exit -6"
+    assert qp.solve(np.eye(2), np.zeros(2), C[:1], np.full(1, -INFINITY), b[:1], equalities=1).found

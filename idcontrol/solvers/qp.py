@@ -109,7 +109,10 @@ class DenseQP:
         model = self._workspaces.get(key)
         if model is None:
             model = daqp.Model()
-            model.setup(H, g, A, upper, lower, sense)
+            exitflag, _ = model.setup(H, g, A, upper, lower, sense)
+            if exitflag < 0:  # rejected at set-up (more equality rows than variables): no workspace is kept
+                return QPSolution(x=np.full(g.shape[0], np.nan), found=False, iterations=0,
+                                  status=f"daqp exit {exitflag}")  # fmt: skip
             model.settings = self.settings
             self._workspaces[key] = model
         elif A.shape[0]:
