@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from idcontrol.formulations.base import Formulation, friction_split
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import ReducedDynamics
+from idcontrol.formulations.reduced import RECORD, ReducedDynamics, reduce, velocity_and_torque
 from idcontrol.solvers.dense import gram
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import lemke_regularized
@@ -39,8 +39,8 @@ from idcontrol.solvers.lemke import lemke_regularized
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def coulomb_lcp_data(R_w, R, x0, a, qd_des, phi, mu, dt):  # pragma: no cover - compiled
+@njit((RECORD,), cache=True)
+def coulomb_lcp_data(red):
     """The Coulomb LCP over z = [f_N; f_S+; f_S−; f_T+; f_T−; λ] in force units.
 
     From R̃ = [Ñ S̃ T̃] (nb, 3n) and R = [N; S; T] (3n, m): Q (5n + nf)² with the Gram block
@@ -48,6 +48,7 @@ def coulomb_lcp_data(R_w, R, x0, a, qd_des, phi, mu, dt):  # pragma: no cover - 
     ±S v*; ±T v*; 0]/Δt with v* the contact-free velocity (actuated part q̇_des); R̃₅ (nb, 5n) and the
     matching rows R₅ = [N; S; −S; T; −T] (5n, m), for v⁺ and τ (see :func:`velocity_and_torque`).
     """
+    R_w, R, x0, a, qd_des, phi, mu, dt = red.R_w, red.R, red.x0, red.a, red.qd_des, red.phi, red.mu, red.dt
     nb = R_w.shape[0]
     n = R_w.shape[1] // 3
     m = R.shape[1]
@@ -100,8 +101,7 @@ def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, A
     R_w5 : (nb, 5n) whitened columns [Ñ, S̃, −S̃, T̃, −T̃] of the variables [f_N; f_F].
     R5 : (5n, m) the matching rows [N; S; −S; T; −T].
     """
-    p = problem
-    return coulomb_lcp_data(red.R_w, red.R, red.x0, red.a, p.qd_des, p.phi, p.mu, p.dt)
+    return coulomb_lcp_data(red)
 
 
 class CoulombLCP(Formulation):
@@ -128,16 +128,16 @@ class CoulombLCP(Formulation):
         started = time.perf_counter()
         p = problem
         n = p.n
-        red = ReducedDynamics(p)
+        red = reduce(p)
         Q, q, R_w5, R5 = coulomb_lcp(p, red)
 
-        def velocity_and_torque(z: Array) -> tuple[Array, Array]:
-            return red.velocity_and_torque(R_w5, R5, z[: 5 * n])
+        def motion(z: Array) -> tuple[Array, Array]:  # v⁺ and τ for the LCP's z
+            return velocity_and_torque(red, R_w5, R5, z[: 5 * n])
 
         fallback = None
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
             previous = self._previous_tau
-            lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(z)[1], previous)
+            lcp, _distance = mindiff(Q, q, lambda z: motion(z)[1], previous)
             fallback = "mindiff" if lcp.found else None
         else:
             lcp = lemke_regularized(Q, q, original_tol=1e-7)
@@ -153,7 +153,7 @@ class CoulombLCP(Formulation):
         elif lcp.regularization:
             fallback = f"lemke regularized eps={lcp.regularization:.1e}"
         z = lcp.z
-        v_next, tau = velocity_and_torque(z)
+        v_next, tau = motion(z)
         f_normal = z[:n].copy()
         f_s, f_t = friction_split(n, z[n : 5 * n])
         repaired = False

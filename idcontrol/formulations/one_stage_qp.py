@@ -20,7 +20,7 @@ import numpy as np
 
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import ReducedDynamics
+from idcontrol.formulations.reduced import reduce
 from idcontrol.formulations.two_stage_qp import (
     StageOne,
     check_dissipation,
@@ -57,7 +57,7 @@ class OneStageQP(Formulation):
         p = problem
         if p.n == 0:
             return no_contact(self, p, started)
-        red = ReducedDynamics(p)
+        red = reduce(p)
         stage = StageOne(p, red, self.dissipation)
         warm = self.warm_start and p.ids() == self._previous_ids
         active = None

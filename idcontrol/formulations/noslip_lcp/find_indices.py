@@ -10,6 +10,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_MATRIX, float64
+
 Array = NDArray[np.float64]
 
 
@@ -45,8 +47,8 @@ def find_indices(X: Array, rel_tol: float = 1e-8) -> IndependentColumns:
     return IndependentColumns(selected.tolist(), basis, triangular)
 
 
-@njit(cache=True)
-def find_independent_columns(X, rel_tol):  # pragma: no cover - compiled
+@njit((IN_MATRIX, float64), cache=True)
+def find_independent_columns(X, rel_tol):
     """Algorithm 1 on whitened columns: (selected (r,), Q (d, r) orthonormal, R (r, r) upper, X[:, selected] = Q R).
 
     Column j is kept when its residual orthogonal to the columns kept before it

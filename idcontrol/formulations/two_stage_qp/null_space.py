@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
+from idcontrol.arrays import ANY_VECTOR, IN_MATRIX, float64
 from idcontrol.solvers.dense import apply_reflections, householder_step
 
 
-@njit(cache=True)
-def null_basis(vt, singular, null_tol):  # pragma: no cover - compiled
+@njit((types.Array(float64, 2, "A", readonly=True), ANY_VECTOR, float64), cache=True)
+def null_basis(vt, singular, null_tol):
     """W (q, q − rank): the rows of Vᵀ past the numerical rank (σ > null_tol·max(σ₀, 1e-300)), as columns."""
     top = singular[0] if singular.shape[0] else 0.0
     threshold = null_tol * max(top, 1e-300)
@@ -20,26 +21,6 @@ def null_basis(vt, singular, null_tol):  # pragma: no cover - compiled
         if s > threshold:
             rank += 1
     return vt[rank:].T.copy()
-
-
-@njit(cache=True)
-def null_space_basis(R_w, null_tol):  # pragma: no cover - compiled
-    """(q, k) orthonormal basis of null(R_w) for R_w (nb, q): right singular vectors with σ ≤ null_tol · σ_max.
-
-    The usual case, R_w of full row rank, takes a Householder QR of R_wᵀ = Q [R; 0]: null(R_w) is then
-    spanned by Q's last q − nb columns. Full rank is certified with σ_min ≥ 1/‖R⁻¹‖_F and σ_max ≤ ‖R‖_F:
-    when 1/‖R⁻¹‖_F > null_tol ‖R‖_F, the SVD's tolerance would keep every singular value too, so both
-    give the same subspace. Otherwise (or for q ≤ nb) the SVD decides the rank.
-    """
-    nb, q = R_w.shape
-    if nb == 0:
-        return np.eye(q)
-    if q > nb:
-        W = _null_space_qr(R_w, null_tol)
-        if W.shape[0] == q:
-            return W
-    _, singular, vt = np.linalg.svd(R_w, full_matrices=True)
-    return null_basis(vt, singular, null_tol)
 
 
 @njit(cache=True)
@@ -79,3 +60,23 @@ def _null_space_qr(R_w, null_tol):  # pragma: no cover - compiled
         W[nb + c, c] = 1.0
     apply_reflections(V, W, True)  # W = H₀ H₁ … H_{nb−1} [0; I]
     return W
+
+
+@njit((IN_MATRIX, float64), cache=True)
+def null_space_basis(R_w, null_tol):
+    """(q, k) orthonormal basis of null(R_w) for R_w (nb, q): right singular vectors with σ ≤ null_tol · σ_max.
+
+    The usual case, R_w of full row rank, takes a Householder QR of R_wᵀ = Q [R; 0]: null(R_w) is then
+    spanned by Q's last q − nb columns. Full rank is certified with σ_min ≥ 1/‖R⁻¹‖_F and σ_max ≤ ‖R‖_F:
+    when 1/‖R⁻¹‖_F > null_tol ‖R‖_F, the SVD's tolerance would keep every singular value too, so both
+    give the same subspace. Otherwise (or for q ≤ nb) the SVD decides the rank.
+    """
+    nb, q = R_w.shape
+    if nb == 0:
+        return np.eye(q)
+    if q > nb:
+        W = _null_space_qr(R_w, null_tol)
+        if W.shape[0] == q:
+            return W
+    _, singular, vt = np.linalg.svd(R_w, full_matrices=True)
+    return null_basis(vt, singular, null_tol)
