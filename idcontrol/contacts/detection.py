@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, float64
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, tangent_bases, tangent_basis
 from idcontrol.contacts.rows import contact_rows
 from idcontrol.contacts.world import Environment, ObjectState
@@ -31,8 +32,8 @@ Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
 
-@njit(cache=True)
-def halfspace_contacts(centers, radii, normal, offset, margin):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, float64, float64), cache=True)
+def halfspace_contacts(centers, radii, normal, offset, margin):
     """Spheres within ``margin`` of the plane n̂·x = offset: (indices (h,), φ (h,), midpoints (h, 3)), m."""
     k = centers.shape[0]
     hit = np.empty(k, dtype=np.intp)

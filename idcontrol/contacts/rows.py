@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_TENSOR, IN_VECTOR, intp
+
 
 @njit(cache=True)
-def _rows_along(axis, points, slot, origins, jacobians, out):  # pragma: no cover - compiled
+def _rows_along(axis, points, slot, origins, jacobians, out):
     """out[i, :nv] = dᵀ J_lin + (r × d)ᵀ J_ang for d = axis[i], r = point − frame origin."""
     nv = jacobians.shape[2]
     for i in range(points.shape[0]):
@@ -23,8 +25,8 @@ def _rows_along(axis, points, slot, origins, jacobians, out):  # pragma: no cove
                          + mx * jacobians[f, 3, c] + my * jacobians[f, 4, c] + mz * jacobians[f, 5, c])  # fmt: skip
 
 
-@njit(cache=True)
-def contact_rows(points, normals, tangents_s, tangents_t, slot, origins, jacobians, m):  # pragma: no cover
+@njit((IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_INDICES, IN_MATRIX, IN_TENSOR, intp), cache=True)
+def contact_rows(points, normals, tangents_s, tangents_t, slot, origins, jacobians, m):
     """(N, S, T), each (n, m): rows dᵀ J_p of the robot point at each contact for d = n̂, ŝ, t̂.
 
     With r = point − frame origin and the frame's world-aligned Jacobian
@@ -39,8 +41,8 @@ def contact_rows(points, normals, tangents_s, tangents_t, slot, origins, jacobia
     return out[0], out[1], out[2]
 
 
-@njit(cache=True)
-def forces_in_world(f_normal, f_s, f_t, normals, tangents_s, tangents_t):  # pragma: no cover - compiled
+@njit((IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX), cache=True)
+def forces_in_world(f_normal, f_s, f_t, normals, tangents_s, tangents_t):
     """(n, 3) f_N n̂ + f_S ŝ + f_T t̂ of each contact, N."""
     out = np.empty((f_normal.shape[0], 3))
     for i in range(f_normal.shape[0]):

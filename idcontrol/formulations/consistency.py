@@ -24,22 +24,23 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, float64
 from idcontrol.formulations.problem import ContactProblem, block
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def least_norm_solution(A, b, rcond):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR, float64), cache=True)
+def least_norm_solution(A, b, rcond):
     """x (k,) minimizing ‖A x − b‖ with the least norm, A (r, k) C-contiguous; singular values below
     ``rcond`` × the largest ignored (LAPACK gelsd, as numpy.linalg.lstsq, without its Python overhead)."""
     x, _, _, _ = np.linalg.lstsq(A, b, rcond=rcond)
     return x
 
 
-@njit(cache=True)
-def min_gap_rate(N, v, phi, dt):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, float64), cache=True)
+def min_gap_rate(N, v, phi, dt):
     """min over contacts of N v + φ/Δt, m/s (+inf without contacts)."""
     low = np.inf
     for i in range(N.shape[0]):
@@ -50,8 +51,8 @@ def min_gap_rate(N, v, phi, dt):  # pragma: no cover - compiled
     return low
 
 
-@njit(cache=True)
-def max_abs_product(A, v):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR), cache=True)
+def max_abs_product(A, v):
     """max |A v| (0 for an empty A)."""
     high = 0.0
     for i in range(A.shape[0]):

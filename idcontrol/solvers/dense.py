@@ -14,7 +14,7 @@ from numba import njit
 
 
 @njit(cache=True)
-def cholesky_in_place(A):  # pragma: no cover - compiled
+def cholesky_in_place(A):
     """Lower Cholesky factor of the SPD matrix A, overwriting A's lower triangle; False if a pivot is not > 0."""
     n = A.shape[0]
     for j in range(n):
@@ -33,7 +33,7 @@ def cholesky_in_place(A):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
+def cholesky_solve_in_place(L, y):
     """y ← (L Lᵀ)⁻¹ y for the lower Cholesky factor L of :func:`cholesky_in_place` (forward, then back)."""
     n = y.shape[0]
     for i in range(n):
@@ -49,7 +49,7 @@ def cholesky_solve_in_place(L, y):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def lower_inverse(L, out):  # pragma: no cover - compiled
+def lower_inverse(L, out):
     """out ← L⁻¹ for the lower triangle of L (n, n), column by column (forward substitution on eⱼ); out's
     upper triangle is left as it is (zeros from the caller)."""
     n = L.shape[0]
@@ -63,7 +63,7 @@ def lower_inverse(L, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def gram_cholesky(B, rows, active, k):  # pragma: no cover - compiled
+def gram_cholesky(B, rows, active, k):
     """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), whether it exists, and the
     smallest and largest diagonal of L (a cheap conditioning check). Returns (L, factored, low, high)."""
     A = np.empty((k, k))
@@ -84,7 +84,7 @@ def gram_cholesky(B, rows, active, k):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def gram(A):  # pragma: no cover - compiled
+def gram(A):
     """AᵀA for A (r, c): the symmetric (c, c) Gram matrix of A's columns."""
     r, c = A.shape
     G = np.zeros((c, c))
@@ -99,7 +99,7 @@ def gram(A):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def householder_step(A, V, j, norm, cols):  # pragma: no cover - compiled
+def householder_step(A, V, j, norm, cols):
     """Step j of a Householder QR of A (d, ·), with norm = ‖A[j:, j]‖ > 0: V[:, j] ← the unit vector v of the
     reflection I − 2vvᵀ that maps A[j:, j] to ∓norm·e_j, applied to A's columns j … cols − 1 in place."""
     d = A.shape[0]
@@ -122,7 +122,7 @@ def householder_step(A, V, j, norm, cols):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def apply_reflections(V, X, reverse):  # pragma: no cover - compiled
+def apply_reflections(V, X, reverse):
     """X ← H_{k−1}⋯H₀ X (reverse: H₀⋯H_{k−1} X), H_j = I − 2 v_j v_jᵀ with V's unit columns v_j; X (d, c)."""
     d, k = V.shape
     for jj in range(k):

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
+from idcontrol.arrays import INDICES, MATRIX, float64, intp
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
@@ -320,8 +321,8 @@ def lemke_regularized(
 # the compiled pivots
 
 
-@njit(cache=True)
-def lemke_pivot(T, basis, r, c):  # pragma: no cover - compiled
+@njit((MATRIX, INDICES, intp, intp), cache=True)
+def lemke_pivot(T, basis, r, c):
     """Exchange the basic variable of tableau row r for variable c (rank-1 update); return the leaving variable."""
     scale = T[r, c]
     for j in range(T.shape[1]):
@@ -337,7 +338,7 @@ def lemke_pivot(T, basis, r, c):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def lemke_ratio_rows(T, entering, tol, tie_tol):  # pragma: no cover - compiled
+def lemke_ratio_rows(T, entering, tol, tie_tol):
     """Rows tied (to ``tie_tol``) for the minimum ratio rhs / T[:, entering] over pivots > tol·max(1, |col|∞).
 
     The right-hand side is T's last column. Empty when no entry qualifies (a secondary ray).
@@ -365,8 +366,8 @@ def lemke_ratio_rows(T, entering, tol, tie_tol):  # pragma: no cover - compiled
     return tied[:count]
 
 
-@njit(cache=True)
-def lemke_step(T, basis, entering, tol, tie_tol, z0_row):  # pragma: no cover - compiled
+@njit((MATRIX, INDICES, intp, float64, float64, intp), cache=True)
+def lemke_step(T, basis, entering, tol, tie_tol, z0_row):
     """One complementary pivot of Lemke's method, when its minimum-ratio test needs no tie-break.
 
     Returns (leaving variable, tied rows). The pivot is made when a single row attains the

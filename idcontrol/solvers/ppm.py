@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, float64, intp
 from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, gram_cholesky
 from idcontrol.solvers.lcp import LCPSolution
 from idcontrol.validation import all_finite
@@ -40,7 +41,7 @@ PPM_SOLVED, PPM_RANK, PPM_SINGULAR, PPM_ILL, PPM_CHECK, PPM_CAP = 0, 1, 2, 3, 4,
 
 
 @njit(cache=True)
-def _warm_set(warm, n, capacity):  # pragma: no cover - compiled
+def _warm_set(warm, n, capacity):
     """A starting index set from a warm start: (membership mask (n,), indices (capacity,), count), keeping the
     first occurrence of each index of ``warm`` in 0 … n − 1 and ignoring the rest."""
     member = np.zeros(n, dtype=np.bool_)
@@ -54,8 +55,8 @@ def _warm_set(warm, n, capacity):  # pragma: no cover - compiled
     return member, indices, size
 
 
-@njit(cache=True)
-def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR, IN_INDICES, float64, intp), cache=True)
+def ppm_kernel(B, r, warm, tol, cap):
     """Algorithm 2 on LCP(r, BᵀB), warm-started from the active indices ``warm`` (see ``solvers.ppm.ppm``).
 
     Returns (z (n,), w (n,), status (a ``PPM_*`` code), pivots, active indices in the order held).
@@ -151,7 +152,7 @@ def ppm_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _free_step(BF, gF, scale):  # pragma: no cover - compiled
+def _free_step(BF, gF, scale):
     """Newton step on the free columns BF (d, f), or a null-space descent direction when they are dependent.
 
     Returns (step (f,), unbounded): ``unbounded`` marks a direction along which the objective decreases
@@ -201,8 +202,8 @@ def _free_step(BF, gF, scale):  # pragma: no cover - compiled
 ACTIVE_SET_SOLVED, ACTIVE_SET_UNBOUNDED, ACTIVE_SET_CAP = 0, 1, 2
 
 
-@njit(cache=True)
-def active_set_kernel(B, r, warm, tol, cap):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_VECTOR, IN_INDICES, float64, intp), cache=True)
+def active_set_kernel(B, r, warm, tol, cap):
     """Primal active-set method on min ½‖Bz‖² + rᵀz, z ≥ 0 (see ``solvers.ppm.active_set``).
 
     Returns (z (n,), w (n,), status (an ``ACTIVE_SET_*`` code), iterations, free indices in the order held).
@@ -315,7 +316,8 @@ def ppm(
                            message="trivial solution z = 0")  # fmt: skip
     cap = max_pivots if max_pivots is not None else 2 * n + 20
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
-    z, w, status, pivots, active = ppm_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
+    B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
+    z, w, status, pivots, active = ppm_kernel(B, r, warm, tol, cap)
     message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0])
     return LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(), message=message)
 
@@ -343,7 +345,8 @@ def active_set(
                            message="trivial solution z = 0")  # fmt: skip
     cap = max_iterations if max_iterations is not None else 4 * n + 50
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
-    z, w, status, iterations, free = active_set_kernel(np.ascontiguousarray(B, dtype=float), r, warm, tol, cap)
+    B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
+    z, w, status, iterations, free = active_set_kernel(B, r, warm, tol, cap)
     return LCPSolution(z=z, w=w, found=status == ACTIVE_SET_SOLVED, pivots=iterations, active=free.tolist(),
                        message=_ACTIVE_SET_MESSAGES[status])  # fmt: skip
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from functools import cache
 
 import numpy as np
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, map_warm_start
-from idcontrol.formulations.consistency import max_abs_product, needs_repair, repair_desired_velocity, rest_correction
+from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
 from idcontrol.formulations.noslip_lcp.stages import noslip_finish, noslip_setup
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import reduce
@@ -95,7 +94,6 @@ class NoSlipLCP(Formulation):
         self.project = bool(project)
         self.release_unloaded = bool(release_unloaded)
         self.share_friction = bool(share_friction)
-        _load_fallback_kernels()
         self.reset()
 
     def reset(self) -> None:
@@ -193,13 +191,3 @@ def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
     V = rest_correction(J_u, drift)
     return p.qd_des + rest_correction(J_a, J_u @ V + drift)
 
-
-@cache
-def _load_fallback_kernels() -> None:
-    """Load the compiled LCP kernels now, the fallback's too, and the repair check's slip test: a standing
-    warm-up tick may not reach them (it may repair a penetration first), and a first call in the control
-    loop would pay their loading (or compiling) there."""
-    B, r = np.array([[1.0, 1.0]]), np.array([-1.0, -1.0])
-    ppm(B, r)
-    active_set(B, r)
-    max_abs_product(B, r)

@@ -24,7 +24,7 @@ def null_basis(vt, singular, null_tol):
 
 
 @njit(cache=True)
-def _null_space_qr(R_w, null_tol):  # pragma: no cover - compiled
+def _null_space_qr(R_w, null_tol):
     """Q's last q − nb columns of R_wᵀ = Q [R; 0] (Householder), or a (0, 0) array when full rank is not certain."""
     nb, q = R_w.shape
     A = R_w.T.copy()  # (q, nb)

@@ -117,7 +117,7 @@ def project_pyramid(fn, fs, ft, mu, P):
 
 
 @njit(cache=True)
-def _dual_point(G, zeta, mu, y, Ps, faces):  # pragma: no cover - compiled
+def _dual_point(G, zeta, mu, y, Ps, faces):
     """y = Π_K(−Gᵀζ) with the per-contact projectors Ps (n, 3, 3); returns ½‖y‖²."""
     mg, ny = G.shape
     n = ny // 3
@@ -138,7 +138,7 @@ def _dual_point(G, zeta, mu, y, Ps, faces):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):  # pragma: no cover - compiled
+def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):
     """θ(ζ + α step) − θ(ζ), from y = y(ζ) and y_new = y(ζ + α step), summed as differences: θ itself is
     of the order |τ|²/ρ, so subtracting two values of it would lose the decrease to rounding."""
     nl = b.shape[0]
@@ -153,7 +153,7 @@ def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):  # pragma: no cover -
 
 
 @njit(cache=True)
-def _residual(G, y, zeta, b, e, rho, F):  # pragma: no cover - compiled
+def _residual(G, y, zeta, b, e, rho, F):
     """F = G y − [b + ρζ_λ; e]; returns max over rows of |F_r| / scale_r, a backward error.
 
     scale_r = Σ_c |G_rc| (|y_c| + w_c) + |h_r| with w_c = Σ_s |G_sc ζ_s|, the magnitude of the terms that
@@ -186,7 +186,7 @@ def _residual(G, y, zeta, b, e, rho, F):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _newton_matrix(G, Ps, rho, nl, H):  # pragma: no cover - compiled
+def _newton_matrix(G, Ps, rho, nl, H):
     """H = G P Gᵀ + ρ diag(I_nl, 0) (mg, mg)."""
     mg, ny = G.shape
     n = ny // 3
@@ -216,7 +216,7 @@ def _newton_matrix(G, Ps, rho, nl, H):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _regularized_solve(H, delta, F):  # pragma: no cover - compiled
+def _regularized_solve(H, delta, F):
     """(H + δI)⁻¹ F by Cholesky, with two steps of refinement against H + δI; None when not positive definite."""
     m = H.shape[0]
     L = H.copy()
@@ -240,7 +240,7 @@ def _regularized_solve(H, delta, F):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _face_directions(Ps, n):  # pragma: no cover - compiled
+def _face_directions(Ps, n):
     """An orthonormal basis of each contact's face span, the range of its projector Ps[i]: (d, 3) directions
     with their contact indices (d,) (Gram–Schmidt on the projector's columns)."""
     dirs = np.zeros((3 * n, 3))
@@ -264,7 +264,7 @@ def _face_directions(Ps, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no cover - compiled
+def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):
     """Stage II restricted to the faces spanned by the projectors Ps, solved exactly, and its optimality checked.
 
     On the faces y = B z (B orthonormal, block diagonal), with (R̃B)ᵀ = Q [R; 0] (Householder),
@@ -452,7 +452,7 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no co
 
 
 @njit(cache=True)
-def _exchange_faces(y, qv, rho, mu, Ps, faces):  # pragma: no cover - compiled
+def _exchange_faces(y, qv, rho, mu, Ps, faces):
     """The faces of Π_K(y − q/ρ), contact by contact (a primal-dual active-set step from an exact y, q)."""
     n = mu.shape[0]
     for i in range(n):
@@ -462,7 +462,7 @@ def _exchange_faces(y, qv, rho, mu, Ps, faces):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):  # pragma: no cover - compiled
+def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):
     """:func:`polish_on_faces` on the faces Ps, then up to ``rounds`` − 1 primal-dual active-set exchanges
     (:func:`_exchange_faces`) while the checks fail on y or q. Returns (certified, y, reason)."""
     n = mu.shape[0]
