@@ -32,7 +32,7 @@ from idcontrol.formulations.base import Formulation, friction_split
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import RECORD, ReducedDynamics, reduce, velocity_and_torque
-from idcontrol.solvers.dense import gram
+from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import lemke_regularized
 
@@ -68,7 +68,9 @@ def coulomb_lcp_data(red):
             nf += 1
     size = 5 * n + nf
     Q = np.zeros((size, size))
-    G = gram(R_w5)
+    # by loops, not BLAS (0.8 µs faster at 4 contacts): Lemke's pivoting turns the other rounding into another of
+    # this degenerate LCP's solutions on 12 of 3000 recorded trot ticks (up to 2.8 N·m) and 65 of 3000 grasp ticks
+    G = gram_by_loops(R_w5)
     Q[: 5 * n, : 5 * n] = G
     k = 0
     for c in range(n):
