@@ -10,13 +10,14 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, VECTOR
 from idcontrol.errors import ConfigError, NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def all_finite(x):  # pragma: no cover - compiled
+@njit([(VECTOR,), (ANY_VECTOR,)], cache=True)
+def all_finite(x):
     """True when no entry of the 1-D array ``x`` is NaN or infinite (compiled: callable from kernels too)."""
     for value in x:
         if not math.isfinite(value):

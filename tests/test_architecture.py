@@ -72,18 +72,13 @@ def test_every_module_has_a_layer():
     assert not unplaced
 
 
-#: Upward imports still to be removed: the compiled-kernel basement is being split among its owners.
-STILL_TO_MOVE = {"idcontrol.robot.model -> idcontrol.solvers.kernels",
-                 "idcontrol.contacts.detection -> idcontrol.solvers.kernels"}  # fmt: skip
-
-
 def test_imports_only_point_down():
     """No module imports from a layer above its own (tools -> daemon/bridges -> logs -> protocol/sim -> control
     -> settings -> reference -> formulations -> solvers -> contacts -> robot -> errors)."""
     upward = []
     for name, path in modules().items():
         for target in imported(name, path):
-            if layer_of(target) < layer_of(name) and f"{name} -> {target}" not in STILL_TO_MOVE:
+            if layer_of(target) < layer_of(name):
                 upward.append(f"{name} -> {target}")
     assert not upward, "imports that point up:\n" + "\n".join(sorted(upward))
 
@@ -140,7 +135,9 @@ def test_protocol_doc_lists_the_tick_record_as_the_schema_defines_it():
     assert table == schema.markdown_table()
 
 
-@pytest.mark.parametrize("name", ["controller.py", "launch_file.py", "logs/bench.py"])
+@pytest.mark.parametrize(
+    "name", ["controller.py", "launch_file.py", "logs/bench.py", "solvers/kernels.py", "daemon/core.py"]
+)
 def test_retired_modules_stay_gone(name):
     """The restructure's retired modules (a basement of compiled code, the old core's and settings' homes,
     dead code) do not come back."""

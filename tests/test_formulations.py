@@ -10,9 +10,9 @@ import pytest
 
 from idcontrol.errors import ConfigError, NonFiniteError, ShapeError, UnknownFormulation
 from idcontrol.formulations import available_formulations, make_formulation
-from idcontrol.formulations.base import ReducedDynamics
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
 from idcontrol.formulations.noslip_lcp import project_desired_velocity
+from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.formulations.two_stage_qp import TwoStageQP
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions
 from tests.conftest import random_problem

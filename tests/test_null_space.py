@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from idcontrol.solvers.kernels import null_basis, null_space_basis
+from idcontrol.formulations.two_stage_qp.null_space import null_basis, null_space_basis
 
 
 def _svd_null_space(R_w: np.ndarray, null_tol: float) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
-from idcontrol.formulations.base import ReducedDynamics
+from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import qpsolvers
 
+from idcontrol.formulations.noslip_lcp import find_indices
 from idcontrol.solvers.lcp import lcp_residuals
-from idcontrol.solvers.ppm import active_set, find_indices, ppm
+from idcontrol.solvers.ppm import active_set, ppm
 
 
 def _qp_reference(Q: np.ndarray, r: np.ndarray) -> np.ndarray | None:

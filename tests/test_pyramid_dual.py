@@ -1,14 +1,21 @@
-"""Stage II of the two-stage QP through its dual (idcontrol.solvers.pyramid_dual) against the null-space QP."""
+"""Stage II of the two-stage QP through its dual (idcontrol.formulations.two_stage_qp.pyramid_dual) against the
+null-space QP."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from idcontrol.formulations import two_stage_qp
+from idcontrol.formulations.reduced import velocity_and_torque
 from idcontrol.formulations.two_stage_qp import TwoStageQP
-from idcontrol.solvers.kernels import stage_two_setup, velocity_and_torque
-from idcontrol.solvers.pyramid_dual import project_pyramid, stage_two_dual, stage_two_ridge, stage_two_structured
+from idcontrol.formulations.two_stage_qp import formulation as two_stage_qp
+from idcontrol.formulations.two_stage_qp.pyramid_dual import (
+    project_pyramid,
+    stage_two_dual,
+    stage_two_ridge,
+    stage_two_structured,
+)
+from idcontrol.formulations.two_stage_qp.stages import stage_two_setup
 from idcontrol.solvers.qp import INFINITY, DenseQP
 from tests.conftest import random_problem
 
@@ -114,9 +121,7 @@ def test_structured_stage_two_matches_the_null_space_qp_on_random_problems() -> 
         if p.n == 1:
             assert not ok
             continue
-        W, H2, g2, C2, l2, u2 = stage_two_setup(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0,
-                                                red.a, red.u, p.qd_des, z1, stage.C_pyramid, p.mu, 1e-9, 1e-7, p.dt,
-                                                INFINITY)  # fmt: skip
+        W, H2, g2, C2, l2, u2 = stage_two_setup(red, stage.R_a, z1, stage.C_pyramid, 1e-9, 1e-7, INFINITY)
         if not ok or W.shape[1] == 0:
             continue
         applicable += 1
@@ -125,8 +130,7 @@ def test_structured_stage_two_matches_the_null_space_qp_on_random_problems() -> 
         assert rho == pytest.approx(1e-7 * max(np.trace(H2) / k - rho, 1e-12), rel=1e-9)
         sol = DenseQP().solve_stacked(H2, g2, C2, l2, u2, bounds=False)
         y_qp = z1 + W @ sol.x
-        _, tau1 = velocity_and_torque(p.M, red.kappa, red.L_inv, red.x0, stage.R_w, stage.R, red.a, red.u,
-                                      p.qd_des, z1, p.dt)  # fmt: skip
+        _, tau1 = velocity_and_torque(red, stage.R_w, stage.R, z1)
         b, e = tau1 + stage.R_a @ z1, stage.R_w @ z1
         done, y, *_ = stage_two_dual(stage.R_a, stage.R_w, b, e, p.mu, rho, np.zeros(0), 1e-10, 60)
         if not done:
@@ -184,7 +188,6 @@ def test_structured_stage_two_reports_not_applicable_without_a_null_space() -> N
     p = random_problem(np.random.default_rng(4), n=2, mu=0.8)
     formulation = TwoStageQP()
     z1, stage, red, *_ = formulation.stage_one(p)
-    status, y, *_ = stage_two_structured(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a,
-                                         red.u, p.qd_des, z1, p.mu, 1e-7, p.dt, 1e-10, 30)  # fmt: skip
+    status, y, *_ = stage_two_structured(red, stage.R_a, z1, 1e-7, 1e-10, 30)
     assert status == 1
     np.testing.assert_array_equal(y, z1)

@@ -18,16 +18,39 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, float64
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, tangent_bases, tangent_basis
+from idcontrol.contacts.rows import contact_rows
 from idcontrol.contacts.world import Environment, ObjectState
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
-from idcontrol.solvers.kernels import contact_rows, halfspace_contacts
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+
+
+@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, float64, float64), cache=True)
+def halfspace_contacts(centers, radii, normal, offset, margin):
+    """Spheres within ``margin`` of the plane n̂·x = offset: (indices (h,), φ (h,), midpoints (h, 3)), m."""
+    k = centers.shape[0]
+    hit = np.empty(k, dtype=np.intp)
+    phi = np.empty(k)
+    points = np.empty((k, 3))
+    h = 0
+    for i in range(k):
+        distance = centers[i, 0] * normal[0] + centers[i, 1] * normal[1] + centers[i, 2] * normal[2] - offset
+        gap = distance - radii[i]
+        if gap <= margin:
+            hit[h] = i
+            phi[h] = gap
+            depth = 0.5 * (distance + radii[i])
+            for j in range(3):
+                points[h, j] = centers[i, j] - depth * normal[j]
+            h += 1
+    return hit[:h], phi[:h], points[:h]
 
 
 def point_wrenches(lever: Array, vectors: Array) -> Array:

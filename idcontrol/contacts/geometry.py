@@ -344,12 +344,6 @@ class HeightMap:
 
     # -- contact ------------------------------------------------------------------------------------------------------
 
-    def closest_point(self, center_in_world: Array) -> Array:
-        """(3,) terrain point closest to ``center_in_world`` (3,), m; see :meth:`sphere_contact`."""
-        c = _as_array("center_in_world", center_in_world, (3,))
-        px, py = self._closest_xy(float(c[0]), float(c[1]), float(c[2]))
-        return np.array([px, py, self._evaluate(px, py)[0]])
-
     def _cell_index(self, x: float, y: float) -> tuple[int, int]:
         """Cell (i, j) holding (x, y): 0 … n − 2 on the grid, −1 and n − 1 for the held-border strips beyond it."""
         imax, jmax = self.heights.shape[0] - 1, self.heights.shape[1] - 1

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, VECTOR, float64
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.control.state import RobotState
@@ -30,8 +31,8 @@ from idcontrol.validation import all_finite, check_vector
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def reduced_penetration(phi, tolerance, gain):  # pragma: no cover - compiled
+@njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
+def reduced_penetration(phi, tolerance, gain):
     """(n,) signed distances, m, with each penetration φ < 0 replaced by gain · min(φ + tolerance, 0)."""
     out = np.empty_like(phi)
     for i in range(phi.shape[0]):

@@ -172,9 +172,6 @@ class ControlCore:
                 self.controller.solve(state, qdd_des, tracking)
         self.controller.formulation = active
         self.reference.reset()
-        self.filter.warm_up(q[self._idx_q], v[self._idx_v])
-        mean_abs(tracking.position_error)
-        mean_abs_difference(tracking.position_error, tracking.velocity_error)
 
     def reset(self) -> None:
         """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold

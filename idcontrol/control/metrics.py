@@ -8,11 +8,13 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, float64
+
 Array = NDArray[np.float64]
 
 
-@njit(cache=True)
-def mean_abs(x):  # pragma: no cover - compiled
+@njit(float64(ANY_VECTOR), cache=True)
+def mean_abs(x):
     """Mean of |x| over the 1-D array ``x`` (0 for an empty one)."""
     total = 0.0
     for value in x:
@@ -20,8 +22,8 @@ def mean_abs(x):  # pragma: no cover - compiled
     return total / max(x.shape[0], 1)
 
 
-@njit(cache=True)
-def mean_abs_difference(a, b):  # pragma: no cover - compiled
+@njit(float64(ANY_VECTOR, ANY_VECTOR), cache=True)
+def mean_abs_difference(a, b):
     """Mean of |a − b| over two 1-D arrays of one length (0 when empty)."""
     total = 0.0
     for i in range(a.shape[0]):

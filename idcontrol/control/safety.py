@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
+from numba.types import Tuple, UniTuple
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean, intp
 from idcontrol.settings import SafetySettings
 
 if TYPE_CHECKING:  # the launch file loader imports this module: no Pinocchio import for a type
@@ -95,14 +97,6 @@ class SafetyFilter:
         return (f"joint {self.joint_names[j]} at {q_act[j]:+.4f} outside "
                 f"[{self.q_min[j]:+.4f}, {self.q_max[j]:+.4f}] (limits and margin)")  # fmt: skip
 
-    def warm_up(self, q_act: Array, v_act: Array) -> None:
-        """Run the compiled guards once on ``q_act``, ``v_act`` and zero torques (loading a kernel takes
-        milliseconds: not in the first tick); nothing is counted or kept."""
-        limit_violation(q_act, v_act, self.q_min, self.q_max, self.v_max)
-        scratch = np.zeros_like(self._tau)
-        for has_prev in (False, True):
-            guard_torque(scratch, scratch, has_prev, self.tau_step, self.tau_limit, scratch)
-
     # ------------------------------------------------------------------ safe controllers
     def begin_hold(self, q_act: Array) -> None:
         """Remember the posture a PD hold keeps (the joints where the safe stop began)."""
@@ -139,8 +133,8 @@ class SafetyFilter:
 WITHIN_LIMITS, POSITION_LIMIT, VELOCITY_LIMIT = 0, 1, 2
 
 
-@njit(cache=True)
-def limit_violation(q, v, q_min, q_max, v_max):  # pragma: no cover - compiled
+@njit(UniTuple(intp, 2)(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
+def limit_violation(q, v, q_min, q_max, v_max):
     """(kind, j): WITHIN_LIMITS and -1; else POSITION_LIMIT and the joint furthest outside [q_min, q_max]
     (positions are checked first), or VELOCITY_LIMIT and the joint with the largest |q̇| / q̇_max > 1."""
     worst, j_worst = 0.0, -1
@@ -160,8 +154,8 @@ def limit_violation(q, v, q_min, q_max, v_max):  # pragma: no cover - compiled
     return WITHIN_LIMITS, -1
 
 
-@njit(cache=True)
-def guard_torque(tau, tau_prev, has_prev, step, limit, out):  # pragma: no cover - compiled
+@njit(Tuple((boolean, intp, intp))(ANY_VECTOR, ANY_VECTOR, boolean, ANY_VECTOR, ANY_VECTOR, VECTOR), cache=True)
+def guard_torque(tau, tau_prev, has_prev, step, limit, out):
     """Write the guarded torque into ``out`` (nu,), N·m: zeros if any entry of ``tau`` is not finite, then
     within ``tau_prev`` ± ``step`` (when ``has_prev``), then within ± ``limit``.
     Returns (non_finite, joints rate-limited, joints clipped to the torque limit)."""

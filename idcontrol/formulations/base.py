@@ -1,23 +1,6 @@
-"""The interface every inverse-dynamics formulation implements, and the algebra they share.
+"""The interface every inverse-dynamics formulation implements, and the helpers they share.
 
-Eliminating the equality constraints (spec section 1.2)
--------------------------------------------------------
-With P selecting the actuated entries of v, the constraint P v⁺ = q̇_des fixes
-the actuated velocities, and the unactuated rows (index set u, the floating
-base and any appended movable body) of the dynamics determine the rest::
-
-    M_uu v⁺_u = −M_ua q̇_des − κ_u + (Nᵀ f_N + Fᵀ f_F)_u,   κ = −Δt f_ext − M v⁻
-
-so the effective inverse inertia of the paper's corrected LCPs and QPs is
-Γ_P = U M_uu⁻¹ Uᵀ (U selects u). With the Cholesky factor M_uu = L Lᵀ and
-whitened coordinates x = Lᵀ v_u, every contact quantity lives in
-``nb = len(u)`` dimensions::
-
-    x⁺ = x₀ + Ñ f_N + F̃ f_F,   x₀ = −L⁻¹ (M_ua q̇_des + κ_u),   Ñ = L⁻¹ N_uᵀ
-
-and the LCP/QP matrices are Gram matrices (N Γ_P Nᵀ = ÑᵀÑ). Torques follow
-from the actuated rows: τ = (M v⁺ + κ)_a − (Nᵀ f_N + Fᵀ f_F)_a.
-
+The reduced dynamics the contact formulations start from are in :mod:`idcontrol.formulations.reduced`.
 All solvers here work in *force* units: an impulse is ``Δt ×`` the force.
 """
 
@@ -31,64 +14,10 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.formulations.problem import ContactProblem, SolveResult, index_array
-from idcontrol.solvers.kernels import forces_in_world, reduced_dynamics, velocity_and_torque
+from idcontrol.contacts.rows import forces_in_world
+from idcontrol.formulations.problem import ContactProblem, SolveResult
 
 Array = NDArray[np.float64]
-
-
-class ReducedDynamics:
-    """The problem with P v⁺ = q̇_des eliminated, in whitened unactuated coordinates.
-
-    Attributes
-    ----------
-    nb : number of unactuated DoFs.
-    a, u : (nu,), (nb,) actuated and unactuated indices into v.
-    L_inv : (nb, nb) inverse Cholesky factor of M_uu.
-    kappa : (m,) κ = −Δt f_ext − M v⁻, impulse units.
-    x0 : (nb,) whitened contact-free v⁺_u.
-    R : (3n, m) the contact rows [N; S; T].
-    R_w : (nb, 3n) their whitened unactuated columns R̃ = [Ñ S̃ T̃].
-    N_w, S_w, T_w : (nb, n) views of R_w (Ñ, S̃, T̃).
-    """
-
-    def __init__(self, problem: ContactProblem) -> None:
-        p = problem
-        n = p.n
-        self.problem = p
-        self.a = index_array(p.actuated, p.m)
-        self.u = index_array(p.unactuated, p.m)
-        self.nb = len(self.u)
-        ok, self.kappa, self.L_inv, self.R, self.R_w, self.x0 = reduced_dynamics(
-            p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, self.a, self.u, p.dt
-        )
-        if not ok:
-            raise np.linalg.LinAlgError("Matrix is not positive definite")
-        self.N_w, self.S_w, self.T_w = self.R_w[:, :n], self.R_w[:, n : 2 * n], self.R_w[:, 2 * n :]
-
-    def velocity_and_torque(self, R_w: Array, R: Array, y: Array) -> tuple[Array, Array]:
-        """v⁺ (m,) and τ (nu,), N·m, for forces ``y`` (N) on contact rows ``R`` (r, m) whitened as ``R_w`` (nb, r)."""
-        p = self.problem
-        return velocity_and_torque(p.M, self.kappa, self.L_inv, self.x0, R_w, R, self.a, self.u, p.qd_des, y, p.dt)
-
-    def velocity(self, x: Array) -> Array:
-        """(m,) v⁺ from whitened unactuated coordinates ``x`` (actuated part = q̇_des)."""
-        p = self.problem
-        v = np.empty(p.m)
-        v[p.actuated] = p.qd_des
-        v[p.unactuated] = self.L_inv.T @ x
-        return v
-
-    def normal_rate(self, x: Array) -> Array:
-        """(n,) N v⁺ + φ/Δt for the velocity given by ``x``, m/s."""
-        p = self.problem
-        return p.N[:, p.actuated] @ p.qd_des + self.N_w.T @ x + p.phi / p.dt
-
-    def torque(self, v_next: Array, contact_force_actuated: Array | float = 0.0) -> Array:
-        """(nu,) actuator torque, N·m, from v⁺ and the actuated rows (nu,) of the generalized contact force, N."""
-        p = self.problem
-        a = p.actuated
-        return (p.M[a] @ v_next + self.kappa[a]) / p.dt - contact_force_actuated
 
 
 class Formulation(ABC):

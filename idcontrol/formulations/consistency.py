@@ -21,13 +21,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import qpsolvers
+from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, float64
 from idcontrol.formulations.problem import ContactProblem, block
-from idcontrol.solvers.kernels import least_norm_solution, max_abs_product, min_gap_rate
+from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
+
+
+@njit((IN_MATRIX, IN_VECTOR, float64), cache=True)
+def least_norm_solution(A, b, rcond):
+    """x (k,) minimizing ‖A x − b‖ with the least norm, A (r, k) C-contiguous; singular values below
+    ``rcond`` × the largest ignored (LAPACK gelsd, as numpy.linalg.lstsq, without its Python overhead)."""
+    x, _, _, _ = np.linalg.lstsq(A, b, rcond=rcond)
+    return x
+
+
+@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, float64), cache=True)
+def min_gap_rate(N, v, phi, dt):
+    """min over contacts of N v + φ/Δt, m/s (+inf without contacts)."""
+    low = np.inf
+    for i in range(N.shape[0]):
+        s = phi[i] / dt
+        for j in range(v.shape[0]):
+            s += N[i, j] * v[j]
+        low = min(low, s)
+    return low
+
+
+@njit((IN_MATRIX, IN_VECTOR), cache=True)
+def max_abs_product(A, v):
+    """max |A v| (0 for an empty A)."""
+    high = 0.0
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(v.shape[0]):
+            s += A[i, j] * v[j]
+        high = max(high, abs(s))
+    return high
 
 
 @dataclass
@@ -83,24 +116,27 @@ def repair_desired_velocity(
         return K[:, a] + K[:, u] @ D, K[:, u] @ c0
 
     G_n, g_n = affine(p.N)
-    G = -G_n
-    h = g_n + p.phi / p.dt
-    A = b = None
-    if no_slip and p.n:
+    C = -G_n  # non-penetration: −G_n v⁺_a ≤ g_n + φ/Δt
+    upper = g_n + p.phi / p.dt
+    equalities = 0
+    if no_slip and p.n:  # no slip: S v⁺ = T v⁺ = 0
         A_s, b_s = affine(p.S)
         A_t, b_t = affine(p.T)
-        A = np.vstack([A_s, A_t])
-        b = -np.concatenate([b_s, b_t])
+        C = np.vstack([C, A_s, A_t])
+        upper = np.concatenate([upper, -b_s, -b_t])
+        equalities = 2 * p.n
+    lower = np.full(len(upper), -INFINITY)
     nu = p.nu
+    # DAQP's own defaults (tolerance 1e-6, 10000 iterations): the repair is a one-off QP, not a per-tick one
+    qp = DenseQP(primal_tol=1e-6, iter_limit=10000)
     try:
-        va = qpsolvers.solve_qp(
-            np.eye(nu), -p.qd_des, G if p.n else None, h if p.n else None, A, b,
-            solver="daqp",
-        )  # fmt: skip
+        sol = qp.solve(np.eye(nu), -p.qd_des, C if p.n else None, lower if p.n else None, upper if p.n else None,
+                       equalities=equalities)  # fmt: skip
     except Exception as e:  # back-end errors become a failed repair, not a crash
         va = None
         reason = f"repair QP raised {type(e).__name__}: {e}"
     else:
+        va = sol.x if sol.found else None
         reason = "repair QP infeasible"
     if va is None or not np.all(np.isfinite(va)):
         nan = np.full(p.m, np.nan)

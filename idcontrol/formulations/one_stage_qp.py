@@ -18,13 +18,14 @@ import time
 
 import numpy as np
 
-from idcontrol.formulations.base import Formulation, ReducedDynamics
+from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.reduced import reduce
 from idcontrol.formulations.two_stage_qp import (
     StageOne,
-    _finish,
-    _no_contact,
     check_dissipation,
+    finish,
+    no_contact,
     remap_active_set,
     solve_stage_one,
 )
@@ -55,8 +56,8 @@ class OneStageQP(Formulation):
         started = time.perf_counter()
         p = problem
         if p.n == 0:
-            return _no_contact(self, p, started)
-        red = ReducedDynamics(p)
+            return no_contact(self, p, started)
+        red = reduce(p)
         stage = StageOne(p, red, self.dissipation)
         warm = self.warm_start and p.ids() == self._previous_ids
         active = None
@@ -71,4 +72,5 @@ class OneStageQP(Formulation):
             return failed_result(p, self.name, f"Stage I failed ({status})", iterations)
         self._previous_ids, self._previous_mu = p.ids(), p.mu
         v_next, tau = stage.velocity_and_torque(p, red, z)
-        return _finish(self, p, z, v_next, tau, relaxed, iterations, f"regularized Stage I ({status})", started)
+        return finish(self, p, z, v_next, tau, relaxed, iterations, f"regularized Stage I ({status})", started,
+                      repair=self.repair)

@@ -6,15 +6,62 @@ import math
 
 import numpy as np
 import pinocchio as pin
+from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
-from idcontrol.solvers.kernels import frame_kinematics
 from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+
+
+@njit(cache=True)
+def frame_jacobians(J, support, origins, out):
+    """World-aligned Jacobians of frames at ``origins`` (k, 3) from Pinocchio's world-frame joint Jacobian.
+
+    ``J`` (6, nv) is ``data.J`` (spatial velocity at the world origin, linear
+    then angular rows); ``support`` (k, nv) flags the DoFs that move each
+    frame's parent joint. The velocity of the point p is v₀ + ω × p, so
+    ``out[f]`` (6, nv) = [J_lin + J_ang × p; J_ang] on the support, 0 elsewhere,
+    which is Pinocchio's ``getFrameJacobian(..., LOCAL_WORLD_ALIGNED)``.
+    """
+    for f in range(out.shape[0]):
+        px, py, pz = origins[f, 0], origins[f, 1], origins[f, 2]
+        for c in range(J.shape[1]):
+            if support[f, c]:
+                wx, wy, wz = J[3, c], J[4, c], J[5, c]
+                out[f, 0, c] = J[0, c] + wy * pz - wz * py
+                out[f, 1, c] = J[1, c] + wz * px - wx * pz
+                out[f, 2, c] = J[2, c] + wx * py - wy * px
+                out[f, 3, c] = wx
+                out[f, 4, c] = wy
+                out[f, 5, c] = wz
+            else:
+                for r in range(6):
+                    out[f, r, c] = 0.0
+
+
+@njit(cache=True)
+def frame_kinematics(J, support, translations, origins, out, sphere_slot, centers, centers_at_origins):
+    """Copy the frames' world ``translations`` (tuple of (3,) views of Pinocchio's data) into ``origins`` (k, 3),
+    fill ``out`` as :func:`frame_jacobians` does and, when ``centers_at_origins``, the sphere centres
+    (s, 3) from the origins of their frames (``sphere_slot`` (s,)).
+
+    Kept beside Pinocchio: 1.25 µs for the quadruped's four frames against 12.6 µs for ``getFrameJacobian``
+    called per frame from Python (the arm: 1.2 against 12.2 µs). Its type includes the number of frames (a
+    tuple of views), so it has no fixed signature: :class:`RobotModel` runs it once when it is built.
+    """
+    for f in range(len(translations)):
+        t = translations[f]
+        for j in range(3):
+            origins[f, j] = t[j]
+    frame_jacobians(J, support, origins, out)
+    if centers_at_origins:
+        for k in range(sphere_slot.shape[0]):
+            for j in range(3):
+                centers[k, j] = origins[sphere_slot[k], j]
 
 
 class RobotModel:
@@ -122,6 +169,8 @@ class RobotModel:
         self._views_live = np.array_equal(self._J, self.data.J) and all(
             np.array_equal(view, now) for view, now in zip(self._translations, fresh, strict=True)
         )
+        if self._translations:  # the frame kernel specializes on the number of frames: load it now, not in a tick
+            self._frame_kinematics()
 
     # ------------------------------------------------------------------ set-up helpers
     def _resolve_pid_gains(self, config: RobotConfig) -> Gains:
@@ -222,16 +271,20 @@ class RobotModel:
         if not self._views_live:
             self._bind_views()
         origins = self.frame_origins_in_world
-        # origins, Jacobians and (spheres centred at their frame origins, the usual case) sphere centres
         if self._translations:
-            frame_kinematics(self._J, self._frame_support, self._translations, origins, self.frame_jacobians,
-                             self.sphere_frame_slot, self.sphere_centers_in_world, self._zero_offsets)  # fmt: skip
+            self._frame_kinematics()
         if not self._zero_offsets:
             for slot, rotation in enumerate(self._rotations):
                 self._frame_rotations[slot] = rotation
             rot = self._frame_rotations[self.sphere_frame_slot]
             np.einsum("kij,kj->ki", rot, self.sphere_offsets, out=self.sphere_centers_in_world)
             self.sphere_centers_in_world += origins[self.sphere_frame_slot]
+
+    def _frame_kinematics(self) -> None:
+        """Origins, Jacobians and (spheres centred at their frame origins, the usual case) sphere centres."""
+        frame_kinematics(self._J, self._frame_support, self._translations, self.frame_origins_in_world,
+                         self.frame_jacobians, self.sphere_frame_slot, self.sphere_centers_in_world,
+                         self._zero_offsets)  # fmt: skip
 
     @property
     def M(self) -> Array:

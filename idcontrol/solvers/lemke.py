@@ -23,10 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
+from idcontrol.arrays import INDICES, MATRIX, float64, intp
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
-from idcontrol.solvers.kernels import lemke_pivot, lemke_step
 from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
 
 Array = NDArray[np.float64]
@@ -314,3 +315,75 @@ def lemke_regularized(
         0.0,
         f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}",
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the compiled pivots
+
+
+@njit((MATRIX, INDICES, intp, intp), cache=True)
+def lemke_pivot(T, basis, r, c):
+    """Exchange the basic variable of tableau row r for variable c (rank-1 update); return the leaving variable."""
+    scale = T[r, c]
+    for j in range(T.shape[1]):
+        T[r, j] /= scale  # T[r, c] is now exactly 1, so the update below zeroes column c exactly
+    for i in range(T.shape[0]):
+        factor = T[i, c]
+        if i != r:
+            for j in range(T.shape[1]):
+                T[i, j] -= factor * T[r, j]
+    leaving = basis[r]
+    basis[r] = c
+    return leaving
+
+
+@njit(cache=True)
+def lemke_ratio_rows(T, entering, tol, tie_tol):
+    """Rows tied (to ``tie_tol``) for the minimum ratio rhs / T[:, entering] over pivots > tol·max(1, |col|∞).
+
+    The right-hand side is T's last column. Empty when no entry qualifies (a secondary ray).
+    """
+    n = T.shape[0]
+    rhs = T.shape[1] - 1
+    high = 1.0
+    for i in range(n):
+        high = max(high, abs(T[i, entering]))
+    threshold = tol * high
+    low = np.inf
+    for i in range(n):
+        c_i = T[i, entering]
+        if c_i > threshold and T[i, rhs] / c_i < low:
+            low = T[i, rhs] / c_i
+    tied = np.empty(n, dtype=np.intp)
+    count = 0
+    if low < np.inf:
+        bound = low + tie_tol * max(1.0, abs(low))
+        for i in range(n):
+            c_i = T[i, entering]
+            if c_i > threshold and T[i, rhs] / c_i <= bound:
+                tied[count] = i
+                count += 1
+    return tied[:count]
+
+
+@njit((MATRIX, INDICES, intp, float64, float64, intp), cache=True)
+def lemke_step(T, basis, entering, tol, tie_tol, z0_row):
+    """One complementary pivot of Lemke's method, when its minimum-ratio test needs no tie-break.
+
+    Returns (leaving variable, tied rows). The pivot is made when a single row attains the
+    minimum ratio or z₀'s row ``z0_row`` ties for it (z₀ then leaves: a solution); otherwise
+    the tableau is untouched and the leaving variable is −1 (ties: the caller breaks them
+    lexicographically and pivots) or −2 (no row: a secondary ray).
+    """
+    tied = lemke_ratio_rows(T, entering, tol, tie_tol)
+    if tied.shape[0] == 0:
+        return -2, tied
+    row = tied[0]
+    if tied.shape[0] > 1:
+        row = -1
+        for r in tied:
+            if r == z0_row:
+                row = z0_row
+        if row < 0:
+            return -1, tied
+    return lemke_pivot(T, basis, row, entering), tied

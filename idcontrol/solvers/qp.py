@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 Array = NDArray[np.float64]
 INFINITY = 1e30  # DAQP's "no bound"
 _EXIT_OPTIMAL = (1, 2)  # optimal, optimal with soft constraints untouched
+_EQUALITY = 5  # DAQP's sense flag of an equality row
 
 
 @dataclass
@@ -33,7 +34,7 @@ class QPSolution:
 
 
 class DenseQP:
-    """min ½ xᵀHx + gᵀx  s.t.  l ≤ C x ≤ u,  lb ≤ x ≤ ub (box optional).
+    """min ½ xᵀHx + gᵀx  s.t.  l ≤ C x ≤ u,  lb ≤ x ≤ ub (box optional); C's last rows may be equalities.
 
     Parameters
     ----------
@@ -59,12 +60,14 @@ class DenseQP:
         *,
         warm: bool = False,
         active: NDArray[np.int32] | None = None,
+        equalities: int = 0,
     ) -> QPSolution:
         """Solve, optionally warm-started.
 
         ``warm=True`` starts from the previous solve's active set (same sizes
         only); ``active`` gives the starting active set explicitly (one flag per
         bound, then per row of C), e.g. the previous one mapped by contact identity.
+        ``equalities``: the last rows of C are equalities C x = u (DAQP's equality flag; l is not read there).
         """
         n = g.shape[0]
         A = C if C is not None else np.zeros((0, n))
@@ -73,7 +76,8 @@ class DenseQP:
         if lb is not None:
             upper = np.concatenate([ub, upper])
             lower = np.concatenate([lb, lower])
-        return self.solve_stacked(H, g, A, lower, upper, bounds=lb is not None, warm=warm, active=active)
+        return self.solve_stacked(H, g, A, lower, upper, bounds=lb is not None, warm=warm, active=active,
+                                  equalities=equalities)  # fmt: skip
 
     def solve_stacked(
         self,
@@ -86,12 +90,13 @@ class DenseQP:
         bounds: bool,
         warm: bool = False,
         active: NDArray[np.int32] | None = None,
+        equalities: int = 0,
     ) -> QPSolution:
         """:meth:`solve` with the data already in DAQP's layout (no copies: the per-tick path).
 
         ``lower``/``upper`` (len(g) + len(A) when ``bounds``, else len(A)) hold the
         box bounds first, then the bounds of the rows of ``A`` (len(A), len(g)),
-        all C-contiguous float64.
+        all C-contiguous float64; the last ``equalities`` rows of ``A`` are equalities.
         """
         key = (g.shape[0], A.shape[0], bounds)
         sense = np.zeros(upper.shape[0], dtype=np.int32)
@@ -99,10 +104,15 @@ class DenseQP:
             sense[:] = active
         elif warm and self._last_key == key and self._lam is not None:
             sense[:] = self.last_active
+        first_equality = upper.shape[0] - equalities
+        sense[first_equality:] = _EQUALITY
         model = self._workspaces.get(key)
         if model is None:
             model = daqp.Model()
-            model.setup(H, g, A, upper, lower, sense)
+            exitflag, _ = model.setup(H, g, A, upper, lower, sense)
+            if exitflag < 0:  # rejected at set-up (more equality rows than variables): no workspace is kept
+                return QPSolution(x=np.full(g.shape[0], np.nan), found=False, iterations=0,
+                                  status=f"daqp exit {exitflag}")  # fmt: skip
             model.settings = self.settings
             self._workspaces[key] = model
         elif A.shape[0]:
@@ -110,8 +120,8 @@ class DenseQP:
         else:  # DAQP's update indexes A's first row: with no general constraints leave A out
             model.update(H=H, f=g, bupper=upper, blower=lower, sense=sense)
         x, _, exitflag, info = model.solve()
-        if exitflag not in _EXIT_OPTIMAL and sense.any():  # a stale warm start: retry cold
-            sense[:] = 0
+        if exitflag not in _EXIT_OPTIMAL and sense[:first_equality].any():  # a stale warm start: retry cold
+            sense[:first_equality] = 0
             model.update(sense=sense)
             x, _, exitflag, info = model.solve()
         if exitflag not in _EXIT_OPTIMAL:

@@ -34,22 +34,23 @@ import math
 import numpy as np
 from numba import njit
 
-from idcontrol.solvers.kernels import (
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, float64, intp
+from idcontrol.formulations.reduced import RECORD, velocity_and_inertial_torque, velocity_and_torque
+from idcontrol.solvers.dense import (
     apply_reflections,
     cholesky_in_place,
     cholesky_solve_in_place,
     gram,
     householder_step,
     lower_inverse,
-    velocity_and_torque,
 )
 
 # face codes of a contact's projection (for tests and diagnostics)
 FACE_INTERIOR, FACE_FACET, FACE_EDGE, FACE_APEX = 3, 2, 1, 0
 
 
-@njit(cache=True)
-def project_pyramid(fn, fs, ft, mu, P):  # pragma: no cover - compiled
+@njit((float64, float64, float64, float64, MATRIX), cache=True)
+def project_pyramid(fn, fs, ft, mu, P):
     """Euclidean projection of (fn, fs, ft) onto {|f_S| + |f_T| ≤ μ f_N}; P (3, 3) receives the projector onto
     the span of the face holding the projection (the generalized Jacobian). Returns (yn, ys, yt, face code).
 
@@ -116,7 +117,7 @@ def project_pyramid(fn, fs, ft, mu, P):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _dual_point(G, zeta, mu, y, Ps, faces):  # pragma: no cover - compiled
+def _dual_point(G, zeta, mu, y, Ps, faces):
     """y = Π_K(−Gᵀζ) with the per-contact projectors Ps (n, 3, 3); returns ½‖y‖²."""
     mg, ny = G.shape
     n = ny // 3
@@ -137,7 +138,7 @@ def _dual_point(G, zeta, mu, y, Ps, faces):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):  # pragma: no cover - compiled
+def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):
     """θ(ζ + α step) − θ(ζ), from y = y(ζ) and y_new = y(ζ + α step), summed as differences: θ itself is
     of the order |τ|²/ρ, so subtracting two values of it would lose the decrease to rounding."""
     nl = b.shape[0]
@@ -152,7 +153,7 @@ def _theta_change(y, y_new, zeta, step, alpha, b, e, rho):  # pragma: no cover -
 
 
 @njit(cache=True)
-def _residual(G, y, zeta, b, e, rho, F):  # pragma: no cover - compiled
+def _residual(G, y, zeta, b, e, rho, F):
     """F = G y − [b + ρζ_λ; e]; returns max over rows of |F_r| / scale_r, a backward error.
 
     scale_r = Σ_c |G_rc| (|y_c| + w_c) + |h_r| with w_c = Σ_s |G_sc ζ_s|, the magnitude of the terms that
@@ -185,7 +186,7 @@ def _residual(G, y, zeta, b, e, rho, F):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _newton_matrix(G, Ps, rho, nl, H):  # pragma: no cover - compiled
+def _newton_matrix(G, Ps, rho, nl, H):
     """H = G P Gᵀ + ρ diag(I_nl, 0) (mg, mg)."""
     mg, ny = G.shape
     n = ny // 3
@@ -215,7 +216,7 @@ def _newton_matrix(G, Ps, rho, nl, H):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _regularized_solve(H, delta, F):  # pragma: no cover - compiled
+def _regularized_solve(H, delta, F):
     """(H + δI)⁻¹ F by Cholesky, with two steps of refinement against H + δI; None when not positive definite."""
     m = H.shape[0]
     L = H.copy()
@@ -239,7 +240,7 @@ def _regularized_solve(H, delta, F):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _face_directions(Ps, n):  # pragma: no cover - compiled
+def _face_directions(Ps, n):
     """An orthonormal basis of each contact's face span, the range of its projector Ps[i]: (d, 3) directions
     with their contact indices (d,) (Gram–Schmidt on the projector's columns)."""
     dirs = np.zeros((3 * n, 3))
@@ -263,7 +264,7 @@ def _face_directions(Ps, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no cover - compiled
+def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):
     """Stage II restricted to the faces spanned by the projectors Ps, solved exactly, and its optimality checked.
 
     On the faces y = B z (B orthonormal, block diagonal), with (R̃B)ᵀ = Q [R; 0] (Householder),
@@ -451,7 +452,7 @@ def polish_on_faces(R_a, R_w, b, e, rho, mu, Ps, dual_tol, qv):  # pragma: no co
 
 
 @njit(cache=True)
-def _exchange_faces(y, qv, rho, mu, Ps, faces):  # pragma: no cover - compiled
+def _exchange_faces(y, qv, rho, mu, Ps, faces):
     """The faces of Π_K(y − q/ρ), contact by contact (a primal-dual active-set step from an exact y, q)."""
     n = mu.shape[0]
     for i in range(n):
@@ -461,7 +462,7 @@ def _exchange_faces(y, qv, rho, mu, Ps, faces):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):  # pragma: no cover - compiled
+def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):
     """:func:`polish_on_faces` on the faces Ps, then up to ``rounds`` − 1 primal-dual active-set exchanges
     (:func:`_exchange_faces`) while the checks fail on y or q. Returns (certified, y, reason)."""
     n = mu.shape[0]
@@ -484,8 +485,8 @@ def _polish_rounds(R_a, R_w, b, e, rho, mu, Ps, faces, tol, rounds):  # pragma: 
     return certified, y, why
 
 
-@njit(cache=True)
-def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, float64, IN_VECTOR, float64, intp), cache=True)
+def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):
     """Stage II by a semismooth Newton method on its dual, then exactly on the faces it identifies.
 
     R_a (nu, 3n), R_w = R̃ (nb, 3n), b (nu,), e (nb,), μ (n,), ρ > 0, ζ₀ (nu + nb,) a starting point (scaled
@@ -590,8 +591,8 @@ def stage_two_dual(R_a, R_w, b, e, mu, rho, zeta0, tol, max_iter):  # pragma: no
     return False, y, zeta, iterations, worst, status
 
 
-@njit(cache=True)
-def stage_two_ridge(R_a, R_w, ridge, certify_tol):  # pragma: no cover - compiled
+@njit((IN_MATRIX, IN_MATRIX, float64, float64), cache=True)
+def stage_two_ridge(R_a, R_w, ridge, certify_tol):
     """(ok, ρ, k): Stage II's ridge ρ = ridge·max(‖R_a W‖²_F / k, 1e-12) over an orthonormal basis W of null(R̃),
     k = 3n − nb, without forming W: ‖R_a W‖²_F = ‖R_a‖²_F − ‖L⁻¹ R̃ R_aᵀ‖²_F with R̃R̃ᵀ = L Lᵀ.
 
@@ -638,8 +639,8 @@ def stage_two_ridge(R_a, R_w, ridge, certify_tol):  # pragma: no cover - compile
     return True, ridge * max(max(total, 0.0) / k, 1e-12), k
 
 
-@njit(cache=True)
-def stage_two_structured(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, mu, ridge, dt, tol, max_iter):  # noqa: E501 # pragma: no cover
+@njit((RECORD, IN_MATRIX, IN_VECTOR, float64, float64, intp), cache=True)
+def stage_two_structured(red, R_a, z1, ridge, tol, max_iter):
     """Stage II from Stage I's forces z₁ by :func:`stage_two_dual`, with its data (b, e, ρ) built here.
 
     Returns (status, y, v⁺, τ, iterations, k), k = 3n − nb the dimension of Stage I's optimal set in y:
@@ -647,23 +648,25 @@ def stage_two_structured(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, z1, mu,
     2 = not certified (use the null-space QP). Cold started: on the standing quadruped a warm start from
     the previous tick's multipliers took more iterations and failed more often than the all-interior guess.
     """
+    R_w = red.R_w
     ok, rho, k = stage_two_ridge(R_a, R_w, ridge, 1e-6)
     if not ok:
-        return 1, z1, z1, z1, 0, k
-    _, tau1 = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, z1, dt)
+        return 1, z1.copy(), z1.copy(), z1.copy(), 0, k
+    _, tau1 = velocity_and_torque(red, R_w, red.R, z1)
     b = tau1 + R_a @ z1
     e = R_w @ z1
-    certified, y, _, iterations, _, _ = stage_two_dual(R_a, R_w, b, e, mu, rho, np.zeros(0), tol, max_iter)
+    certified, y, _, iterations, _, _ = stage_two_dual(R_a, R_w, b, e, red.mu, rho, np.zeros(0), tol, max_iter)
     if not certified:
-        return 2, z1, z1, z1, iterations, k
-    v, tau = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt)
+        return 2, z1.copy(), z1.copy(), z1.copy(), iterations, k
+    v, tau = velocity_and_torque(red, R_w, red.R, y)
     return 0, y, v, tau, iterations, k
 
 
-@njit(cache=True)
-def stage_one_target(R_w, g):  # pragma: no cover - compiled
+@njit((RECORD, IN_VECTOR), cache=True)
+def stage_one_target(red, g):
     """(ok, w̄) with R̃ᵀw̄ = g: Stage I's objective ½yᵀR̃ᵀR̃y + gᵀy is ½‖R̃y + w̄‖² − ½‖w̄‖², a function of
     x = R̃y alone. ``ok`` is False when R̃R̃ᵀ is not positive definite or g is not in range(R̃ᵀ) to 1e-12."""
+    R_w = red.R_w
     nb, ny = R_w.shape
     S = gram(R_w.T)  # R̃R̃ᵀ w̄ = R̃g
     rhs = np.zeros(nb)
@@ -689,9 +692,10 @@ def stage_one_target(R_w, g):  # pragma: no cover - compiled
     return True, w_bar
 
 
-@njit(cache=True)
-def normal_rows_hold(R_w, x, l_normal):  # pragma: no cover - compiled
+@njit((RECORD, IN_VECTOR, IN_VECTOR), cache=True)
+def normal_rows_hold(red, x, l_normal):
     """Ñᵀx ≥ l, row by row, to rounding of the terms (1e-12 relative)."""
+    R_w = red.R_w
     nb, ny = R_w.shape
     for i in range(ny // 3):
         s = 0.0
@@ -704,8 +708,8 @@ def normal_rows_hold(R_w, x, l_normal):  # pragma: no cover - compiled
     return True
 
 
-@njit(cache=True)
-def stages_at(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, x, mu, ridge, dt, tol, max_iter):  # noqa: E501 # pragma: no cover
+@njit((RECORD, IN_MATRIX, IN_VECTOR, float64, float64, intp), cache=True)
+def stages_at(red, R_a, x, ridge, tol, max_iter):
     """Both stages at once, given Stage I's optimum x = R̃y of a relaxation (without the friction pyramids).
 
     If some y in the pyramids gives R̃y = x, then x is Stage I's optimum too and Stage I's optimal set is
@@ -713,13 +717,13 @@ def stages_at(R_w, R, R_a, M, kappa, L_inv, x0, a, u, qd_des, x, mu, ridge, dt, 
     optimality in one go (its b = τ(y) + R_a y depends only on x). Returns (status, y, v⁺, τ, iterations,
     k) as :func:`stage_two_structured`; status 2 = not certified (x may be out of the pyramids' reach).
     """
-    ny = R_w.shape[1]
+    R_w = red.R_w
     ok, rho, k = stage_two_ridge(R_a, R_w, ridge, 1e-6)
     if not ok:
-        return 1, x, x, x, 0, k
-    _, b = velocity_and_torque(M, kappa, L_inv, x0 + dt * x, R_w, R, a, u, qd_des, np.zeros(ny), dt)
-    certified, y, _, iterations, _, _ = stage_two_dual(R_a, R_w, b, x, mu, rho, np.zeros(0), tol, max_iter)
+        return 1, x.copy(), x.copy(), x.copy(), 0, k
+    _, b = velocity_and_inertial_torque(red, red.x0 + red.dt * x)  # τ at x⁺ = x₀ + Δt x with no contact force
+    certified, y, _, iterations, _, _ = stage_two_dual(R_a, R_w, b, x, red.mu, rho, np.zeros(0), tol, max_iter)
     if not certified:
-        return 2, x, x, x, iterations, k
-    v, tau = velocity_and_torque(M, kappa, L_inv, x0, R_w, R, a, u, qd_des, y, dt)
+        return 2, x.copy(), x.copy(), x.copy(), iterations, k
+    v, tau = velocity_and_torque(red, R_w, red.R, y)
     return 0, y, v, tau, iterations, k

@@ -4,7 +4,7 @@ Per tick (spec section 3.11, in the reduced coordinates of
 :mod:`idcontrol.formulations.base`):
 
 1. Algorithm 1 keeps the tangential rows J = [P; S_𝒮; T_𝒯] that leave the
-   equality block non-singular (:func:`idcontrol.solvers.ppm.find_indices`).
+   equality block non-singular (:func:`~idcontrol.formulations.noslip_lcp.find_indices.find_indices`).
 2. With J eliminated the normal impulses solve the symmetric PSD
    LCP(N v* + φ/Δt, N Γ_J Nᵀ); Algorithm 2 (:func:`idcontrol.solvers.ppm.ppm`)
    solves it, warm-started from the previous tick's active contacts (matched by
@@ -27,21 +27,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from functools import cache
 
 import numpy as np
 
 from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation, ReducedDynamics, map_warm_start
+from idcontrol.formulations.base import Formulation, map_warm_start
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
+from idcontrol.formulations.noslip_lcp.stages import noslip_finish, noslip_setup
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import (
-    least_norm_solution,
-    max_abs_product,
-    noslip_finish,
-    noslip_setup,
-    refine_normal_forces,
-)
+from idcontrol.formulations.reduced import reduce
 from idcontrol.solvers.lemke import lemke_regularized
 from idcontrol.solvers.ppm import active_set, ppm
 
@@ -71,7 +65,7 @@ class NoSlipLCP(Formulation):
         real floor gives none, and torques that count on one slide or lift the other feet.
     share_friction : among the tangential forces that give the same impulse along the directions Find-Indices
         kept, take the one minimizing Σᵢ |f_T,i|² / f_N,i (forces in proportion to the normal forces:
-        :func:`share_tangential`). Algorithm 1 otherwise puts the whole tangential force on the rows it
+        :func:`.stages.share_tangential`). Algorithm 1 otherwise puts the whole tangential force on the rows it
         took first and none on the dependent ones (a landing foot that carries the weight and no friction,
         feet that carry friction and almost no weight). v⁺ keeps the kept rows' constraints; τ follows the
         new forces.
@@ -100,7 +94,6 @@ class NoSlipLCP(Formulation):
         self.project = bool(project)
         self.release_unloaded = bool(release_unloaded)
         self.share_friction = bool(share_friction)
-        _load_fallback_kernels()
         self.reset()
 
     def reset(self) -> None:
@@ -114,7 +107,7 @@ class NoSlipLCP(Formulation):
             p = replace(p, qd_des=project_desired_velocity(p))
         ids = p.ids()
         warm = map_warm_start(self._previous_ids, self._previous_active, ids)
-        lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
+        lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
         released = np.zeros(p.n, dtype=bool)
         while self.release_unloaded and lcp.found:
             unloaded = (f_normal <= 0.0) & ((f_s != 0.0) | (f_t != 0.0)) & ~released
@@ -125,7 +118,7 @@ class NoSlipLCP(Formulation):
             p = replace(p, S=np.where(keep, p.S, 0.0), T=np.where(keep, p.T, 0.0))
             if self.project:
                 p = replace(p, qd_des=project_desired_velocity(replace(p, qd_des=problem.qd_des)))
-            lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
+            lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
         if not lcp.found and not self.repair:
             self.reset()
             out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
@@ -135,7 +128,7 @@ class NoSlipLCP(Formulation):
         self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
 
         repaired = False
-        message = f"solved ({len(sel)} tangential rows kept of {2 * p.n})"
+        message = f"solved ({kept} tangential rows kept of {2 * p.n})"
         if released.any():
             message += f"; {int(released.sum())} unloaded contact(s) released"
         if not lcp.found or (self.repair and needs_repair(p, v_next, no_slip=True)):
@@ -154,11 +147,10 @@ class NoSlipLCP(Formulation):
     def _solve_once(self, p: ContactProblem, warm: list[int]) -> tuple:
         """Algorithms 1 and 2 and the linear algebra after them: (lcp, fallback, kept rows, f_N, v⁺, τ, f_S, f_T).
         An unsolved LCP (lcp.found False) leaves zero normal impulses for the repair."""
-        red = ReducedDynamics(p)
-        n, dt = p.n, p.dt
+        red = reduce(p)
+        n = p.n
         # Algorithm 1 on the whitened tangential columns (S₁, T₁, S₂, ...), then v* and N Γ_J Nᵀ = BᵀB
-        sel, Q, R, C_a, x_star, B, r = noslip_setup(red.N_w, red.S_w, red.T_w, red.x0, p.N, p.S, p.T, red.a,
-                                                    p.qd_des, p.phi, dt, self.rank_tol)  # fmt: skip
+        data, B, r, kept = noslip_setup(red, self.rank_tol)
         if self.spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
             weight = self.spread * max(float(np.einsum("ij,ij->", B, B)) / n, np.finfo(float).tiny)
             B = np.vstack([B, np.sqrt(weight) * np.eye(n)])
@@ -179,17 +171,11 @@ class NoSlipLCP(Formulation):
             lcp.z = np.zeros(n)
             lcp.active = []
         f_normal = lcp.z
-        B = B[: red.nb]  # without the spreading rows, if any
-        if lcp.found and self.spread == 0.0:  # complementarity in the robot's coordinates, not only the whitened ones
-            active = np.flatnonzero(f_normal > 0.0)
-            refine_normal_forces(f_normal, active, x_star, B, red.L_inv, p.N, p.phi, red.a, red.u, p.qd_des, dt)
-        v_next, tau, f_s, f_t = noslip_finish(f_normal, x_star, B, red.x0, red.N_w, Q, R, sel, C_a, p.M,
-                                              red.kappa, red.L_inv, p.N, red.a, red.u, p.qd_des, dt)  # fmt: skip
-        if self.share_friction and lcp.found and n > 1:
-            shared = share_tangential(p, red, Q, f_normal, f_s, f_t)
-            if shared is not None:
-                v_next, tau, f_s, f_t = shared
-        return lcp, fallback, sel, f_normal, v_next, tau, f_s, f_t
+        # complementarity in the robot's coordinates, not only the whitened ones (refine: not with spreading rows);
+        # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
+        v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, lcp.found and self.spread == 0.0,
+                                              self.share_friction and lcp.found)  # fmt: skip
+        return lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t
 
 
 def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
@@ -205,37 +191,3 @@ def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
     V = rest_correction(J_u, drift)
     return p.qd_des + rest_correction(J_a, J_u @ V + drift)
 
-
-def share_tangential(
-    p: ContactProblem, red: ReducedDynamics, Q: np.ndarray, f_normal: np.ndarray, f_s: np.ndarray, f_t: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The tangential forces (N) that minimize Σᵢ |f_T,i|² / f_N,i with the same impulse along the kept whitened
-    tangential directions Q (nb, k) as (f_S, f_T), and v⁺ (m,), τ (nu,) for them: (v⁺, τ, f_S, f_T), or None
-    when no contact is loaded. A contact without normal force gets a weight 10⁻⁶ of the largest one."""
-    top = float(f_normal.max())
-    if not top > 0.0 or Q.shape[1] == 0:
-        return None
-    n = p.n
-    A = Q.T @ np.concatenate([red.S_w, red.T_w], axis=1)  # (k, 2n)
-    y = np.concatenate([f_s, f_t])
-    h = A @ y
-    weight = f_normal + 1e-6 * top
-    root = np.sqrt(np.concatenate([weight, weight]))
-    z = least_norm_solution(A * root, h, 1e-12)
-    y_new = root * z
-    if np.abs(A @ y_new - h).max() > 1e-9 * max(1.0, float(np.abs(h).max())):
-        return None
-    f_s, f_t = y_new[:n], y_new[n:]
-    v_next, tau = red.velocity_and_torque(red.R_w, red.R, np.concatenate([f_normal, f_s, f_t]))
-    return v_next, tau, f_s, f_t
-
-
-@cache
-def _load_fallback_kernels() -> None:
-    """Load the compiled LCP kernels now, the fallback's too, and the repair check's slip test: a standing
-    warm-up tick may not reach them (it may repair a penetration first), and a first call in the control
-    loop would pay their loading (or compiling) there."""
-    B, r = np.array([[1.0, 1.0]]), np.array([-1.0, -1.0])
-    ppm(B, r)
-    active_set(B, r)
-    max_abs_product(B, r)

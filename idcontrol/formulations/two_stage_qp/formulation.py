@@ -20,7 +20,7 @@ with R = [Nᵀ Sᵀ Tᵀ]. In whitened coordinates Rᵀ Γ_P R = R̃ᵀR̃ with 
 Stage II (minimum torque in the optimal set): every optimal y has the same
 R̃ y, hence the same v⁺, so the optimal set is y₁ + W w with W an orthonormal
 basis of null(R̃) (SVD with a tolerance, or a Householder QR where full rank is
-certified, see :func:`~idcontrol.solvers.kernels.null_space_basis`; 3·4 − 6 = 6-dimensional for four
+certified, see :func:`.null_space.null_space_basis`; 3·4 − 6 = 6-dimensional for four
 contacts on a floating base, which is the paper-variable null space of
 5·4 − 6 = 14 dimensions less its 8 trivial ± pairs). Along it
 τ(w) = τ₁ − R_a W w, and Stage II solves::
@@ -35,14 +35,14 @@ Stage I objective, because W w never changes v⁺.
 
 ``dissipation = "contacts"`` (an option; ``"world"``, the paper's, is the default) measures the kinetic
 energy relative to v_c = [v_u,c; q̇_des], the unactuated velocity closest to the contact-free one that holds
-the active contacts at rest (least squares over [N; S; T], see :func:`contact_relative_gradient`):
+the active contacts at rest (least squares over [N; S; T], see :func:`.stages.contact_relative_gradient`):
 ½ (v⁺ − v_c)ᵀ M (v⁺ − v_c) = ½‖x⁺ − Lᵀv_u,c‖², so only g changes, to −R_u δ/Δt. With τ free and P v⁺
 fixed, the paper's objective can only act on the base, and its optimum brakes the base toward zero momentum
 while stance feet slide, which under sticking feet becomes torques that push against the gait; relative to
 v_c the optimum is the sticking one wherever the friction pyramid allows it.
 
 With many contacts (``structured``) the same two problems are solved in low dimension
-(:mod:`idcontrol.solvers.pyramid_dual`): Stage II in y-space, minimize ½‖R_a y − b‖² + ½ρ‖y‖² subject to
+(:mod:`.pyramid_dual`): Stage II in y-space, minimize ½‖R_a y − b‖² + ½ρ‖y‖² subject to
 R̃ y = R̃ y₁ and y in the pyramids, has an (nu + nb)-dimensional dual whose inner minimization is a projection
 onto each contact's pyramid; a semismooth Newton method on it finds the active faces, on which y is then solved
 exactly and the KKT conditions are checked. Stage I depends on y only through x = R̃ y (nb-dimensional):
@@ -63,11 +63,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation, ReducedDynamics
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
+from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.solvers.kernels import stage_one_data, stage_two_finish, stage_two_setup
-from idcontrol.solvers.pyramid_dual import normal_rows_hold, stage_one_target, stage_two_structured, stages_at
+from idcontrol.formulations.reduced import ReducedDynamics, contact_velocity_and_torque, reduce
+from idcontrol.formulations.two_stage_qp.pyramid_dual import (
+    normal_rows_hold,
+    stage_one_target,
+    stage_two_structured,
+    stages_at,
+)
+from idcontrol.formulations.two_stage_qp.stages import (
+    stage_one_data,
+    stage_two_finish,
+    stage_two_setup,
+)
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
@@ -165,19 +175,25 @@ class StageOne:
         p = problem
         n = p.n
         self.n = n
-        self.R_w = red.R_w  # R̃, (nb, 3n)
-        self.R = red.R  # [N; S; T], (3n, m)
+        self.red = red
         self.C_pyramid = pyramid_rows(p.mu)
         self.H, self.g, self.A, self.lower, self.upper, self.R_a = stage_one_data(
-            red.kappa, red.L_inv, red.x0, red.R_w, red.R, red.a, red.u, p.qd_des, p.phi, p.mu, self.C_pyramid, p.dt,
-            INFINITY
-        )  # fmt: skip
-        if dissipation == "contacts":
-            self.g = contact_relative_gradient(p, red)
+            red, self.C_pyramid, dissipation == "contacts", INFINITY
+        )
         self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
         self.l_normal = self.lower[3 * n : 4 * n]
         # f_N ≥ 0 (left out where the pyramid implies it); tangential forces signed. R_a: (nu, 3n)
         self.lb, self.ub = self.lower[: 3 * n], self.upper[: 3 * n]
+
+    @property
+    def R_w(self) -> Array:
+        """R̃ (nb, 3n), the contact rows' whitened unactuated columns."""
+        return self.red.R_w
+
+    @property
+    def R(self) -> Array:
+        """[N; S; T] (3n, m)."""
+        return self.red.R
 
     def constraints(self, with_normal: bool = True) -> tuple[Array, Array, Array]:
         """(C, l, u) of the rows l ≤ C y ≤ u: non-penetration (optional), then the pyramid facets."""
@@ -186,25 +202,12 @@ class StageOne:
 
     def velocity_and_torque(self, problem: ContactProblem, red: ReducedDynamics, y: Array) -> tuple[Array, Array]:
         """v⁺ (m,) and τ (nu,), N·m, for the contact forces y."""
-        return red.velocity_and_torque(self.R_w, self.R, y)
+        return contact_velocity_and_torque(red, y)
 
     def clip(self, y: Array) -> Array:
         """y with f_N's rounding-level negatives set to zero."""
         y[: self.n] = np.maximum(y[: self.n], 0.0)
         return y
-
-
-def contact_relative_gradient(problem: ContactProblem, red: ReducedDynamics) -> Array:
-    """(3n,) Stage I's linear term g with the kinetic energy measured relative to v_c (``dissipation = "contacts"``).
-
-    δ (nb,), the change of the contact-free unactuated v⁺ that with P v⁺ = q̇_des holds the contacts at rest, is
-    the least-norm least-squares solution of R_u δ ≈ −(R_u v_f + R_a q̇_des) over the 3n contact rows, with
-    v_f = L⁻ᵀ x₀ the contact-free unactuated velocity. Then ½‖x⁺ − Lᵀv_c‖²/Δt² with x⁺ = x₀ + Δt R̃ y gives
-    g = R̃ᵀ(x₀ − Lᵀv_c)/Δt = −R_u δ/Δt.
-    """
-    R_u = red.R[:, red.u]
-    delta = rest_correction(R_u, R_u @ (red.L_inv.T @ red.x0) + red.R[:, red.a] @ problem.qd_des)
-    return R_u @ -delta / problem.dt
 
 
 def solve_stage_one(
@@ -255,7 +258,7 @@ class TwoStageQP(Formulation):
         docstring). Legged locomotion under prescribed joint velocities needs ``"contacts"``.
     structured : with enough contacts that 3n − nb ≥ nu + nb (8 or more on the quadruped), solve
         Stage II through its (nu + nb)-dimensional dual by a semismooth Newton method and exactly on the
-        pyramid faces it identifies (:mod:`idcontrol.solvers.pyramid_dual`), and first try both stages in
+        pyramid faces it identifies (:mod:`.pyramid_dual`), and first try both stages in
         x = R̃y (see :meth:`_stages_in_x`); the QPs over y and w stay the fallback whenever the KKT
         conditions are not certified. The counters ``free_optimum_solves`` (both stages in x),
         ``structured_solves`` (Stage II by the dual after Stage I over y) and ``structured_fallbacks``
@@ -307,7 +310,7 @@ class TwoStageQP(Formulation):
 
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
-        red = ReducedDynamics(problem)
+        red = reduce(problem)
         return self._stage_one_with(problem, red, StageOne(problem, red, self.dissipation))
 
     def _stage_one_with(
@@ -323,8 +326,8 @@ class TwoStageQP(Formulation):
         p = problem
         ids = p.ids()
         if p.n == 0:
-            return _no_contact(self, p, started)
-        red = ReducedDynamics(p)
+            return no_contact(self, p, started)
+        red = reduce(p)
         stage = StageOne(p, red, self.dissipation)
         if self._structured_applies(p, stage):
             done = self._stages_in_x(p, red, stage, started)
@@ -340,7 +343,7 @@ class TwoStageQP(Formulation):
         self._previous_ids, self._previous_mu = ids, p.mu
         z, its2, message, v_next, tau = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
-        return _finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
+        return finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
 
     def _stages_in_x(
         self, p: ContactProblem, red: ReducedDynamics, stage: StageOne, started: float
@@ -352,26 +355,24 @@ class TwoStageQP(Formulation):
         QP in nb variables. If the dual method then certifies Stage II with R̃y = x, the pyramids did not
         bind Stage I and the result is both stages' optimum; otherwise (None) Stage I is solved over y.
         """
-        ok, w_bar = stage_one_target(stage.R_w, stage.g)
+        ok, w_bar = stage_one_target(red, stage.g)
         if not ok:
             return None
         x = -w_bar
-        if not normal_rows_hold(stage.R_w, x, stage.l_normal):
+        if not normal_rows_hold(red, x, stage.l_normal):
             nb = len(x)
-            C = np.ascontiguousarray(stage.R_w[:, : p.n].T)
+            C = np.ascontiguousarray(red.N_w.T)
             sol = self._stage_one_x.solve(np.eye(nb), w_bar, C, stage.l_normal, np.full(p.n, INFINITY))
             if not sol.found:
                 return None
             x = sol.x
-        status, y, v_next, tau, its, k = stages_at(
-            stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, x, p.mu,
-            self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER
-        )  # fmt: skip
+        status, y, v_next, tau, its, k = stages_at(red, stage.R_a, x, self.ridge, STRUCTURED_TOL,
+                                                   STRUCTURED_MAX_ITER)  # fmt: skip
         if status != 0:
             return None
         self.free_optimum_solves += 1
         message = f"Stage I in x = R̃y; Stage II over a {k}-dimensional optimal set"
-        return _finish(self, p, y, v_next, tau, False, its, message, started)
+        return finish(self, p, y, v_next, tau, False, its, message, started)
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).
@@ -380,7 +381,7 @@ class TwoStageQP(Formulation):
         the dual method most often fails to certify (forced on in the trot: 295 of 2372 three- and four-contact
         ticks fell back to the null-space QP).
         """
-        nb, nu = stage.R_w.shape[0], stage.R_a.shape[0]
+        nb, nu = p.nb, stage.R_a.shape[0]
         return self.structured and 3 * p.n - nb >= nu + nb
 
     def _stage_two_solve(
@@ -394,23 +395,20 @@ class TwoStageQP(Formulation):
     ) -> tuple[Array, int, str, Array, Array]:
         """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ).
 
-        First by the dual Newton method (:mod:`idcontrol.solvers.pyramid_dual`) when ``structured`` and its
+        First by the dual Newton method (:mod:`.pyramid_dual`) when ``structured`` and its
         nu + nb multipliers are no more than the null-space QP's 3n − nb variables (8 or more contacts on
         the quadruped); whenever it does not certify optimality, by the null-space QP over w.
         """
         if self._structured_applies(p, stage):
-            status, y, v_next, tau, its, k = stage_two_structured(
-                stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0, red.a, red.u, p.qd_des, z1, p.mu,
-                self.ridge, p.dt, STRUCTURED_TOL, STRUCTURED_MAX_ITER
-            )  # fmt: skip
+            status, y, v_next, tau, its, k = stage_two_structured(red, stage.R_a, z1, self.ridge, STRUCTURED_TOL,
+                                                                  STRUCTURED_MAX_ITER)  # fmt: skip
             if status == 0:
                 self.structured_solves += 1
                 return y, its, f"Stage II over a {k}-dimensional optimal set", v_next, tau
             if status == 2:
                 self.structured_fallbacks += 1
-        W, H2, g2, C2, l2, u2 = stage_two_setup(stage.R_w, stage.R, stage.R_a, p.M, red.kappa, red.L_inv, red.x0,
-                                                red.a, red.u, p.qd_des, z1, stage.C_pyramid, p.mu, self.null_tol,
-                                                self.ridge, p.dt, INFINITY)  # fmt: skip
+        W, H2, g2, C2, l2, u2 = stage_two_setup(red, stage.R_a, z1, stage.C_pyramid, self.null_tol, self.ridge,
+                                                INFINITY)  # fmt: skip
         k = W.shape[1]  # W: (3n, k) orthonormal basis of null(R̃)
         if k == 0:
             return z1, 0, "Stage I solution is unique", *stage.velocity_and_torque(p, red, z1)
@@ -418,21 +416,19 @@ class TwoStageQP(Formulation):
         if not sol.found:
             message = f"Stage II failed ({sol.status}); Stage I forces used"
             return z1, sol.iterations, message, *stage.velocity_and_torque(p, red, z1)
-        z, v_next, tau = stage_two_finish(z1, W, sol.x, p.M, red.kappa, red.L_inv, red.x0, stage.R_w, stage.R,
-                                          red.a, red.u, p.qd_des, p.dt)  # fmt: skip
+        z, v_next, tau = stage_two_finish(red, z1, W, sol.x)
         return z, sol.iterations, f"Stage II over a {k}-dimensional optimal set", v_next, tau
 
 
-def _no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
-    red = ReducedDynamics(p)
-    v_next = red.velocity(red.x0)
-    tau = red.torque(v_next)
+def no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
+    """The result without contacts: v⁺_u = L⁻ᵀx₀, τ from the actuated rows."""
     empty = np.zeros(0)
+    v_next, tau = contact_velocity_and_torque(reduce(p), empty)
     return formulation._result(p, v_next, tau, empty, empty, empty, iterations=0, message="no contacts",
                                started=started)  # fmt: skip
 
 
-def _finish(
+def finish(
     formulation: Formulation,
     p: ContactProblem,
     z: Array,
@@ -442,13 +438,16 @@ def _finish(
     iterations: int,
     message: str,
     started: float,
+    *,
+    repair: bool = True,
 ) -> SolveResult:
-    """The result for forces z = [f_N; f_S; f_T] with their v⁺ and τ, repairing q̇_des if needed."""
+    """The result for forces z = [f_N; f_S; f_T] with their v⁺ and τ, repairing q̇_des if needed (and
+    ``repair``; otherwise a penetrating q̇_des is a failed result)."""
     n = p.n
     f_normal, f_s, f_t = z[:n], z[n : 2 * n], z[2 * n :]  # views of this tick's own z
     repaired = False
     if relaxed or needs_repair(p, v_next, no_slip=False):
-        if not getattr(formulation, "repair", True):
+        if not repair:
             return failed_result(p, formulation.name, "desired accelerations penetrate a contact", iterations)
         fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False)
         if not fix.found:

@@ -1,0 +1,29 @@
+"""The numba types of the arrays that cross into compiled code, for the entry points' explicit signatures.
+
+Every compiled entry point is declared with its argument types, so it is compiled (or loaded from numba's
+disk cache) when its module is imported and can never specialize again at run time: a call with other
+types is a ``TypeError``, not a millisecond compile in the control loop. Arrays are float64 or intp and
+C-contiguous; an argument the kernel only reads is declared read-only, which accepts writable arrays too
+(read-only ones, like the contact set's μ, are another numba type).
+"""
+
+from __future__ import annotations
+
+from numba import types
+
+float64 = types.float64
+intp = types.intp
+boolean = types.boolean
+
+VECTOR = types.Array(float64, 1, "C")
+MATRIX = types.Array(float64, 2, "C")
+TENSOR = types.Array(float64, 3, "C")
+INDICES = types.Array(intp, 1, "C")
+#: arguments only read
+IN_VECTOR = types.Array(float64, 1, "C", readonly=True)
+IN_MATRIX = types.Array(float64, 2, "C", readonly=True)
+IN_INDICES = types.Array(intp, 1, "C", readonly=True)
+IN_TENSOR = types.Array(float64, 3, "C", readonly=True)
+IN_FLAGS = types.Array(boolean, 2, "C", readonly=True)
+#: any 1-D float64 array (a strided view too), only read
+ANY_VECTOR = types.Array(float64, 1, "A", readonly=True)

@@ -1,0 +1,287 @@
+"""The no-slip LCP's compiled stages, one call each, fed by the reduced dynamics' record.
+
+* :func:`noslip_setup`: Algorithm 1 and the LCP data: a :class:`NoSlipData` record, and B, r of
+  LCP(r, BᵀB) for Algorithm 2 (a generic solver, :mod:`idcontrol.solvers.ppm`);
+* :func:`noslip_finish`: from the LCP's normal forces, their refinement, the kept tangential forces, v⁺, τ
+  and, optionally, the tangential forces shared in proportion to the normal ones.
+
+See :mod:`idcontrol.formulations.noslip_lcp.formulation` for the mathematics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.experimental import structref
+
+from idcontrol.arrays import INDICES, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.consistency import least_norm_solution
+from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
+from idcontrol.formulations.reduced import (
+    RECORD,
+    unactuated_velocity,
+    velocity_and_inertial_torque,
+    velocity_and_torque,
+)
+from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
+
+
+@structref.register
+class NoSlipDataType(types.StructRef):
+    """The numba type of the no-slip LCP's data after Algorithm 1."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+#: Algorithm 1's kept rows and what the finish needs of them (see :func:`noslip_setup`)
+NOSLIP_DATA = NoSlipDataType(
+    [
+        ("selected", INDICES),  # (k,) kept tangential rows: 2i the S row of contact i, 2i + 1 its T row
+        ("Q", MATRIX),  # (nb, k) orthonormal basis of the kept whitened rows
+        ("triangular", MATRIX),  # (k, k) upper triangular, X[:, selected] = Q · triangular
+        ("C_a", MATRIX),  # (k, nu) the kept rows' actuated columns
+        ("x_star", VECTOR),  # (nb,) whitened contact-free velocity with the kept rows held
+        ("B", MATRIX),  # (nb, n) (I − QQᵀ)Ñ, negligible columns zeroed: N Γ_J Nᵀ = BᵀB
+    ]
+)
+
+
+class NoSlipData(structref.StructRefProxy):
+    """Algorithm 1's result and the no-slip LCP's factor (a numba structref, made by :func:`noslip_setup`)."""
+
+
+structref.define_boxing(NoSlipDataType, NoSlipData)
+
+
+@njit((RECORD, float64), cache=True)
+def noslip_setup(red, rank_tol):
+    """The no-slip LCP's data after Algorithm 1 (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`).
+
+    Algorithm 1 runs on the whitened tangential columns in the order S̃₁, T̃₁, S̃₂, ... Returns
+    (data, B (nb, n), r (n,), k): the :data:`NOSLIP_DATA` record (kept rows, their QR, x* the whitened
+    contact-free velocity with the kept rows held, J v* = [q̇_des; 0]); B = (I − QQᵀ)Ñ with negligible
+    columns zeroed (N Γ_J Nᵀ = BᵀB); r = (N v* + φ/Δt)/Δt in force units; k the number of kept rows.
+    """
+    R_w, R, a, x0, qd_des, phi, dt = red.R_w, red.R, red.a, red.x0, red.qd_des, red.phi, red.dt
+    nb = R_w.shape[0]
+    n = R_w.shape[1] // 3
+    nu = a.shape[0]
+    X = np.empty((nb, 2 * n))
+    for i in range(nb):
+        for c in range(n):
+            X[i, 2 * c] = R_w[i, n + c]
+            X[i, 2 * c + 1] = R_w[i, 2 * n + c]
+    selected, Q, triangular = find_independent_columns(X, rank_tol)
+    k = selected.shape[0]
+    C_a = np.empty((k, nu))
+    b = np.empty(k)  # −C_a q̇_des
+    for s in range(k):
+        row = (n if selected[s] % 2 == 0 else 2 * n) + selected[s] // 2  # its S or T row in R
+        t = 0.0
+        for j in range(nu):
+            C_a[s, j] = R[row, a[j]]
+            t += C_a[s, j] * qd_des[j]
+        b[s] = -t
+    y = np.empty(k)  # Rᵀ y = b (R upper triangular)
+    for s in range(k):
+        t = b[s]
+        for p in range(s):
+            t -= triangular[p, s] * y[p]
+        y[s] = t / triangular[s, s]
+    x_star = x0.copy()
+    for s in range(k):
+        t = 0.0
+        for i in range(nb):
+            t += Q[i, s] * x0[i]
+        for i in range(nb):
+            x_star[i] += Q[i, s] * (y[s] - t)
+    B = np.empty((nb, n))
+    for i in range(nb):
+        for c in range(n):
+            B[i, c] = R_w[i, c]
+    for c in range(n):
+        for s in range(k):
+            t = 0.0
+            for i in range(nb):
+                t += Q[i, s] * R_w[i, c]
+            for i in range(nb):
+                B[i, c] -= t * Q[i, s]
+        before = 0.0
+        after = 0.0
+        for i in range(nb):
+            before += R_w[i, c] * R_w[i, c]
+            after += B[i, c] * B[i, c]
+        if after <= 1e-18 * before:  # the kept rows already fix this normal: no effect on v⁺, rounding only
+            for i in range(nb):
+                B[i, c] = 0.0
+    r = np.empty(n)
+    for c in range(n):
+        t = phi[c] / dt
+        for j in range(nu):
+            t += R[c, a[j]] * qd_des[j]
+        for i in range(nb):
+            t += R_w[i, c] * x_star[i]
+        r[c] = t / dt
+    data = structref.new(NOSLIP_DATA)
+    data.selected = selected
+    data.Q = Q
+    data.triangular = triangular
+    data.C_a = C_a
+    data.x_star = x_star
+    data.B = B
+    return data, B, r, k
+
+
+@njit(cache=True)
+def refine_normal_forces(red, data, f_normal):
+    """One step of iterative refinement of the active contacts' normal forces (N), in place.
+
+    The LCP is solved in whitened coordinates, where N v⁺ + φ/Δt = 0 holds on the
+    active contacts to rounding; evaluated in the robot's coordinates (v⁺ = L⁻ᵀ x⁺)
+    it is off by rounding amplified by the whitening. With g the active contacts'
+    N v⁺ + φ/Δt in robot coordinates, f_a ← max(f_a − (BₐᵀBₐ)⁻¹ g/Δt, 0). Skipped when the
+    active block is not well conditioned or the step is more than a rounding-level correction.
+    """
+    B, R, phi, dt = data.B, red.R, red.phi, red.dt
+    nb, n = B.shape
+    active = np.flatnonzero(f_normal > 0.0)
+    k = active.shape[0]
+    if k == 0 or k > nb:
+        return
+    m = R.shape[1]
+    x = data.x_star.copy()
+    for i in range(nb):
+        s = 0.0
+        for c in range(n):
+            s += B[i, c] * f_normal[c]
+        x[i] += dt * s
+    v = np.empty(m)
+    for j in range(red.a.shape[0]):
+        v[red.a[j]] = red.qd_des[j]
+    unactuated_velocity(red.L_inv, x, red.u, v)
+    A, factored, low, high = gram_cholesky(B, nb, active, k)
+    if not factored:
+        return
+    if low < 1e-6 * high:  # dependent active contacts (the active-set fallback allows them): no unique step
+        return
+    step = np.empty(k)
+    for p in range(k):  # δ = −(L Lᵀ)⁻¹ g / Δt
+        c = active[p]
+        s = phi[c] / dt
+        for j in range(m):
+            s += R[c, j] * v[j]
+        step[p] = -s / dt
+    cholesky_solve_in_place(A, step)
+    size = 1.0
+    largest = 0.0
+    for p in range(k):
+        size = max(size, f_normal[active[p]])
+        largest = max(largest, abs(step[p]))
+    if largest > 1e-6 * size:  # a refinement corrects rounding; anything larger means the step is not one
+        return
+    for p in range(k):
+        f_normal[active[p]] = max(f_normal[active[p]] + step[p], 0.0)
+
+
+@njit(cache=True)
+def kept_rows_solution(red, data, f_normal):
+    """v⁺ (m,), τ (nu,) N·m, f_S and f_T (n,) N of the no-slip solution with normal forces ``f_normal`` (N).
+
+    x⁺ = x* + Δt B f_N; the kept tangential forces solve Q R f_kept = x⁺ − x₀ − Δt Ñ f_N (divided by Δt);
+    τ = (M_a v⁺ + κ_a)/Δt − N_aᵀ f_N − C_aᵀ f_kept.
+    """
+    B, Q, triangular, selected, C_a = data.B, data.Q, data.triangular, data.selected, data.C_a
+    R_w, R, a, x0, dt = red.R_w, red.R, red.a, red.x0, red.dt
+    nb, n = B.shape
+    k = selected.shape[0]
+    x = np.empty(nb)
+    gap = np.empty(nb)  # x⁺ − x₀ − Δt Ñ f_N
+    for i in range(nb):
+        s = 0.0
+        t = 0.0
+        for c in range(n):
+            s += B[i, c] * f_normal[c]
+            t += R_w[i, c] * f_normal[c]
+        x[i] = data.x_star[i] + dt * s
+        gap[i] = x[i] - x0[i] - dt * t
+    kept = np.empty(k)
+    for s in range(k - 1, -1, -1):  # R kept = Qᵀ gap
+        t = 0.0
+        for i in range(nb):
+            t += Q[i, s] * gap[i]
+        for p in range(s + 1, k):
+            t -= triangular[s, p] * kept[p]
+        kept[s] = t / triangular[s, s]
+    f_s = np.zeros(n)
+    f_t = np.zeros(n)
+    for s in range(k):
+        kept[s] /= dt
+        if selected[s] % 2 == 0:
+            f_s[selected[s] // 2] = kept[s]
+        else:
+            f_t[selected[s] // 2] = kept[s]
+    v, tau = velocity_and_inertial_torque(red, x)
+    for j in range(a.shape[0]):
+        contact = 0.0
+        for c in range(n):
+            contact += R[c, a[j]] * f_normal[c]
+        for s2 in range(k):
+            contact += C_a[s2, j] * kept[s2]
+        tau[j] -= contact
+    return v, tau, f_s, f_t
+
+
+@njit(cache=True)
+def share_tangential(red, data, f_normal, f_s, f_t):
+    """(shared, f_S, f_T): the tangential forces (N) that minimize Σᵢ |f_T,i|² / f_N,i with the same impulse along
+    the kept whitened tangential directions Q (nb, k) as (f_S, f_T); ``shared`` False (and the inputs returned)
+    when no contact is loaded or the weighted least-norm solution does not reproduce the impulse. A contact
+    without normal force gets a weight 10⁻⁶ of the largest one. The products are BLAS calls, as numpy's were:
+    the release of unloaded contacts tests f_S, f_T for exact zeros, and loops' rounding changed 7 of 3000
+    ticks of a recorded trot."""
+    n = f_normal.shape[0]
+    Q, R_w = data.Q, red.R_w
+    nb, k = Q.shape
+    top = f_normal.max()
+    if not top > 0.0 or k == 0:
+        return False, f_s, f_t
+    A = Q.T @ np.ascontiguousarray(R_w[:, n:])  # Qᵀ [S̃ T̃] (k, 2n)
+    y = np.empty(2 * n)
+    y[:n] = f_s
+    y[n:] = f_t
+    h = A @ y
+    root = np.empty(2 * n)
+    for c in range(n):
+        root[c] = math.sqrt(f_normal[c] + 1e-6 * top)
+        root[n + c] = root[c]
+    z = least_norm_solution(A * root, h, 1e-12)
+    y_new = root * z
+    error = np.abs(A @ y_new - h).max()
+    if error > 1e-9 * max(1.0, np.abs(h).max()):
+        return False, f_s, f_t
+    return True, y_new[:n].copy(), y_new[n:].copy()
+
+
+@njit((RECORD, NOSLIP_DATA, VECTOR, boolean, boolean), cache=True)
+def noslip_finish(red, data, f_normal, refine, share):
+    """v⁺ (m,), τ (nu,) N·m, f_S, f_T (n,) N from the LCP's normal forces ``f_normal`` (N, refined in place when
+    ``refine``: :func:`refine_normal_forces`), the kept rows' tangential forces (:func:`kept_rows_solution`)
+    and, when ``share``, those shared in proportion to the normal forces (:func:`share_tangential`)."""
+    if refine:
+        refine_normal_forces(red, data, f_normal)
+    v, tau, f_s, f_t = kept_rows_solution(red, data, f_normal)
+    if share and f_normal.shape[0] > 1:
+        shared, f_s_new, f_t_new = share_tangential(red, data, f_normal, f_s, f_t)
+        if shared:
+            n = f_normal.shape[0]
+            y = np.empty(3 * n)
+            y[:n] = f_normal
+            y[n : 2 * n] = f_s_new
+            y[2 * n :] = f_t_new
+            v, tau = velocity_and_torque(red, red.R_w, red.R, y)
+            f_s, f_t = f_s_new, f_t_new
+    return v, tau, f_s, f_t
+

@@ -1,0 +1,209 @@
+"""The two-stage QP's compiled stages, one call each, fed by the reduced dynamics' record.
+
+* :func:`stage_one_data`: Stage I's QP over y = [f_N; f_S; f_T] (3n, forces in N) in DAQP's stacked layout;
+* :func:`stage_two_setup`: Stage II's null-space basis W (:mod:`.null_space`) and its QP over w, y = y₁ + W w;
+* :func:`stage_two_finish`: y, v⁺ and τ from Stage II's w.
+
+See :mod:`idcontrol.formulations.two_stage_qp.formulation` for the mathematics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, boolean, float64
+from idcontrol.formulations.consistency import least_norm_solution
+from idcontrol.formulations.reduced import RECORD, velocity_and_torque
+from idcontrol.formulations.two_stage_qp.null_space import null_space_basis
+from idcontrol.solvers.dense import gram
+
+
+@njit(cache=True)
+def implied_by_facets(mu):
+    """True when the friction pyramid's facets imply f_N ≥ 0 (0 < μ < ∞)."""
+    return 0.0 < mu < np.inf
+
+
+@njit(cache=True)
+def contact_relative_gradient(red):
+    """(3n,) Stage I's linear term g with the kinetic energy measured relative to v_c (``dissipation = "contacts"``).
+
+    δ (nb,), the change of the contact-free unactuated v⁺ that with P v⁺ = q̇_des holds the contacts at rest, is
+    the least-norm least-squares solution of R_u δ ≈ −(R_u v_f + R_a q̇_des) over the 3n contact rows (singular
+    values below 1e-9 relative ignored), with v_f = L⁻ᵀ x₀ the contact-free unactuated velocity. Then
+    ½‖x⁺ − Lᵀv_c‖²/Δt² with x⁺ = x₀ + Δt R̃ y gives g = R̃ᵀ(x₀ − Lᵀv_c)/Δt = −R_u δ/Δt.
+    """
+    R, a, u, L_inv, x0 = red.R, red.a, red.u, red.L_inv, red.x0
+    rows, nb = R.shape[0], u.shape[0]
+    R_u = np.empty((rows, nb))
+    for c in range(rows):
+        for k in range(nb):
+            R_u[c, k] = R[c, u[k]]
+    v_free = np.empty(nb)  # L⁻ᵀ x₀
+    for k in range(nb):
+        s = 0.0
+        for i in range(k, nb):
+            s += L_inv[i, k] * x0[i]
+        v_free[k] = s
+    drift = np.empty(rows)  # −(R_u v_f + R_a q̇_des)
+    for c in range(rows):
+        s = 0.0
+        for k in range(nb):
+            s += R_u[c, k] * v_free[k]
+        for j in range(a.shape[0]):
+            s += R[c, a[j]] * red.qd_des[j]
+        drift[c] = -s
+    delta = np.zeros(nb)
+    if rows and nb:
+        delta = least_norm_solution(R_u, drift, 1e-9)
+    g = np.empty(rows)
+    for c in range(rows):
+        s = 0.0
+        for k in range(nb):
+            s -= R_u[c, k] * delta[k]
+        g[c] = s / red.dt
+    return g
+
+
+@njit((RECORD, IN_MATRIX, boolean, float64), cache=True)
+def stage_one_data(red, pyramid, contacts_relative, infinity):
+    """Stage I over y = [f_N; f_S; f_T] in DAQP's stacked layout, for the facets ``pyramid`` (p, 3n).
+
+    Returns H = R̃ᵀR̃ (3n, 3n); g = R̃ᵀ(−L⁻¹κ_u/Δt) (or :func:`contact_relative_gradient` when
+    ``contacts_relative``); A = [Ñᵀ R̃; pyramid] (n + p, 3n); the stacked bounds ``lower``/``upper``
+    (3n + n + p: f_N ≥ 0 and free tangential forces, then −(N v* + φ/Δt)/Δt ≤ Ñᵀ R̃ y, then
+    0 ≤ pyramid y); R_a = (R_a)ᵀ (nu, 3n). The bound f_N,i ≥ 0 is left out (lower = −∞) where
+    0 < μᵢ < ∞: the sum of the contact's four facets, 4 μᵢ f_N,i ≥ 0, implies it, and a redundant
+    constraint only adds degenerate pivots.
+    """
+    R_w, R, a, u, L_inv, kappa, x0 = red.R_w, red.R, red.a, red.u, red.L_inv, red.kappa, red.x0
+    phi, mu, qd_des, dt = red.phi, red.mu, red.qd_des, red.dt
+    nb, ny = R_w.shape
+    n = ny // 3
+    p = pyramid.shape[0]
+    H = gram(R_w)
+    if contacts_relative:
+        g = contact_relative_gradient(red)
+    else:
+        w = np.zeros(nb)  # −L⁻¹ κ_u / Δt
+        for i in range(nb):
+            s = 0.0
+            for k in range(i + 1):
+                s += L_inv[i, k] * kappa[u[k]]
+            w[i] = -s / dt
+        g = np.zeros(ny)
+        for j in range(ny):
+            s = 0.0
+            for k in range(nb):
+                s += R_w[k, j] * w[k]
+            g[j] = s
+    A = np.zeros((n + p, ny))
+    A[:n] = H[:n]  # Ñᵀ R̃: the first n rows of R̃ᵀ R̃
+    A[n:] = pyramid
+    lower = np.zeros(ny + n + p)
+    upper = np.full(ny + n + p, infinity)
+    lower[n:ny] = -infinity
+    for i in range(n):
+        if implied_by_facets(mu[i]):
+            lower[i] = -infinity
+    for i in range(n):  # −(N_a q̇_des + Ñᵀ x₀ + φ/Δt)/Δt
+        s = phi[i] / dt
+        for j in range(a.shape[0]):
+            s += R[i, a[j]] * qd_des[j]
+        for k in range(nb):
+            s += R_w[k, i] * x0[k]
+        lower[ny + i] = -s / dt
+    R_a = np.empty((a.shape[0], ny))
+    for j in range(a.shape[0]):
+        for c in range(ny):
+            R_a[j, c] = R[c, a[j]]
+    return H, g, A, lower, upper, R_a
+
+
+@njit(cache=True)
+def stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity):
+    """Stage II over w, y = y₁ + W w (W (3n, k) orthonormal), in DAQP's layout.
+
+    Returns H₂ = (R_a W)ᵀ(R_a W) + ρI with ρ = ridge·max(tr/k, 1e-12);
+    g₂ = −(R_a W)ᵀτ₁ + ρ Wᵀy₁; A₂ = [W[:n]; pyramid W]; lower₂ = −[y₁[:n]; pyramid y₁]; upper₂ = ∞,
+    with the f_N ≥ 0 rows the facets imply left out (lower₂ = −∞, see :func:`stage_one_data`).
+    """
+    ny, k = W.shape
+    n = ny // 3
+    p = pyramid.shape[0]
+    nu = R_a.shape[0]
+    RW = np.zeros((nu, k))
+    for i in range(nu):
+        for c in range(ny):
+            r = R_a[i, c]
+            if r != 0.0:
+                for j in range(k):
+                    RW[i, j] += r * W[c, j]
+    H = gram(RW)
+    trace = 0.0
+    for i in range(k):
+        trace += H[i, i]
+    rho = ridge * max(trace / k, 1e-12)
+    g = np.zeros(k)
+    for j in range(k):
+        H[j, j] += rho
+        s = 0.0
+        for r in range(nu):
+            s -= RW[r, j] * tau1[r]
+        t = 0.0
+        for c in range(ny):
+            t += W[c, j] * z1[c]
+        g[j] = s + rho * t
+    A = np.zeros((n + p, k))
+    lower = np.empty(n + p)
+    for i in range(n):
+        A[i] = W[i]
+        lower[i] = -infinity if implied_by_facets(mu[i]) else -z1[i]
+    for i in range(p):
+        t = 0.0
+        for c in range(ny):
+            pc = pyramid[i, c]
+            if pc != 0.0:
+                t += pc * z1[c]
+                for j in range(k):
+                    A[n + i, j] += pc * W[c, j]
+        lower[n + i] = -t
+    return H, g, A, lower, np.full(n + p, infinity)
+
+
+@njit((RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, float64, float64, float64), cache=True)
+def stage_two_setup(red, R_a, z1, pyramid, null_tol, ridge, infinity):
+    """Stage II's null-space basis W (3n, k) and its QP (see :func:`stage_two_data`), from Stage I's forces z₁.
+
+    Returns (W, H₂, g₂, A₂, lower₂, upper₂); with k = 0 (Stage I's forces are unique) the QP arrays are empty.
+    """
+    W = null_space_basis(red.R_w, null_tol)
+    if W.shape[1] == 0:
+        empty = np.zeros(0)
+        return W, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty
+    _, tau1 = velocity_and_torque(red, red.R_w, red.R, z1)
+    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, red.mu, ridge, infinity)
+    return W, H, g, A, lower, upper
+
+
+@njit(cache=True)
+def add_to_combination(z1, W, w, n):
+    """y₁ + W w with f_N's rounding-level negatives (first n entries) set to zero."""
+    y = z1.copy()
+    for c in range(y.shape[0]):
+        s = 0.0
+        for j in range(w.shape[0]):
+            s += W[c, j] * w[j]
+        y[c] += s
+    for i in range(n):
+        y[i] = max(y[i], 0.0)
+    return y
+
+
+@njit((RECORD, IN_VECTOR, IN_MATRIX, IN_VECTOR), cache=True)
+def stage_two_finish(red, z1, W, w):
+    """y = y₁ + W w (f_N clipped at 0), with its v⁺ (m,) and τ (nu,), N·m."""
+    y = add_to_combination(z1, W, w, red.R.shape[0] // 3)
+    v, tau = velocity_and_torque(red, red.R_w, red.R, y)
+    return y, v, tau

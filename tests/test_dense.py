@@ -1,0 +1,158 @@
+"""The hand-written small dense factorizations (idcontrol.solvers.dense) against numpy's LAPACK-backed ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import njit
+
+from idcontrol.solvers.dense import (
+    apply_reflections,
+    cholesky_in_place,
+    cholesky_solve_in_place,
+    gram,
+    gram_by_loops,
+    gram_cholesky,
+    householder_step,
+    lower_inverse,
+)
+
+SIZES = (1, 2, 6, 12, 18)
+
+
+def _spd(rng: np.random.Generator, n: int, condition: float = 1e3) -> np.ndarray:
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return (Q * np.geomspace(1.0, 1.0 / condition, n)) @ Q.T
+
+
+@njit
+def _factor(A):
+    L = A.copy()
+    ok = cholesky_in_place(L)
+    for i in range(L.shape[0]):
+        for j in range(i + 1, L.shape[0]):
+            L[i, j] = 0.0
+    return ok, L
+
+
+@njit
+def _solve(A, b):
+    L = A.copy()
+    cholesky_in_place(L)
+    x = b.copy()
+    cholesky_solve_in_place(L, x)
+    return x
+
+
+@njit
+def _inverse(L):
+    out = np.zeros_like(L)
+    lower_inverse(L, out)
+    return out
+
+
+@njit
+def _qr(A):
+    """Householder QR of A (d, c), d ≥ c: (Q (d, d), R (d, c)) from householder_step and apply_reflections."""
+    d, c = A.shape
+    R = A.copy()
+    V = np.zeros((d, c))
+    for j in range(c):
+        norm = 0.0
+        for i in range(j, d):
+            norm += R[i, j] * R[i, j]
+        householder_step(R, V, j, np.sqrt(norm), c)
+    Q = np.eye(d)
+    apply_reflections(V, Q, True)
+    return Q, R
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_cholesky_is_lapacks_on_random_and_ill_conditioned_matrices(n: int) -> None:
+    """L Lᵀ = A to 1e-14 relative (backward stable), and L equals numpy.linalg.cholesky's to the forward error
+    bound of both, 1e-15·κ relative, for condition numbers κ from 10 to 1e12."""
+    rng = np.random.default_rng(n)
+    for condition in (1e1, 1e6, 1e12):
+        for _ in range(20):
+            A = _spd(rng, n, condition)
+            ok, L = _factor(A)
+            assert ok
+            np.testing.assert_allclose(L @ L.T, A, atol=1e-14 * np.abs(A).max())
+            np.testing.assert_allclose(L, np.linalg.cholesky(A), atol=1e-15 * condition * np.abs(L).max())
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_cholesky_refuses_what_lapack_refuses(n: int) -> None:
+    """Indefinite, negative definite and zero matrices: False where numpy.linalg.cholesky raises."""
+    rng = np.random.default_rng(100 + n)
+    X = rng.standard_normal((n, n))
+    indefinite = X + X.T - (np.abs(np.linalg.eigvalsh(X + X.T)).max() + 1.0) * np.eye(n) * (n > 1)
+    for A in (-_spd(rng, n), np.zeros((n, n)), indefinite):
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.cholesky(A)
+        assert not _factor(A)[0]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_cholesky_solve_is_numpys_solve(n: int) -> None:
+    """(L Lᵀ)⁻¹ b equals numpy.linalg.solve(A, b) to their forward error bound, 1e-15·κ relative (κ ≤ 1e6)."""
+    rng = np.random.default_rng(200 + n)
+    for condition in (1e1, 1e6):
+        for _ in range(20):
+            A, b = _spd(rng, n, condition), rng.standard_normal(n)
+            expected = np.linalg.solve(A, b)
+            np.testing.assert_allclose(_solve(A, b), expected, atol=1e-15 * condition * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_lower_inverse_is_numpys_inverse(n: int) -> None:
+    """L⁻¹ of a Cholesky factor equals numpy.linalg.inv(L) (1e-10 relative) and is lower triangular."""
+    rng = np.random.default_rng(300 + n)
+    for _ in range(20):
+        L = np.linalg.cholesky(_spd(rng, n, 1e4))
+        inverse = _inverse(L)
+        expected = np.linalg.inv(L)
+        np.testing.assert_allclose(inverse, expected, atol=1e-10 * np.abs(expected).max())
+        assert not np.triu(inverse, 1).any()
+
+
+def test_gram_cholesky_factors_the_chosen_columns_gram_matrix() -> None:
+    """The Cholesky factor of BₐᵀBₐ (rows and columns chosen) equals numpy's; a dependent set is not factored."""
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((6, 9))
+    active = np.array([7, 2, 4], dtype=np.intp)
+    L, factored, low, high = gram_cholesky(B, 6, active, 3)
+    Ba = B[:, active]
+    np.testing.assert_allclose(np.tril(L), np.linalg.cholesky(Ba.T @ Ba), atol=1e-12)
+    assert factored and 0.0 < low <= high
+    B[:, 4] = B[:, 2] + B[:, 7]
+    assert not gram_cholesky(B, 6, active, 3)[1] or gram_cholesky(B, 6, active, 3)[2] < 1e-6
+
+
+@pytest.mark.parametrize(("d", "c"), [(1, 1), (6, 3), (12, 6), (30, 12), (96, 6)])
+def test_householder_steps_are_a_qr_decomposition(d: int, c: int) -> None:
+    """Q orthogonal, R upper triangular, Q R = A (1e-12), and |R| equal to numpy.linalg.qr's up to signs."""
+    rng = np.random.default_rng(d * 100 + c)
+    A = rng.standard_normal((d, c))
+    Q, R = _qr(A)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(d), atol=1e-12)
+    assert not np.tril(R[:c], -1).round(12).any() and not R[c:].round(12).any()
+    np.testing.assert_allclose(Q @ R, A, atol=1e-12 * np.abs(A).max())
+    np.testing.assert_allclose(np.abs(R[:c]), np.abs(np.linalg.qr(A)[1]), atol=1e-12 * np.abs(A).max())
+
+
+@pytest.mark.parametrize(("r", "c"), [(6, 0), (0, 4), (6, 1), (6, 6), (12, 3), (12, 6), (24, 6), (6, 9), (6, 12),
+                                      (6, 20), (48, 6), (12, 90), (6, 96)])  # fmt: skip
+def test_gram_is_the_exactly_symmetric_blas_product(r: int, c: int) -> None:
+    """AᵀA on both sides of the loops/BLAS switch, for a C-ordered A and its transposed view, full rank and of rank
+    one: numpy's A.T @ A to 1e-13 relative, exactly symmetric, and the loops' result to the same tolerance."""
+    rng = np.random.default_rng(r * 1000 + c)
+    for A in (rng.standard_normal((r, c)), np.outer(rng.standard_normal(r), rng.standard_normal(c))):
+        for X in (A, np.ascontiguousarray(A.T).T):
+            G = gram(X)
+            expected = A.T @ A
+            scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+            np.testing.assert_allclose(G, expected, atol=1e-13 * scale)
+            np.testing.assert_array_equal(G, G.T)
+            np.testing.assert_allclose(G, gram_by_loops(X), atol=1e-13 * scale)
+
