@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound
 from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
+from idcontrol.robot.preflight import preflight
 from idcontrol.solvers.kernels import frame_kinematics
 from idcontrol.validation import check_vector
 
@@ -37,14 +38,10 @@ class RobotModel:
         if isinstance(config, str):
             config = load_robot_config(config)
         self.config = config
-        root = pin.JointModelFreeFlyer() if config.floating_base else None
-        try:
-            if root is None:
-                self.model = pin.buildModelFromUrdf(str(config.urdf_path))
-            else:
-                self.model = pin.buildModelFromUrdf(str(config.urdf_path), root)
-        except (RuntimeError, ValueError) as e:
-            raise ConfigError(f"{config.urdf_path}: Pinocchio could not parse the URDF: {e}") from e
+        # the URDF's numbers, bodies, effort limits and every name of the robot file, checked before any use
+        self.preflight = preflight(config)
+        self.preflight.raise_for_errors()
+        self.model = self.preflight.model
         self.data = self.model.createData()
         m = self.model
         self.nq = m.nq

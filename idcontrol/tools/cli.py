@@ -226,6 +226,24 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     soak.set_defaults(func=_soak)
 
 
+def _robot_check(args: argparse.Namespace) -> int:
+    from idcontrol.robot.preflight import check_path
+
+    report = check_path(args.path)
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
+    """robot check: the preflight of a robot file or URDF."""
+    robot = sub.add_parser("robot", help="check a robot's URDF and robot file")
+    robot_sub = robot.add_subparsers(dest="robot_command", required=True)
+    check = robot_sub.add_parser("check", help="the preflight: bad numbers, impossible inertias, missing limits, "
+                                 "unknown names; exit 1 on an error")  # fmt: skip
+    check.add_argument("path", help="a URDF (a path or share:<package>/...), a robot.toml, its folder or a robot name")
+    check.set_defaults(func=_robot_check)
+
+
 def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
@@ -260,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_launch_args(bridge)
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
+    _add_robot_commands(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     args = parser.parse_args(argv)
