@@ -9,7 +9,8 @@ import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound
-from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
+from idcontrol.robot.config import Gains, LimbConfig, RobotConfig, load_robot_config
+from idcontrol.robot.limbs import limbs_from_spheres
 from idcontrol.robot.preflight import preflight
 from idcontrol.solvers.kernels import frame_kinematics
 from idcontrol.validation import check_vector
@@ -111,6 +112,11 @@ class RobotModel:
             for joint in m.supports[m.frames[fid].parentJoint]:
                 if joint > 0:
                     self._frame_support[slot, m.joints[joint].idx_v : m.joints[joint].idx_v + m.joints[joint].nv] = True
+        #: the robot file's [[limbs]], or one per chain of actuated joints moving a contact sphere (legs when the
+        #: base floats); the fingers: actuated joints that close a grip
+        self.limbs: tuple[LimbConfig, ...] = config.limbs if config.limbs is not None else limbs_from_spheres(
+            m, [s.frame for s in config.contact_spheres], self.actuated_joints, config.floating_base)
+        self.fingers: tuple[str, ...] = config.fingers
         self._bind_views()
         # a binding that returned copies would leave the views at their initial values: re-read them each tick then
         pin.computeJointJacobians(m, self.data, pin.neutral(m))
@@ -155,6 +161,11 @@ class RobotModel:
     @property
     def floating_base(self) -> bool:
         return self.config.floating_base
+
+    @property
+    def legs(self) -> tuple[LimbConfig, ...]:
+        """The limbs that stand on the ground."""
+        return tuple(limb for limb in self.limbs if limb.kind == "leg")
 
     def neutral_configuration(self) -> Array:
         """(nq,) Pinocchio's neutral configuration."""

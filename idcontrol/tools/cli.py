@@ -234,10 +234,39 @@ def _robot_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _robot_init(args: argparse.Namespace) -> int:
+    from idcontrol.robot.init import init_robot
+
+    result = init_robot(args.urdf, args.srdf, args.out, base=args.base, state=args.state, name=args.name,
+                        force=args.force)  # fmt: skip
+    print(f"wrote {result.path}")
+    print("inferred:")
+    for line in result.inferred:
+        print(f"  {line}")
+    print("could not infer (check these):" if result.not_inferred else "could not infer: nothing")
+    for line in result.not_inferred:
+        print(f"  {line}")
+    for finding in result.report.warnings:
+        print(f"preflight warning: {finding.where} {finding.field}: {finding.message}")
+    print(f"next: idcontrol launch launch/stand.toml --robot {result.path.parent}")
+    return 0
+
+
 def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
-    """robot check: the preflight of a robot file or URDF."""
-    robot = sub.add_parser("robot", help="check a robot's URDF and robot file")
+    """robot init and robot check: a robot file from a URDF; the preflight of a robot file or URDF."""
+    robot = sub.add_parser("robot", help="write a robot file from a URDF; check a robot's URDF and robot file")
     robot_sub = robot.add_subparsers(dest="robot_command", required=True)
+    init = robot_sub.add_parser("init", help="infer DIR/robot.toml from a URDF (and an SRDF) and say what it inferred")
+    init.add_argument("urdf", help="the URDF: a path or share:<package>/<path> (a file an installed package ships)")
+    init.add_argument("--srdf", default=None, help="an SRDF whose group state gives the standing posture")
+    init.add_argument("--state", default=None, help="the SRDF group state to stand in (default: standing, else one "
+                      "that sets the root joint)")  # fmt: skip
+    init.add_argument("--out", default=None, metavar="DIR", help="the folder to write robot.toml to (default: "
+                      "./<the URDF's robot name>)")  # fmt: skip
+    init.add_argument("--base", choices=("floating", "fixed"), default=None, help="override the inferred base")
+    init.add_argument("--name", default=None, help="the robot's name (default: the URDF's)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing robot.toml")
+    init.set_defaults(func=_robot_init)
     check = robot_sub.add_parser("check", help="the preflight: bad numbers, impossible inertias, missing limits, "
                                  "unknown names; exit 1 on an error")  # fmt: skip
     check.add_argument("path", help="a URDF (a path or share:<package>/...), a robot.toml, its folder or a robot name")
