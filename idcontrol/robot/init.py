@@ -256,6 +256,31 @@ def _finite_limits(model: pin.Model, joint: int) -> tuple[float, float]:
     return (lo if lo > -1e10 else -math.inf), (hi if hi < 1e10 else math.inf)
 
 
+def _into_limits(model: pin.Model, q: np.ndarray, notes: list[str]) -> np.ndarray:
+    """``q`` with each revolute joint outside its limits turned by whole turns into them when that fits (the same
+    pose), else clipped to them; each change is noted."""
+    q = q.copy()
+    for j in range(1, model.njoints):
+        if model.joints[j].nq != 1 or model.joints[j].shortname() == "JointModelFreeFlyer":
+            continue
+        lo, hi = _finite_limits(model, j)
+        k = model.joints[j].idx_q
+        x = float(q[k])
+        if lo <= x <= hi:
+            continue
+        name = str(model.names[j])
+        turned = x + 2.0 * math.pi * math.ceil((lo - x) / (2.0 * math.pi)) if x < lo else \
+            x - 2.0 * math.pi * math.ceil((x - hi) / (2.0 * math.pi))  # fmt: skip
+        if model.joints[j].shortname().startswith("JointModelR") and lo <= turned <= hi:
+            q[k] = turned
+            notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; the same angle "
+                         f"{turned:.6g} is inside")  # fmt: skip
+        else:
+            q[k] = min(max(x, lo), hi)
+            notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; clipped")
+    return q
+
+
 def _limit_margin(model: pin.Model, q: np.ndarray, joints: list[int]) -> float:
     """Smallest distance of these joints to their position limits, rad (inf without limits)."""
     margin = math.inf
@@ -520,7 +545,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     if srdf_path is not None:
         q_srdf, chosen = _srdf_posture(model, Path(srdf_path), state, floating)
         if q_srdf is not None:
-            q, source = q_srdf, f"the SRDF's group state {chosen!r}"
+            q, source = _into_limits(model, q_srdf, notes), f"the SRDF's group state {chosen!r}"
         else:
             notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
                          + ("the root joint); solved instead" if floating else "every joint); the neutral one"))
