@@ -10,7 +10,8 @@ on random configurations.
 
 A chain runs from the model's root body (the floating base, or the world of a fixed base) to a limb's end
 frame through every joint between them; the limb's own joints are solved, the others held at their value in
-the configuration the chains were built from.
+the configuration the chains were built from. A chain built with ``orient`` also keeps its end frame's
+orientation in the root body's frame (a flat foot's sole stays level): six equations instead of three.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Chains(NamedTuple):
     count : (L,) joints of each chain.  slot : (L, J) index of the joint in the (nu,) joint vector (-1: held).
     held : (L, J) the value of a held joint (rad or m).
     lower, upper : (L, J) position limits.  speed : (L, J) velocity limits.
+    rows : (L,) 3 (end position) or 6 (end position and orientation).
+    rotation : (L, 3, 3) the end frame's orientation to keep (rows = 6), in the root body's frame.
     """
 
     placement: Array
@@ -52,6 +55,8 @@ class Chains(NamedTuple):
     lower: Array
     upper: Array
     speed: Array
+    rows: NDArray[np.int64]
+    rotation: Array
 
 
 def _joint_axis(model: pin.Model, joint: int) -> tuple[int, tuple[float, float, float]]:
@@ -69,10 +74,11 @@ def _joint_axis(model: pin.Model, joint: int) -> tuple[int, tuple[float, float, 
     raise ConfigError(f"joint {model.names[joint]!r} ({name}): limb kinematics need revolute or prismatic joints")
 
 
-def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated: tuple[str, ...],
-                 q: Array) -> Chains:  # fmt: skip
+def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated: tuple[str, ...], q: Array,
+                 orient: list[bool] | None = None) -> Chains:  # fmt: skip
     """The chains of ``limbs`` ((joint names, end frame) each) of ``model``; joints outside a limb are held at
-    their value in ``q`` (nq,); slots index ``actuated``."""
+    their value in ``q`` (nq,); slots index ``actuated``. ``orient[i]``: chain i also keeps its end frame's
+    orientation at ``q``."""
     chains = []
     for joints, end in limbs:
         if not model.existFrame(end):
@@ -88,7 +94,10 @@ def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated:
     J = max((len(path) for path, _, _ in chains), default=1)
     out = Chains(np.zeros((L, J + 1, 3, 4)), np.zeros((L, J), dtype=np.int64), np.zeros((L, J, 3)),
                  np.zeros(L, dtype=np.int64), np.full((L, J), -1, dtype=np.int64), np.zeros((L, J)),
-                 np.zeros((L, J)), np.zeros((L, J)), np.zeros((L, J)))  # fmt: skip
+                 np.zeros((L, J)), np.zeros((L, J)), np.zeros((L, J)), np.full(L, 3, dtype=np.int64),
+                 np.tile(np.eye(3), (L, 1, 1)))  # fmt: skip
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, q)
     for i, (path, fid, joints) in enumerate(chains):
         out.count[i] = len(path)
         for k, j in enumerate(path):
@@ -106,34 +115,41 @@ def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated:
         frame = model.frames[fid].placement
         out.placement[i, J, :, :3] = frame.rotation
         out.placement[i, J, :, 3] = frame.translation
+        if orient is not None and orient[i]:
+            out.rows[i] = 6
+            base = data.oMi[1] if model.joints[1].shortname() == "JointModelFreeFlyer" else pin.SE3.Identity()
+            out.rotation[i] = base.rotation.T @ data.oMf[fid].rotation
     return out
 
 
-# Packed layout crossing the compiled boundary (two arrays: unboxing a named tuple of nine costs ~7 µs a call):
+# Packed layout crossing the compiled boundary (two arrays: unboxing a named tuple of eleven costs ~7 µs a call):
 # real[i, k]: placement rotation (9, row-major) and translation (3), axis (3), held value, lower, upper, speed limit;
-# real[i, J]: the end frame's placement; ints[i, k] = (kind, slot); ints[i, J, 0]: the chain's joint count.
-_AX, _HELD, _LOWER, _UPPER, _SPEED = 12, 15, 16, 17, 18
+# real[i, J]: the end frame's placement (12), the end orientation to keep (9, row-major);
+# ints[i, k] = (kind, slot); ints[i, J] = (joint count, rows).
+_AX, _HELD, _LOWER, _UPPER, _SPEED, _ROT = 12, 15, 16, 17, 18, 12
 
 
 def pack(chains: Chains) -> tuple[Array, NDArray[np.int64]]:
     """The two arrays the kernels take (see the layout above)."""
     L, J = chains.kind.shape
-    real = np.zeros((L, J + 1, 19))
+    real = np.zeros((L, J + 1, 21))
     ints = np.zeros((L, J + 1, 2), dtype=np.int64)
     real[:, :, 0:9] = chains.placement[:, :, :, :3].reshape(L, J + 1, 9)
     real[:, :, 9:12] = chains.placement[:, :, :, 3]
     real[:, :J, _AX:_AX + 3] = chains.axis
     real[:, :J, _HELD], real[:, :J, _LOWER], real[:, :J, _UPPER] = chains.held, chains.lower, chains.upper
     real[:, :J, _SPEED] = chains.speed
+    real[:, J, _ROT:_ROT + 9] = chains.rotation.reshape(L, 9)
     ints[:, :J, 0], ints[:, :J, 1] = chains.kind, chains.slot
-    ints[:, J, 0] = chains.count
+    ints[:, J, 0], ints[:, J, 1] = chains.count, chains.rows
     return real, ints
 
 
 @njit(cache=True)
-def chain_kinematics(real, ints, i, q, origins, axes, end):  # pragma: no cover - compiled
+def chain_kinematics(real, ints, i, q, origins, axes, end, rot):  # pragma: no cover - compiled
     """Forward kinematics of chain ``i`` at joint values ``q`` (J,), in the root body's frame: each joint's origin
-    ``origins`` (J, 3) and world axis ``axes`` (J, 3), and the end frame's origin ``end`` (3,)."""
+    ``origins`` (J, 3) and world axis ``axes`` (J, 3), the end frame's origin ``end`` (3,) and rotation ``rot``
+    (3, 3)."""
     J = ints.shape[1] - 1
     n = ints[i, J, 0]
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
@@ -168,35 +184,51 @@ def chain_kinematics(real, ints, i, q, origins, axes, end):  # pragma: no cover 
                 r20 * x02 + r21 * x12 + r22 * x22)  # fmt: skip
         else:
             px, py, pz = px + q[k] * ax, py + q[k] * ay, pz + q[k] * az
-    E = real[i, J]
-    end[0] = px + r00 * E[9] + r01 * E[10] + r02 * E[11]
-    end[1] = py + r10 * E[9] + r11 * E[10] + r12 * E[11]
-    end[2] = pz + r20 * E[9] + r21 * E[10] + r22 * E[11]
+        if k + 1 == n:  # the end frame hangs from the last joint: its placement is row J, not row n
+            P = real[i, J]
+            tx, ty, tz = P[9], P[10], P[11]
+            end[0] = px + r00 * tx + r01 * ty + r02 * tz
+            end[1] = py + r10 * tx + r11 * ty + r12 * tz
+            end[2] = pz + r20 * tx + r21 * ty + r22 * tz
+            rot[0, 0] = r00 * P[0] + r01 * P[3] + r02 * P[6]
+            rot[0, 1] = r00 * P[1] + r01 * P[4] + r02 * P[7]
+            rot[0, 2] = r00 * P[2] + r01 * P[5] + r02 * P[8]
+            rot[1, 0] = r10 * P[0] + r11 * P[3] + r12 * P[6]
+            rot[1, 1] = r10 * P[1] + r11 * P[4] + r12 * P[7]
+            rot[1, 2] = r10 * P[2] + r11 * P[5] + r12 * P[8]
+            rot[2, 0] = r20 * P[0] + r21 * P[3] + r22 * P[6]
+            rot[2, 1] = r20 * P[1] + r21 * P[4] + r22 * P[7]
+            rot[2, 2] = r20 * P[2] + r21 * P[5] + r22 * P[8]
+            return
 
 
 @njit(cache=True)
 def _jacobian(ints, i, origins, axes, end, jac):  # pragma: no cover - compiled
-    """(3, n) linear Jacobian of the end point (held joints' columns included)."""
+    """(6, n) Jacobian of the end point's velocity (rows 0-2) and the end frame's angular velocity (rows 3-5), root
+    frame (held joints' columns included)."""
     J = ints.shape[1] - 1
     for k in range(ints[i, J, 0]):
         ax, ay, az = axes[k, 0], axes[k, 1], axes[k, 2]
         if ints[i, k, 0] == 0:
             dx, dy, dz = end[0] - origins[k, 0], end[1] - origins[k, 1], end[2] - origins[k, 2]
             jac[0, k], jac[1, k], jac[2, k] = ay * dz - az * dy, az * dx - ax * dz, ax * dy - ay * dx
+            jac[3, k], jac[4, k], jac[5, k] = ax, ay, az
         else:
             jac[0, k], jac[1, k], jac[2, k] = ax, ay, az
+            jac[3, k] = jac[4, k] = jac[5, k] = 0.0
 
 
 @njit(cache=True)
 def drift(ints, i, origins, axes, end, jac, qd, out):  # pragma: no cover - compiled
-    """J̇ q̇ (3,) into ``out``: the end point's acceleration at q̈ = 0 with joint velocities ``qd`` (J,), the root at
-    rest; ``jac`` the chain's Jacobian at this configuration."""
+    """J̇ q̇ (6,) into ``out``: the end point's acceleration (0-2) and the end frame's angular acceleration (3-5) at
+    q̈ = 0 with joint velocities ``qd`` (J,), the root at rest; ``jac`` the chain's Jacobian here."""
     J = ints.shape[1] - 1
     n = ints[i, J, 0]
     vx = vy = vz = 0.0  # ṗ = J q̇
     for k in range(n):
         vx, vy, vz = vx + jac[0, k] * qd[k], vy + jac[1, k] * qd[k], vz + jac[2, k] * qd[k]
-    out[0] = out[1] = out[2] = 0.0
+    for r in range(6):
+        out[r] = 0.0
     wx = wy = wz = 0.0  # angular velocity of the body carrying joint k
     for k in range(n):
         ax, ay, az = axes[k, 0], axes[k, 1], axes[k, 2]
@@ -218,6 +250,9 @@ def drift(ints, i, origins, axes, end, jac, qd, out):  # pragma: no cover - comp
             out[0] += qd[k] * ((day * dz - daz * dy) + (ay * uz - az * uy))
             out[1] += qd[k] * ((daz * dx - dax * dz) + (az * ux - ax * uz))
             out[2] += qd[k] * ((dax * dy - day * dx) + (ax * uy - ay * ux))
+            out[3] += qd[k] * dax
+            out[4] += qd[k] * day
+            out[5] += qd[k] * daz
             wx, wy, wz = wx + qd[k] * ax, wy + qd[k] * ay, wz + qd[k] * az
         else:
             out[0] += qd[k] * dax
@@ -226,31 +261,31 @@ def drift(ints, i, origins, axes, end, jac, qd, out):  # pragma: no cover - comp
 
 
 @njit(cache=True)
-def _least_norm(A, n, b, x, G):  # pragma: no cover - compiled
-    """x[:n] minimizing |x| among the least-squares solutions of A[:, :n] x = b (3 rows), damped by 1e-12:
-    Aᵀ (A Aᵀ + λ I)⁻¹ b when n >= 3, else (Aᵀ A + λ I)⁻¹ Aᵀ b; a small Cholesky written out (LAPACK's call
-    overhead on a 3 x 3 system is microseconds). ``G`` (3, 3) is workspace."""
-    m = 3 if n >= 3 else n
-    rhs0 = rhs1 = rhs2 = 0.0
-    for r in range(m):
-        for c in range(m):
+def _least_norm(A, m, n, b, x, G):  # pragma: no cover - compiled
+    """x[:n] minimizing |x| among the least-squares solutions of A[:m, :n] x = b[:m], damped by 1e-12:
+    Aᵀ (A Aᵀ + λ I)⁻¹ b when n >= m, else (Aᵀ A + λ I)⁻¹ Aᵀ b; a small Cholesky written out (LAPACK's call
+    overhead on a 3 x 3 system is microseconds). ``G`` (6, 7) is workspace."""
+    wide = n >= m
+    k_ = m if wide else n
+    for r in range(k_):
+        for c in range(r + 1):
             acc = 0.0
-            if n >= 3:
+            if wide:
                 for k in range(n):
                     acc += A[r, k] * A[c, k]
             else:
-                for k in range(3):
+                for k in range(m):
                     acc += A[k, r] * A[k, c]
             G[r, c] = acc
         G[r, r] += 1e-12
-    if n >= 3:
-        rhs0, rhs1, rhs2 = b[0], b[1], b[2]
-    else:
-        rhs0 = A[0, 0] * b[0] + A[1, 0] * b[1] + A[2, 0] * b[2]
-        if m > 1:
-            rhs1 = A[0, 1] * b[0] + A[1, 1] * b[1] + A[2, 1] * b[2]
-    # Cholesky G = L Lᵀ in place (lower triangle), then the two triangular solves
-    for r in range(m):
+        if wide:
+            G[r, 6] = b[r]
+        else:
+            acc = 0.0
+            for k in range(m):
+                acc += A[k, r] * b[k]
+            G[r, 6] = acc
+    for r in range(k_):  # Cholesky G = L Lᵀ in place (lower triangle)
         for c in range(r + 1):
             acc = G[r, c]
             for k in range(c):
@@ -259,61 +294,89 @@ def _least_norm(A, n, b, x, G):  # pragma: no cover - compiled
                 G[r, r] = math.sqrt(acc) if acc > 0.0 else 1e-150
             else:
                 G[r, c] = acc / G[c, c]
-    y0 = rhs0 / G[0, 0]
-    y1 = (rhs1 - G[1, 0] * y0) / G[1, 1] if m > 1 else 0.0
-    y2 = (rhs2 - G[2, 0] * y0 - G[2, 1] * y1) / G[2, 2] if m > 2 else 0.0
-    z2 = y2 / G[2, 2] if m > 2 else 0.0
-    z1 = (y1 - (G[2, 1] * z2 if m > 2 else 0.0)) / G[1, 1] if m > 1 else 0.0
-    z0 = (y0 - (G[1, 0] * z1 if m > 1 else 0.0) - (G[2, 0] * z2 if m > 2 else 0.0)) / G[0, 0]
-    if n >= 3:
+    for r in range(k_):  # L y = rhs (y in column 6)
+        acc = G[r, 6]
+        for k in range(r):
+            acc -= G[r, k] * G[k, 6]
+        G[r, 6] = acc / G[r, r]
+    for r in range(k_ - 1, -1, -1):  # Lᵀ z = y
+        acc = G[r, 6]
+        for k in range(r + 1, k_):
+            acc -= G[k, r] * G[k, 6]
+        G[r, 6] = acc / G[r, r]
+    if wide:
         for k in range(n):
-            x[k] = A[0, k] * z0 + A[1, k] * z1 + A[2, k] * z2
+            acc = 0.0
+            for r in range(m):
+                acc += A[r, k] * G[r, 6]
+            x[k] = acc
     else:
-        x[0] = z0
-        if n > 1:
-            x[1] = z1
+        for k in range(n):
+            x[k] = G[k, 6]
+
+
+@njit(cache=True)
+def _rotation_error(real, i, J, rot, out):  # pragma: no cover - compiled
+    """log(R* Rᵀ) (3,) into ``out[3:6]``: the rotation taking the end frame's ``rot`` to the one to keep, as an
+    axis times angle in the root frame."""
+    T = real[i, J, _ROT:_ROT + 9]
+    e = np.empty((3, 3))
+    for r in range(3):
+        for c in range(3):
+            e[r, c] = T[3 * r] * rot[c, 0] + T[3 * r + 1] * rot[c, 1] + T[3 * r + 2] * rot[c, 2]
+    cos = min(max(0.5 * (e[0, 0] + e[1, 1] + e[2, 2] - 1.0), -1.0), 1.0)
+    angle = math.acos(cos)
+    k = 0.5 if angle < 1e-6 else 0.5 * angle / math.sin(angle)
+    out[3], out[4], out[5] = k * (e[2, 1] - e[1, 2]), k * (e[0, 2] - e[2, 0]), k * (e[1, 0] - e[0, 1])
 
 
 @njit(cache=True)
 def solve_limbs(real, ints, q_limbs, targets, out, max_acceleration, tolerance, iterations):  # pragma: no cover
     """Inverse kinematics of every chain (packed by :func:`pack`), warm-started from ``q_limbs`` (L, J), updated.
 
-    targets : (L, 9) the end point's position (m), velocity (m/s) and acceleration (m/s²) in the root body's frame.
+    targets : (L, 9) the end point's position (m), velocity (m/s) and acceleration (m/s²) in the root body's frame
+        (a chain with six rows also keeps its end orientation, at rest).
     out : (3, nu) q_ref, v_ref, a_ref rows: the limb joints' slots are written (velocities clipped to the
         velocity limits, accelerations to ± ``max_acceleration``).
     Each chain takes Newton steps (damped least norm, at most 0.5 rad or m per joint a step, positions kept in
-    their limits) until its end is within ``tolerance`` m or ``iterations`` steps; returns the worst residual, m.
+    their limits; a joint a step pushed into its limit stays out of the later steps) until its error is within
+    ``tolerance`` (m, rad) or ``iterations`` steps; returns the worst residual.
     """
     L, J = q_limbs.shape
-    origins, axes, end = np.empty((J, 3)), np.empty((J, 3)), np.empty(3)
-    jac, jf, G = np.zeros((3, J)), np.zeros((3, J)), np.empty((3, 3))
-    cols, step_q, rhs, acc = np.empty(J, dtype=np.int64), np.empty(J), np.empty(3), np.empty(3)
+    origins, axes, end, rot = np.empty((J, 3)), np.empty((J, 3)), np.empty(3), np.empty((3, 3))
+    jac, jf, G = np.zeros((6, J)), np.zeros((6, J)), np.empty((6, 7))
+    cols, step_q, rhs, acc = np.empty(J, dtype=np.int64), np.empty(J), np.empty(6), np.empty(6)
     qd = np.zeros(J)
     blocked = np.zeros(J, dtype=np.bool_)
     worst = 0.0
     for i in range(L):
-        n = ints[i, J, 0]
+        n, m = ints[i, J, 0], ints[i, J, 1]
         free = 0
         for k in range(n):
             if ints[i, k, 1] >= 0:
                 cols[free] = k
+                blocked[free] = False
                 free += 1
         q = q_limbs[i]
         residual = 0.0
-        for c in range(free):
-            blocked[c] = False
         for it in range(iterations + 1):
-            chain_kinematics(real, ints, i, q, origins, axes, end)
+            chain_kinematics(real, ints, i, q, origins, axes, end, rot)
             _jacobian(ints, i, origins, axes, end, jac)
             for c in range(free):  # a joint a step pushed into its limit no longer moves in this sample
                 w = 0.0 if blocked[c] else 1.0
-                jf[0, c], jf[1, c], jf[2, c] = w * jac[0, cols[c]], w * jac[1, cols[c]], w * jac[2, cols[c]]
+                for r in range(m):
+                    jf[r, c] = w * jac[r, cols[c]]
             for r in range(3):
                 rhs[r] = targets[i, r] - end[r]
-            residual = math.sqrt(rhs[0] * rhs[0] + rhs[1] * rhs[1] + rhs[2] * rhs[2])
+            if m == 6:
+                _rotation_error(real, i, J, rot, rhs)
+            residual = 0.0
+            for r in range(m):
+                residual += rhs[r] * rhs[r]
+            residual = math.sqrt(residual)
             if residual <= tolerance or it == iterations:
                 break
-            _least_norm(jf, free, rhs, step_q, G)
+            _least_norm(jf, m, free, rhs, step_q, G)
             scale = 1.0
             for c in range(free):
                 if abs(step_q[c]) * scale > 0.5:
@@ -326,8 +389,8 @@ def solve_limbs(real, ints, q_limbs, targets, out, max_acceleration, tolerance, 
                 q[k] = min(max(x, real[i, k, _LOWER]), real[i, k, _UPPER])
         worst = max(worst, residual)
         for r in range(3):
-            rhs[r] = targets[i, 3 + r]
-        _least_norm(jf, free, rhs, step_q, G)
+            rhs[r], rhs[r + 3] = targets[i, 3 + r], 0.0
+        _least_norm(jf, m, free, rhs, step_q, G)
         for k in range(n):
             qd[k] = 0.0
         for c in range(free):
@@ -335,8 +398,8 @@ def solve_limbs(real, ints, q_limbs, targets, out, max_acceleration, tolerance, 
             qd[k] = min(max(step_q[c], -real[i, k, _SPEED]), real[i, k, _SPEED])
         drift(ints, i, origins, axes, end, jac, qd, acc)
         for r in range(3):
-            rhs[r] = targets[i, 6 + r] - acc[r]
-        _least_norm(jf, free, rhs, step_q, G)
+            rhs[r], rhs[r + 3] = targets[i, 6 + r] - acc[r], -acc[r + 3]
+        _least_norm(jf, m, free, rhs, step_q, G)
         for c in range(free):
             k = cols[c]
             s = ints[i, k, 1]
@@ -346,25 +409,31 @@ def solve_limbs(real, ints, q_limbs, targets, out, max_acceleration, tolerance, 
     return worst
 
 
-def chain_point(chains: Chains, i: int, q: Array) -> tuple[Array, Array]:
-    """(end point (3,), Jacobian (3, n)) of chain ``i`` at joint values ``q`` (J,), for tests and tools."""
+def _evaluate(chains: Chains, i: int, q: Array) -> tuple[Array, Array, Array, Array, Array, Array]:
     real, ints = pack(chains)
     J = chains.kind.shape[1]
-    origins, axes, end = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros(3)
-    chain_kinematics(real, ints, i, np.asarray(q, dtype=float), origins, axes, end)
-    jac = np.zeros((3, J))
+    origins, axes, end, rot = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros(3), np.zeros((3, 3))
+    chain_kinematics(real, ints, i, np.asarray(q, dtype=float), origins, axes, end, rot)
+    jac = np.zeros((6, J))
     _jacobian(ints, i, origins, axes, end, jac)
-    return end, jac[:, : int(chains.count[i])]
+    return ints, origins, axes, end, rot, jac
+
+
+def chain_point(chains: Chains, i: int, q: Array) -> tuple[Array, Array]:
+    """(end point (3,), linear Jacobian (3, n)) of chain ``i`` at joint values ``q`` (J,), for tests and tools."""
+    _, _, _, end, _, jac = _evaluate(chains, i, q)
+    return end, jac[:3, : int(chains.count[i])]
+
+
+def chain_pose(chains: Chains, i: int, q: Array) -> tuple[Array, Array, Array]:
+    """(end point (3,), end rotation (3, 3), Jacobian (6, n): linear rows, then angular) of chain ``i``."""
+    _, _, _, end, rot, jac = _evaluate(chains, i, q)
+    return end, rot, jac[:, : int(chains.count[i])]
 
 
 def chain_drift(chains: Chains, i: int, q: Array, qd: Array) -> Array:
-    """J̇ q̇ (3,) of chain ``i`` (see :func:`drift`)."""
-    real, ints = pack(chains)
-    J = chains.kind.shape[1]
-    origins, axes, end = np.zeros((J, 3)), np.zeros((J, 3)), np.zeros(3)
-    chain_kinematics(real, ints, i, np.asarray(q, dtype=float), origins, axes, end)
-    jac = np.zeros((3, J))
-    _jacobian(ints, i, origins, axes, end, jac)
-    out = np.zeros(3)
+    """J̇ q̇ (6,) of chain ``i``: linear, then angular (see :func:`drift`)."""
+    ints, origins, axes, end, _, jac = _evaluate(chains, i, q)
+    out = np.zeros(6)
     drift(ints, i, origins, axes, end, jac, np.asarray(qd, dtype=float), out)
     return out
