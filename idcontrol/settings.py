@@ -2,7 +2,7 @@
 
 A launch file is TOML (see ``launch/*.toml``)::
 
-    robot = "quadruped"          # a robot of robots/ (or a path to a robot.toml)
+    robot = "quadruped"          # a robot of robots/ (or a robot.toml or its folder; `launch --robot` overrides it)
     duration = 20.0              # s of bridge time; 0 = until Ctrl-C
     objects = false              # the world holds the robot file's movable bodies (the arm's box)
 
@@ -364,13 +364,23 @@ class LaunchConfig:
             options.update(self.controller.options)
         return options
 
-    def with_overrides(self, duration: float | None = None, formulation: str | None = None) -> LaunchConfig:
-        """The command line's ``--duration`` / ``--formulation`` over the file's values.
+    def with_overrides(
+        self, duration: float | None = None, formulation: str | None = None, robot: str | None = None
+    ) -> LaunchConfig:
+        """The command line's ``--duration`` / ``--formulation`` / ``--robot`` over the file's values.
 
         Another formulation moves ``controller.options`` into the file formulation's ``[formulations.NAME]``
-        table (they are its options) and takes its own table's.
+        table (they are its options) and takes its own table's. ``robot`` is a shipped robot's name, a folder
+        holding a ``robot.toml`` or a ``robot.toml`` path; the file's per-joint safety tables are checked
+        against it (the references size themselves to it when the core is built).
         """
         out = self
+        if robot is not None:
+            from idcontrol.robot.config import load_robot_config
+
+            load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now, naming what was given
+            out = replace(out, robot=str(robot))
+            _check_safety_tables(out.safety, out.robot)
         if duration is not None:
             if not duration >= 0:
                 raise ConfigError(f"--duration must be >= 0 s, got {duration}")
@@ -498,11 +508,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
 
     safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
-    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
-                                                          "hold_kp", "hold_kd")):  # fmt: skip
-        from idcontrol.robot.model import RobotModel
-
-        safety.for_robot(RobotModel(robot))  # joint names and limits now, not in the daemon
+    _check_safety_tables(safety, robot)
     curve_keys = _curve_keys(_section(data, "security", path), path)
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
@@ -517,6 +523,15 @@ def load_launch(path: str | Path) -> LaunchConfig:
                           curve_keys, realtime, formulations)  # fmt: skip
     _check_options(config, controller.formulation)
     return config
+
+
+def _check_safety_tables(safety: SafetySettings, robot: str) -> None:
+    """Per-joint safety tables against the robot's joints and limits, now rather than in the daemon."""
+    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
+                                                          "hold_kp", "hold_kd")):  # fmt: skip
+        from idcontrol.robot.model import RobotModel
+
+        safety.for_robot(RobotModel(robot))
 
 
 def _formulation_tables(table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:

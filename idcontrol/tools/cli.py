@@ -65,7 +65,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
 def _load(args: argparse.Namespace):
     from idcontrol.settings import load_launch
 
-    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation)
+    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation, args.robot)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -74,6 +74,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         out += ["--duration", str(args.duration)]
     if args.formulation is not None:
         out += ["--formulation", args.formulation]
+    if args.robot is not None:
+        out += ["--robot", args.robot]
     return out
 
 
@@ -92,6 +94,10 @@ def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
     from idcontrol.errors import LogError
     from idcontrol.logs.recorder import default_log_path
 
+    if not args.log:
+        from idcontrol.robot.config import load_robot_config
+
+        robot = load_robot_config(robot).name  # a path given with --robot names its robot file
     path = args.log or str(default_log_path(robot))
     if os.path.exists(path):
         raise LogError(f"log file {path} already exists; logs are never overwritten")
@@ -277,6 +283,9 @@ def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
+    p.add_argument("--robot", default=None, metavar="NAME_OR_PATH",
+                   help="override the launch file's robot: a shipped name, a folder with robot.toml or a robot.toml "
+                   "(the reference sizes itself to it)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
