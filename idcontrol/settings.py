@@ -123,8 +123,13 @@ class SafetySettings:
     experiments that are meant to go wrong (a grasp lost on purpose flings the arm's fingers at 35 times
     their 0.5 m/s limit). Launch files for hardware should set them (the quadruped launch files do).
     time_budget_ms : a solve that takes longer than this counts as failed, ms (inf: no budget).
-    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
+    fall_height_fraction : a floating base below this fraction of its standing height has fallen; so has one
+        whose body (a joint origin that stands above a quarter of the base's height: a knee, a hip) is on the
+        ground (below the smallest contact sphere's radius).
     fall_tilt : a floating base tilted more than this from upright has fallen, rad.
+    collapse_height_fraction : a guard (limit, failed solve, bridge) that ends the run while the floating base
+        is below this fraction of its standing height, or tilted beyond half of ``fall_tilt``, ended a fall:
+        the run counts as fallen.
     drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
         margin) for this many ticks has been dropped.
     """
@@ -143,6 +148,7 @@ class SafetySettings:
     time_budget_ms: float = math.inf
     fall_height_fraction: float = 0.5
     fall_tilt: float = 1.0
+    collapse_height_fraction: float = 0.9
     drop_ticks: int = 50
 
     @classmethod
@@ -165,7 +171,7 @@ class SafetySettings:
         if self.safe_controller not in SAFE_CONTROLLERS:
             raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
         for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
-                     "fall_height_fraction", "fall_tilt"):  # fmt: skip
+                     "fall_height_fraction", "fall_tilt", "collapse_height_fraction"):  # fmt: skip
             value = getattr(self, name)
             if not _number(value) or math.isnan(value) or value < 0:
                 raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
