@@ -62,3 +62,66 @@ def test_continuous_joints_map_one_to_one_between_pinocchio_and_mujoco():
     q = sim.robot.standing_configuration() + 0.1
     sim.reset(q)
     np.testing.assert_allclose(sim.state().q, q, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------- closed loop
+def launch_run(launch: str, robot: str, seconds: float, formulation: str | None = None):
+    """A generic launch file with ``--robot``, in process (the daemon's core, lock-step MuJoCo)."""
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+    from tests.conftest import REPO
+
+    config = load_launch(REPO / "launch" / launch).with_overrides(formulation=formulation, robot=robot)
+    return run_in_process(config, seconds)
+
+
+@pytest.mark.parametrize("robot", ["quadruped", "solo12", "a1", "anymal_b", "hyq", "talos"])
+def test_every_legged_robot_stands_with_the_generic_launch_file(robot: str):
+    """launch/stand.toml --robot NAME, 1.5 s: no fall, every foot loaded, joint error below 0.01 rad."""
+    run = launch_run("stand.toml", robot, 1.5)
+    assert run.ticks_in_run == 1500 and not run.summary["fell"], run.end_reason
+    assert run.summary["tracking_error_rad"] < 0.01
+    legs = run.robot.legs
+    per_leg = np.zeros((run.n, len(legs)))
+    m = run.robot.model
+    for k, frame in enumerate(run.robot.sphere_frame_ids):
+        joint = m.frames[int(frame)].parentJoint
+        leg = [i for i, limb in enumerate(legs) if m.getJointId(limb.joints[-1]) == joint][0]
+        per_leg[:, leg] += run.force_sensed[:, k, 2]
+    assert np.all(per_leg[run.n // 2 :].min(axis=0) > 1.0)  # N: no foot unloaded
+
+
+@pytest.mark.parametrize("robot", ["arm", "ur5", "kinova"])
+def test_every_arm_tracks_a_one_hertz_joint_sinusoid(robot: str):
+    """launch/joint_sinusoid.toml --robot NAME, 1.5 s of a 1 Hz, 0.1 rad swing: mean joint error below 0.005 rad."""
+    run = launch_run("joint_sinusoid.toml", robot, 1.5)
+    assert run.ticks_in_run == 1500, run.end_reason
+    assert run.summary["tracking_error_rad"] < 0.005
+    assert np.ptp(run.q_ref, axis=0).max() > 0.15  # it does swing
+
+
+def test_a_published_quadruped_trots_forward_with_the_generic_launch_file():
+    """launch/trot.toml --robot anymal_b, two_stage_qp, 3 s: no fall, at least 0.15 m/s once trotting."""
+    run = launch_run("trot.toml", "anymal_b", 3.0)
+    assert run.ticks_in_run == 3000 and not run.summary["fell"], run.end_reason
+    speed = (run.q[-1, 0] - run.q[1000, 0]) / (run.t[-1] - run.t[1000])
+    assert speed >= 0.15, speed
+
+
+def test_a_fall_names_its_cause_and_a_guard_stopping_a_collapse_counts_as_a_fall():
+    """The Coulomb LCP without the stand file's contact settings drops the A1 onto a knee: fell, naming the joint;
+    the limit guard that stops hyq's collapsing Coulomb-LCP trot is a fall too ('fell no' was reported before)."""
+    from dataclasses import replace
+
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import loop_config, run_in_process
+    from tests.conftest import REPO
+
+    run = run_in_process(loop_config("a1", formulation="coulomb_lcp", penetration_tolerance=0.001), 2.0)
+    assert run.summary["fell"] and "touches the ground" in run.summary["fall_cause"], run.summary["fall_cause"]
+    config = load_launch(REPO / "launch" / "trot.toml").with_overrides(formulation="coulomb_lcp", robot="hyq")
+    run = run_in_process(config, 2.0)
+    assert run.end_reason.startswith("limit guard")
+    assert run.summary["fell"] and "guard" in run.summary["fall_cause"], run.summary
+    calm = run_in_process(replace(config, reference=replace(config.reference, name="hold", options={})), 0.3)
+    assert not calm.summary["fell"] and calm.summary["fall_cause"] is None
