@@ -39,8 +39,14 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_paper(args)
 
 
+def _experiment_robots(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_robots
+
+    return run_robots(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
-    experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
+    experiment = sub.add_parser("experiment", help="reproduce a paper's experiments; run every robot (tables, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
     paper = which.add_parser("paper", help="Zapolsky & Drumwright, Sections 7-8: trot, grasp, Fig. 19 timing")
     paper.add_argument("--quick", action="store_true", help="short runs on the rigid terrains and one grasp (CI)")
@@ -60,6 +66,15 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
+    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (README table)")
+    robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
+    robots.add_argument("--only", default=None, metavar="SUBSTRING",
+                        help="runs whose name (task/robot/formulation) contains it; comma list: any")  # fmt: skip
+    robots.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    robots.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
+    robots.add_argument("--readme", default=None, metavar="PATH",
+                        help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
+    robots.set_defaults(func=_experiment_robots)
 
 
 def _load(args: argparse.Namespace):
