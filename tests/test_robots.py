@@ -125,3 +125,33 @@ def test_a_fall_names_its_cause_and_a_guard_stopping_a_collapse_counts_as_a_fall
     assert run.summary["fell"] and "guard" in run.summary["fall_cause"], run.summary
     calm = run_in_process(replace(config, reference=replace(config.reference, name="hold", options={})), 0.3)
     assert not calm.summary["fell"] and calm.summary["fall_cause"] is None
+
+
+def test_experiment_robots_runs_the_matrix_and_writes_the_readme_tables(tmp_path: Path, capsys):
+    """`idcontrol experiment robots --quick --only ...`: one object per run in --json (metrics of the generic
+    launch files), the trot's sample cost, and the tables written between the README's markers (which it refuses
+    to write without)."""
+    import json
+
+    from idcontrol.errors import ConfigError
+    from idcontrol.tools.cli import main
+    from idcontrol.tools.experiments.robots import plan, write_readme_tables
+
+    assert len(plan()) == 60 and {s.task for s in plan()} == {"stand", "stand_trot_options", "trot", "sinusoid"}
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- robots-table:start -->\nold\n<!-- robots-table:end -->\nrest\n")
+    code = main(["experiment", "robots", "--quick", "--only", "sinusoid/ur5/two_stage,trot/anymal_b/coulomb",
+                 "--json", str(tmp_path / "r.json"), "--readme", str(readme)])  # fmt: skip
+    assert code == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    runs = {(r["task"], r["robot"], r["formulation"]): r for r in data["runs"]}
+    assert set(runs) == {("sinusoid", "ur5", "two_stage_qp"), ("trot", "anymal_b", "coulomb_lcp")}
+    trot = runs["trot", "anymal_b", "coulomb_lcp"]
+    assert not trot["fell"] and trot["distance_m"] > 0.1 and runs["sinusoid", "ur5", "two_stage_qp"]["completed"]
+    assert data["trot_sample_us"]["anymal_b"][0] > 0
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- robots-table:start -->\nMeasured with `idcontrol experiment robots --quick")
+    assert "| anymal_b | — |" in text and "| ur5 |" in text and "old" not in text and text.endswith("rest\n")
+    readme.write_text("no markers")
+    with pytest.raises(ConfigError, match="markers"):
+        write_readme_tables(readme, "table")
