@@ -2,7 +2,7 @@
 
 A launch file is TOML (see ``launch/*.toml``)::
 
-    robot = "quadruped"          # a robot of robots/ (or a path to a robot.toml)
+    robot = "quadruped"          # a robot of robots/ (or a robot.toml or its folder; `launch --robot` overrides it)
     duration = 20.0              # s of bridge time; 0 = until Ctrl-C
     objects = false              # the world holds the robot file's movable bodies (the arm's box)
 
@@ -126,8 +126,13 @@ class SafetySettings:
     experiments that are meant to go wrong (a grasp lost on purpose flings the arm's fingers at 35 times
     their 0.5 m/s limit). Launch files for hardware should set them (the quadruped launch files do).
     time_budget_ms : a solve that takes longer than this counts as failed, ms (inf: no budget).
-    fall_height_fraction : a floating base below this fraction of its standing height has fallen.
+    fall_height_fraction : a floating base below this fraction of its standing height has fallen; so has one
+        whose body (a joint origin that stands above a quarter of the base's height: a knee, a hip) is on the
+        ground (below the smallest contact sphere's radius).
     fall_tilt : a floating base tilted more than this from upright has fallen, rad.
+    collapse_height_fraction : a guard (limit, failed solve, bridge) that ends the run while the floating base
+        is below this fraction of its standing height, or tilted beyond half of ``fall_tilt``, ended a fall:
+        the run counts as fallen.
     drop_ticks : a movable body out of reach of every contact sphere (beyond the detection
         margin) for this many ticks has been dropped.
     max_kp, max_kd, max_ki : the largest PD(I) gains of q̈_des a launch file or an admin ``set_gains`` may set,
@@ -149,6 +154,7 @@ class SafetySettings:
     time_budget_ms: float = math.inf
     fall_height_fraction: float = 0.5
     fall_tilt: float = 1.0
+    collapse_height_fraction: float = 0.9
     drop_ticks: int = 50
     max_kp: float = 1.0e5
     max_kd: float = 1.0e3
@@ -174,7 +180,8 @@ class SafetySettings:
         if self.safe_controller not in SAFE_CONTROLLERS:
             raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
         for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
-                     "fall_height_fraction", "fall_tilt", "max_kp", "max_kd", "max_ki"):  # fmt: skip
+                     "fall_height_fraction", "fall_tilt", "collapse_height_fraction", "max_kp", "max_kd",
+                     "max_ki"):  # fmt: skip
             value = getattr(self, name)
             if not _is_number(value) or math.isnan(value) or value < 0:
                 raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
@@ -376,14 +383,27 @@ class LaunchConfig:
         return options
 
     def with_overrides(
-        self, duration: float | None = None, formulation: str | None = None, bridge: str | None = None
+        self,
+        duration: float | None = None,
+        formulation: str | None = None,
+        bridge: str | None = None,
+        robot: str | None = None,
     ) -> LaunchConfig:
-        """The command line's ``--duration`` / ``--formulation`` / ``--bridge`` over the file's values.
+        """The command line's ``--duration``, ``--formulation``, ``--bridge`` and ``--robot`` over the file's
+        values.
 
         Another formulation moves ``controller.options`` into the file formulation's ``[formulations.NAME]``
-        table (they are its options) and takes its own table's.
+        table (they are its options) and takes its own table's. ``robot`` is a shipped robot's name, a folder
+        holding a ``robot.toml`` or a ``robot.toml`` path; the file's per-joint safety tables are checked
+        against it (the references size themselves to it when the core is built).
         """
         out = self
+        if robot is not None:
+            from idcontrol.robot.config import load_robot_config
+
+            load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now, naming what was given
+            out = replace(out, robot=str(robot))
+            _check_safety_tables(out.safety, out.robot)
         if duration is not None:
             if not duration >= 0:
                 raise ConfigError(f"--duration must be >= 0 s, got {duration}")
@@ -520,11 +540,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
         raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
 
     safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
-    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
-                                                          "hold_kp", "hold_kd")):  # fmt: skip
-        from idcontrol.robot.model import RobotModel
-
-        safety.for_robot(RobotModel(robot))  # joint names and limits now, not in the daemon
+    _check_safety_tables(safety, robot)
     curve_keys = _curve_keys(_section(data, "security", path), path)
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
@@ -558,6 +574,15 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
         if not number or not (value > 0 if stiffness else value >= 0):
             bound = "> 0 N/m" if stiffness else ">= 0 s"
             raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
+
+
+def _check_safety_tables(safety: SafetySettings, robot: str) -> None:
+    """Per-joint safety tables against the robot's joints and limits, now rather than in the daemon."""
+    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
+                                                          "hold_kp", "hold_kd")):  # fmt: skip
+        from idcontrol.robot.model import RobotModel
+
+        safety.for_robot(RobotModel(robot))
 
 
 def _formulation_tables(table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:

@@ -84,7 +84,7 @@ def test_hold_pose_override_and_stream_reference(quadruped):
 
 def test_registry_rejects_unknown_names_options_and_values(quadruped, arm):
     """Unknown reference names, options, joints or bad values are ConfigErrors naming what is valid."""
-    assert available_references() == ["arm_sinusoid", "hold", "stream", "trot"]
+    assert available_references() == ["arm_sinusoid", "grasp_hold", "hold", "joint_sinusoid", "stream", "sway", "trot"]
     with pytest.raises(ConfigError, match="unknown reference 'moonwalk'.*trot"):
         make_reference("moonwalk", quadruped)
     with pytest.raises(ConfigError, match="unknown option.*speed.*forward_speed"):
@@ -278,3 +278,99 @@ def test_arm_sinusoid_period_fingers_and_box_stays_between_fingertips(arm):
         np.testing.assert_array_equal(target.v_ref[fingers], 0.0)
         np.testing.assert_array_equal(target.a_ref[fingers], 0.0)
         assert np.linalg.norm(grasp_centre(target.q_ref) - centre) < 0.02
+
+
+# ---------------------------------------------------------------------------------------------------- any robot
+@pytest.mark.parametrize("name", ["a1", "anymal_b", "hyq", "solo12"])
+def test_trot_plans_any_quadrupeds_feet_from_its_robot_file(name):
+    """On published quadrupeds (their own joint and frame names) the trot's diagonal pairs alternate, the IK puts
+    every end frame on its planned foot (1e-8 m, Pinocchio FK of q_ref) and the defaults scale with the standing
+    height; a sample costs tens of µs at most."""
+    robot = RobotModel(name)
+    gait = TrotGait(robot, stand_time=0.2)
+    q = robot.standing_configuration()
+    h = q[2] / 0.1629684374568977
+    assert gait.cycle_time == pytest.approx(0.3 * np.sqrt(h)) and gait.step_height == pytest.approx(0.015 * h)
+    front_left = [i for i, foot in enumerate(gait.nominal_feet) if foot[0] > 0 and foot[1] > 0][0]
+    hind_right = [i for i, foot in enumerate(gait.nominal_feet) if foot[0] < 0 and foot[1] < 0][0]
+    assert gait.touchdown_phases[front_left] == gait.touchdown_phases[hind_right] == 0.25
+    m, d = robot.model, robot.model.createData()
+    ends = [m.getFrameId(leg.end) for leg in robot.legs]
+    base = q.copy()
+    base[:7] = [0, 0, 0, 0, 0, 0, 1]
+    costs = []
+    for t, target in run(gait, q, 1.5):
+        costs.append(gait.ik_residual)
+        if t > 0.5 and round(t / DT) % 50 == 0:
+            stances = gait.in_stance
+            assert stances[front_left] == stances[hind_right]
+            for name_, value in zip(robot.actuated_joints, target.q_ref, strict=True):
+                base[m.joints[m.getJointId(name_)].idx_q] = value
+            pin.framesForwardKinematics(m, d, base)
+            feet = np.array([d.oMf[f].translation for f in ends])
+            np.testing.assert_allclose(feet, gait.foot_targets_in_base, atol=1e-8)
+    assert max(costs) < 1e-8
+
+
+def test_trot_refuses_a_robot_without_four_legs(arm):
+    """A fixed-base arm, or a biped, is a ConfigError naming what is missing."""
+    with pytest.raises(ConfigError, match="fixed base"):
+        TrotGait(arm)
+    with pytest.raises(ConfigError, match="four legs.*talos.*has 2"):
+        TrotGait(RobotModel("talos"))
+
+
+def test_sway_moves_the_base_over_fixed_feet_and_keeps_flat_feet_flat():
+    """Talos' sway: the feet's targets in the base frame move by −d(t) (so in the world they stay put), the soles
+    keep their standing orientation (6-row IK), and v_ref, a_ref are the derivatives of q_ref."""
+    from idcontrol.reference import BaseSway
+    from idcontrol.reference.chain import chain_pose
+
+    robot = RobotModel("talos")
+    sway = BaseSway(robot, amplitude=0.03, frequency=1.0, ramp_time=0.2)
+    q = robot.standing_configuration()
+    samples = list(run(sway, q, 1.0, dt=1e-4))
+    for (t, target) in samples[3000::1000]:
+        d = 0.03 * q[2] * np.sin(2 * np.pi * t)
+        for i, leg in enumerate(robot.legs):
+            slots = [robot.actuated_joints.index(j) for j in leg.joints]
+            point, rot, _ = chain_pose(sway.chains, i, target.q_ref[slots])
+            np.testing.assert_allclose(point, sway._feet[i] - [0.0, d, 0.0], atol=1e-9)
+            np.testing.assert_allclose(rot, sway.chains.rotation[i], atol=1e-9)
+    (_, a), (_, b), (_, c) = samples[5000], samples[5001], samples[5002]
+    np.testing.assert_allclose((c.q_ref - a.q_ref) / 2e-4, b.v_ref, atol=1e-5)
+    np.testing.assert_allclose((c.v_ref - a.v_ref) / 2e-4, b.a_ref, atol=1e-3)
+
+
+def test_joint_sinusoid_swings_any_robots_chosen_joints_inside_their_limits():
+    """Without options an arm's non-finger joints swing (A sin 2πft about the standing posture, period 1/f), legs
+    and fingers hold; amplitudes that would cross a limit are reduced and listed."""
+    from idcontrol.reference import JointSinusoid
+
+    ur5 = RobotModel("ur5")
+    ref = JointSinusoid(ur5, amplitude=0.1, frequency=1.0, ramp_time=0.0)
+    q = ur5.standing_configuration()
+    ref.sample(0.0, q, None)  # the clock starts at the first sample
+    a, b = ref.sample(0.25, q, None), ref.sample(1.25, q, None)
+    np.testing.assert_allclose(a.q_ref, b.q_ref, atol=1e-12)
+    np.testing.assert_allclose(a.q_ref - ur5.joint_positions(q), 0.1, atol=1e-12)
+    talos = RobotModel("talos")
+    ref = JointSinusoid(talos)
+    legs = [talos.actuated_joints.index(j) for leg in talos.legs for j in leg.joints]
+    assert np.all(ref.amplitude[legs] == 0.0) and "arm_left_4_joint" in ref.joints
+    assert "gripper_left_joint" in ref.reduced  # its standing opening is at a limit
+    with pytest.raises(ConfigError, match="name the joints"):
+        JointSinusoid(RobotModel("quadruped"))
+
+
+def test_grasp_hold_takes_the_fingers_of_the_robot_file(arm):
+    """The arm's fingers come from its robot file; a robot without fingers is a ConfigError."""
+    from idcontrol.reference import GraspHold
+
+    hold = GraspHold(arm)
+    q = arm.standing_configuration()
+    target = hold.sample(0.0, q, None)
+    np.testing.assert_allclose(target.q_ref, arm.joint_positions(q))
+    assert len(hold._fingers) == 4
+    with pytest.raises(ConfigError, match="fingers"):
+        GraspHold(RobotModel("ur5"))

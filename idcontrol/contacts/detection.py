@@ -152,12 +152,15 @@ class ContactDetector:
         self._others = [i for i, s in enumerate(environment.surfaces) if not isinstance(s.shape, HalfSpace)]
 
     def detect(self, objects: Mapping[str, ObjectState] | None = None, allowed: Array | None = None) -> ContactSet:
-        """Candidate contacts for the robot pose of the last ``robot.update``.
+        """Candidate contacts for the robot pose of the last ``robot.update`` (none for a robot without
+        contact spheres).
 
         allowed : (k,) bool per contact sphere: only these may be candidates (a gait's planned
             stance feet); None: every sphere.
         """
         robot, env = self.robot, self.environment
+        if not len(robot.sphere_radii):  # a robot without contact spheres touches nothing (an arm in free space)
+            return self._assemble([])
         centers = robot.sphere_centers_in_world
         radii = robot.sphere_radii
         if allowed is not None and allowed.all():

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.contacts.detection import ContactSet
@@ -47,6 +48,9 @@ Array = NDArray[np.float64]
 
 #: The longest ``reason`` the core keeps (characters): status replies echo it.
 REASON_MAX = 256
+
+#: Events of a tick whose guard ends run mode on its own (a limit, a failed solve's safe controller, the bridge).
+GUARD_EVENTS = ("limit_guard", "solve_failed", "non_finite", "over_budget", "bridge_stopped")
 
 
 @dataclass
@@ -115,6 +119,7 @@ class ControlCore:
         self._safe_controller = self.safety.safe_controller  # of the current safe stop
         self._safe_stop_started = 0.0
         self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
+        self._bind_body_watch()
         self.metrics = RunMetrics()
         self._has_objects = bool(controller.environment.objects)
         self._untouched = 0
@@ -281,6 +286,7 @@ class ControlCore:
         if bridge_stopped and self.mode == MODE_RUN:
             self.stop("the bridge stopped the robot (late commands)", now)
             out.note, out.event = "bridge safe stop: daemon safe stop", "bridge_stopped"
+        guarded = self.mode == MODE_RUN
         if self.mode == MODE_RUN:
             violation = self.filter.check_state(q_act, v_act)
             if violation:
@@ -293,10 +299,16 @@ class ControlCore:
                 np.copyto(self.metrics.base_last, q[:3])
                 if self.metrics.base_first is None:
                     self.metrics.base_first = q[:3].copy()
-            if robot.floating_base and self._fallen(q):
+            fall = self._fallen(q) if robot.floating_base else ""
+            if fall:
+                self.metrics.fell, self.metrics.fall_cause = True, fall
+                self.stop(f"the robot fell: {fall}", now)
+                out.note, out.event = f"fell ({fall}): safe stop", "fell"
+        if guarded and self.mode != MODE_RUN and out.event in GUARD_EVENTS and robot.floating_base:
+            collapsing = self._collapsing(q)  # a guard that stopped a collapsing robot: it fell
+            if collapsing and not self.metrics.fell:
                 self.metrics.fell = True
-                self.stop("the robot fell", now)
-                out.note, out.event = "fell: safe stop", "fell"
+                self.metrics.fall_cause = f"{collapsing} when a guard ended the run ({self.reason})"
         if self.mode == MODE_SAFE_STOP:
             out.tau = self.filter.safe_torque(self._safe_controller, q_act, v_act)
             if self._safe_controller == "damping" and np.max(np.abs(v_act), initial=0.0) < self.safety.rest_velocity:
@@ -398,8 +410,69 @@ class ControlCore:
             self.metrics.dropped_at = t - (self.safety.drop_ticks - 1) * self.dt
             self.last_error = f"object dropped at t = {self.metrics.dropped_at:.3f} s"
 
-    def _fallen(self, q: Array) -> bool:
+    # ------------------------------------------------------------------ falls
+    def _bind_body_watch(self) -> None:
+        """The joints whose origins :meth:`_fallen` watches for touching the ground: every joint of a floating-base
+        robot whose origin stands higher than a quarter of the base's standing height (a knee, a hip, an elbow;
+        not a foot's own joint, which is always near the ground), with views of their world origins."""
+        robot = self.robot
+        self._watched: list[int] = []
+        self._watched_origins: list[Array] = []
+        if not robot.floating_base:
+            return
+        m, d = robot.model, robot.data
+        pin.forwardKinematics(m, d, robot.standing_configuration())
+        self._watched = [j for j in range(2, m.njoints) if d.oMi[j].translation[2] > 0.25 * self._standing_height]
+        #: a watched joint origin below this height (m, world) touches the ground: the smallest contact sphere
+        self._ground_clearance = float(np.min(robot.sphere_radii)) if len(robot.sphere_radii) else 0.01
+        self._watched_origins = [d.oMi[j].translation for j in self._watched]  # live views (checked below)
+        pin.forwardKinematics(m, d, pin.neutral(m))
+        pairs = zip(self._watched_origins, self._watched, strict=True)
+        live = all(np.array_equal(view, d.oMi[j].translation) for view, j in pairs)
+        if not live:  # a binding that returns copies: read them each tick
+            self._watched_origins = []
+
+    def _body_on_ground(self) -> str:
+        """The name of a watched joint whose origin is at the ground (model updated this tick), or ''."""
+        robot = self.robot
+        if self._watched_origins:
+            for view, j in zip(self._watched_origins, self._watched, strict=True):
+                if view[2] < self._ground_clearance:
+                    return str(robot.model.names[j])
+            return ""
+        for j in self._watched:
+            if robot.data.oMi[j].translation[2] < self._ground_clearance:
+                return str(robot.model.names[j])
+        return ""
+
+    def _fallen(self, q: Array) -> str:
+        """Why the floating base has fallen ('' if it has not): its height below ``fall_height_fraction`` of its
+        standing height, its tilt beyond ``fall_tilt``, or a body other than the feet on the ground."""
         x, y = float(q[3]), float(q[4])
         up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world: cos(tilt)
         s = self.safety
-        return bool(q[2] < s.fall_height_fraction * self._standing_height or up_z < math.cos(s.fall_tilt))
+        if q[2] < s.fall_height_fraction * self._standing_height:
+            return (f"base at {q[2]:.3f} m, below {s.fall_height_fraction:g} of its standing height "
+                    f"{self._standing_height:.3f} m")  # fmt: skip
+        if up_z < math.cos(s.fall_tilt):
+            return f"base tilted {math.acos(max(-1.0, min(1.0, up_z))):.2f} rad, beyond {s.fall_tilt:g} rad"
+        body = self._body_on_ground()
+        if body:
+            return f"the body of joint {body!r} touches the ground (its origin below {self._ground_clearance:g} m)"
+        return ""
+
+    def _collapsing(self, q: Array) -> str:
+        """Why a floating base is collapsing ('' if it is not): lower than ``collapse_height_fraction`` of its
+        standing height, tilted beyond half of ``fall_tilt``, or fallen."""
+        fallen = self._fallen(q)
+        if fallen:
+            return fallen
+        s = self.safety
+        drop = self._standing_height - float(q[2])
+        if q[2] < s.collapse_height_fraction * self._standing_height:
+            return f"collapsing: base {100 * drop:.1f} cm below its standing height {self._standing_height:.3f} m"
+        x, y = float(q[3]), float(q[4])
+        up_z = 1.0 - 2.0 * (x * x + y * y)
+        if up_z < math.cos(0.5 * s.fall_tilt):
+            return f"collapsing: base tilted {math.acos(max(-1.0, min(1.0, up_z))):.2f} rad"
+        return ""

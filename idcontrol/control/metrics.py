@@ -42,6 +42,7 @@ class RunMetrics:
     tau_rate_ticks: int = 0
     tau_abs_sum: float = 0.0  # Σ mean_j |τ|, N·m
     fell: bool = False
+    fall_cause: str | None = None  # how it fell (base height, tilt, a body on the ground, a guard stopping a collapse)
     dropped_at: float | None = None  # bridge time the grasped object was lost, s
     fallbacks: dict[str, int] = field(default_factory=dict)
     base_first: Array | None = None  # (3,) floating base position (world, m) at the first run tick
@@ -55,6 +56,7 @@ class RunMetrics:
             "tau_rate_mean": self.tau_rate_sum / max(self.tau_rate_ticks, 1),
             "tau_mean": self.tau_abs_sum / n,
             "fell": self.fell,
+            "fall_cause": self.fall_cause,
             "object_dropped_at_s": self.dropped_at,
             "fallbacks": dict(self.fallbacks),
             "base_travel_m": None if self.base_first is None else (self.base_last - self.base_first).tolist(),

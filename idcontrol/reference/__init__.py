@@ -1,9 +1,11 @@
 """Joint reference generators: what the robot should do, sampled every control tick.
 
-``make_reference(name, robot, **options)`` builds one by name: ``hold``
-(:class:`HoldPose`), ``trot`` (:class:`TrotGait`), ``arm_sinusoid``
-(:class:`ArmSinusoid`) or ``stream`` (:class:`StreamReference`, fed by the
-user's planner). :func:`desired_acceleration` turns a sampled
+``make_reference(name, robot, **options)`` builds one by name, each sized from the robot file: ``hold``
+(:class:`HoldPose`: any robot stands), ``sway`` (:class:`BaseSway`: a legged robot's base sways over fixed
+feet), ``trot`` (:class:`TrotGait`: any quadruped), ``joint_sinusoid`` (:class:`JointSinusoid`: any robot,
+any joints), ``arm_sinusoid`` (:class:`ArmSinusoid`: an arm swings while its fingers grip),
+``grasp_hold`` (:class:`GraspHold`: fingers grip, the arm holds) or ``stream``
+(:class:`StreamReference`, fed by the user's planner). :func:`desired_acceleration` turns a sampled
 :class:`JointTarget` into q̈_des with the PD(I) law of paper Section 7.3.
 """
 
@@ -12,14 +14,18 @@ from __future__ import annotations
 import inspect
 
 from idcontrol.errors import ConfigError, UnknownOption, UnknownReference
-from idcontrol.reference.arm import ArmSinusoid
+from idcontrol.reference.arm import ArmSinusoid, GraspHold
 from idcontrol.reference.base import JointTarget, Reference, desired_acceleration
 from idcontrol.reference.hold import HoldPose, StreamReference
+from idcontrol.reference.sinusoid import JointSinusoid
+from idcontrol.reference.sway import BaseSway
 from idcontrol.reference.trot import TrotGait
 from idcontrol.robot.model import RobotModel
 from idcontrol.validation import check_option_types
 
-REFERENCES: dict[str, type[Reference]] = {cls.name: cls for cls in (HoldPose, TrotGait, ArmSinusoid, StreamReference)}
+REFERENCES: dict[str, type[Reference]] = {
+    cls.name: cls for cls in (HoldPose, BaseSway, TrotGait, JointSinusoid, ArmSinusoid, GraspHold, StreamReference)
+}
 
 
 def available_references() -> list[str]:
@@ -28,8 +34,15 @@ def available_references() -> list[str]:
 
 def reference_options(name: str) -> list[str]:
     """The keyword options a registered reference accepts."""
-    parameters = inspect.signature(REFERENCES[name].__init__).parameters.values()
-    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    names: list[str] = []
+    for cls in REFERENCES[name].__mro__:  # a subclass passing **options on takes its base's options too
+        if "__init__" not in vars(cls):
+            continue
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        names += [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names]
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            break
+    return names
 
 
 def make_reference(name: str, robot: RobotModel, **options: object) -> Reference:
@@ -49,6 +62,9 @@ def make_reference(name: str, robot: RobotModel, **options: object) -> Reference
 
 __all__ = [
     "ArmSinusoid",
+    "BaseSway",
+    "GraspHold",
+    "JointSinusoid",
     "HoldPose",
     "JointTarget",
     "REFERENCES",

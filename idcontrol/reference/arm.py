@@ -34,9 +34,16 @@ from idcontrol.reference.base import Array, JointTarget, Reference
 from idcontrol.reference.hold import standing_joint_positions
 from idcontrol.robot.model import RobotModel
 
-#: Default amplitudes, rad: a twist of the hand about its (vertical) axis, which leaves the box centre in
-#: place, and two small wrist swings that move the box centre by about 1 cm.
-DEFAULT_AMPLITUDES = {"arm_j5": 0.05, "arm_j6": 0.05, "arm_j7": 0.1}
+#: Default amplitudes, rad, of the last three joints before the fingers (the wrist): on the shipped arm a twist
+#: of the hand about its (vertical) axis, which leaves the box centre in place, and two small wrist swings that
+#: move the box centre by about 1 cm.
+DEFAULT_WRIST_AMPLITUDES = (0.05, 0.05, 0.1)
+
+
+def default_amplitudes(robot: RobotModel, fingers: tuple[str, ...]) -> dict[str, float]:
+    """The wrist's default amplitudes: the last three actuated joints that are not fingers."""
+    arm = [j for j in robot.actuated_joints if j not in fingers]
+    return dict(zip(arm[-3:], DEFAULT_WRIST_AMPLITUDES[-len(arm[-3:]):] if arm else (), strict=True))
 
 
 class ArmSinusoid(Reference):
@@ -47,7 +54,7 @@ class ArmSinusoid(Reference):
     squeeze : how far (m) a gripping finger's position reference lies past its touching opening. Keep 0
         (see the module docstring: any closing command on a rigid grasp is inconsistent).
     ramp_time : the envelope e(t) rises from 0 to 1 over this long (quintic), s; 0 starts at full amplitude.
-    fingers : the prismatic finger joints (q grows as a finger closes).
+    fingers : the finger joints (q grows as a finger closes; default: the robot file's ``fingers``).
     close_speed : closing speed of a finger out of contact, m/s.
     approach_time : near the object a closing finger's speed is gap / approach_time (at most close_speed), s.
     contact_tolerance : a fingertip within this distance of the object (signed, m) is in contact.
@@ -65,7 +72,7 @@ class ArmSinusoid(Reference):
         frequency: float = 3.0,
         squeeze: float = 0.0,
         ramp_time: float = 0.5,
-        fingers: tuple[str, ...] = ("finger_1", "finger_2", "finger_3", "finger_4"),
+        fingers: tuple[str, ...] | None = None,
         close_speed: float = 0.02,
         approach_time: float = 0.01,
         contact_tolerance: float = 2e-5,
@@ -81,7 +88,8 @@ class ArmSinusoid(Reference):
             raise ConfigError("arm_sinusoid: frequency must be > 0, ramp_time and squeeze >= 0")
         if not (self.close_speed >= 0 and self.approach_time > 0 and self.contact_tolerance >= 0):
             raise ConfigError("arm_sinusoid: close_speed and contact_tolerance must be >= 0, approach_time > 0")
-        amplitudes = DEFAULT_AMPLITUDES if amplitudes is None else amplitudes
+        fingers = tuple(robot.fingers if fingers is None else fingers)
+        amplitudes = default_amplitudes(robot, fingers) if amplitudes is None else amplitudes
         self.amplitude = np.zeros(robot.nu)  # (nu,) rad
         for joint, value in amplitudes.items():
             if joint not in robot.actuated_joints:
@@ -175,3 +183,17 @@ class ArmSinusoid(Reference):
         target[0, self._fingers] = q_ref
         target[1, self._fingers] = np.where(closing, speed, 0.0)
         target[2, self._fingers] = 0.0
+
+
+class GraspHold(ArmSinusoid):
+    """Any arm whose fingers its robot file names: the fingers grip (zero velocity where they touch, closing
+    where they do not), the arm holds its grasp posture. Options as :class:`ArmSinusoid`'s (``amplitudes``
+    default: none)."""
+
+    name = "grasp_hold"
+
+    def __init__(self, robot: RobotModel, *, amplitudes: Mapping[str, float] | None = None, **options) -> None:
+        if not (options.get("fingers") or robot.fingers):
+            raise ConfigError(f"the grasp_hold reference needs fingers; {robot.name!r}'s robot file names none "
+                              "(fingers = [...])")  # fmt: skip
+        super().__init__(robot, amplitudes=amplitudes or {}, **options)

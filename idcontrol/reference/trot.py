@@ -1,4 +1,17 @@
-"""A trotting gait for a 12-DoF quadruped: planned foot trajectories, then analytic leg IK every tick.
+"""A trotting gait for any quadruped: planned foot trajectories, then inverse kinematics of each leg every tick.
+
+Legs. The robot file's four legs (``[[limbs]]`` of kind ``leg``, or the chains moving its contact spheres):
+each leg's joints and end frame, whose origin is the foot point planned here. The diagonal pairs come from
+where the feet stand: the front-left and hind-right feet touch down at phase ``0.25``, the other two at
+``0.75`` (the paper's trot); ``touchdown_phases`` may give any leg, by name, another phase. Joint targets come
+from the feet by damped Newton steps on each leg's chain, warm-started from the previous tick
+(:mod:`idcontrol.reference.chain`: Pinocchio's kinematic model, compiled); the planning itself is compiled
+too, so a sample costs a few microseconds.
+
+Size. Defaults that are lengths or times scale with the robot: with h the standing base height and
+h₀ = 0.163 m the paper's quadruped's, ``cycle_time`` is 0.3 s · √(h/h₀) (Froude scaling), ``step_height``
+0.015 m · h/h₀ and ``touchdown_search_depth`` 0.02 m · h/h₀, ``touchdown_search_speed`` 0.1 m/s · √(h/h₀).
+Values given explicitly are used as they are (SI units).
 
 Frames. The *heading frame* H has its origin at the base origin, z vertical
 and x along the base's heading (the yaw of its x axis). Feet are planned in
@@ -38,15 +51,24 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pinocchio as pin
+from numba import njit
 
 from idcontrol.errors import ConfigError, InputError
 from idcontrol.reference.base import Array, JointTarget, Reference
-from idcontrol.reference.leg import LegKinematics
+from idcontrol.reference.chain import build_chains, pack, solve_limbs
 from idcontrol.robot.model import RobotModel
 
-LEGS = ("LF", "RF", "LH", "RH")
-PAPER_TOUCHDOWN_PHASES = {"LF": 0.25, "RF": 0.75, "LH": 0.75, "RH": 0.25}
+#: Standing base height of the paper's quadruped (the shipped one), m: the trot's defaults are the paper's there.
+REFERENCE_HEIGHT = 0.1629684374568977
 PAPER_WAYPOINTS = ((0.0, 0.0), (0.25, 0.0), (0.0, 0.25), (0.0, -0.25), (-0.25, 0.0))
+#: Newton steps per tick at most, and the foot position tolerance, m.
+IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
+
+# columns of the per-leg state array
+_PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ = range(14)
+# entries of the parameter array
+(_TAU, _TAU_PREV, _VX, _VY, _WZ, _TST, _TSW, _BLEND, _GAIN, _HSTEP, _SSPEED, _SDEPTH, _FEEDBACK,
+ _HEIGHT, _AMAX) = range(15)  # fmt: skip
 
 
 def _positive(name: str, value: float) -> float:
@@ -56,18 +78,32 @@ def _positive(name: str, value: float) -> float:
     return value
 
 
+def default_touchdown_phases(names: Sequence[str], feet: Array) -> dict[str, float]:
+    """The paper's trot for any four feet (n, 3) in the base frame: front-left and hind-right touch down at 0.25,
+    front-right and hind-left at 0.75 (front: x above the feet's mean; left: y above it)."""
+    centre = feet.mean(axis=0)
+    out = {}
+    for name, foot in zip(names, feet, strict=True):
+        front, left = foot[0] > centre[0], foot[1] > centre[1]
+        out[name] = 0.25 if front == left else 0.75
+    return out
+
+
 class TrotGait(Reference):
-    """The paper's trot planner (Section 7.2) scaled to the 16 cm quadruped, with analytic leg IK.
+    """The paper's trot planner (Section 7.2) for any quadruped, sized from its standing posture.
 
     Options (SI units; velocities in the heading frame):
     forward_speed, lateral_speed (m/s), yaw_rate (rad/s) : desired base twist (ẋ, ẏ, θ̇).
-    cycle_time (s), duty_factor, step_height (m), touchdown_phases (leg → phase in [0, 1)).
+    cycle_time (s), duty_factor, step_height (m), touchdown_phases (leg name → phase in [0, 1)).
     stand_time (s) : standing still before the gait starts.
     max_linear_acceleration (m/s²), max_yaw_acceleration (rad/s²) : ramp of the commanded twist.
     waypoints : optional [(x, y), ...] in the world frame (m), visited in a loop; ``"paper"`` for Fig. 17's.
     waypoint_tolerance (m), turn_in_place_threshold (rad), heading_gain (1/s), max_yaw_rate (rad/s).
     levelling_gain, blend_fraction : see the module docstring.
     max_joint_acceleration (rad/s²) : bound on a_ref.
+    touchdown_search_speed (m/s), touchdown_search_depth (m) : a planned stance foot that has not touched keeps
+        descending at this speed, at most this deep.
+    cycle_time, step_height and the touchdown search default to sizes scaled with the robot (module docstring).
 
     Telemetry: :attr:`phase`, :attr:`in_stance`, :attr:`foot_targets_in_base`, :attr:`command`.
     """
@@ -81,9 +117,9 @@ class TrotGait(Reference):
         forward_speed: float = 0.2,
         lateral_speed: float = 0.0,
         yaw_rate: float = 0.0,
-        cycle_time: float = 0.3,
+        cycle_time: float | None = None,
         duty_factor: float = 0.75,
-        step_height: float = 0.015,
+        step_height: float | None = None,
         touchdown_phases: Mapping[str, float] | None = None,
         stand_time: float = 0.5,
         max_linear_acceleration: float = 0.5,
@@ -97,25 +133,29 @@ class TrotGait(Reference):
         blend_fraction: float = 0.15,
         max_joint_acceleration: float = 2000.0,
         body_feedback: bool = True,
-        touchdown_search_speed: float = 0.1,
-        touchdown_search_depth: float = 0.02,
+        touchdown_search_speed: float | None = None,
+        touchdown_search_depth: float | None = None,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
-        self.cycle_time = _positive("cycle_time", cycle_time)
+        legs = robot.legs
+        if len(legs) != 4:
+            names = [leg.name for leg in legs]
+            raise ConfigError(f"the trot reference needs four legs; {robot.name!r} has {len(legs)} ({names}; legs "
+                              "are the robot file's [[limbs]] of kind 'leg')")  # fmt: skip
+        q_stand = robot.standing_configuration()
+        self.base_height = float(q_stand[2])  # h_nom, m
+        size = self.base_height / REFERENCE_HEIGHT
+        self.cycle_time = _positive("cycle_time", 0.3 * math.sqrt(size) if cycle_time is None else cycle_time)
         self.duty_factor = float(duty_factor)
         if not 0.0 < self.duty_factor < 1.0:
             raise ConfigError(f"trot option duty_factor must be in (0, 1), got {duty_factor!r}")
         self.stance_time = self.duty_factor * self.cycle_time
         self.swing_time = self.cycle_time - self.stance_time
-        self.step_height = float(step_height)
+        self.step_height = float(0.015 * size if step_height is None else step_height)
         self.stand_time = float(stand_time)
         if self.stand_time < 0.0 or self.step_height < 0.0:
             raise ConfigError("trot options stand_time and step_height must be >= 0")
-        phases = dict(PAPER_TOUCHDOWN_PHASES if touchdown_phases is None else touchdown_phases)
-        if sorted(phases) != sorted(LEGS) or not all(0.0 <= float(x) < 1.0 for x in phases.values()):
-            raise ConfigError(f"trot option touchdown_phases must give each of {LEGS} a phase in [0, 1), got {phases}")
-        self.touchdown_phases = tuple(float(phases[leg]) for leg in LEGS)
         self.max_linear_acceleration = _positive("max_linear_acceleration", max_linear_acceleration)
         self.max_yaw_acceleration = _positive("max_yaw_acceleration", max_yaw_acceleration)
         self.waypoint_tolerance = _positive("waypoint_tolerance", waypoint_tolerance)
@@ -128,39 +168,46 @@ class TrotGait(Reference):
             raise ConfigError("trot options: blend_fraction must be in (0, 0.5] and levelling_gain >= 0")
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
         self.body_feedback = bool(body_feedback)
-        self.search_speed = _positive("touchdown_search_speed", touchdown_search_speed)
-        self.search_depth = _positive("touchdown_search_depth", touchdown_search_depth)
+        self.search_speed = _positive("touchdown_search_speed", 0.1 * math.sqrt(size)
+                                      if touchdown_search_speed is None else touchdown_search_speed)  # fmt: skip
+        self.search_depth = _positive("touchdown_search_depth", 0.02 * size
+                                      if touchdown_search_depth is None else touchdown_search_depth)  # fmt: skip
 
-        m = robot.model
-        q_stand = robot.standing_configuration()
-        data = m.createData()
-        pin.framesForwardKinematics(m, data, q_stand)
-        base_in_world = pin.XYZQUATToSE3(q_stand[:7])
-        self.base_height = float(q_stand[2])  # h_nom, m
-        self.legs: list[LegKinematics] = []
-        nominal = []
-        slots = []
-        for leg in LEGS:
-            joints = (f"{leg}_HAA", f"{leg}_HFE", f"{leg}_KFE")
-            for j in joints:
-                if j not in robot.actuated_joints:
-                    raise ConfigError(f"the trot reference needs the actuated leg joint {j!r} ({robot.name!r})")
-            idx = [m.joints[m.getJointId(j)].idx_v for j in joints]
-            kinematics = LegKinematics(
-                m, joints, f"{leg}_foot", float(q_stand[m.joints[m.getJointId(joints[2])].idx_q]),
-                tuple(float(m.velocityLimit[i]) for i in idx),  # type: ignore[arg-type]
-            )  # fmt: skip
-            self.legs.append(kinematics)
-            foot = base_in_world.actInv(data.oMf[m.getFrameId(f"{leg}_foot")].translation)
-            nominal.append((float(foot[0]), float(foot[1]), float(foot[2])))
-            slots.append(tuple(robot.actuated_joints.index(j) for j in joints))
-        self.nominal_feet = tuple(nominal)  # in the base frame of the standing pose, m
-        names = robot.sphere_names  # the foot spheres, when the robot file names them <leg>_foot
-        self._foot_sphere = [names.index(f"{leg}_foot") if f"{leg}_foot" in names else -1 for leg in LEGS]
-        self._mask = np.ones(len(names), dtype=bool)
-        self._slots = tuple(slots)
+        # the legs' chains in the base frame (the base at the origin, level), joints outside the legs held
+        q_base = q_stand.copy()
+        q_base[:7] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+        self.leg_names = tuple(leg.name for leg in legs)
+        self.chains = build_chains(robot.model, [(list(leg.joints), leg.end) for leg in legs], robot.actuated_joints,
+                                   q_base)  # fmt: skip
+        self._chain_arrays = pack(self.chains)
+        self._q_standing_legs = self.chains.held.copy()  # (4, J) every chain joint at its standing value
+        self._q_legs = self._q_standing_legs.copy()
+        model = robot.model
+        data = model.createData()
+        pin.framesForwardKinematics(model, data, q_base)
+        nominal = np.array([data.oMf[model.getFrameId(leg.end)].translation for leg in legs])  # (4, 3) base frame
+        self.nominal_feet = tuple(tuple(float(x) for x in foot) for foot in nominal)
+        phases = default_touchdown_phases(self.leg_names, nominal)
+        if touchdown_phases is not None:
+            unknown = sorted(set(touchdown_phases) - set(self.leg_names))
+            if unknown or not all(0.0 <= float(x) < 1.0 for x in touchdown_phases.values()):
+                raise ConfigError(f"trot option touchdown_phases must give legs of {self.leg_names} a phase in "
+                                  f"[0, 1), got {dict(touchdown_phases)}")  # fmt: skip
+            phases.update({k: float(v) for k, v in touchdown_phases.items()})
+        self.touchdown_phases = tuple(phases[name] for name in self.leg_names)
+        # contact spheres of each leg: those its last joint moves
+        frames = [model.frames[int(f)].parentJoint for f in robot.sphere_frame_ids]
+        last = [model.getJointId(leg.joints[-1]) for leg in legs]
+        self._leg_of_sphere = np.array([last.index(j) if j in last else -1 for j in frames], dtype=np.intp)
+        self._mask = np.ones(len(robot.sphere_names), dtype=bool)
         self.nu = robot.nu
-        self._template = [*robot.joint_positions(q_stand).tolist(), *([0.0] * (2 * robot.nu))]
+        self._template = np.zeros((3, robot.nu))
+        self._template[0] = robot.joint_positions(q_stand)
+        self._state = np.zeros((4, 14))
+        self._state[:, _NX:_NZ + 1] = nominal
+        self._params = np.zeros(15)
+        self._targets = np.zeros((4, 9))
+        self.ik_residual = 0.0  # the worst foot position error of the last sample's IK, m
 
         self.desired = (float(forward_speed), float(lateral_speed), float(yaw_rate))
         self.cruise_speed = float(forward_speed)
@@ -168,26 +215,40 @@ class TrotGait(Reference):
         self.set_waypoints(waypoints)
         self.reset()
 
+    # ------------------------------------------------------------------ leg state views
+    @property
+    def in_stance(self) -> list[bool]:
+        """Planned stance of each leg (in leg order) at the last sample."""
+        return [bool(x) for x in self._state[:, _STANCE]]
+
+    @property
+    def landed(self) -> list[bool]:
+        """Whether each planned stance foot has touched since its touchdown."""
+        return [bool(x) for x in self._state[:, _LANDED]]
+
     def observe_contacts(self, contacts: object) -> None:
         """Which feet the controller had among its active contacts: a planned stance foot lands when it
         first appears there (until then it keeps descending, see ``touchdown_search_speed``)."""
-        spheres = contacts.sphere.tolist() if contacts is not None else []
-        for i, sphere in enumerate(self._foot_sphere):
-            self._touching[i] = sphere in spheres
+        touching = self._state[:, _TOUCH]
+        touching[:] = 0.0
+        if contacts is not None:
+            for sphere in contacts.sphere.tolist():
+                leg = self._leg_of_sphere[sphere]
+                if leg >= 0:
+                    touching[leg] = 1.0
 
     def contact_mask(self) -> Array | None:
         """Only the feet planned in stance may touch: a swing foot inside the detection margin
         carries no predicted force (it is being lifted or is about to land)."""
-        if -1 in self._foot_sphere:
-            return None
-        for i, sphere in enumerate(self._foot_sphere):
-            self._mask[sphere] = self.in_stance[i]
+        stance = self._state[:, _STANCE]
+        for sphere, leg in enumerate(self._leg_of_sphere.tolist()):
+            self._mask[sphere] = leg < 0 or stance[leg] > 0.5
         return self._mask
 
     # ------------------------------------------------------------------ run-time commands
     def telemetry(self) -> dict[str, object]:
-        """Gait phase in [0, 1), planned stance per leg (LF, RF, LH, RH), commanded twist (m/s, m/s, rad/s)."""
-        return {"phase": self.phase, "in_stance": list(self.in_stance), "command": list(self.command)}
+        """Gait phase in [0, 1), planned stance per leg (leg order), commanded twist (m/s, m/s, rad/s)."""
+        return {"phase": self.phase, "in_stance": self.in_stance, "command": list(self.command)}
 
     RUNTIME_OPTIONS = ("forward_speed", "lateral_speed", "yaw_rate", "waypoints")
 
@@ -234,22 +295,27 @@ class TrotGait(Reference):
         self.waypoint_index = 0
         self.command = (0.0, 0.0, 0.0)  # commanded twist (ẋ, ẏ, θ̇) after the ramp
         self.phase = 0.0  # gait phase in [0, 1), 0 while standing
-        n = len(LEGS)
-        self.in_stance = [True] * n
-        self._p = [[x, y] for x, y, _ in self.nominal_feet]  # stance foot x-y in H at _tau
-        self._liftoff = [(0.0, 0.0, 0.0, 0.0)] * n  # (x, y, ẋ, ẏ) in H at liftoff
-        self._t_last = [-self.stand_time] * n  # gait time of the last touchdown (or start) / liftoff
-        self.landed = [True] * n  # a planned stance foot that has touched the ground since its touchdown
-        self._touching = [True] * n  # each foot among the controller's active contacts at the last tick
+        s = self._state
+        s[:, _PX:_PY + 1] = s[:, _NX:_NY + 1]  # stance foot x-y in H at _tau
+        s[:, _LX:_LVY + 1] = 0.0  # (x, y, ẋ, ẏ) in H at liftoff
+        s[:, _TLAST] = -self.stand_time  # gait time of the last touchdown (or start) / liftoff
+        s[:, _STANCE] = 1.0
+        s[:, _LANDED] = 1.0  # a planned stance foot that has touched the ground since its touchdown
+        s[:, _TOUCH] = 1.0  # each foot among the controller's active contacts at the last tick
         D = self.duty_factor
-        self._t_next = [((phi + D) % 1.0) * self.cycle_time for phi in self.touchdown_phases]  # first liftoff
+        s[:, _TNEXT] = [((phi + D) % 1.0) * self.cycle_time for phi in self.touchdown_phases]  # first liftoff
         self._tau = -self.stand_time
-        self._feet_in_base = [tuple(p) for p in self.nominal_feet]
+        self._targets[:, 0:3] = s[:, _NX:_NZ + 1]
+        self._q_legs[:] = self._q_standing_legs
+        p = self._params  # the constant parameters of plan_feet and the IK
+        p[_TST], p[_TSW], p[_BLEND], p[_GAIN] = self.stance_time, self.swing_time, self.blend_time, self.levelling_gain
+        p[_HSTEP], p[_SSPEED], p[_SDEPTH] = self.step_height, self.search_speed, self.search_depth
+        p[_FEEDBACK], p[_HEIGHT], p[_AMAX] = float(self.body_feedback), self.base_height, self.max_joint_acceleration
 
     @property
     def foot_targets_in_base(self) -> Array:
-        """(4, 3) the feet's target positions in the actual base frame at the last sample (LF, RF, LH, RH), m."""
-        return np.array(self._feet_in_base)
+        """(4, 3) the feet's target positions in the actual base frame at the last sample (leg order), m."""
+        return self._targets[:, 0:3].copy()
 
     # ------------------------------------------------------------------ the tick
     def _update_command(self, dt: float, q: Array, standing: bool) -> None:
@@ -279,135 +345,131 @@ class TrotGait(Reference):
             self.reset()
             return self.sample(t, q, v)
         self._update_command(tau - self._tau, q, tau < 0.0)
-        vx, vy, wz = self.command
-        T_st, T_sw = self.stance_time, self.swing_time
         self.phase = (tau / self.cycle_time) % 1.0 if tau > 0.0 else 0.0
-
-        # measured attitude: R_rp = Rz(−yaw) R, its transpose maps H to B
-        z_base, qx, qy, qz, qw = q[2:7].tolist()  # Python floats: NumPy scalars are several times slower
-        r00, r01, r02 = 1.0 - 2.0 * (qy * qy + qz * qz), 2.0 * (qx * qy - qz * qw), 2.0 * (qx * qz + qy * qw)
-        r10, r11, r12 = 2.0 * (qx * qy + qz * qw), 1.0 - 2.0 * (qx * qx + qz * qz), 2.0 * (qy * qz - qx * qw)
-        r20, r21, r22 = 2.0 * (qx * qz - qy * qw), 2.0 * (qy * qz + qx * qw), 1.0 - 2.0 * (qx * qx + qy * qy)
-        norm = math.hypot(r00, r10) or 1.0
-        cy_, sy_ = r00 / norm, r10 / norm
-        m00, m01, m02 = cy_ * r00 + sy_ * r10, cy_ * r01 + sy_ * r11, cy_ * r02 + sy_ * r12
-        m10, m11, m12 = cy_ * r10 - sy_ * r00, cy_ * r11 - sy_ * r01, cy_ * r12 - sy_ * r02
-        sag = self.base_height - z_base  # h_nom − z_b, m
-        if not self.body_feedback:  # plan in the base frame as if it were level at h_nom
-            m00, m01, m02, m10, m11, m12 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
-            r20, r21, r22, sag = 0.0, 0.0, 1.0, 0.0
-
-        L, blend, a_max = self.levelling_gain, self.blend_time, self.max_joint_acceleration
-        out = self._template[:]
-        nu, h_step = self.nu, self.step_height
-        in_stance, t_next, t_last, liftoff = self.in_stance, self._t_next, self._t_last, self._liftoff
-        feet = []
-        for i, ((nx, ny, nz), p, leg, (j1, j2, j3)) in enumerate(
-            zip(self.nominal_feet, self._p, self.legs, self._slots, strict=True)
-        ):
-            t_a = self._tau
-            while t_next[i] <= tau:  # gait events between the previous sample and this one
-                t_e = t_next[i]
-                if in_stance[i]:
-                    _advance(p, vx, vy, wz, t_e - t_a)
-                    liftoff[i] = (p[0], p[1], -vx + wz * p[1], -vy - wz * p[0])
-                    t_next[i] = t_e + T_sw
-                else:
-                    p[0] = nx + 0.5 * T_st * (vx - wz * ny)
-                    p[1] = ny + 0.5 * T_st * (vy + wz * nx)
-                    t_next[i] = t_e + T_st
-                    self.landed[i] = False
-                in_stance[i] = not in_stance[i]
-                t_last[i] = t_a = t_e
-            if in_stance[i] and not self.landed[i]:
-                if self._touching[i] or tau - t_last[i] > self.search_depth / self.search_speed:
-                    self.landed[i] = True  # touched (or searched as deep as allowed): stance from now on
-                    t_last[i] = tau
-            if in_stance[i] and not self.landed[i]:  # late touchdown: keep descending until the ground is found
-                _advance(p, vx, vy, wz, tau - t_a)
-                px, py = p[0], p[1]
-                pz = nz - self.search_speed * (tau - t_last[i])
-                vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, -self.search_speed
-                axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
-                w = wd = wdd = 0.0
-            elif in_stance[i]:
-                _advance(p, vx, vy, wz, tau - t_a)
-                px, py, pz = p[0], p[1], nz
-                vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, 0.0
-                axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
-                since, until = tau - t_last[i], t_next[i] - tau
-                x = (since if since < until else until) / blend
-                if x >= 1.0:
-                    s, sd, sdd = 1.0, 0.0, 0.0
-                else:
-                    rate = 1.0 / blend if since < until else -1.0 / blend
-                    s = x * x * x * (10.0 + x * (6.0 * x - 15.0))
-                    sd = 30.0 * x * x * (1.0 - x) * (1.0 - x) * rate
-                    sdd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * rate * rate
-                w, wd, wdd = L * s, L * sd, L * sdd
-            else:
-                x0, y0, vx0, vy0 = liftoff[i]
-                x1 = nx + 0.5 * T_st * (vx - wz * ny)  # Raibert touchdown point
-                y1 = ny + 0.5 * T_st * (vy + wz * nx)
-                vx1, vy1 = -vx + wz * y1, -vy - wz * x1
-                u = (tau - t_last[i]) / T_sw
-                u2, u3 = u * u, u * u * u
-                h00, h10, h01, h11 = 2 * u3 - 3 * u2 + 1, (u3 - 2 * u2 + u) * T_sw, 3 * u2 - 2 * u3, (u3 - u2) * T_sw
-                g00, g10, g01, g11 = (
-                    (6 * u2 - 6 * u) / T_sw,
-                    3 * u2 - 4 * u + 1,
-                    (6 * u - 6 * u2) / T_sw,
-                    3 * u2 - 2 * u,
-                )
-                k00, k10, k01, k11 = (
-                    (12 * u - 6) / T_sw**2,
-                    (6 * u - 4) / T_sw,
-                    (6 - 12 * u) / T_sw**2,
-                    (6 * u - 2) / T_sw,
-                )
-                px, py = h00 * x0 + h10 * vx0 + h01 * x1 + h11 * vx1, h00 * y0 + h10 * vy0 + h01 * y1 + h11 * vy1
-                vxh, vyh = g00 * x0 + g10 * vx0 + g01 * x1 + g11 * vx1, g00 * y0 + g10 * vy0 + g01 * y1 + g11 * vy1
-                axh, ayh = k00 * x0 + k10 * vx0 + k01 * x1 + k11 * vx1, k00 * y0 + k10 * vy0 + k01 * y1 + k11 * vy1
-                um = 1.0 - u  # lift 64 h u³ (1 − u)³
-                pz = nz + 64.0 * h_step * u3 * um * um * um
-                vzh = 192.0 * h_step * u2 * um * um * (1.0 - 2.0 * u) / T_sw
-                azh = 384.0 * h_step * u * um * (5.0 * u2 - 5.0 * u + 1.0) / (T_sw * T_sw)
-                w = wd = wdd = 0.0
-            # ground-relative point in B: p_g = R_rpᵀ (p_H + sag e_z), then blend toward p_H
-            zg = pz + sag
-            gx = m00 * px + m10 * py + r20 * zg
-            gy = m01 * px + m11 * py + r21 * zg
-            gz = m02 * px + m12 * py + r22 * zg
-            gvx, gvy, gvz = (
-                m00 * vxh + m10 * vyh + r20 * vzh,
-                m01 * vxh + m11 * vyh + r21 * vzh,
-                m02 * vxh + m12 * vyh + r22 * vzh,
-            )
-            gax, gay, gaz = (
-                m00 * axh + m10 * ayh + r20 * azh,
-                m01 * axh + m11 * ayh + r21 * azh,
-                m02 * axh + m12 * ayh + r22 * azh,
-            )
-            if w or wd or wdd:
-                ex, ey, ez = px - gx, py - gy, pz - gz
-                evx, evy, evz = vxh - gvx, vyh - gvy, vzh - gvz
-                gax += w * (axh - gax) + 2.0 * wd * evx + wdd * ex
-                gay += w * (ayh - gay) + 2.0 * wd * evy + wdd * ey
-                gaz += w * (azh - gaz) + 2.0 * wd * evz + wdd * ez
-                gvx, gvy, gvz = gvx + w * evx + wd * ex, gvy + w * evy + wd * ey, gvz + w * evz + wd * ez
-                gx, gy, gz = gx + w * ex, gy + w * ey, gz + w * ez
-            foot = (gx, gy, gz)
-            feet.append(foot)
-            (q1, q2, q3), (qd1, qd2, qd3), (qdd1, qdd2, qdd3) = leg.solve(foot, (gvx, gvy, gvz), (gax, gay, gaz))
-            out[j1], out[j2], out[j3] = q1, q2, q3
-            out[nu + j1], out[nu + j2], out[nu + j3] = qd1, qd2, qd3
-            out[2 * nu + j1] = -a_max if qdd1 < -a_max else (a_max if qdd1 > a_max else qdd1)
-            out[2 * nu + j2] = -a_max if qdd2 < -a_max else (a_max if qdd2 > a_max else qdd2)
-            out[2 * nu + j3] = -a_max if qdd3 < -a_max else (a_max if qdd3 > a_max else qdd3)
+        p = self._params
+        p[_TAU], p[_TAU_PREV] = tau, self._tau
+        p[_VX], p[_VY], p[_WZ] = self.command
+        out = self._template.copy()
+        real, ints = self._chain_arrays
+        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out)
         self._tau = tau
-        self._feet_in_base = feet
-        target = np.array(out).reshape(3, nu)
-        return JointTarget(target[0], target[1], target[2])
+        return JointTarget(out[0], out[1], out[2])
+
+
+@njit(cache=True)
+def _tick(params, q, state, targets, real, ints, q_legs, out):  # pragma: no cover - compiled
+    """One sample in one compiled call: :func:`plan_feet`, then the legs' inverse kinematics into ``out``."""
+    plan_feet(params, q, state, targets)
+    return solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
+
+
+@njit(cache=True)
+def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
+    """Advance each leg's gait events to the gait time and write its foot target (position, velocity,
+    acceleration; (4, 9), in the measured base frame) from the commanded twist, the measured attitude and height
+    (``q``) and the parameters (see the module docstring)."""
+    tau, t_prev = params[_TAU], params[_TAU_PREV]
+    vx, vy, wz = params[_VX], params[_VY], params[_WZ]
+    T_st, T_sw, blend, L = params[_TST], params[_TSW], params[_BLEND], params[_GAIN]
+    h_step, s_speed, s_depth = params[_HSTEP], params[_SSPEED], params[_SDEPTH]
+    # measured attitude: R_rp = Rz(−yaw) R, its transpose maps H to B
+    z_base, qx, qy, qz, qw = q[2], q[3], q[4], q[5], q[6]
+    r00, r01, r02 = 1.0 - 2.0 * (qy * qy + qz * qz), 2.0 * (qx * qy - qz * qw), 2.0 * (qx * qz + qy * qw)
+    r10, r11, r12 = 2.0 * (qx * qy + qz * qw), 1.0 - 2.0 * (qx * qx + qz * qz), 2.0 * (qy * qz - qx * qw)
+    r20, r21, r22 = 2.0 * (qx * qz - qy * qw), 2.0 * (qy * qz + qx * qw), 1.0 - 2.0 * (qx * qx + qy * qy)
+    norm = math.hypot(r00, r10)
+    if norm == 0.0:
+        norm = 1.0
+    cy_, sy_ = r00 / norm, r10 / norm
+    m00, m01, m02 = cy_ * r00 + sy_ * r10, cy_ * r01 + sy_ * r11, cy_ * r02 + sy_ * r12
+    m10, m11, m12 = cy_ * r10 - sy_ * r00, cy_ * r11 - sy_ * r01, cy_ * r12 - sy_ * r02
+    sag = params[_HEIGHT] - z_base  # h_nom − z_b, m
+    if params[_FEEDBACK] == 0.0:  # plan in the base frame as if it were level at h_nom
+        m00, m01, m02, m10, m11, m12 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
+        r20, r21, r22, sag = 0.0, 0.0, 1.0, 0.0
+    for i in range(state.shape[0]):
+        s = state[i]
+        nx, ny, nz = s[_NX], s[_NY], s[_NZ]
+        t_a = t_prev
+        while s[_TNEXT] <= tau:  # gait events between the previous sample and this one
+            t_e = s[_TNEXT]
+            if s[_STANCE] > 0.5:
+                _advance(s, vx, vy, wz, t_e - t_a)
+                s[_LX], s[_LY], s[_LVX], s[_LVY] = s[_PX], s[_PY], -vx + wz * s[_PY], -vy - wz * s[_PX]
+                s[_TNEXT] = t_e + T_sw
+                s[_STANCE] = 0.0
+            else:
+                s[_PX] = nx + 0.5 * T_st * (vx - wz * ny)
+                s[_PY] = ny + 0.5 * T_st * (vy + wz * nx)
+                s[_TNEXT] = t_e + T_st
+                s[_LANDED] = 0.0
+                s[_STANCE] = 1.0
+            s[_TLAST] = t_a = t_e
+        stance = s[_STANCE] > 0.5
+        if stance and s[_LANDED] < 0.5:
+            if s[_TOUCH] > 0.5 or tau - s[_TLAST] > s_depth / s_speed:
+                s[_LANDED] = 1.0  # touched (or searched as deep as allowed): stance from now on
+                s[_TLAST] = tau
+        w = wd = wdd = 0.0
+        if stance and s[_LANDED] < 0.5:  # late touchdown: keep descending until the ground is found
+            _advance(s, vx, vy, wz, tau - t_a)
+            px, py = s[_PX], s[_PY]
+            pz = nz - s_speed * (tau - s[_TLAST])
+            vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, -s_speed
+            axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+        elif stance:
+            _advance(s, vx, vy, wz, tau - t_a)
+            px, py, pz = s[_PX], s[_PY], nz
+            vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, 0.0
+            axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+            since, until = tau - s[_TLAST], s[_TNEXT] - tau
+            x = (since if since < until else until) / blend
+            if x >= 1.0:
+                sb, sd, sdd = 1.0, 0.0, 0.0
+            else:
+                rate = 1.0 / blend if since < until else -1.0 / blend
+                sb = x * x * x * (10.0 + x * (6.0 * x - 15.0))
+                sd = 30.0 * x * x * (1.0 - x) * (1.0 - x) * rate
+                sdd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * rate * rate
+            w, wd, wdd = L * sb, L * sd, L * sdd
+        else:
+            x0, y0, vx0, vy0 = s[_LX], s[_LY], s[_LVX], s[_LVY]
+            x1 = nx + 0.5 * T_st * (vx - wz * ny)  # Raibert touchdown point
+            y1 = ny + 0.5 * T_st * (vy + wz * nx)
+            vx1, vy1 = -vx + wz * y1, -vy - wz * x1
+            u = (tau - s[_TLAST]) / T_sw
+            u2, u3 = u * u, u * u * u
+            h00, h10, h01, h11 = 2 * u3 - 3 * u2 + 1, (u3 - 2 * u2 + u) * T_sw, 3 * u2 - 2 * u3, (u3 - u2) * T_sw
+            g00, g10, g01, g11 = (6 * u2 - 6 * u) / T_sw, 3 * u2 - 4 * u + 1, (6 * u - 6 * u2) / T_sw, 3 * u2 - 2 * u
+            k00, k10 = (12 * u - 6) / (T_sw * T_sw), (6 * u - 4) / T_sw
+            k01, k11 = (6 - 12 * u) / (T_sw * T_sw), (6 * u - 2) / T_sw
+            px, py = h00 * x0 + h10 * vx0 + h01 * x1 + h11 * vx1, h00 * y0 + h10 * vy0 + h01 * y1 + h11 * vy1
+            vxh, vyh = g00 * x0 + g10 * vx0 + g01 * x1 + g11 * vx1, g00 * y0 + g10 * vy0 + g01 * y1 + g11 * vy1
+            axh, ayh = k00 * x0 + k10 * vx0 + k01 * x1 + k11 * vx1, k00 * y0 + k10 * vy0 + k01 * y1 + k11 * vy1
+            um = 1.0 - u  # lift 64 h u³ (1 − u)³
+            pz = nz + 64.0 * h_step * u3 * um * um * um
+            vzh = 192.0 * h_step * u2 * um * um * (1.0 - 2.0 * u) / T_sw
+            azh = 384.0 * h_step * u * um * (5.0 * u2 - 5.0 * u + 1.0) / (T_sw * T_sw)
+        # ground-relative point in B: p_g = R_rpᵀ (p_H + sag e_z), then blend toward p_H
+        zg = pz + sag
+        gx = m00 * px + m10 * py + r20 * zg
+        gy = m01 * px + m11 * py + r21 * zg
+        gz = m02 * px + m12 * py + r22 * zg
+        gvx, gvy, gvz = m00 * vxh + m10 * vyh + r20 * vzh, m01 * vxh + m11 * vyh + r21 * vzh, \
+            m02 * vxh + m12 * vyh + r22 * vzh  # fmt: skip
+        gax, gay, gaz = m00 * axh + m10 * ayh + r20 * azh, m01 * axh + m11 * ayh + r21 * azh, \
+            m02 * axh + m12 * ayh + r22 * azh  # fmt: skip
+        if w != 0.0 or wd != 0.0 or wdd != 0.0:
+            ex, ey, ez = px - gx, py - gy, pz - gz
+            evx, evy, evz = vxh - gvx, vyh - gvy, vzh - gvz
+            gax += w * (axh - gax) + 2.0 * wd * evx + wdd * ex
+            gay += w * (ayh - gay) + 2.0 * wd * evy + wdd * ey
+            gaz += w * (azh - gaz) + 2.0 * wd * evz + wdd * ez
+            gvx, gvy, gvz = gvx + w * evx + wd * ex, gvy + w * evy + wd * ey, gvz + w * evz + wd * ez
+            gx, gy, gz = gx + w * ex, gy + w * ey, gz + w * ez
+        targets[i, 0], targets[i, 1], targets[i, 2] = gx, gy, gz
+        targets[i, 3], targets[i, 4], targets[i, 5] = gvx, gvy, gvz
+        targets[i, 6], targets[i, 7], targets[i, 8] = gax, gay, gaz
 
 
 def _toward(x: float, goal: float, step: float) -> float:
@@ -415,17 +477,18 @@ def _toward(x: float, goal: float, step: float) -> float:
     return goal if abs(goal - x) <= step else (x + step if goal > x else x - step)
 
 
-def _advance(p: list[float], vx: float, vy: float, wz: float, dt: float) -> None:
-    """Re-express a ground-fixed point ``p`` (x-y in H, m) after the base moved with the twist
-    (vx, vy, wz) (m/s, m/s, rad/s) for ``dt`` s: p ← Rz(−θ) (p − d), the exact rigid motion, in place."""
+@njit(cache=True)
+def _advance(s, vx, vy, wz, dt):  # pragma: no cover - compiled
+    """Re-express a ground-fixed point (the stance foot x-y in H of leg state ``s``, m) after the base moved with
+    the twist (vx, vy, wz) (m/s, m/s, rad/s) for ``dt`` s: p ← Rz(−θ) (p − d), the exact rigid motion, in place."""
     if dt <= 0.0:
         return
     th = wz * dt
     if abs(th) < 1e-9:
-        p[0] -= vx * dt
-        p[1] -= vy * dt
+        s[_PX] -= vx * dt
+        s[_PY] -= vy * dt
         return
-    s, c = math.sin(th), math.cos(th)
-    x = p[0] - (s * vx - (1.0 - c) * vy) / wz
-    y = p[1] - ((1.0 - c) * vx + s * vy) / wz
-    p[0], p[1] = c * x + s * y, c * y - s * x
+    sn, c = math.sin(th), math.cos(th)
+    x = s[_PX] - (sn * vx - (1.0 - c) * vy) / wz
+    y = s[_PY] - ((1.0 - c) * vx + sn * vy) / wz
+    s[_PX], s[_PY] = c * x + sn * y, c * y - sn * x

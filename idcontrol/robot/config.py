@@ -72,6 +72,38 @@ class ObjectConfig:
 
 
 @dataclass(frozen=True)
+class LimbConfig:
+    """A limb: a chain of actuated joints from the base to an end frame (a foot, a hand).
+
+    name : the limb's name (e.g. ``LF``), used by references' options (a gait's touchdown phases).
+    kind : ``"leg"`` (its end stands on the ground), ``"arm"`` or ``"other"``.
+    joints : the limb's actuated joints from the base outward.
+    end : the frame at its end: a foot's contact frame, a hand's flange.
+    """
+
+    name: str
+    kind: str
+    joints: tuple[str, ...]
+    end: str
+
+
+#: Kinds a limb of a robot file may have.
+LIMB_KINDS = ("leg", "arm", "other")
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """A robot file's ``[sim]`` table: how a simulator may differ from the URDF (each change is reported).
+
+    repair_inertia : replace each link inertia that no physical body has (not positive definite, or principal
+        moments violating the triangle inequality) by the nearest one that is (MuJoCo rejects them); the
+        controller's model is not changed.
+    """
+
+    repair_inertia: bool = False
+
+
+@dataclass(frozen=True)
 class Gains:
     """Joint-space feedback gains, one value per actuated joint (SI units)."""
 
@@ -97,6 +129,9 @@ class RobotConfig:
     standing_base_orientation_xyzw: Array | None
     standing_joints: dict[str, float]
     objects: tuple[ObjectConfig, ...] = field(default_factory=tuple)
+    limbs: tuple[LimbConfig, ...] | None = None  # None: inferred from the contact spheres (robot.limbs)
+    fingers: tuple[str, ...] = ()  # actuated joints that close a grip (q grows as a finger closes)
+    sim: SimOptions = field(default_factory=SimOptions)
 
 
 def robot_search_dirs() -> list[Path]:
@@ -213,6 +248,26 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
             )
         )
 
+    known = {"name", "urdf", "base", "actuated_joints", "gains", "pid_gains", "limits", "contact_spheres", "objects",
+             "standing", "limbs", "fingers", "sim"}  # fmt: skip
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
+    limbs = None
+    if "limbs" in raw:
+        limbs = tuple(_limb(entry, i, path) for i, entry in enumerate(raw["limbs"]))
+        limb_names = [limb.name for limb in limbs]
+        if len(set(limb_names)) != len(limb_names):
+            raise ConfigError(f"{path}: limb names must be unique, got {limb_names}")
+    fingers = raw.get("fingers", [])
+    if not isinstance(fingers, list) or not all(isinstance(f, str) for f in fingers):
+        raise ConfigError(f"{path}: fingers must be a list of joint names, got {fingers!r}")
+    sim_table = raw.get("sim", {})
+    sim_unknown = sorted(set(sim_table) - {"repair_inertia"}) if isinstance(sim_table, dict) else ["(not a table)"]
+    if sim_unknown:
+        raise ConfigError(f"{path}: [sim]: unknown key(s) {sim_unknown}; known: ['repair_inertia']")
+    if not isinstance(sim_table.get("repair_inertia", False), bool):
+        raise ConfigError(f"{path}: sim.repair_inertia must be true or false")
     standing = raw.get("standing", {})
     limits = raw.get("limits", {}).get("torque", {})
     actuated = raw.get("actuated_joints")
@@ -230,4 +285,25 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
         standing_base_orientation_xyzw=_vec(standing, "base_orientation_xyzw", 4, path),
         standing_joints={str(k): float(v) for k, v in standing.get("joints", {}).items()},
         objects=tuple(objects),
+        limbs=limbs,
+        fingers=tuple(fingers),
+        sim=SimOptions(repair_inertia=sim_table.get("repair_inertia", False)),
     )
+
+
+def _limb(entry: Any, i: int, path: Path) -> LimbConfig:
+    """One ``[[limbs]]`` entry, its types checked (the names are checked against the model by the preflight)."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{path}: limbs[{i}] must be a table")
+    unknown = sorted(set(entry) - {"name", "kind", "joints", "end"})
+    missing = sorted({"name", "joints", "end"} - set(entry))
+    if unknown or missing:
+        raise ConfigError(f"{path}: limbs[{i}]: unknown key(s) {unknown}, missing {missing}; "
+                          "a limb has name, kind, joints, end")  # fmt: skip
+    kind = entry.get("kind", "other")
+    if kind not in LIMB_KINDS:
+        raise ConfigError(f"{path}: limbs[{i}].kind must be one of {list(LIMB_KINDS)}, got {kind!r}")
+    joints = entry["joints"]
+    if not isinstance(joints, list) or not joints or not all(isinstance(j, str) for j in joints):
+        raise ConfigError(f"{path}: limbs[{i}].joints must be a non-empty list of joint names")
+    return LimbConfig(str(entry["name"]), kind, tuple(joints), str(entry["end"]))

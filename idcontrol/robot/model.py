@@ -10,7 +10,9 @@ from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, InputError, NameNotFound
-from idcontrol.robot.config import Gains, RobotConfig, load_robot_config
+from idcontrol.robot.config import Gains, LimbConfig, RobotConfig, load_robot_config
+from idcontrol.robot.limbs import limbs_from_spheres
+from idcontrol.robot.preflight import preflight
 from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
@@ -84,14 +86,10 @@ class RobotModel:
         if isinstance(config, str):
             config = load_robot_config(config)
         self.config = config
-        root = pin.JointModelFreeFlyer() if config.floating_base else None
-        try:
-            if root is None:
-                self.model = pin.buildModelFromUrdf(str(config.urdf_path))
-            else:
-                self.model = pin.buildModelFromUrdf(str(config.urdf_path), root)
-        except (RuntimeError, ValueError) as e:
-            raise ConfigError(f"{config.urdf_path}: Pinocchio could not parse the URDF: {e}") from e
+        # the URDF's numbers, bodies, effort limits and every name of the robot file, checked before any use
+        self.preflight = preflight(config)
+        self.preflight.raise_for_errors()
+        self.model = self.preflight.model
         self.data = self.model.createData()
         m = self.model
         self.nq = m.nq
@@ -161,6 +159,11 @@ class RobotModel:
             for joint in m.supports[m.frames[fid].parentJoint]:
                 if joint > 0:
                     self._frame_support[slot, m.joints[joint].idx_v : m.joints[joint].idx_v + m.joints[joint].nv] = True
+        #: the robot file's [[limbs]], or one per chain of actuated joints moving a contact sphere (legs when the
+        #: base floats); the fingers: actuated joints that close a grip
+        self.limbs: tuple[LimbConfig, ...] = config.limbs if config.limbs is not None else limbs_from_spheres(
+            m, [s.frame for s in config.contact_spheres], self.actuated_joints, config.floating_base)
+        self.fingers: tuple[str, ...] = config.fingers
         self._bind_views()
         # a binding that returned copies would leave the views at their initial values: re-read them each tick then
         pin.computeJointJacobians(m, self.data, pin.neutral(m))
@@ -207,6 +210,11 @@ class RobotModel:
     @property
     def floating_base(self) -> bool:
         return self.config.floating_base
+
+    @property
+    def legs(self) -> tuple[LimbConfig, ...]:
+        """The limbs that stand on the ground."""
+        return tuple(limb for limb in self.limbs if limb.kind == "leg")
 
     def neutral_configuration(self) -> Array:
         """(nq,) Pinocchio's neutral configuration."""

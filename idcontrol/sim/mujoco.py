@@ -24,6 +24,20 @@ off, so a link without ``<inertial>`` is massless as in Pinocchio), joint
 axes and limits, damping and friction from ``<dynamics>`` (zero if absent),
 armature zero. Gravity is (0, 0, −9.81) m/s².
 
+Published URDFs (:meth:`MujocoSim._adapt`):
+
+* ``package://<name>/...`` meshes are found in a folder ``<name>`` above the URDF;
+* a mesh MuJoCo cannot decode (COLLADA ``.dae``: it reads ``.stl``, ``.obj``, ``.msh``) is dropped with the
+  geoms that show it: they only display, since the contacts are the robot file's spheres;
+* a placeholder link whose inertia no rigid body has (MuJoCo rejects it; the preflight names it) is replaced by
+  the nearest physical inertia only when the robot file says ``[sim] repair_inertia = true``: the principal
+  moments are raised until they are positive and satisfy the triangle inequality;
+* continuous joints are unlimited hinges, as the controller's revolute joints without limits.
+
+Every such change, and every difference between this model and the controller's (total and body masses,
+joint limits, the URDF's joint damping and friction, which the controller does not model), is listed in
+:attr:`MujocoSim.model_differences` and logged as a warning when the simulator is built.
+
 Contact model (chosen to match the controller's rigid Coulomb contact):
 
 * ``condim = 3`` (normal + 2D sliding friction; no torsional/rolling).
@@ -58,7 +72,9 @@ State exchange uses idcontrol's (Pinocchio) conventions, see :meth:`MujocoSim.st
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 from pathlib import Path
 
 import mujoco
@@ -81,12 +97,27 @@ STIFF_SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 COMPLIANT_SOLREF = (0.02, 1.0)
 COMPLIANT_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
 _FLOOR_PRIORITY, _OBJECT_PRIORITY, _SPHERE_PRIORITY = 2, 1, 0
+#: Mesh files MuJoCo decodes (by extension).
+MESH_FORMATS = (".stl", ".obj", ".msh")
+_LOG = logging.getLogger(__name__)
 _DIVERGENCE_WARNINGS = np.array(
     [mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC],
     dtype=np.intp,
 )
 
 
+
+
+def _physical_moments(moments: Array) -> Array:
+    """Principal moments (ascending, kg·m²) raised to the nearest a rigid body has: positive (at least 1e-9 of the
+    largest) and I₁ + I₂ ≥ I₃ (the two smaller raised together by half the shortfall each, and 1e-6 of I₃ more,
+    as MuJoCo's compiler checks the inequality in floating point)."""
+    out = np.maximum(np.sort(moments), 1e-9 * max(float(np.max(moments)), 1e-12))
+    shortfall = out[2] * (1.0 + 1e-6) - out[0] - out[1]
+    if shortfall > 0:
+        out[0] += 0.5 * shortfall
+        out[1] += 0.5 * shortfall
+    return out
 
 
 def _mu_for_mujoco(mu: float, what: str) -> float:
@@ -165,9 +196,7 @@ class MujocoSim:
             spec = mujoco.MjSpec.from_file(str(r.config.urdf_path))
         except ValueError as e:
             raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not read the URDF: {e}") from e
-        for mesh in spec.meshes:
-            if mesh.file.startswith("package://"):
-                mesh.file = _resolve_package_uri(mesh.file, r.config.urdf_path)
+        self.model_differences: list[str] = self._adapt(spec)
         spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
         spec.compiler.alignfree = False  # free-joint qpos is the body frame, not the inertia frame
         opt = spec.option
@@ -253,10 +282,87 @@ class MujocoSim:
         except ValueError as e:
             raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not build the model: {e}") from e
         self._spec = spec
+        self.model_differences += self._compare()
+        for line in self.model_differences:
+            _LOG.warning("simulated %s differs from the controller's model: %s", r.name, line)
         self._data = mujoco.MjData(self._model)
         self._warning_counts = self._data.warning.number  # a view: MuJoCo's live warning counters
         self._index_state(pin_names)
         self.reset()
+
+    def _adapt(self, spec: mujoco.MjSpec) -> list[str]:
+        """Make a published URDF's spec compile (see the module docstring); what was changed, one line each."""
+        r = self.robot
+        changes = []
+        unreadable = {}
+        for mesh in list(spec.meshes):
+            if mesh.file.startswith("package://"):
+                mesh.file = _resolve_package_uri(mesh.file, r.config.urdf_path)
+            if os.path.splitext(mesh.file)[1].lower() not in MESH_FORMATS:
+                unreadable[mesh.name] = mesh
+        if unreadable:
+            dropped = [g for g in spec.geoms if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.meshname in unreadable]
+            for geom in dropped:
+                spec.delete(geom)
+            kinds = sorted({os.path.splitext(m.file)[1] for m in unreadable.values()})
+            for mesh in unreadable.values():
+                spec.delete(mesh)
+            changes.append(f"{len(dropped)} mesh geom(s) dropped: MuJoCo cannot decode {', '.join(kinds)} "
+                           f"({len(unreadable)} mesh file(s)); they only display (the contact spheres collide)")
+        bad = r.preflight.repairable_links
+        if bad and not r.config.sim.repair_inertia:
+            raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia no rigid body has, which "
+                              f"MuJoCo rejects (see `idcontrol robot check {r.config.path}`); set [sim] "
+                              "repair_inertia = true in the robot file to simulate the nearest physical ones")
+        for name in bad:
+            body = spec.body(name)
+            if body is None:
+                continue
+            before = np.array(body.fullinertia if not np.isnan(body.fullinertia[0]) else [*body.inertia, 0, 0, 0])
+            tensor = np.array([[before[0], before[3], before[4]], [before[3], before[1], before[5]],
+                               [before[4], before[5], before[2]]])  # fmt: skip
+            moments, axes = np.linalg.eigh(tensor)
+            repaired = _physical_moments(moments)
+            fixed = (axes * repaired) @ axes.T
+            body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+            changes.append(f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
+                           f"({', '.join(f'{x:.3g}' for x in moments)}) -> ({', '.join(f'{x:.3g}' for x in repaired)})"
+                           f" kg·m², mass {body.mass:g} kg")  # fmt: skip
+        return changes
+
+    def _compare(self) -> list[str]:
+        """Differences between the compiled model and the controller's: masses, joint limits, damping, friction."""
+        r, m = self.robot, self._model
+        pin_model = r.model
+        out = []
+        objects = {o.name for o in self.objects}
+        moving = [b for b in range(1, m.nbody) if m.body(b).name not in objects and m.body_weldid[b] != 0]
+        mass_mj = float(sum(m.body_mass[b] for b in moving))
+        mass_pin = float(sum(pin_model.inertias[j].mass for j in range(1, pin_model.njoints)))
+        if abs(mass_mj - mass_pin) > 1e-6 * max(mass_pin, 1.0):
+            out.append(f"moving mass {mass_mj:.6g} kg in MuJoCo, {mass_pin:.6g} kg in the controller")
+        passive: dict[str, list[str]] = {"damping": [], "friction": [], "armature": []}
+        for j in range(1, pin_model.njoints):
+            name = str(pin_model.names[j])
+            if pin_model.joints[j].shortname() == "JointModelFreeFlyer" or pin_model.joints[j].nq != 1:
+                continue
+            jid = m.joint(name).id
+            k = pin_model.joints[j].idx_q
+            lo, hi = float(pin_model.lowerPositionLimit[k]), float(pin_model.upperPositionLimit[k])
+            bounded = lo > -1e300 and hi < 1e300
+            if bool(m.jnt_limited[jid]) != bounded or (bounded and not np.allclose(m.jnt_range[jid], [lo, hi])):
+                shown = tuple(m.jnt_range[jid]) if m.jnt_limited[jid] else "none"
+                out.append(f"joint {name!r}: limits {shown} in MuJoCo, ({lo:g}, {hi:g}) in the controller")
+            dof = m.jnt_dofadr[jid]
+            for what, value in (("damping", m.dof_damping[dof]), ("friction", m.dof_frictionloss[dof]),
+                                ("armature", m.dof_armature[dof])):  # fmt: skip
+                if value != 0.0:
+                    passive[what].append(f"{name} {value:g}")
+        for what, joints in passive.items():
+            if joints:
+                out.append(f"the URDF's joint {what} acts in MuJoCo, the controller does not model it: "
+                           + ", ".join(joints))  # fmt: skip
+        return out
 
     def _index_state(self, pin_names: list[str]) -> None:
         """Map Pinocchio's joint coordinates onto MuJoCo's, by joint name."""

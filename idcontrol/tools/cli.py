@@ -51,8 +51,14 @@ def _experiment_mismatch(args: argparse.Namespace) -> int:
     return run_mismatch(args)
 
 
+def _experiment_robots(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_robots
+
+    return run_robots(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
-    experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
+    experiment = sub.add_parser("experiment", help="reproduce a paper's experiments; run every robot (tables, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
     paper = which.add_parser("paper", help="Zapolsky & Drumwright, Sections 7-8: trot, grasp, Fig. 19 timing")
     paper.add_argument("--quick", action="store_true", help="short runs on the rigid terrains and one grasp (CI)")
@@ -86,12 +92,21 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
                           help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
     mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
     mismatch.set_defaults(func=_experiment_mismatch)
+    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (README table)")
+    robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
+    robots.add_argument("--only", default=None, metavar="SUBSTRING",
+                        help="runs whose name (task/robot/formulation) contains it; comma list: any")  # fmt: skip
+    robots.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    robots.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
+    robots.add_argument("--readme", default=None, metavar="PATH",
+                        help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
+    robots.set_defaults(func=_experiment_robots)
 
 
 def _load(args: argparse.Namespace):
     from idcontrol.settings import load_launch
 
-    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation, args.bridge)
+    return load_launch(args.launch_file).with_overrides(args.duration, args.formulation, args.bridge, args.robot)
 
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -102,6 +117,8 @@ def _overrides(args: argparse.Namespace) -> list[str]:
         out += ["--formulation", args.formulation]
     if args.bridge is not None:
         out += ["--bridge", args.bridge]
+    if args.robot is not None:
+        out += ["--robot", args.robot]
     return out
 
 
@@ -120,6 +137,10 @@ def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
     from idcontrol.errors import LogError
     from idcontrol.logs.recorder import default_log_path
 
+    if not args.log:
+        from idcontrol.robot.config import load_robot_config
+
+        robot = load_robot_config(robot).name  # a path given with --robot names its robot file
     path = args.log or str(default_log_path(robot))
     if os.path.exists(path):
         raise LogError(f"log file {path} already exists; logs are never overwritten")
@@ -276,12 +297,62 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     soak.set_defaults(func=_soak)
 
 
+def _robot_check(args: argparse.Namespace) -> int:
+    from idcontrol.robot.preflight import check_path
+
+    report = check_path(args.path)
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def _robot_init(args: argparse.Namespace) -> int:
+    from idcontrol.robot.init import init_robot
+
+    result = init_robot(args.urdf, args.srdf, args.out, base=args.base, state=args.state, name=args.name,
+                        force=args.force)  # fmt: skip
+    print(f"wrote {result.path}")
+    print("inferred:")
+    for line in result.inferred:
+        print(f"  {line}")
+    print("could not infer (check these):" if result.not_inferred else "could not infer: nothing")
+    for line in result.not_inferred:
+        print(f"  {line}")
+    for finding in result.report.warnings:
+        print(f"preflight warning: {finding.where} {finding.field}: {finding.message}")
+    print(f"next: idcontrol launch launch/stand.toml --robot {result.path.parent}")
+    return 0
+
+
+def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
+    """robot init and robot check: a robot file from a URDF; the preflight of a robot file or URDF."""
+    robot = sub.add_parser("robot", help="write a robot file from a URDF; check a robot's URDF and robot file")
+    robot_sub = robot.add_subparsers(dest="robot_command", required=True)
+    init = robot_sub.add_parser("init", help="infer DIR/robot.toml from a URDF (and an SRDF) and say what it inferred")
+    init.add_argument("urdf", help="the URDF: a path or share:<package>/<path> (a file an installed package ships)")
+    init.add_argument("--srdf", default=None, help="an SRDF whose group state gives the standing posture")
+    init.add_argument("--state", default=None, help="the SRDF group state to stand in (default: standing, else one "
+                      "that sets the root joint)")  # fmt: skip
+    init.add_argument("--out", default=None, metavar="DIR", help="the folder to write robot.toml to (default: "
+                      "./<the URDF's robot name>)")  # fmt: skip
+    init.add_argument("--base", choices=("floating", "fixed"), default=None, help="override the inferred base")
+    init.add_argument("--name", default=None, help="the robot's name (default: the URDF's)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing robot.toml")
+    init.set_defaults(func=_robot_init)
+    check = robot_sub.add_parser("check", help="the preflight: bad numbers, impossible inertias, missing limits, "
+                                 "unknown names; exit 1 on an error")  # fmt: skip
+    check.add_argument("path", help="a URDF (a path or share:<package>/...), a robot.toml, its folder or a robot name")
+    check.set_defaults(func=_robot_check)
+
+
 def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
     p.add_argument("--bridge", default=None, metavar="KIND",
                    help="override the launch file's simulator (bridge.kind): mujoco, rigid or drake")  # fmt: skip
+    p.add_argument("--robot", default=None, metavar="NAME_OR_PATH",
+                   help="override the launch file's robot: a shipped name, a folder with robot.toml or a robot.toml "
+                   "(the reference sizes itself to it)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_launch_args(bridge)
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
+    _add_robot_commands(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     args = parser.parse_args(argv)

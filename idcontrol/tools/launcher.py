@@ -138,6 +138,7 @@ class Launch:
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
             "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
+            "fall_cause": stats.get("fall_cause"),
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
             "mode_ticks": stats["mode_ticks"], "long_roundtrips": stats["long_roundtrips"],
             "overhead_us": stats["overhead_us"],
@@ -267,7 +268,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("mean per tick", _phase_line(summary.get("phase_mean_us") or {})),
         ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"),
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
-        ("fell", "yes" if summary["fell"] else "no"),
+        ("fell", f"yes: {summary.get('fall_cause') or 'fell'}" if summary["fell"] else "no"),
     ]
     if summary.get("base_travel_m") is not None:
         dx, dy, dz = summary["base_travel_m"]

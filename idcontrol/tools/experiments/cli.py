@@ -114,3 +114,35 @@ def run_mismatch(args: argparse.Namespace) -> int:
     errors = [r for r in results if str(r["end_reason"]).startswith("error")]
     print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} cell(s) raised an error", file=sys.stderr)
     return 0
+
+
+def run_robots(args: argparse.Namespace) -> int:
+    """``idcontrol experiment robots``: the robots x formulations x tasks matrix; 0 when no run raised."""
+    from idcontrol.tools.experiments.robots import plan, run_matrix, sample_costs, tables, write_readme_tables
+
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
+    only = [part for part in (args.only or "").split(",") if part]
+    specs = plan(args.quick, only)
+    if not specs:
+        raise ConfigError(f"--only {args.only!r} matches no run (names look like trot/a1/coulomb_lcp)")
+    started = time.perf_counter()
+    print(f"idcontrol experiment robots: {len(specs)} runs, {args.jobs} at a time", flush=True)
+    results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True))
+    trot_robots = sorted({s.robot for s in specs if s.task == "trot"})
+    costs = sample_costs(trot_robots) if trot_robots else {}
+    for robot, (p50, p99) in costs.items():
+        print(f"trot sample cost {robot}: p50 {p50:.1f} µs, p99 {p99:.1f} µs", flush=True)
+    parts = ["idcontrol experiment robots"] + (["--quick"] if args.quick else [])
+    parts += ([f"--only {args.only}"] if args.only else []) + ([f"--jobs {args.jobs}"] if args.jobs != 1 else [])
+    text = tables(results, costs, " ".join(parts))
+    print(text, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": results, "trot_sample_us": costs}, indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    if args.readme:
+        write_readme_tables(Path(args.readme), text)
+        print(f"wrote the tables into {args.readme}", flush=True)
+    errors = [r for r in results if "error" in r]
+    print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} run(s) raised an error", file=sys.stderr)
+    return 1 if errors else 0

@@ -1,0 +1,89 @@
+"""A joint sinusoid for any robot: chosen joints swing about the standing posture, the others hold it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from idcontrol.errors import ConfigError, NameNotFound
+from idcontrol.reference.base import Array, JointTarget, Reference
+from idcontrol.reference.hold import standing_joint_positions
+from idcontrol.robot.model import RobotModel
+
+
+class JointSinusoid(Reference):
+    """q_ref(t) = q₀ + e(t) A sin(2π f t) on the chosen joints (q₀ the standing posture, e(t) a quintic start-up
+    envelope); every other joint holds q₀.
+
+    joints : the joints that swing (default: the actuated joints that are neither fingers nor on a leg).
+    amplitude : A of every chosen joint, rad (m for a prismatic joint); reduced, per joint, to keep q₀ ± A at
+        least ``limit_margin`` inside the joint's position limits (:attr:`reduced` lists those).
+    amplitudes : joint name → A, over ``amplitude`` (implies ``joints`` when that is not given).
+    frequency : f, Hz.  ramp_time : s.  limit_margin : rad (m).
+    """
+
+    name = "joint_sinusoid"
+
+    def __init__(
+        self,
+        robot: RobotModel,
+        *,
+        joints: Sequence[str] | None = None,
+        amplitude: float = 0.1,
+        amplitudes: Mapping[str, float] | None = None,
+        frequency: float = 1.0,
+        ramp_time: float = 0.5,
+        limit_margin: float = 0.05,
+    ) -> None:
+        self.frequency, self.ramp_time = float(frequency), float(ramp_time)
+        if not (self.frequency > 0 and math.isfinite(self.frequency)) or self.ramp_time < 0:
+            raise ConfigError("joint_sinusoid: frequency must be > 0 and ramp_time >= 0")
+        on_legs = {j for leg in robot.legs for j in leg.joints}
+        if joints is None:
+            joints = list(amplitudes) if amplitudes else [
+                j for j in robot.actuated_joints if j not in robot.fingers and j not in on_legs]
+        if not joints:
+            raise ConfigError(f"joint_sinusoid: every actuated joint of {robot.name!r} is on a leg or a finger; name "
+                              "the joints to swing (option joints)")  # fmt: skip
+        self.q_center = standing_joint_positions(robot)  # (nu,)
+        self.amplitude = np.zeros(robot.nu)  # (nu,)
+        self.reduced: list[str] = []
+        model = robot.model
+        for name in joints:
+            if name not in robot.actuated_joints:
+                raise NameNotFound("actuated joint", name, robot.actuated_joints)
+            a = float((amplitudes or {}).get(name, amplitude))
+            if not math.isfinite(a) or a < 0:
+                raise ConfigError(f"joint_sinusoid: the amplitude of {name!r} must be finite and >= 0, got {a}")
+            slot = robot.actuated_joints.index(name)
+            k = model.joints[model.getJointId(name)].idx_q
+            room = min(self.q_center[slot] - model.lowerPositionLimit[k], model.upperPositionLimit[k]
+                       - self.q_center[slot]) - float(limit_margin)  # fmt: skip
+            if a > room:
+                self.reduced.append(name)
+                a = max(room, 0.0)
+            self.amplitude[slot] = a
+        self.joints = tuple(joints)
+        self.reset()
+
+    def reset(self) -> None:
+        self._t0: float | None = None
+
+    def sample(self, t: float, q: Array, v: Array) -> JointTarget:
+        if self._t0 is None:
+            self._t0 = t
+        s = t - self._t0
+        w = 2.0 * math.pi * self.frequency
+        sin, cos = math.sin(w * s), math.cos(w * s)
+        if s >= self.ramp_time:
+            e, ed, edd = 1.0, 0.0, 0.0
+        else:  # quintic rise: e = 10x³ − 15x⁴ + 6x⁵, x = s / ramp_time
+            x, r = s / self.ramp_time, 1.0 / self.ramp_time
+            e = x * x * x * (10.0 + x * (6.0 * x - 15.0))
+            ed = 30.0 * x * x * (1.0 - x) * (1.0 - x) * r
+            edd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * r * r
+        a = self.amplitude
+        return JointTarget(self.q_center + a * (e * sin), a * (ed * sin + e * w * cos),
+                           a * (edd * sin + 2.0 * ed * w * cos - e * w * w * sin))  # fmt: skip

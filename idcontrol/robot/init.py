@@ -1,0 +1,760 @@
+"""``idcontrol robot init URDF``: a ``robot.toml`` that runs as written, inferred from the URDF (and an SRDF).
+
+What is inferred, in order (each step prints what it found, or what it could not infer):
+
+1. **The base.** ``--base`` if given; fixed when the URDF's root link is ``world``; otherwise floating when at
+   least two limbs that share no joint end together at the bottom of the robot (legs), else fixed.
+2. **Limbs.** Every end of the kinematic tree and the chain of joints from the base to it; its end frame is the
+   distal link (a foot or sole fixed below a shank counts). On a floating base the limbs whose ends are lowest
+   in the standing posture are legs; on a fixed base, joints that branch together off one body are fingers.
+3. **The standing posture.** The SRDF's group state ``--state`` (default: ``standing``; else a state that sets
+   the floating root joint, or on a fixed base one that sets every joint). Otherwise a solve: each leg's
+   contact point under its hip at 3/4 of the straight leg's reach, knees bent into their joint limits (the
+   bend, among a few candidates per leg, that stays farthest inside the limits, knees toward the body centre on
+   a tie), the feet shifted together until the centre of mass is over their centroid. Either way the base is
+   then moved so the lowest contact sphere touches z = 0, and feet left above the ground are put on it by
+   inverse kinematics.
+4. **Contact candidates.** For each leg (and each finger), the collision geometry of its distal body in the
+   standing posture: its lowest collision sphere as is; a flat bottom (a sole wider than a tenth of the leg)
+   as four corner spheres; any other shape as a sphere fitted to its lowest points. Without collision geometry
+   the visual geometry is used, and without any, a sphere at the end frame (reported).
+5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it).
+6. **Gains** scaled with the robot's size: the q̈ gains of the shipped quadruped's trot (K_p = 1000 s⁻²,
+   K_d = 60 s⁻¹ at a 0.163 m standing height) with time scaled by √(height / 0.163 m) (Froude scaling), and
+   the ``pid`` baseline's torque gains from the mass matrix's diagonal at the standing posture.
+
+The robot file is written with comments saying where each value came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from idcontrol.errors import ConfigError
+from idcontrol.robot.config import resolve_urdf
+from idcontrol.robot.limbs import end_frame, joint_chain, leaf_joints, limb_name
+from idcontrol.robot.preflight import PreflightError, PreflightReport, movable_joint_names, preflight_urdf
+from idcontrol.robot.urdf import UrdfFile, build_model, read_urdf
+
+#: Reference of the gain scaling: the shipped quadruped's trot gains at its standing height.
+REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
+#: A leg stands at this fraction of its straight reach when no SRDF gives the posture.
+STANDING_REACH = 0.75
+#: Radius of the corner spheres of a flat foot, m (at most a tenth of the sole's smaller side).
+CORNER_RADIUS = 0.005
+GRAVITY = 9.81
+
+
+@dataclass
+class Sphere:
+    name: str
+    frame: str
+    radius: float
+    offset: np.ndarray  # in the frame, m
+    how: str  # where it came from
+
+
+@dataclass
+class Limb:
+    name: str
+    kind: str  # leg, arm, finger, other
+    joints: list[int]  # joint ids, base outward
+    end: str  # end frame
+    spheres: list[Sphere] = field(default_factory=list)
+
+
+@dataclass
+class InitResult:
+    """What ``robot init`` wrote and said."""
+
+    path: Path
+    text: str
+    inferred: list[str]
+    not_inferred: list[str]
+    report: PreflightReport
+
+
+# ---------------------------------------------------------------------------------------------------- geometry
+def _package_dirs(urdf: UrdfFile) -> list[str]:
+    """Folders that hold the URDF's ``package://<name>/`` packages: the parent of a folder named <name> above it."""
+    names = set()
+    for element in urdf.tree.getroot().iter("mesh"):
+        filename = element.get("filename", "")
+        if filename.startswith("package://"):
+            names.add(filename[len("package://") :].split("/", 1)[0])
+    dirs = []
+    for name in names:
+        for folder in urdf.path.resolve().parents:
+            if folder.name == name:
+                dirs.append(str(folder.parent))
+                break
+    return dirs or [str(urdf.path.resolve().parent)]
+
+
+def _geometry(model: pin.Model, urdf: UrdfFile, kind: pin.GeometryType) -> tuple[pin.GeometryModel | None, str]:
+    """Pinocchio's collision (or visual) geometry of the URDF; (None, why) if its meshes cannot be loaded."""
+    try:
+        return pin.buildGeomFromUrdf(model, str(urdf.path), kind, package_dirs=_package_dirs(urdf)), ""
+    except (RuntimeError, ValueError) as e:
+        return None, str(e).splitlines()[0]
+
+
+def _support_points(obj: pin.GeometryObject, placement: pin.SE3) -> tuple[np.ndarray, float | None]:
+    """Points of a geometry in world (k, 3) whose lowest one is the geometry's lowest; the radius of a sphere
+    that is the geometry's bottom (a sphere, a capsule's end), else None."""
+    g = obj.geometry
+    name = type(g).__name__
+    R, p = placement.rotation, placement.translation
+    if name == "Sphere":
+        return p[None, :], float(g.radius)
+    if name == "Capsule":
+        ends = np.array([p + R[:, 2] * g.halfLength, p - R[:, 2] * g.halfLength])
+        return ends, float(g.radius)
+    if name == "Box":
+        corners = np.array(list(itertools.product(*[(-h, h) for h in g.halfSide])))
+        return corners @ R.T + p, None
+    if name == "Cylinder":
+        a = np.linspace(0.0, 2.0 * np.pi, 48, endpoint=False)
+        ring = np.stack([g.radius * np.cos(a), g.radius * np.sin(a), np.zeros_like(a)], axis=1)
+        local = np.concatenate([ring + [0, 0, g.halfLength], ring - [0, 0, g.halfLength]])
+        return local @ R.T + p, None
+    if hasattr(g, "vertices") and callable(g.vertices):
+        return np.asarray(g.vertices()) @ R.T + p, None
+    if hasattr(g, "points"):
+        return np.asarray(g.points()) @ R.T + p, None
+    return np.zeros((0, 3)), None
+
+
+def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.GeometryModel | None], joint: int,
+                 frame: str, limb: str, leg_length: float,
+                 down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
+    """Contact spheres for the distal body of a limb at the posture of ``data`` (see the module docstring), at its
+    lowest point, or its farthest along ``down`` (a unit vector in world: a fingertip's direction)."""
+    fid = model.getFrameId(frame)
+    # work in a world rotated so that `down` points down (the identity for a leg)
+    turn = pin.SE3.Identity()
+    if down is not None:
+        below = np.array([0.0, 0.0, -1.0])
+        turn.rotation = pin.Quaternion.FromTwoVectors(np.asarray(down, dtype=float), below).matrix()
+    oMf = turn * data.oMf[fid]
+    for source, geom in zip(("collision", "visual"), geometries, strict=True):
+        if geom is None:
+            continue
+        objects = [o for o in geom.geometryObjects if o.parentJoint == joint]
+        chunks = []
+        for obj in objects:
+            points, radius = _support_points(obj, turn * data.oMi[joint] * obj.placement)
+            if len(points):
+                chunks.append((points, radius, obj.name))
+        if not chunks:
+            continue
+        # the lowest point of every chunk (a sphere's is its centre minus its radius)
+        lows = [(float(np.min(p[:, 2]) - (r or 0.0)), i) for i, (p, r, _) in enumerate(chunks)]
+        z_min, lowest = min(lows)
+        points, radius, obj_name = chunks[lowest]
+        if radius is not None:  # a collision sphere (or capsule end) is the bottom: take it as it is
+            centre = points[np.argmin(points[:, 2])]
+            offset = oMf.actInv(centre)
+            return [Sphere(limb, frame, radius, offset, f"its {source} sphere {obj_name!r}")], ""
+        allpoints = np.concatenate([p for p, r, _ in chunks if r is None])
+        band = allpoints[allpoints[:, 2] <= z_min + 0.002]
+        local = (band - oMf.translation) @ oMf.rotation  # in the end frame
+        # the frame's axes nearest the world's x and y (a sole's length and width) and z (its normal)
+        normal = int(np.argmax(np.abs(oMf.rotation[2])))
+        axes = [a for a in range(3) if a != normal]
+        if abs(oMf.rotation[0, axes[0]]) < abs(oMf.rotation[0, axes[1]]):
+            axes.reverse()
+        lo, hi = local[:, axes].min(axis=0), local[:, axes].max(axis=0)
+        extent = hi - lo
+        if min(extent) > max(0.1 * leg_length, 0.02):  # a flat sole: a sphere at each corner
+            r = min(CORNER_RADIUS, 0.1 * float(min(extent)))
+            # the sole's face in the frame (its points' median along the normal axis), the spheres on its inner side
+            inward = float(np.sign(oMf.rotation[2, normal]))
+            face = float(np.median(local[:, normal]))
+            spheres = []
+            for k, (sa, sb) in enumerate(((1, 1), (1, -1), (-1, 1), (-1, -1))):
+                centre_local = np.zeros(3)
+                centre_local[axes[0]] = (hi[0] - r) if sa > 0 else (lo[0] + r)
+                centre_local[axes[1]] = (hi[1] - r) if sb > 0 else (lo[1] + r)
+                centre_local[normal] = face + inward * r
+                spheres.append(Sphere(f"{limb}_{k}", frame, r, centre_local,
+                                      f"a corner of the flat {source} bottom of {obj_name!r} "
+                                      f"({extent[0]:.3f} x {extent[1]:.3f} m)"))  # fmt: skip
+            return spheres, ""
+        # a rounded end: a compact foot (a ball or wheel mesh) gets the sphere about its centre through its lowest
+        # point; the rounded tip of a longer body, the sphere fitted (least squares) to its lowest few millimetres
+        centre = 0.5 * (points.min(axis=0) + points.max(axis=0))
+        if float(np.max(np.linalg.norm(points - centre, axis=1))) <= 0.15 * leg_length:
+            radius = float(centre[2] - z_min)
+            end = "lowest" if down is None else "farthest"
+            how = f"about the centre of its compact {source} geometry {obj_name!r}, through its {end} point"
+        else:
+            near = points[points[:, 2] <= z_min + max(0.005, 0.02 * leg_length)]
+            A = np.c_[2.0 * near, np.ones(len(near))]
+            solution = np.linalg.lstsq(A, np.sum(near**2, axis=1), rcond=None)[0]
+            centre = solution[:3]
+            radius = float(math.sqrt(max(solution[3] + centre @ centre, 0.0)))
+            bottom = near[np.argmin(near[:, 2])]
+            if not 0.002 <= radius <= max(float(np.max(np.ptp(near, axis=0))), 0.002):
+                radius = max(0.5 * float(np.max(np.ptp(near[:, :2], axis=0))), 0.002)
+            centre = np.array([bottom[0], bottom[1], z_min + radius])
+            how = f"fitted to the lowest points of its {source} geometry {obj_name!r}"
+        centre = np.array([centre[0], centre[1], z_min + radius])
+        return [Sphere(limb, frame, radius, oMf.actInv(centre), how)], ""
+    radius = max(0.01, 0.05 * leg_length)
+    return [Sphere(limb, frame, radius, np.zeros(3), "no geometry")], (
+        f"{limb}: no collision or visual geometry on its distal body; a {radius:.3f} m sphere at frame "
+        f"{frame!r} (check radius and offset)")
+
+
+# ---------------------------------------------------------------------------------------------------- SRDF
+def _srdf_states(path: Path) -> list[tuple[str, set[str]]]:
+    """(group state name, joints it sets) of an SRDF, in file order."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as e:
+        raise ConfigError(f"{path}: not a readable SRDF: {e}") from None
+    return [(s.get("name", ""), {j.get("name", "") for j in s.findall("joint")}) for s in root.findall("group_state")]
+
+
+def _srdf_posture(model: pin.Model, srdf: Path, state: str | None, floating: bool) -> tuple[np.ndarray | None, str]:
+    """The configuration of the SRDF group state to stand in, and which state it was ('' when none fits)."""
+    states = _srdf_states(srdf)
+    names = [n for n, _ in states]
+    if state is not None:
+        if state not in names:
+            raise ConfigError(f"{srdf}: no group state {state!r}; it has {names}")
+        chosen = state
+    elif "standing" in names:
+        chosen = "standing"
+    else:
+        actuated = set(movable_joint_names(model))
+        fits = [n for n, joints in states if ("root_joint" in joints if floating else actuated <= joints)]
+        if not fits:
+            return None, ""
+        chosen = fits[0]
+    try:
+        pin.loadReferenceConfigurations(model, str(srdf), False)
+    except (RuntimeError, ValueError) as e:
+        raise ConfigError(f"{srdf}: Pinocchio could not read its group states: {e}") from None
+    q = np.array(model.referenceConfigurations[chosen], dtype=float)
+    return q, chosen
+
+
+# ---------------------------------------------------------------------------------------------------- posture
+def _finite_limits(model: pin.Model, joint: int) -> tuple[float, float]:
+    j = model.joints[joint]
+    lo, hi = float(model.lowerPositionLimit[j.idx_q]), float(model.upperPositionLimit[j.idx_q])
+    return (lo if lo > -1e10 else -math.inf), (hi if hi < 1e10 else math.inf)
+
+
+def _into_limits(model: pin.Model, q: np.ndarray, notes: list[str]) -> np.ndarray:
+    """``q`` with each revolute joint outside its limits turned by whole turns into them when that fits (the same
+    pose), else clipped to them; each change is noted."""
+    q = q.copy()
+    for j in range(1, model.njoints):
+        if model.joints[j].nq != 1 or model.joints[j].shortname() == "JointModelFreeFlyer":
+            continue
+        lo, hi = _finite_limits(model, j)
+        k = model.joints[j].idx_q
+        x = float(q[k])
+        if lo <= x <= hi:
+            continue
+        name = str(model.names[j])
+        turned = x + 2.0 * math.pi * math.ceil((lo - x) / (2.0 * math.pi)) if x < lo else \
+            x - 2.0 * math.pi * math.ceil((x - hi) / (2.0 * math.pi))  # fmt: skip
+        if model.joints[j].shortname().startswith("JointModelR") and lo <= turned <= hi:
+            q[k] = turned
+            notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; the same angle "
+                         f"{turned:.6g} is inside")  # fmt: skip
+        else:
+            q[k] = min(max(x, lo), hi)
+            notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; clipped")
+    return q
+
+
+def _limit_margin(model: pin.Model, q: np.ndarray, joints: list[int]) -> float:
+    """Smallest distance of these joints to their position limits, rad (inf without limits)."""
+    margin = math.inf
+    for j in joints:
+        lo, hi = _finite_limits(model, j)
+        x = q[model.joints[j].idx_q]
+        margin = min(margin, x - lo, hi - x)
+    return margin
+
+
+def _leg_ik(model: pin.Model, data: pin.Data, q: np.ndarray, joints: list[int], frame: int, offset: np.ndarray,
+            target: np.ndarray, rotation: np.ndarray | None,
+            iterations: int = 100) -> tuple[np.ndarray, float]:  # fmt: skip
+    """Damped Newton on the leg's joints: the point ``offset`` of ``frame`` to ``target`` (world), and, given
+    ``rotation``, the frame's orientation to it. Returns (q, residual norm)."""
+    q = q.copy()
+    idx_q = [model.joints[j].idx_q for j in joints]
+    idx_v = [model.joints[j].idx_v for j in joints]
+    residual = math.inf
+    for _ in range(iterations):
+        pin.forwardKinematics(model, data, q)
+        pin.updateFramePlacement(model, data, frame)
+        oMf = data.oMf[frame]
+        point = oMf.act(offset)
+        err = target - point
+        J6 = pin.computeFrameJacobian(model, data, q, frame, pin.LOCAL_WORLD_ALIGNED)[:, idx_v]
+        J = J6[:3] - pin.skew(point - oMf.translation) @ J6[3:]
+        if rotation is not None:
+            err = np.concatenate([err, pin.log3(rotation @ oMf.rotation.T)])
+            J = np.vstack([J, J6[3:]])
+        residual = float(np.linalg.norm(err))
+        if residual < 1e-9:
+            break
+        dq = J.T @ np.linalg.solve(J @ J.T + 1e-8 * np.eye(len(err)), err)
+        step = min(1.0, 0.5 / max(float(np.max(np.abs(dq))), 1e-12))
+        q[idx_q] += step * dq
+    return q, residual
+
+
+@dataclass
+class _Leg:
+    limb: Limb
+    frame: int
+    point: np.ndarray  # contact sphere centre (the mean of a sole's corner spheres) in the end frame, m
+    radius: float  # its radius: the point stands this high when the foot touches z = 0, m
+    flat: bool  # a sole: keep its orientation
+
+
+def _place_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg],
+                targets: list[np.ndarray]) -> tuple[np.ndarray, float]:  # fmt: skip
+    """Each leg's contact point to its world target (flat soles kept level, yaw unchanged).
+    Returns (q, worst residual, m)."""
+    data = model.createData()
+    worst = 0.0
+    for leg, target in zip(legs, targets, strict=True):
+        rotation = None
+        if leg.flat:
+            pin.framesForwardKinematics(model, data, q)
+            current = data.oMf[leg.frame].rotation
+            yaw = math.atan2(current[1, 0], current[0, 0])
+            rotation = pin.rpy.rpyToMatrix(0.0, 0.0, yaw)
+        q, residual = _leg_ik(model, data, q, leg.limb.joints, leg.frame, leg.point, target, rotation)
+        worst = max(worst, residual)
+    return q, worst
+
+
+def _solve_standing(model: pin.Model, legs: list[_Leg], notes: list[str]) -> np.ndarray:
+    """A standing posture without an SRDF: see the module docstring (step 3)."""
+    data = model.createData()
+    q0 = pin.neutral(model)
+    for j in range(1, model.njoints):  # neutral, moved inside the joint limits
+        if model.joints[j].nq == 1:
+            lo, hi = _finite_limits(model, j)
+            margin = 0.05 if hi - lo > 0.1 else 0.0
+            q0[model.joints[j].idx_q] = min(max(q0[model.joints[j].idx_q], lo + margin), hi - margin)
+    pin.framesForwardKinematics(model, data, q0)
+    straight = [data.oMf[leg.frame].act(leg.point) for leg in legs]
+    hips = [data.oMi[leg.limb.joints[0]].translation.copy() for leg in legs]
+    reach = float(np.mean([h[2] - p[2] + leg.radius for h, p, leg in zip(hips, straight, legs, strict=True)]))
+    height = STANDING_REACH * reach
+    q0[2] = height - float(np.mean([h[2] for h in hips]))  # the hips at `height` when the feet are at z = 0
+    centre = np.mean([h[:2] for h in hips], axis=0)
+    targets = [np.array([p[0], p[1], leg.radius]) for p, leg in zip(straight, legs, strict=True)]
+    q = q0.copy()
+    for leg, target in zip(legs, targets, strict=True):  # each leg: the bend that stays farthest inside its limits
+        best = None
+        free = leg.limb.joints[1:4]
+        for signs in itertools.product((0.0, 0.4, -0.4), repeat=len(free)):
+            start = q.copy()
+            for j, s in zip(free, signs, strict=True):
+                start[model.joints[j].idx_q] += s
+            q_leg, residual = _leg_ik(model, data, start, leg.limb.joints, leg.frame, leg.point,
+                                      target + [0.0, 0.0, q[2] - q0[2]], None)  # fmt: skip
+            if residual > 1e-6:
+                continue
+            pin.forwardKinematics(model, data, q_leg)
+            knee = data.oMi[leg.limb.joints[-1]].translation
+            inward = -abs(knee[0] - centre[0])  # knees toward the body centre on a tie
+            score = (round(min(_limit_margin(model, q_leg, leg.limb.joints), 0.3), 3), inward)
+            if best is None or score > best[0]:
+                best = (score, q_leg)
+        if best is None:
+            raise ConfigError(f"leg {leg.limb.name}: no posture puts its foot {height:.3f} m below its hip; "
+                              "give the standing posture in an SRDF (--srdf)")  # fmt: skip
+        q = best[1]
+        if best[0][0] < 0:
+            notes.append(f"leg {leg.limb.name}: the solved standing posture is outside its joint limits")
+    for _ in range(5):  # feet shifted together until the centre of mass is over their centroid
+        com = pin.centerOfMass(model, data, q)
+        shift = com[:2] - np.mean([t[:2] for t in targets], axis=0)
+        targets = [t + np.array([shift[0], shift[1], 0.0]) for t in targets]
+        q, residual = _place_feet(model, q, legs, targets)
+        if np.linalg.norm(shift) < 1e-5:
+            break
+    return q
+
+
+def _support_margin(points: np.ndarray, com: np.ndarray) -> float:
+    """Signed distance of ``com`` (x, y) inside the convex hull of ``points`` (k, 2), m (negative: outside)."""
+    if len(points) < 3:
+        return -float(np.min(np.linalg.norm(points - com, axis=1))) if len(points) else -math.inf
+    hull = _convex_hull(points)
+    margin = math.inf
+    for a, b in zip(hull, np.roll(hull, -1, axis=0), strict=True):
+        edge = b - a
+        normal = np.array([edge[1], -edge[0]]) / max(np.linalg.norm(edge), 1e-12)  # outward for a ccw hull
+        margin = min(margin, -float(normal @ (com - a)))
+    return margin
+
+
+def _convex_hull(points: np.ndarray) -> np.ndarray:
+    """Counter-clockwise convex hull (Andrew's monotone chain) of (k, 2) points."""
+    pts = sorted(map(tuple, np.round(points, 9)))
+    if len(pts) <= 2:
+        return np.array(pts)
+
+    def half(seq):
+        out: list[tuple] = []
+        for p in seq:
+            while len(out) >= 2 and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1])
+                                     - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0])) <= 0:  # fmt: skip
+                out.pop()
+            out.append(p)
+        return out
+
+    lower, upper = half(pts), half(reversed(pts))
+    return np.array(lower[:-1] + upper[:-1])
+
+
+# ---------------------------------------------------------------------------------------------------- the robot
+def _limbs(model: pin.Model) -> list[Limb]:
+    limbs = []
+    for leaf in leaf_joints(model):
+        joints = joint_chain(model, leaf)
+        limbs.append(Limb("", "other", joints, end_frame(model, leaf)))
+    for limb in limbs:
+        shared = {j for other in limbs if other is not limb for j in other.joints}
+        own = [str(model.names[j]) for j in limb.joints if j not in shared] or [str(model.names[limb.joints[-1]])]
+        limb.name = limb_name(own, limb.end)
+    seen: set[str] = set()
+    for limb in limbs:
+        if limb.name in seen:
+            limb.name = limb.end
+        seen.add(limb.name)
+    return limbs
+
+
+def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb]) -> list[Limb]:
+    """The limbs whose ends are at the bottom (within 10 % of the robot's height below its root), if at least two
+    of them share no joint: the legs."""
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, q)
+    z = {id(limb): float(data.oMf[model.getFrameId(limb.end)].translation[2]) for limb in limbs}
+    root = float(data.oMi[1].translation[2]) if model.njoints > 1 else 0.0
+    if not limbs:
+        return []
+    low = min(z.values())
+    depth = root - low
+    if depth <= 0:
+        return []
+    bottom = [limb for limb in limbs if z[id(limb)] <= low + 0.1 * depth]
+    disjoint = [a for a in bottom if any(not set(a.joints) & set(b.joints) for b in bottom if b is not a)]
+    return disjoint if len(disjoint) >= 2 else []
+
+
+def _fingers(model: pin.Model, limbs: list[Limb]) -> list[Limb]:
+    """Leaf joints that branch together off one body (at least two), on a fixed-base robot: fingers."""
+    by_parent: dict[int, list[Limb]] = {}
+    for limb in limbs:
+        by_parent.setdefault(model.parents[limb.joints[-1]], []).append(limb)
+    return [limb for group in by_parent.values() if len(group) >= 2 for limb in group]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.10g}" if abs(x) > 1e-9 else "0.0"
+
+
+def _vec(v) -> str:
+    return "[" + ", ".join(_fmt(float(x)) for x in v) + "]"
+
+
+def _table(values: dict[str, float]) -> str:
+    return "{ " + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items()) + " }"
+
+
+def _urdf_spec(urdf: str, out: Path) -> str:
+    """How the robot file names the URDF: ``share:...`` as given, else relative to the robot file's folder."""
+    if urdf.startswith("share:"):
+        return urdf
+    return os.path.relpath(Path(urdf).resolve(), out.resolve())
+
+
+def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None, *, base: str | None = None,
+               state: str | None = None, name: str | None = None, force: bool = False) -> InitResult:  # fmt: skip
+    """Infer a robot file for ``urdf`` (a path or ``share:<package>/...``) and write ``out/robot.toml``."""
+    urdf_path = resolve_urdf(urdf, Path.cwd() / "robot.toml")
+    parsed = read_urdf(urdf_path)
+    name = name or parsed.name
+    out_dir = Path(out) if out is not None else Path.cwd() / name
+    target = out_dir / "robot.toml"
+    if target.exists() and not force:
+        raise ConfigError(f"{target} exists; remove it or pass --force to overwrite it")
+    inferred: list[str] = []
+    notes: list[str] = []
+    srdf_path = Path(srdf) if srdf else None
+    if srdf_path is not None and not srdf_path.is_file():
+        srdf_path = resolve_urdf(srdf, Path.cwd() / "robot.toml") if srdf.startswith("share:") else srdf_path
+        if not Path(srdf_path).is_file():
+            raise ConfigError(f"SRDF not found: {srdf}")
+
+    # 1. the base
+    if base is not None and base not in ("floating", "fixed"):
+        raise ConfigError(f"--base must be 'floating' or 'fixed', got {base!r}")
+    probe = build_model(parsed, floating_base=True)
+    limbs = _limbs(probe)
+    q_probe = pin.neutral(probe)
+    if srdf_path is not None:
+        q_srdf, _ = _srdf_posture(probe, Path(srdf_path), state, True)
+        if q_srdf is not None:
+            q_probe = q_srdf
+    if base is None:
+        if parsed.root == "world":
+            base, why = "fixed", "the URDF's root link is 'world'"
+        elif _lowest_disjoint(probe, q_probe, limbs):
+            base, why = "floating", "limbs that share no joint end together at the bottom (legs)"
+        else:
+            base, why = "fixed", "no two limbs that share no joint end at the bottom (no legs)"
+    else:
+        why = "--base"
+    floating = base == "floating"
+    inferred.append(f"base: {base} ({why})")
+    report, _ = preflight_urdf(urdf_path, floating)
+    if report.errors:
+        raise PreflightError(report)
+    model = report.model
+    limbs = _limbs(model)
+    actuated = movable_joint_names(model)
+    inferred.append(f"actuated joints: {len(actuated)} (every movable joint): {', '.join(actuated)}")
+
+    # 2. the standing posture and the legs
+    q, source = pin.neutral(model), "the neutral configuration"
+    if srdf_path is not None:
+        q_srdf, chosen = _srdf_posture(model, Path(srdf_path), state, floating)
+        if q_srdf is not None:
+            q, source = _into_limits(model, q_srdf, notes), f"the SRDF's group state {chosen!r}"
+        else:
+            notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
+                         + ("the root joint); solved instead" if floating else "every joint); the neutral one"))
+    legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs) if floating else []
+    for limb in legs:
+        limb.kind = "leg"
+    fingers = [] if floating else _fingers(model, limbs)
+    for limb in fingers:
+        limb.kind = "finger"
+    for limb in limbs:
+        if limb.kind == "other" and not floating:
+            limb.kind = "arm"
+    if floating and not legs:
+        notes.append("legs: none found (no two limbs end together at the bottom); the robot file has no contact "
+                     "spheres and the robot cannot stand")  # fmt: skip
+
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, q)
+    leg_length = 0.0
+    if legs:
+        drops = [data.oMi[limb.joints[0]].translation[2] - data.oMf[model.getFrameId(limb.end)].translation[2]
+                 for limb in legs]  # fmt: skip
+        leg_length = float(np.mean(drops))
+    reach = [np.linalg.norm(data.oMf[model.getFrameId(limb.end)].translation) for limb in limbs]
+    size = leg_length or float(max(reach, default=1.0))
+
+    # 3. contact candidates (their lowest points depend on the posture: found again after a solve)
+    collision, why_c = _geometry(model, parsed, pin.GeometryType.COLLISION)
+    visual, why_v = _geometry(model, parsed, pin.GeometryType.VISUAL)
+    if collision is None:
+        notes.append(f"collision geometry could not be loaded ({why_c}); using the visual geometry")
+    if collision is None and visual is None:
+        notes.append(f"visual geometry could not be loaded either ({why_v})")
+
+    def find_spheres(q_now: np.ndarray) -> list[_Leg]:
+        pin.framesForwardKinematics(model, data, q_now)
+        placed = []
+        for limb in [*legs, *fingers]:
+            down = None
+            if limb.kind == "finger":  # a fingertip: the finger's farthest point from the hand
+                hand = data.oMi[model.parents[limb.joints[-1]]].translation
+                tip = data.oMf[model.getFrameId(limb.end)].translation
+                objects = [o for o in (collision or visual or pin.GeometryModel()).geometryObjects
+                           if o.parentJoint == limb.joints[-1]]  # fmt: skip
+                if objects:
+                    tip = np.mean([(data.oMi[limb.joints[-1]] * o.placement).translation for o in objects], axis=0)
+                down = (tip - hand) / max(float(np.linalg.norm(tip - hand)), 1e-9)
+            spheres, note = _end_spheres(model, data, [collision, visual], limb.joints[-1], limb.end, limb.name,
+                                         leg_length or 0.1, down)  # fmt: skip
+            if note and note not in notes:
+                notes.append(note)
+            limb.spheres = spheres
+            fid = model.getFrameId(limb.end)
+            point = np.mean([s.offset for s in spheres], axis=0)
+            placed.append(_Leg(limb, fid, point, spheres[0].radius, len(spheres) > 1))
+        return placed
+
+    placed = find_spheres(q)
+    if floating and legs and source == "the neutral configuration":
+        q = _solve_standing(model, placed[: len(legs)], notes)
+        source = (f"solved: feet under the hips at {STANDING_REACH:.0%} of the straight legs' reach, the centre of "
+                  "mass over the feet")  # fmt: skip
+        placed = find_spheres(q)
+    if floating and legs:  # twice: the spheres found again in the grounded posture are the ones written
+        q, _ = _ground_feet(model, q, placed[: len(legs)], source, [])
+        placed = find_spheres(q)
+        q, source = _ground_feet(model, q, placed[: len(legs)], source, notes)
+    inferred.append(f"standing posture: {source}")
+
+    # 4. report the limbs
+    for limb in limbs:
+        joints = ", ".join(str(model.names[j]) for j in limb.joints)
+        inferred.append(f"limb {limb.name}: {limb.kind}, joints {joints}, end {limb.end}")
+    for limb in [*legs, *fingers]:
+        for s in limb.spheres:
+            inferred.append(f"contact sphere {s.name}: frame {s.frame}, radius {s.radius:.4f} m, "
+                            f"offset {_vec(s.offset)} ({s.how})")  # fmt: skip
+
+    # 5. torque limits
+    robot_q = q
+    efforts = {}
+    for j_name in actuated:
+        j = model.joints[model.getJointId(j_name)]
+        efforts[j_name] = float(model.effortLimit[j.idx_v])
+    missing = [n for n, e in efforts.items() if not e > 0]
+    if missing:
+        raise ConfigError(f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort>) in the "
+                          "URDF; add them there, or write the robot file by hand with [limits.torque]")  # fmt: skip
+    distinct = ", ".join(_fmt(e) for e in sorted(set(efforts.values())))
+    inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
+    gravity = pin.computeGeneralizedGravity(model, data, robot_q)
+    static = {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+    if floating and legs:
+        static = _standing_torques(model, robot_q, placed[: len(legs)], actuated)
+    worst = max(static.values(), default=0.0)
+    if worst > 0 and min(efforts.values()) > 100.0 * worst:
+        notes.append(f"torque limits: the URDF's efforts ({_fmt(min(efforts.values()))} N·m and more) exceed 100 "
+                     f"times what standing needs (at most {worst:.3g} N·m): they may be placeholders; set the "
+                     "actuators' real limits in [limits.torque]")  # fmt: skip
+    over = [n for n in actuated if static[n] > efforts[n]]
+    if over:
+        notes.append(f"torque limits: standing needs more than the limit at {over}")
+
+    # 6. gains
+    height = float(robot_q[2]) if floating and legs else size
+    scale = math.sqrt(REFERENCE_HEIGHT / max(height, 1e-3))
+    kp, kd = REFERENCE_KP * scale * scale, REFERENCE_KD * scale
+    inferred.append(f"gains: kp {kp:.0f} 1/s², kd {kd:.1f} 1/s (the shipped quadruped's trot gains, time scaled "
+                    f"by sqrt({height:.3f} m / {REFERENCE_HEIGHT} m))")  # fmt: skip
+    M = pin.crba(model, data, robot_q)
+    omega = math.sqrt(kp)
+    pid_kp, pid_kd = {}, {}
+    for j_name in actuated:
+        v = model.joints[model.getJointId(j_name)].idx_v
+        inertia = float(M[v, v])
+        pid_kp[j_name] = round(inertia * omega * omega, 4)
+        pid_kd[j_name] = round(2.0 * inertia * omega, 4)
+
+    command = f"idcontrol robot init {urdf}" + (f" --srdf {srdf}" if srdf else "")
+    command += (f" --state {state}" if state else "") + (f" --name {name}" if name != parsed.name else "")
+    text = _write(name, _urdf_spec(urdf, out_dir), base, actuated, limbs, legs, fingers, robot_q, model, kp, kd,
+                  pid_kp, pid_kd, report, source, command, efforts)  # fmt: skip
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return InitResult(target, text, inferred, notes, report)
+
+
+def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
+                 notes: list[str]) -> tuple[np.ndarray, str]:  # fmt: skip
+    """Move the base so the lowest foot touches z = 0; feet left above the ground are put on it by IK."""
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, q)
+    heights = [min(float(data.oMf[leg.frame].act(s.offset)[2]) - s.radius for s in leg.limb.spheres) for leg in legs]
+    q = q.copy()
+    q[2] -= min(heights)
+    gaps = [h - min(heights) for h in heights]
+    if max(gaps) > 1e-7:
+        pin.framesForwardKinematics(model, data, q)
+        targets = []
+        for leg in legs:
+            p = data.oMf[leg.frame].act(leg.point)
+            targets.append(np.array([p[0], p[1], leg.radius]))
+        q, residual = _place_feet(model, q, legs, targets)
+        worst = max(gaps)
+        notes.append(f"standing posture: feet up to {1e3 * worst:.1f} mm above the ground; put on it by inverse "
+                     f"kinematics (residual {residual:.1e} m)")  # fmt: skip
+    pin.framesForwardKinematics(model, data, q)
+    com = pin.centerOfMass(model, data, q)
+    feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
+    margin = _support_margin(feet, com[:2])
+    if margin < 0:
+        notes.append(f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the support polygon")
+    return q, source + f"; base at {q[2]:.4f} m, feet on z = 0, centre of mass {margin * 1e3:.0f} mm inside the support"
+
+
+def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuated: list[str]) -> dict[str, float]:
+    """|τ| per joint holding the posture with the weight shared by the feet (least-norm contact forces)."""
+    data = model.createData()
+    pin.computeJointJacobians(model, data, q)
+    pin.framesForwardKinematics(model, data, q)
+    g = pin.computeGeneralizedGravity(model, data, q)
+    J = []
+    for leg in legs:
+        oMf = data.oMf[leg.frame]
+        J6 = pin.getFrameJacobian(model, data, leg.frame, pin.LOCAL_WORLD_ALIGNED)
+        J.append(J6[:3] - pin.skew(oMf.rotation @ leg.point) @ J6[3:])
+    Jc = np.vstack(J)  # (3k, nv)
+    f = np.linalg.lstsq(Jc[:, :6].T, g[:6], rcond=None)[0]
+    tau = g - Jc.T @ f
+    return {n: abs(float(tau[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+
+
+def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, pid_kp, pid_kd, report, source,
+           command, efforts) -> str:  # fmt: skip
+    floating = base == "floating"
+    lines = [f"# Written by `{command}`.",
+             "# Every value below was inferred from the URDF" + (" and the SRDF" if "--srdf" in command else "")
+             + "; edit any of them.",
+             f'name = "{name}"', f'urdf = "{urdf}"', f'base = "{base}"', ""]  # fmt: skip
+    if fingers:
+        lines += ["# Joints that close a grip (q grows as a finger closes): the grasp reference holds them.",
+                  "fingers = [" + ", ".join(f'"{model.names[f.joints[-1]]}"' for f in fingers) + "]", ""]  # fmt: skip
+    lines += ["# q̈ gains (1/s², 1/s): the shipped quadruped's trot gains, K_p = 1000, K_d = 60 at 0.163 m, with time",
+              "# scaled by the square root of this robot's size (standing height, or reach without legs).",
+              "[gains]", f"kp = {kp:.1f}", f"kd = {kd:.2f}", "ki = 0.0", "",
+              "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
+              "# matrix's diagonal at the standing posture, critically damped.",
+              "[pid_gains]", f"kp = {_table(pid_kp)}", f"kd = {_table(pid_kd)}", "ki = 0.0", "",
+              "# The URDF's effort limits: " + ", ".join(f"{k} {_fmt(v)}" for k, v in efforts.items()),
+              "[limits.torque]", ""]  # fmt: skip
+    if report.repairable_links:
+        lines += ["# Placeholder links with an inertia no rigid body has (MuJoCo rejects them): "
+                  + ", ".join(report.repairable_links) + ".",
+                  "# The simulator replaces each by the nearest physical inertia and lists the change at start;",
+                  "# the controller uses the merged bodies, whose inertias are physical.",
+                  "[sim]", "repair_inertia = true", ""]  # fmt: skip
+    for limb in limbs:
+        lines += ["[[limbs]]", f'name = "{limb.name}"', f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',
+                  "joints = [" + ", ".join(f'"{model.names[j]}"' for j in limb.joints) + "]",
+                  f'end = "{limb.end}"', ""]  # fmt: skip
+    for limb in [*legs, *fingers]:
+        for s in limb.spheres:
+            lines += [f"# {s.how}", "[[contact_spheres]]", f'name = "{s.name}"', f'frame = "{s.frame}"',
+                      f"radius = {_fmt(s.radius)}", f"offset = {_vec(s.offset)}", ""]  # fmt: skip
+    joints = {n: float(q[model.joints[model.getJointId(n)].idx_q]) for n in actuated}
+    lines += [f"# {source}.", "[standing]"]
+    if floating:
+        quat = q[3:7] / np.linalg.norm(q[3:7])
+        lines += [f"base_position = {_vec(q[:3])}", f"base_orientation_xyzw = {_vec(quat)}"]
+    lines += ["joints = " + _table(joints), ""]
+    return "\n".join(lines)
+

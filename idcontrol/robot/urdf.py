@@ -1,0 +1,164 @@
+"""A URDF as written (before any parser fills in defaults) and the Pinocchio model built from it.
+
+urdfdom, the parser behind Pinocchio, reports a malformed number on stderr and carries on with a
+default (a NaN mass becomes 0), so the raw text is read here first (:func:`read_urdf`) for the
+preflight to check (:mod:`idcontrol.robot.preflight`). :func:`build_model` then builds the
+Pinocchio model with one change: a ``continuous`` joint becomes a ``revolute`` joint without
+position limits, so every one-DoF joint has one position coordinate (the angle, rad) instead of
+Pinocchio's (cos, sin) pair. MuJoCo's URDF import makes the same joint an unlimited hinge, so
+both models keep one coordinate per joint.
+"""
+
+from __future__ import annotations
+
+import copy
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from idcontrol.errors import ConfigError
+
+#: The position limits of a joint without any (a continuous joint), as Pinocchio writes them for a free flyer.
+UNBOUNDED = float(np.finfo(float).max)
+
+#: URDF joint types with one degree of freedom.
+ONE_DOF = ("revolute", "continuous", "prismatic")
+
+
+@dataclass(frozen=True)
+class UrdfLink:
+    """One ``<link>`` as written: its ``<inertial>`` fields as strings (None: absent)."""
+
+    name: str
+    has_inertial: bool
+    mass: str | None
+    inertia: dict[str, str | None]  # ixx, ixy, ixz, iyy, iyz, izz
+    inertial_origin: dict[str, str | None]  # xyz, rpy
+    collisions: int
+    visuals: int
+
+
+@dataclass(frozen=True)
+class UrdfJoint:
+    """One ``<joint>`` as written (strings; None: absent)."""
+
+    name: str
+    type: str
+    parent: str
+    child: str
+    origin: dict[str, str | None]  # xyz, rpy
+    axis: str | None
+    limit: dict[str, str | None] | None  # lower, upper, effort, velocity; None: no <limit>
+    damping: str | None
+    friction: str | None
+
+
+@dataclass
+class UrdfFile:
+    """A parsed URDF: its links and joints in file order, the root link, the tree."""
+
+    path: Path
+    name: str
+    links: dict[str, UrdfLink] = field(default_factory=dict)
+    joints: dict[str, UrdfJoint] = field(default_factory=dict)
+    root: str = ""
+    tree: ET.ElementTree | None = None
+
+    def child_joints(self, link: str) -> list[UrdfJoint]:
+        return [j for j in self.joints.values() if j.parent == link]
+
+    @property
+    def movable_joints(self) -> list[UrdfJoint]:
+        """The one-DoF joints, in file order."""
+        return [j for j in self.joints.values() if j.type in ONE_DOF]
+
+
+def _attrs(element: ET.Element | None, names: tuple[str, ...]) -> dict[str, str | None]:
+    return {n: (element.get(n) if element is not None else None) for n in names}
+
+
+def read_urdf(path: str | Path) -> UrdfFile:
+    """Parse a URDF's text (ConfigError naming the file for malformed XML or a file that is no URDF)."""
+    path = Path(path)
+    try:
+        tree = ET.parse(path)
+    except (ET.ParseError, OSError) as e:
+        raise ConfigError(f"{path}: not a readable URDF (XML): {e}") from None
+    robot = tree.getroot()
+    if robot.tag != "robot":
+        raise ConfigError(f"{path}: the root element is <{robot.tag}>, a URDF's is <robot>")
+    out = UrdfFile(path=path, name=robot.get("name", path.stem), tree=tree)
+    for link in robot.findall("link"):
+        inertial = link.find("inertial")
+        mass = inertial.find("mass") if inertial is not None else None
+        inertia = inertial.find("inertia") if inertial is not None else None
+        origin = inertial.find("origin") if inertial is not None else None
+        name = link.get("name", "")
+        out.links[name] = UrdfLink(
+            name=name,
+            has_inertial=inertial is not None,
+            mass=mass.get("value") if mass is not None else None,
+            inertia=_attrs(inertia, ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")),
+            inertial_origin=_attrs(origin, ("xyz", "rpy")),
+            collisions=len(link.findall("collision")),
+            visuals=len(link.findall("visual")),
+        )
+    for joint in robot.findall("joint"):
+        parent, child = joint.find("parent"), joint.find("child")
+        axis, limit, dynamics = joint.find("axis"), joint.find("limit"), joint.find("dynamics")
+        name = joint.get("name", "")
+        out.joints[name] = UrdfJoint(
+            name=name,
+            type=joint.get("type", ""),
+            parent=parent.get("link", "") if parent is not None else "",
+            child=child.get("link", "") if child is not None else "",
+            origin=_attrs(joint.find("origin"), ("xyz", "rpy")),
+            axis=axis.get("xyz") if axis is not None else None,
+            limit=_attrs(limit, ("lower", "upper", "effort", "velocity")) if limit is not None else None,
+            damping=dynamics.get("damping") if dynamics is not None else None,
+            friction=dynamics.get("friction") if dynamics is not None else None,
+        )
+    children = {j.child for j in out.joints.values()}
+    roots = [name for name in out.links if name not in children]
+    out.root = roots[0] if roots else ""
+    return out
+
+
+def parse_floats(text: str | None, n: int) -> np.ndarray | None:
+    """``n`` numbers from a URDF attribute (None when absent or not ``n`` numbers; NaN and inf are kept)."""
+    if text is None:
+        return None
+    try:
+        values = np.array([float(x) for x in text.split()], dtype=float)
+    except ValueError:
+        return None
+    return values if values.shape == (n,) else None
+
+
+def model_xml(urdf: UrdfFile) -> str:
+    """The URDF text Pinocchio builds from: continuous joints as revolute joints without position limits."""
+    root = copy.deepcopy(urdf.tree.getroot())  # the parsed file stays as written
+    for joint in root.findall("joint"):
+        if joint.get("type") != "continuous":
+            continue
+        joint.set("type", "revolute")
+        limit = joint.find("limit")
+        if limit is None:
+            limit = ET.SubElement(joint, "limit", {"effort": "0", "velocity": "0"})
+        limit.set("lower", repr(-UNBOUNDED))
+        limit.set("upper", repr(UNBOUNDED))
+    return ET.tostring(root, encoding="unicode")
+
+
+def build_model(urdf: UrdfFile, floating_base: bool) -> pin.Model:
+    """Pinocchio's model of the URDF (a free-flyer root joint named ``root_joint`` when ``floating_base``)."""
+    xml = model_xml(urdf)
+    try:
+        if floating_base:
+            return pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())
+        return pin.buildModelFromXML(xml)
+    except (RuntimeError, ValueError) as e:
+        raise ConfigError(f"{urdf.path}: Pinocchio could not parse the URDF: {e}") from e

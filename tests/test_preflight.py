@@ -1,0 +1,161 @@
+"""The robot preflight: bad URDF numbers, bodies no rigid body can have, missing limits and unknown names are
+errors naming the link or joint and the field; placeholder links are warnings; `idcontrol robot check` prints it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from idcontrol.errors import ConfigError
+from idcontrol.robot.config import load_robot_config
+from idcontrol.robot.model import RobotModel
+from idcontrol.robot.preflight import PreflightError, check_path, preflight
+from idcontrol.tools.cli import main
+
+LINK = """<link name="{name}"><inertial><origin xyz="0 0 0.1"/><mass value="{mass}"/>
+  <inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{iyy}" iyz="0" izz="{izz}"/></inertial></link>"""
+JOINT = """<joint name="{name}" type="{kind}"><parent link="{parent}"/><child link="{child}"/>
+  <origin xyz="0 0 0.2"/><axis xyz="0 1 0"/>{limit}</joint>"""
+
+
+def two_link_urdf(tmp_path: Path, *, mass="1.0", inertia=("0.01", "0.01", "0.01"), effort="10", kind="revolute",
+                  placeholder: str | None = None) -> Path:  # fmt: skip
+    """A fixed-base two-joint arm (links base, upper, lower) with the given numbers on link 'upper'; a link
+    'tip' with the ``placeholder`` inertia (ixx = iyy = izz = ixy = ... = value) fixed to 'lower' when given."""
+    limit = f'<limit lower="-2" upper="2" effort="{effort}" velocity="5"/>' if effort is not None else ""
+    ixx, iyy, izz = inertia
+    links = [LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
+             LINK.format(name="upper", mass=mass, ixx=ixx, iyy=iyy, izz=izz),
+             LINK.format(name="lower", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01)]  # fmt: skip
+    joints = [JOINT.format(name="j1", kind=kind, parent="base", child="upper", limit=limit),
+              JOINT.format(name="j2", kind="revolute", parent="upper", child="lower",
+                           limit='<limit lower="-2" upper="2" effort="10" velocity="5"/>')]  # fmt: skip
+    if placeholder is not None:
+        v = placeholder
+        links.append(f'<link name="tip"><inertial><mass value="1e-6"/><inertia ixx="{v}" ixy="{v}" ixz="{v}" '
+                     f'iyy="{v}" iyz="{v}" izz="{v}"/></inertial></link>')  # fmt: skip
+        joints.append('<joint name="tip_fixed" type="fixed"><parent link="lower"/><child link="tip"/></joint>')
+    path = tmp_path / "two_link.urdf"
+    path.write_text('<robot name="two_link">' + "".join(links + joints) + "</robot>")
+    return path
+
+
+def robot_file(tmp_path: Path, urdf: Path, extra: str = "") -> Path:
+    path = tmp_path / "robot.toml"
+    path.write_text(f'name = "two_link"\nurdf = "{urdf.name}"\nbase = "fixed"\n{extra}')
+    return path
+
+
+def errors(report) -> list[tuple[str, str]]:
+    return [(f.where, f.field) for f in report.errors]
+
+
+@pytest.mark.parametrize("mass", ["nan", "inf", "heavy"])
+def test_a_mass_that_is_no_finite_number_is_an_error_naming_link_and_field(tmp_path, mass):
+    """A NaN, infinite or unparsable mass fails the preflight (urdfdom alone would load the robot with mass 0)."""
+    path = robot_file(tmp_path, two_link_urdf(tmp_path, mass=mass))
+    with pytest.raises(PreflightError, match=r"link 'upper' inertial/mass") as e:
+        RobotModel(str(path))
+    assert errors(e.value.report) == [("link 'upper'", "inertial/mass")]
+
+
+def test_negative_mass_nan_inertia_and_impossible_bodies_are_errors(tmp_path):
+    """A negative mass, a NaN inertia entry, a body that is not positive semi-definite or whose principal
+    moments violate the triangle inequality: each an error naming link 'upper' and the field."""
+    cases = {
+        "negative mass": dict(mass="-1"),
+        "nan inertia": dict(inertia=("nan", "0.01", "0.01")),
+        "not PSD": dict(inertia=("-0.01", "0.01", "0.01")),
+        "triangle": dict(inertia=("0.001", "0.001", "0.01")),
+    }
+    expected = {"negative mass": "inertial/mass", "nan inertia": "inertial/inertia/ixx",
+                "not PSD": "inertial/inertia", "triangle": "inertial/inertia"}  # fmt: skip
+    for case, kwargs in cases.items():
+        folder = tmp_path / case.replace(" ", "_")
+        folder.mkdir()
+        report = preflight(load_robot_config(robot_file(folder, two_link_urdf(folder, **kwargs))))
+        assert ("link 'upper'", expected[case]) in errors(report), (case, report.format())
+    urdf = two_link_urdf(tmp_path, inertia=("0.001", "0.001", "0.01"))
+    report = preflight(load_robot_config(robot_file(tmp_path, urdf)))
+    assert "triangle inequality" in report.errors[0].message
+
+
+def test_a_placeholder_link_fixed_to_a_physical_body_is_a_warning(tmp_path):
+    """A massless link with a singular inertia fixed to a real body (as published URDFs have) loads with a
+    warning that names it and the [sim] option MuJoCo needs; it is listed as repairable."""
+    path = robot_file(tmp_path, two_link_urdf(tmp_path, placeholder="1e-6"))
+    robot = RobotModel(str(path))
+    assert [(f.where, f.field) for f in robot.preflight.warnings] == [("link 'tip'", "inertial/inertia")]
+    assert "repair_inertia" in robot.preflight.warnings[0].message
+    assert robot.preflight.repairable_links == ("tip",)
+
+
+def test_an_actuated_joint_without_effort_limit_is_an_error_unless_the_robot_file_gives_one(tmp_path):
+    """No <limit effort> on an actuated joint fails, naming the joint; [limits.torque] supplies it."""
+    urdf = two_link_urdf(tmp_path, effort="0")
+    with pytest.raises(PreflightError, match=r"joint 'j1' limit/effort: actuated joint without a torque limit"):
+        RobotModel(str(robot_file(tmp_path, urdf)))
+    robot = RobotModel(str(robot_file(tmp_path, urdf, "[limits.torque]\nj1 = 5.0\n")))
+    assert robot.torque_limits.tolist() == [5.0, 10.0]
+
+
+def test_every_unknown_name_of_the_robot_file_is_reported_at_once(tmp_path):
+    """Unknown frames, joints and limb ends of the robot file are all listed in one error."""
+    extra = """fingers = ["thumb"]
+[standing]
+joints = { j9 = 0.1 }
+[[contact_spheres]]
+name = "tip"
+frame = "no_such_frame"
+radius = 0.01
+[[limbs]]
+name = "arm"
+kind = "arm"
+joints = ["j1", "j7"]
+end = "nowhere"
+"""
+    with pytest.raises(PreflightError) as e:
+        RobotModel(str(robot_file(tmp_path, two_link_urdf(tmp_path), extra)))
+    fields = [f for _, f in errors(e.value.report)]
+    assert fields == ["contact_spheres.frame", "standing.joints", "fingers", "limbs.arm.joints", "limbs.arm.end"]
+    assert "unknown frame 'no_such_frame'" in str(e.value)
+
+
+def test_a_continuous_joint_has_one_coordinate_and_no_position_limits(tmp_path):
+    """A URDF continuous joint becomes a one-coordinate revolute joint (the angle) without position limits."""
+    robot = RobotModel(str(robot_file(tmp_path, two_link_urdf(tmp_path, kind="continuous"))))
+    assert robot.nq == robot.nv == 2
+    assert robot.model.lowerPositionLimit[0] < -1e300 and robot.model.upperPositionLimit[0] > 1e300
+    assert robot.model.upperPositionLimit[1] == 2.0
+
+
+def test_a_file_that_is_not_a_urdf_is_a_config_error(tmp_path):
+    """Malformed XML names the file."""
+    bad = tmp_path / "bad.urdf"
+    bad.write_text("<robot><link name='a'>")
+    with pytest.raises(ConfigError, match="bad.urdf: not a readable URDF"):
+        check_path(bad)
+
+
+@pytest.mark.parametrize("name", ["quadruped", "arm", "solo12"])
+def test_shipped_robots_pass(name):
+    """The shipped robot files pass without errors or warnings."""
+    report = preflight(load_robot_config(name))
+    assert report.ok and not report.warnings, report.format()
+    assert np.isclose(sum(i.mass for i in report.model.inertias), RobotModel(name).total_mass())
+
+
+def test_robot_check_command_prints_the_report_and_exits_nonzero_on_errors(tmp_path, capsys):
+    """`idcontrol robot check` on a URDF or a robot file prints the findings; 1 when there is an error."""
+    good = two_link_urdf(tmp_path, placeholder="1e-6")
+    assert main(["robot", "check", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "warnings: 1" in out and "result: ok" in out
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = robot_file(bad_dir, two_link_urdf(bad_dir, mass="nan"))
+    assert main(["robot", "check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "link 'upper' inertial/mass: is not finite: 'nan'" in out and "result: FAILED" in out

@@ -1,0 +1,125 @@
+"""`idcontrol robot init`: published URDFs (example-robot-data) to robot files that load and stand as written.
+
+For each robot: the written file passes the preflight, finds the limbs it should (legs, fingers), puts every
+foot on z = 0 with the centre of mass over the support, and the shipped robot files made by it are what it
+writes today (so they were not edited by hand)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from idcontrol.errors import ConfigError
+from idcontrol.robot.config import SHIPPED_ROBOTS_DIR
+from idcontrol.robot.init import init_robot
+from idcontrol.robot.model import RobotModel
+from idcontrol.tools.cli import main
+
+ERD = "share:example-robot-data/robots"
+#: name -> (URDF, SRDF or None, legs, fingers, contact spheres)
+ROBOTS = {
+    "solo12": (f"{ERD}/solo_description/robots/solo12.urdf", f"{ERD}/solo_description/srdf/solo.srdf", 4, 0, 4),
+    "a1": (f"{ERD}/a1_description/urdf/a1.urdf", f"{ERD}/a1_description/srdf/a1.srdf", 4, 0, 4),
+    "anymal_b": (f"{ERD}/anymal_b_simple_description/robots/anymal.urdf",
+                 f"{ERD}/anymal_b_simple_description/srdf/anymal.srdf", 4, 0, 4),  # fmt: skip
+    "hyq": (f"{ERD}/hyq_description/robots/hyq_no_sensors.urdf", f"{ERD}/hyq_description/srdf/hyq.srdf", 4, 0, 4),
+    "talos": (f"{ERD}/talos_data/robots/talos_reduced.urdf", f"{ERD}/talos_data/srdf/talos.srdf", 2, 0, 8),
+    "ur5": (f"{ERD}/ur_description/urdf/ur5_robot.urdf", None, 0, 0, 0),
+    "kinova": (f"{ERD}/kinova_description/robots/kinova.urdf", f"{ERD}/kinova_description/srdf/kinova.srdf", 0, 0, 0),
+    "arm": (str(SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf"), None, 0, 4, 4),
+}
+#: robots of robots/ written by `idcontrol robot init` (their header says so)
+GENERATED = ("a1", "anymal_b", "hyq", "talos", "ur5", "kinova")
+
+
+def feet_heights(robot: RobotModel) -> np.ndarray:
+    """(k,) height of each contact sphere's bottom at the standing posture, m."""
+    q = robot.standing_configuration()
+    robot.update(q, np.zeros(robot.nv))
+    return robot.sphere_centers_in_world[:, 2] - robot.sphere_radii
+
+
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_init_writes_a_robot_file_that_passes_the_preflight_and_stands_on_its_feet(tmp_path: Path, name: str):
+    """The written robot file loads (preflight included); its limbs, fingers and spheres are the robot's; every
+    foot touches z = 0 and the centre of mass is inside the support polygon."""
+    urdf, srdf, legs, fingers, spheres = ROBOTS[name]
+    result = init_robot(urdf, srdf, tmp_path / name, name=name)
+    robot = RobotModel(str(result.path))
+    assert robot.preflight.ok
+    assert len(robot.legs) == legs and len(robot.fingers) == fingers and len(robot.sphere_names) == spheres
+    assert robot.floating_base == (legs > 0)
+    if legs:
+        np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-6)
+        q = robot.standing_configuration()
+        com = pin.centerOfMass(robot.model, robot.model.createData(), q)
+        feet = robot.sphere_centers_in_world[:, :2]
+        assert feet[:, 0].min() < com[0] < feet[:, 0].max() and feet[:, 1].min() < com[1] < feet[:, 1].max()
+        assert 0.05 < q[2] < 1.5
+    assert all(robot.gains.kp > 50) and all(robot.gains.kd > 5)
+
+
+def test_init_solves_a_standing_posture_without_an_srdf(tmp_path: Path):
+    """Without an SRDF the A1 stands on bent knees inside its joint limits, feet on z = 0, its centre of mass over
+    the feet's centroid (1 mm)."""
+    result = init_robot(f"{ERD}/a1_description/urdf/a1.urdf", None, tmp_path / "a1")
+    assert any("solved" in line for line in result.inferred)
+    robot = RobotModel(str(result.path))
+    np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-6)
+    q = robot.standing_configuration()
+    m = robot.model
+    joints = robot.joint_positions(q)
+    lo = m.lowerPositionLimit[[m.joints[m.getJointId(n)].idx_q for n in robot.actuated_joints]]
+    hi = m.upperPositionLimit[[m.joints[m.getJointId(n)].idx_q for n in robot.actuated_joints]]
+    assert np.all(joints > lo) and np.all(joints < hi)
+    com = pin.centerOfMass(m, m.createData(), q)
+    np.testing.assert_allclose(com[:2], robot.sphere_centers_in_world[:, :2].mean(axis=0), atol=1e-3)
+    knees = [robot.actuated_joints.index(f"{leg}_calf_joint") for leg in ("FL", "FR", "RL", "RR")]
+    assert np.all(np.abs(joints[knees]) > 1.0)  # bent, not straight
+
+
+def test_init_reports_what_it_could_not_infer_and_refuses_to_overwrite(tmp_path: Path, capsys):
+    """Solo12's placeholder effort limits (1000 N·m) are flagged; an existing robot.toml is kept without --force;
+    the command prints what it inferred and the next command."""
+    urdf, srdf, *_ = ROBOTS["solo12"]
+    assert main(["robot", "init", urdf, "--srdf", srdf, "--out", str(tmp_path / "solo")]) == 0
+    out = capsys.readouterr().out
+    assert "inferred:" in out and "base: floating" in out and "placeholders" in out
+    assert f"idcontrol launch launch/stand.toml --robot {tmp_path / 'solo'}" in out
+    with pytest.raises(ConfigError, match="exists"):
+        init_robot(urdf, srdf, tmp_path / "solo")
+
+
+def test_init_names_an_actuated_joint_without_effort_limit(tmp_path: Path):
+    """A URDF joint without <limit effort> is an error naming it."""
+    text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()
+    bad = tmp_path / "arm.urdf"
+    bad.write_text(text.replace('effort="80.0"', 'effort="0"', 1))
+    with pytest.raises(ConfigError, match=r"arm_j1.*effort"):
+        init_robot(str(bad), None, tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_generated_robot_files_are_what_init_writes(tmp_path: Path, name: str):
+    """robots/<name>/robot.toml is init's output, unedited (regenerated here and compared as TOML)."""
+    urdf, srdf, *_ = ROBOTS[name]
+    shipped = SHIPPED_ROBOTS_DIR / name / "robot.toml"
+    fresh = init_robot(urdf, srdf, tmp_path / name, name=name).path
+    a, b = tomllib.loads(shipped.read_text()), tomllib.loads(fresh.read_text())
+    assert a.keys() == b.keys()
+    for key in a:
+        assert _close(a[key], b[key]), key
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a))
+    return a == b

@@ -1,0 +1,157 @@
+"""Robots beyond the shipped ones: published URDFs from example-robot-data through the whole controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
+from idcontrol.robot.model import RobotModel
+
+UR5 = 'name = "ur5"\nurdf = "share:example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"\nbase = "fixed"\n'
+
+
+@pytest.mark.parametrize("formulation", ["two_stage_qp", "coulomb_lcp", "noslip_lcp"])
+def test_a_robot_without_contact_spheres_has_no_contacts(tmp_path: Path, formulation: str):
+    """An arm with no contact spheres solves with zero contacts (no IndexError): τ = M q̈_des + h."""
+    (tmp_path / "robot.toml").write_text(UR5)
+    robot = RobotModel(str(tmp_path / "robot.toml"))
+    controller = InverseDynamicsController(robot, formulation=formulation)
+    q = robot.standing_configuration()
+    qdd = np.linspace(-1.0, 1.0, robot.nu)
+    result = controller.solve(RobotState(q, np.zeros(robot.nv)), qdd)
+    assert result.found and controller.last_contacts.n == 0
+    robot.update(q, np.zeros(robot.nv))
+    np.testing.assert_allclose(result.tau, robot.M @ qdd + robot.bias, atol=1e-9)
+
+
+def test_published_urdfs_build_in_mujoco_and_each_change_is_reported(tmp_path: Path):
+    """COLLADA meshes MuJoCo cannot decode are dropped (kinova, hyq), placeholder inertias are repaired only with
+    [sim] repair_inertia (anymal_b: without it a ConfigError names the link and the option), and every change or
+    difference from the controller's model is listed (hyq's URDF joint damping)."""
+    from idcontrol.errors import ConfigError
+    from idcontrol.robot.config import SHIPPED_ROBOTS_DIR
+    from idcontrol.sim.mujoco import MujocoSim
+
+    kinova = MujocoSim("kinova")
+    assert any("dropped" in line and ".dae" in line for line in kinova.model_differences)
+    hyq = MujocoSim("hyq")
+    repaired = [line for line in hyq.model_differences if "inertia repaired" in line]
+    assert len(repaired) == 5 and any("'lf_foot'" in line for line in repaired)
+    assert any("damping" in line and "lf_haa_joint 0.1" in line for line in hyq.model_differences)
+    text = (SHIPPED_ROBOTS_DIR / "anymal_b" / "robot.toml").read_text().replace("repair_inertia = true",
+                                                                                "repair_inertia = false")  # fmt: skip
+    (tmp_path / "robot.toml").write_text(text)
+    with pytest.raises(ConfigError, match=r"\['base'\].*repair_inertia = true"):
+        MujocoSim(str(tmp_path / "robot.toml"))
+    anymal = MujocoSim("anymal_b")
+    assert anymal.model.body("base").inertia.min() > 0
+    q = anymal.robot.standing_configuration()
+    anymal.reset(q)
+    np.testing.assert_allclose(anymal.state().q, q, atol=1e-12)
+
+
+def test_continuous_joints_map_one_to_one_between_pinocchio_and_mujoco():
+    """kinova's continuous joints are one coordinate in both models: a configuration set in MuJoCo reads back."""
+    from idcontrol.sim.mujoco import MujocoSim
+
+    sim = MujocoSim("kinova")
+    q = sim.robot.standing_configuration() + 0.1
+    sim.reset(q)
+    np.testing.assert_allclose(sim.state().q, q, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------- closed loop
+def launch_run(launch: str, robot: str, seconds: float, formulation: str | None = None):
+    """A generic launch file with ``--robot``, in process (the daemon's core, lock-step MuJoCo)."""
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+    from tests.conftest import REPO
+
+    config = load_launch(REPO / "launch" / launch).with_overrides(formulation=formulation, robot=robot)
+    return run_in_process(config, seconds)
+
+
+@pytest.mark.parametrize("robot", ["quadruped", "solo12", "a1", "anymal_b", "hyq", "talos"])
+def test_every_legged_robot_stands_with_the_generic_launch_file(robot: str):
+    """launch/stand.toml --robot NAME, 1.5 s: no fall, every foot loaded, joint error below 0.01 rad."""
+    run = launch_run("stand.toml", robot, 1.5)
+    assert run.ticks_in_run == 1500 and not run.summary["fell"], run.end_reason
+    assert run.summary["tracking_error_rad"] < 0.01
+    legs = run.robot.legs
+    per_leg = np.zeros((run.n, len(legs)))
+    m = run.robot.model
+    for k, frame in enumerate(run.robot.sphere_frame_ids):
+        joint = m.frames[int(frame)].parentJoint
+        leg = [i for i, limb in enumerate(legs) if m.getJointId(limb.joints[-1]) == joint][0]
+        per_leg[:, leg] += run.force_sensed[:, k, 2]
+    assert np.all(per_leg[run.n // 2 :].min(axis=0) > 1.0)  # N: no foot unloaded
+
+
+@pytest.mark.parametrize("robot", ["arm", "ur5", "kinova"])
+def test_every_arm_tracks_a_one_hertz_joint_sinusoid(robot: str):
+    """launch/joint_sinusoid.toml --robot NAME, 1.5 s of a 1 Hz, 0.1 rad swing: mean joint error below 0.005 rad."""
+    run = launch_run("joint_sinusoid.toml", robot, 1.5)
+    assert run.ticks_in_run == 1500, run.end_reason
+    assert run.summary["tracking_error_rad"] < 0.005
+    assert np.ptp(run.q_ref, axis=0).max() > 0.15  # it does swing
+
+
+def test_a_published_quadruped_trots_forward_with_the_generic_launch_file():
+    """launch/trot.toml --robot anymal_b, two_stage_qp, 3 s: no fall, at least 0.15 m/s once trotting."""
+    run = launch_run("trot.toml", "anymal_b", 3.0)
+    assert run.ticks_in_run == 3000 and not run.summary["fell"], run.end_reason
+    speed = (run.q[-1, 0] - run.q[1000, 0]) / (run.t[-1] - run.t[1000])
+    assert speed >= 0.15, speed
+
+
+def test_a_fall_names_its_cause_and_a_guard_stopping_a_collapse_counts_as_a_fall():
+    """The Coulomb LCP without the stand file's contact settings drops the A1 onto a knee: fell, naming the joint;
+    the limit guard that stops hyq's collapsing Coulomb-LCP trot is a fall too ('fell no' was reported before)."""
+    from dataclasses import replace
+
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import loop_config, run_in_process
+    from tests.conftest import REPO
+
+    run = run_in_process(loop_config("a1", formulation="coulomb_lcp", penetration_tolerance=0.001), 2.0)
+    assert run.summary["fell"] and "touches the ground" in run.summary["fall_cause"], run.summary["fall_cause"]
+    config = load_launch(REPO / "launch" / "trot.toml").with_overrides(formulation="coulomb_lcp", robot="hyq")
+    run = run_in_process(config, 2.0)
+    assert run.end_reason.startswith("limit guard")
+    assert run.summary["fell"] and "guard" in run.summary["fall_cause"], run.summary
+    calm = run_in_process(replace(config, reference=replace(config.reference, name="hold", options={})), 0.3)
+    assert not calm.summary["fell"] and calm.summary["fall_cause"] is None
+
+
+def test_experiment_robots_runs_the_matrix_and_writes_the_readme_tables(tmp_path: Path, capsys):
+    """`idcontrol experiment robots --quick --only ...`: one object per run in --json (metrics of the generic
+    launch files), the trot's sample cost, and the tables written between the README's markers (which it refuses
+    to write without)."""
+    import json
+
+    from idcontrol.errors import ConfigError
+    from idcontrol.tools.cli import main
+    from idcontrol.tools.experiments.robots import plan, write_readme_tables
+
+    assert len(plan()) == 60 and {s.task for s in plan()} == {"stand", "stand_trot_options", "trot", "sinusoid"}
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- robots-table:start -->\nold\n<!-- robots-table:end -->\nrest\n")
+    code = main(["experiment", "robots", "--quick", "--only", "sinusoid/ur5/two_stage,trot/anymal_b/coulomb",
+                 "--json", str(tmp_path / "r.json"), "--readme", str(readme)])  # fmt: skip
+    assert code == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    runs = {(r["task"], r["robot"], r["formulation"]): r for r in data["runs"]}
+    assert set(runs) == {("sinusoid", "ur5", "two_stage_qp"), ("trot", "anymal_b", "coulomb_lcp")}
+    trot = runs["trot", "anymal_b", "coulomb_lcp"]
+    assert not trot["fell"] and trot["distance_m"] > 0.1 and runs["sinusoid", "ur5", "two_stage_qp"]["completed"]
+    assert data["trot_sample_us"]["anymal_b"][0] > 0
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- robots-table:start -->\nMeasured with `idcontrol experiment robots --quick")
+    assert "| anymal_b | — |" in text and "| ur5 |" in text and "old" not in text and text.endswith("rest\n")
+    readme.write_text("no markers")
+    with pytest.raises(ConfigError, match="markers"):
+        write_readme_tables(readme, "table")
