@@ -68,6 +68,7 @@ SimulatorFactory = Callable[..., Simulator]
 _SIMULATORS: dict[str, str | SimulatorFactory] = {
     "mujoco": "idcontrol.sim.mujoco:MujocoSim",
     "rigid": "idcontrol.sim.rigid:RigidSim",  # flat ground here; a launch file's terrain: sim.launch
+    "ess": "idcontrol.sim.ess.backend:EssSim",  # compliant contact, ESS integrator; its [bridge] keys: sim.launch
 }
 
 
