@@ -28,13 +28,18 @@ A launch file is TOML (see ``launch/*.toml``)::
     options = { speed = 0.2 }
 
     [bridge]
-    kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model
+    kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model;
+                                 # or "ess": compliant contact integrated by the ESS integrator (idcontrol.sim.ess)
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
     terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
     terrain_seed = 0             # the height map's random seed
     terrain_height = 0.03        # m, the height map's highest bump
+    stiffness = 2e5              # ess only: N/m per contact sphere (default 2e5)
+    damping = 1000.0             # ess only: N·s/m per contact sphere (default 1000)
+    epsilon = 1e-5               # ess only: the guards' band half-width, m of gap (default 1e-5)
+    slip_velocity = 0.01         # ess only: the regularized friction's creep scale, m/s (default 0.01)
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -87,7 +92,7 @@ if TYPE_CHECKING:
 
 Array = NDArray[np.float64]
 
-BRIDGE_KINDS = ("mujoco", "rigid")
+BRIDGE_KINDS = ("mujoco", "rigid", "ess")
 TERRAINS = ("flat", "height_map")
 BRIDGE_MODES = ("lockstep", "realtime")
 
@@ -339,6 +344,14 @@ class BridgeSettings:
     terrain: str = "flat"  # or "height_map" (rigid bridge only)
     terrain_seed: int = 0
     terrain_height: float = 0.03  # m, highest bump of the height map
+    # ess only (None: the back end's default, idcontrol.sim.ess.backend)
+    stiffness: float | None = None  # N/m per contact sphere
+    damping: float | None = None  # N·s/m per contact sphere
+    epsilon: float | None = None  # m of gap, the guards' band half-width
+    slip_velocity: float | None = None  # m/s, the regularized friction's creep scale
+
+    #: the keys only the ess simulator takes
+    ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")
 
 
 @dataclass(frozen=True)
@@ -496,6 +509,16 @@ def load_launch(path: str | Path) -> LaunchConfig:
     height = bridge.terrain_height
     if not isinstance(height, (int, float)) or isinstance(height, bool) or not 0.0 <= height <= 0.1:
         raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
+    for key in BridgeSettings.ESS_KEYS:
+        value = getattr(bridge, key)
+        if value is None:
+            continue
+        if bridge.kind != "ess":
+            raise ConfigError(f"{path}: bridge.{key} needs bridge.kind = 'ess' (it is {bridge.kind!r})")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not (value >= 0.0 if key == "damping" else value > 0.0):
+            bound = ">= 0" if key == "damping" else "> 0"
+            raise ConfigError(f"{path}: bridge.{key} must be a finite number {bound}, got {value!r}")
 
     safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
     if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",

@@ -1,4 +1,5 @@
-"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects)."""
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, the ess
+simulator's contact)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from idcontrol.sim.rigid import RigidSim
 
 
 def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
-    """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain; its movable bodies if
-    ``objects``)."""
+    """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain, the ess contact; its movable
+    bodies if ``objects``)."""
     b = config.bridge
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
@@ -19,4 +20,9 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
         ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
         return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
                         environment=ground if robot.floating_base else None)  # fmt: skip
+    if b.kind == "ess":  # its contact parameters, where the launch file gives them (else the back end's defaults)
+        from idcontrol.sim.ess.backend import EssSim
+
+        contact = {key: getattr(b, key) for key in b.ESS_KEYS if getattr(b, key) is not None}
+        return EssSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu, **contact)
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)
