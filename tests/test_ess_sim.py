@@ -147,3 +147,23 @@ def test_bad_ess_settings_are_named(quadruped):
         EssSim(quadruped, stiffness=0.0)
     with pytest.raises(ShapeError):
         EssSim(quadruped).step(np.zeros(3))
+
+
+def test_state_crossings_round_trip_on_the_wire():
+    """The state message's optional crossings (label, t, how) decode as they were encoded, in order; a malformed
+    one is refused with bad_field."""
+    from idcontrol import protocol as wire
+    from idcontrol.errors import ProtocolError
+
+    shape = wire.RobotShape("quadruped", 19, 18, tuple(f"j{i}" for i in range(12)), ("a", "b", "c", "d"), ())
+    q = np.zeros(19)
+    q[6] = 1.0
+    events = [("a/touchdown", 0.0101, "projected"), ("b/liftoff", 0.0104, "located")]
+    message = wire.decode_control(wire.encode_state(7, 0.011, q, np.zeros(18), crossings=events), shape)
+    assert message.crossings == tuple(events)
+    assert wire.decode_control(wire.encode_state(8, 0.012, q, np.zeros(18)), shape).crossings == ()
+    raw = wire.unpack(wire.encode_state(9, 0.013, q, np.zeros(18), crossings=events), ("state",))
+    raw["crossings"]["how"] = ["projected"]
+    with pytest.raises(ProtocolError, match="as long as each other") as error:
+        wire.decode_control(wire.pack(raw), shape)
+    assert error.value.code == "bad_field"

@@ -49,7 +49,12 @@ class SimState:
 
 
 class Simulator(Protocol):
-    """What the bridge loop and the test harness need from a simulation back end."""
+    """What the bridge loop and the test harness need from a simulation back end.
+
+    A back end that knows the order of its step's contact events also has ``last_crossings``: each with
+    ``label`` (``"sphere/touchdown"``, ``"sphere/liftoff"``), ``t`` (s) and ``how``; the bridge sends them with
+    the next state (see :class:`~idcontrol.sim.ess.backend.EssSim`).
+    """
 
     @property
     def time(self) -> float:
