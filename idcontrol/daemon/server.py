@@ -353,7 +353,8 @@ class Daemon:
         labels = self._contact_labels(out.contacts.ids) if out.contacts is not None else None
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
-                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late)  # fmt: skip
+                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late,
+                                    crossings=message.crossings)  # fmt: skip
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped
         packed = wire.pack({"v": wire.PROTOCOL_VERSION, "type": "telemetry", **schema.encode_tick_record(record)})
