@@ -39,6 +39,12 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_paper(args)
 
 
+def _experiment_ess(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_ess
+
+    return run_ess(args)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -60,6 +66,13 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
+    ess = which.add_parser("ess", help="Anderson & Revzen, the ESS integrator: order test, hopper, cost per contact")
+    ess.add_argument("--json", default=None, metavar="PATH", help="write the results as one JSON object")
+    ess.add_argument("--quick", action="store_true", help="two eps, short hopper, three plate sizes (CI)")
+    ess.add_argument("--conditions", type=int, default=None, help="plate initial conditions per size (default 30)")
+    ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
+                     help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
+    ess.set_defaults(func=_experiment_ess)
 
 
 def _load(args: argparse.Namespace):
