@@ -36,10 +36,10 @@ A launch file is TOML (see ``launch/*.toml``)::
     terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
     terrain_seed = 0             # the height map's random seed
     terrain_height = 0.03        # m, the height map's highest bump
-    stiffness = 2e5              # ess only: N/m per contact sphere (default 2e5)
-    damping = 1000.0             # ess only: N·s/m per contact sphere (default 1000)
-    epsilon = 1e-5               # ess only: the guards' band half-width, m of gap (default 1e-5)
-    slip_velocity = 0.01         # ess only: the regularized friction's creep scale, m/s (default 0.01)
+    stiffness = 1e6              # ess only: N/m per contact sphere (default 1e6)
+    damping = 2000.0             # ess only: N·s/m per contact sphere (default 2000)
+    epsilon = 5e-6               # ess only: the guards' band half-width, m of gap (default 5e-6)
+    slip_velocity = 1e-4         # ess only: the bristle friction's creep scale, m/s (default 1e-4)
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -348,7 +348,7 @@ class BridgeSettings:
     stiffness: float | None = None  # N/m per contact sphere
     damping: float | None = None  # N·s/m per contact sphere
     epsilon: float | None = None  # m of gap, the guards' band half-width
-    slip_velocity: float | None = None  # m/s, the regularized friction's creep scale
+    slip_velocity: float | None = None  # m/s, the bristle friction's creep scale
 
     #: the keys only the ess simulator takes
     ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")

@@ -1,30 +1,30 @@
 """``bridge.kind = "ess"``: a compliant multi-contact simulator on the ESS integrator, with a known crossing order.
 
 :class:`EssSim` integrates a robot (its URDF through Pinocchio: forward dynamics by ABA) with spring-damper
-point contacts at the contact spheres of its ``robot.toml`` against the ground plane z = 0 and regularized
-Coulomb friction (:mod:`idcontrol.sim.ess.robot`), using the ESS integrator
+point contacts at the contact spheres of its ``robot.toml`` against the ground plane z = 0 and elasto-plastic
+bristle friction (smooth; :mod:`idcontrol.sim.ess.robot`), using the ESS integrator
 (:mod:`idcontrol.sim.ess.integrator`): touchdowns and lift-offs are guards crossed one at a time in their
 predicted order, and each step's end (the control tick's boundary) is a guard too, so no step passes it.
 After each :meth:`EssSim.step`, :attr:`EssSim.last_crossings` lists the contact events of that step in the
-order they were crossed, with their times.
+order they were crossed, with their times; the bridge sends them with the next state (``crossings``).
 
 Parameters of the contact (the launch file's ``[bridge]`` table, see :mod:`idcontrol.settings`):
 
-* ``stiffness`` k (default :data:`DEFAULT_STIFFNESS` = 2e5 N/m per contact): the quadruped (4.8 kg) sinks
-  0.06 mm on four feet at rest; ``damping`` b (default :data:`DEFAULT_DAMPING` = 1000 N·s/m per contact,
-  critical for a quarter of the quadruped on its spring); the normal force is max(0, k d + b ḋ). Softer or
-  less damped ground destabilizes the standing quadruped under the controllers, which assume rigid contact
-  (measured: k = 2e4 to 1e5 N/m with b = 300 to 500 N·s/m end in a joint-velocity stop within 0.3 s);
-* ``epsilon`` ε (default :data:`DEFAULT_EPSILON` = 1e-5 m): the guards' band half-width, in metres of gap;
-* ``slip_velocity`` v_s (default :data:`DEFAULT_SLIP_VELOCITY` = 0.01 m/s): the regularized friction's
-  creep scale, f_t = −μ f_n v_t / sqrt(|v_t|² + v_s²).
+* ``stiffness`` k (default :data:`DEFAULT_STIFFNESS` = 1e6 N/m per contact) and ``damping`` b (default
+  :data:`DEFAULT_DAMPING` = 2000 N·s/m per contact): normal force max(0, k d + b ḋ); the quadruped (4.8 kg)
+  sinks 12 µm on four feet at rest. The controllers assume rigid contact: on softer ground the Coulomb LCP's
+  diagonal stance (kp 1000, kd 60) bounced off within 1 s (k = 2e5 or 5e5 N/m), and k = 2e4 to 1e5 N/m with b =
+  300 to 500 N·s/m ended even the two-stage QP's stand in a joint-velocity stop within 0.3 s (measured);
+* ``epsilon`` ε (default :data:`DEFAULT_EPSILON` = 5e-6 m): the guards' band half-width, in metres of gap;
+* ``slip_velocity`` v_e (default :data:`DEFAULT_SLIP_VELOCITY` = 1e-4 m/s): the bristle friction's creep scale:
+  a foot loaded at a fraction ρ of its friction cone creeps at v_e ρ / sqrt(1 − ρ²).
 
 Liveness (the integrator's class) fails where a contact's gap changes slower than ``min_rate`` (default
 ε per step: a guard would take longer than a step to cross its band): a grazing touchdown or lift-off is then
 crossed where the ODE solver's event root finder locates it (``located`` in :attr:`EssSim.last_crossings`);
-a foot resting on the ground sits away from its guards (0.06 mm deep with the defaults, 6 ε), so resting
-contact costs nothing; sticking is no guard at all with regularized friction (a slowly creeping contact,
-a stiff stretch for the ODE solver's step control).
+a foot resting on the ground sits away from its guards (12 µm deep with the defaults, 2.4 ε; a lighter load
+may rest inside the band, where its guard is located rather than projected); sticking is no guard at all with
+the bristle friction (a foot held by its bristle's spring).
 
 Sensed contact forces (:meth:`EssSim.state`): the mean force on each sphere over the last step (its impulse
 over the step divided by the step), world frame, N: exact for the integrated trajectory.
@@ -46,10 +46,10 @@ from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
 
-DEFAULT_STIFFNESS = 2.0e5  # N/m per contact
-DEFAULT_DAMPING = 1000.0  # N·s/m per contact
-DEFAULT_EPSILON = 1e-5  # m of gap
-DEFAULT_SLIP_VELOCITY = 0.01  # m/s
+DEFAULT_STIFFNESS = 1.0e6  # N/m per contact
+DEFAULT_DAMPING = 2000.0  # N·s/m per contact
+DEFAULT_EPSILON = 5e-6  # m of gap
+DEFAULT_SLIP_VELOCITY = 1e-4  # m/s
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,8 @@ class EssSim:
     object_mu : unused (the constructor signature of every back end).
     stiffness N/m, damping N·s/m, epsilon m, slip_velocity m/s : the contact (module docstring).
     min_rate : the integrator's liveness bound, m/s of gap (default epsilon / timestep).
-    rtol, atol : the ODE solver's tolerances (atol on positions m and rad; ×100 on velocities, impulses).
+    rtol, atol : the ODE solver's tolerances (atol on positions m and rad; ×100 on velocities and impulses,
+        ×1e-4 on the friction bristles).
     method : the ODE solver of the integration steps (``solve_ivp``'s name; RK45 is the paper's dopri5).
     initial : (nq,) configuration :meth:`reset` returns to (default: the standing posture at rest on the springs:
         raised until no sphere penetrates, then lowered by its weight over the touching spheres' stiffness).
@@ -113,11 +114,15 @@ class EssSim:
                               f"only the robot on the ground plane (use bridge.kind 'mujoco' or 'rigid')")  # fmt: skip
         del object_mu
         self.dt = float(timestep)
-        self.system = RobotContactSystem(r, stiffness=stiffness, damping=damping, mu=mu, slip_velocity=slip_velocity)
+        self.system = RobotContactSystem(r, stiffness=stiffness, damping=damping, mu=mu, slip_velocity=slip_velocity,
+                                         min_cone=mu * stiffness * epsilon)  # fmt: skip
         s = self.system
         if min_rate is None:
             min_rate = epsilon / self.dt
-        atol_vector = np.concatenate([np.full(s.nq, atol), np.full(s.nv, 100 * atol), np.full(3 * s.k, 100 * atol)])
+        # bristles ~0.1 mm deep whose error the bristle damping turns into force: 1e-4 of atol keeps a sliding
+        # contact's friction within 1e-4 of μ f_n (atol itself: 0.5 % weak, measured on a sliding block)
+        atol_vector = np.concatenate([np.full(s.nq, atol), np.full(s.nv, 100 * atol), np.full(3 * s.k, 100 * atol),
+                                      np.full(2 * s.k, 1e-4 * atol)])  # fmt: skip
         self.integrator = EssIntegrator(s, epsilon, min_rate=min_rate, rtol=rtol, atol=atol_vector, method=method)
         self.epsilon, self.mu = float(epsilon), float(mu)
         self._labels = [(name, "touchdown") for name in r.sphere_names[: s.k]]
@@ -134,7 +139,7 @@ class EssSim:
         q = r.standing_configuration()
         if not s.k:
             return q
-        x = np.concatenate([q, np.zeros(s.nv + 3 * s.k)])
+        x = np.concatenate([q, np.zeros(s.nv + 5 * s.k)])
         phi = s.gaps(x)
         q[2] -= phi.min()
         touching = int(np.count_nonzero(phi - phi.min() < 1e-6))
@@ -161,7 +166,7 @@ class EssSim:
         """Restart at time 0 from ``q`` (nq,), ``v`` (nv,) (default: ``initial``, at rest)."""
         r, s = self.robot, self.system
         q, v = r.check_state(self.initial if q is None else q, np.zeros(r.nv) if v is None else v)
-        self._x = np.concatenate([q, v, np.zeros(3 * s.k)])
+        self._x = np.concatenate([q, v, np.zeros(5 * s.k)])
         self._memory = self.integrator.start(self._x)
         self._ticks = 0
         self._forces = np.zeros((len(r.sphere_names), 3))
@@ -193,7 +198,7 @@ class EssSim:
         s.tau[:] = 0.0
         s.tau[self._act] = tau
         x = self._x.copy()
-        x[s.nq + s.nv :] = 0.0
+        s.impulses_of(x)[:] = 0.0
         t0, t1 = self._ticks * self.dt, (self._ticks + 1) * self.dt
         memory = self._memory.copy()
         advance = self.integrator.advance(x, t0, t1, memory)
