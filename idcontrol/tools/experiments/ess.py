@@ -14,9 +14,10 @@
   per-spring stiffness and damping are the bed's divided by the spring count, so the plate's motion, and the
   ODE solver's step count, do not change with the count: the runtime's growth is the per-contact work. Reported:
   median CPU time per simulated second for each count, and the marginal cost per contact between counts.
-* **Closed loop** (``closed_loop_seconds`` > 0): the quadruped standing and trotting on the ess back end under
-  two_stage_qp and coulomb_lcp (the launch files ``quadruped_stand.toml`` and ``quadruped_trot.toml`` with
-  ``[bridge] kind = "ess"``), in process, lock-step; CPU time per simulator step and per controller tick.
+* **Closed loop** (``closed_loop_seconds`` > 0): the quadruped standing and trotting under two_stage_qp and
+  coulomb_lcp (the launch files ``quadruped_stand.toml`` and ``quadruped_trot.toml`` with ``[bridge] kind`` set to
+  ``ess``, and to ``mujoco`` for comparison; :data:`LOOP_CASES`), in process, lock-step; CPU time per simulator
+  step and per controller tick.
 
 Times are CPU time of this process (``time.process_time``), so other load on the machine inflates them less than
 wall time; the JSON records the machine.
@@ -28,7 +29,7 @@ import math
 import os
 import platform
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,19 +218,22 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
     warm = Plate(3)  # load the compiled plate kernels and MuJoCo's first-call work before anything is timed
     ess_plate(warm, warm.initial(2.0, 0.05), 0.1, eps)
     mujoco_plate(warm, warm.initial(2.0, 0.05), 0.1)
+    plates = {n: Plate(n, stiffness=PLATE_BED_STIFFNESS / n, damping=PLATE_BED_DAMPING / n) for n in counts}
+    ess_times: dict[int, list[float]] = {n: [] for n in counts}
+    mj_times: dict[int, list[float]] = {n: [] for n in counts}
+    work: dict[int, list[dict[str, int]]] = {n: [] for n in counts}
+    for height, angle in starts:  # every size per start, so that the machine's changing load hits all sizes alike
+        for n in counts:
+            x0 = plates[n].initial(height, angle)
+            cpu, done = ess_plate(plates[n], x0, seconds, eps)
+            ess_times[n].append(cpu / seconds)
+            work[n].append(done)
+            mj_times[n].append(mujoco_plate(plates[n], x0, seconds) / seconds)
     rows = []
     for n in counts:
-        plate = Plate(n, stiffness=PLATE_BED_STIFFNESS / n, damping=PLATE_BED_DAMPING / n)
-        ess_times, mj_times, work = [], [], []
-        for height, angle in starts:
-            x0 = plate.initial(height, angle)
-            cpu, done = ess_plate(plate, x0, seconds, eps)
-            ess_times.append(cpu / seconds)
-            work.append(done)
-            mj_times.append(mujoco_plate(plate, x0, seconds) / seconds)
-        rows.append({"contacts": n, "ess_s_per_s": float(np.median(ess_times)),
-                     "mujoco_s_per_s": float(np.median(mj_times)),
-                     **{f"ess_{key}_median": float(np.median([w[key] for w in work])) for key in work[0]}})
+        rows.append({"contacts": n, "ess_s_per_s": float(np.median(ess_times[n])),
+                     "mujoco_s_per_s": float(np.median(mj_times[n])),
+                     **{f"ess_{key}_median": float(np.median([w[key] for w in work[n]])) for key in work[n][0]}})
     marginal = []
     for a, b in zip(rows[:-1], rows[1:], strict=True):
         dn = b["contacts"] - a["contacts"]
@@ -257,29 +261,50 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
 
 
 # ---------------------------------------------------------------------------------------------------- closed loop
-#: Gains of a (launch file, formulation) pair that the launch file's do not suit: the Coulomb LCP stands on one
-#: diagonal pair of feet and needs stiffer feedback (with the robot file's kp 150, kd 8 it falls in MuJoCo at
-#: 0.69 s, tests/test_closed_loop.py, and leaves run mode on ess); the trot launch file already has kp 1000, kd 60.
-CLOSED_LOOP_GAINS = {("quadruped_stand.toml", "coulomb_lcp"): (1000.0, 60.0)}
+@dataclass(frozen=True)
+class LoopCase:
+    """One closed-loop run: a launch file (its [bridge] kind replaced), a formulation, and what is changed."""
+
+    name: str
+    launch: str
+    formulation: str
+    gains: tuple[float, float] | None = None  # kp, kd replacing the launch file's
+    hold: bool = False  # the hold reference in place of the launch file's
 
 
-def closed_loop(seconds: float, formulations: tuple[str, ...] = ("two_stage_qp", "coulomb_lcp")) -> list[dict]:
-    """The quadruped standing and trotting ``seconds`` on the ess back end, in process, lock-step."""
+#: The targets' runs. The Coulomb LCP stands on one diagonal pair of feet: with the stand launch file's gains
+#: (kp 150, kd 8) it falls in MuJoCo at 0.69 s (tests/test_closed_loop.py); with kp 1000, kd 60 it stands 2 s there
+#: but its knees spike past the file's velocity guard within 10 s; the trot launch file's controller (the same
+#: gains, activation distance, contact-consistent velocities) holding the standing posture stands 10 s in MuJoCo.
+LOOP_CASES = (
+    LoopCase("stand", "quadruped_stand.toml", "two_stage_qp"),
+    LoopCase("stand", "quadruped_stand.toml", "coulomb_lcp", gains=(1000.0, 60.0)),
+    LoopCase("stand (trot file's controller, hold)", "quadruped_trot.toml", "coulomb_lcp", hold=True),
+    LoopCase("trot", "quadruped_trot.toml", "two_stage_qp"),
+    LoopCase("trot", "quadruped_trot.toml", "coulomb_lcp"),
+)
+
+
+def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
+                simulators: tuple[str, ...] = ("ess", "mujoco")) -> list[dict]:  # fmt: skip
+    """The quadruped's standing and trotting runs (``cases``), ``seconds`` each, on each simulator, in process,
+    lock-step: whether it stayed in run mode, how it tracked, and the CPU time of each simulator step."""
     from idcontrol.control.factory import build_core
     from idcontrol.robot.model import RobotModel
-    from idcontrol.settings import load_launch
+    from idcontrol.settings import ReferenceSettings, load_launch
     from idcontrol.sim.launch import simulator_for
 
     out = []
-    for launch in ("quadruped_stand.toml", "quadruped_trot.toml"):
-        for name in formulations:
-            config = load_launch(LAUNCH / launch).with_overrides(seconds, name)
-            config = replace(config, bridge=replace(config.bridge, kind="ess"))
+    for case in cases:
+        for kind in simulators:
+            config = load_launch(LAUNCH / case.launch).with_overrides(seconds, case.formulation)
+            config = replace(config, bridge=replace(config.bridge, kind=kind))
+            if case.hold:
+                config = replace(config, reference=ReferenceSettings("hold"))
             robot = RobotModel(config.robot)
             core = build_core(config, robot)
-            gains = CLOSED_LOOP_GAINS.get((launch, name))
-            if gains is not None:
-                core.set_gains(kp=gains[0], kd=gains[1])
+            if case.gains is not None:
+                core.set_gains(kp=case.gains[0], kd=case.gains[1])
             core.warm_up()
             sim = simulator_for(config, robot)
             core.start(0.0)
@@ -297,22 +322,26 @@ def closed_loop(seconds: float, formulations: tuple[str, ...] = ("two_stage_qp",
                 started = time.process_time()
                 sim.step(command.tau)
                 sim_cpu += time.process_time() - started
-                crossings += len(sim.last_crossings)
+                crossings += len(getattr(sim, "last_crossings", ()))
                 ticks += 1
             summary = core.metrics.summary()
-            stats = sim.stats
             q_end = sim.state().q
-            out.append({
-                "launch": launch, "formulation": name, "gains": list(gains) if gains else "launch file's",
-                "seconds_run": ticks * core.dt, "end_reason": reason,
-                "fell": bool(summary.get("fell")), "tracking_error_rad": summary.get("tracking_error_rad"),
+            row = {
+                "case": case.name, "launch": case.launch, "formulation": case.formulation, "simulator": kind,
+                "gains": list(case.gains) if case.gains else "launch file's", "reference": "hold" if case.hold
+                else config.reference.name, "seconds_run": ticks * core.dt, "end_reason": reason,
+                "completed": ticks * core.dt >= seconds - 0.5 * core.dt, "fell": bool(summary.get("fell")),
+                "tracking_error_rad": summary.get("tracking_error_rad"),
                 "distance_m": float(np.hypot(*(q_end[:2] - x_start[:2]))), "base_height_m": float(q_end[2]),
                 "sim_cpu_ms_per_step": 1e3 * sim_cpu / max(ticks, 1),
                 "core_cpu_ms_per_tick": 1e3 * core_cpu / max(ticks, 1),
-                "rhs_evaluations_per_step": stats.rhs_evaluations / max(ticks, 1),
-                "solver_calls_per_step": stats.integrations / max(ticks, 1),
-                "crossings": crossings, "crossings_by_kind": dict(stats.crossings), "splits": stats.splits,
-            })  # fmt: skip
+            }  # fmt: skip
+            if kind == "ess":
+                stats = sim.stats
+                row.update({"rhs_evaluations_per_step": stats.rhs_evaluations / max(ticks, 1),
+                            "solver_calls_per_step": stats.integrations / max(ticks, 1), "crossings": crossings,
+                            "crossings_by_kind": dict(stats.crossings), "splits": stats.splits})  # fmt: skip
+            out.append(row)
     return out
 
 
@@ -350,10 +379,10 @@ def run(*, quick: bool = False, conditions: int | None = None, closed_loop_secon
     if closed_loop_seconds > 0:
         result["closed_loop"] = runs = closed_loop(closed_loop_seconds)
         for r in runs:
-            progress(f"{r['launch']} {r['formulation']}: {r['seconds_run']:.1f} s, {r['end_reason']}, "
-                     f"fell {r['fell']}, {r['distance_m']:.2f} m, joint error {r['tracking_error_rad']:.4f} rad; "
-                     f"ess step "
-                     f"{r['sim_cpu_ms_per_step']:.2f} ms CPU ({r['rhs_evaluations_per_step']:.0f} field evaluations), "
-                     f"controller {r['core_cpu_ms_per_tick']:.2f} ms")  # fmt: skip
+            work = f" ({r['rhs_evaluations_per_step']:.0f} field evaluations)" if r["simulator"] == "ess" else ""
+            progress(f"{r['case']} {r['formulation']} on {r['simulator']}: {r['seconds_run']:.1f} s, "
+                     f"{r['end_reason']}, fell {r['fell']}, {r['distance_m']:.2f} m, "
+                     f"joint error {r['tracking_error_rad']:.4f} rad; "
+                     f"step {r['sim_cpu_ms_per_step']:.2f} ms CPU{work}, controller {r['core_cpu_ms_per_tick']:.2f} ms")
     result["wall_s"] = time.perf_counter() - started
     return result
