@@ -208,6 +208,8 @@ class StateMessage:
         stops too, so that only an explicit start resumes.
     last_late : the command answering the previous state missed its deadline (the bridge's next period
         boundary) and the bridge reused an older torque; that command's round trip is then unknown.
+    crossings : the contact events of the step that led to this state, in the order the simulator crossed them
+        (the ess simulator): (label ``"sphere/touchdown"`` or ``"sphere/liftoff"``, bridge time s, how); optional.
     """
 
     seq: int
@@ -215,6 +217,7 @@ class StateMessage:
     last_rtt_us: float | None = None
     bridge_stopped: bool = False
     last_late: bool = False
+    crossings: tuple[tuple[str, float, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +273,30 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
-    return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late)
+    crossings = _decode_crossings(message["crossings"], seq) if message.get("crossings") is not None else ()
+    return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late, crossings)
+
+
+#: At most this many crossings in one state (a step of a robot with 512 contact spheres, each touching down and
+#: lifting off once).
+MAX_CROSSINGS = 1024
+
+
+def _decode_crossings(value: Any, seq: int) -> tuple[tuple[str, float, str], ...]:
+    """The optional ``crossings`` map of a state: parallel ``label`` (str), ``t`` (float) and ``how`` (str)."""
+    if not isinstance(value, dict):
+        raise ProtocolError("bad_field", "crossings must be a map with label, t and how", seq)
+    labels, how = value.get("label"), value.get("how")
+    if not isinstance(labels, list) or not isinstance(how, list) or len(labels) > MAX_CROSSINGS:
+        raise ProtocolError("bad_field", f"crossings.label and crossings.how must be arrays of at most "
+                            f"{MAX_CROSSINGS} strings", seq)  # fmt: skip
+    if len(how) != len(labels) or not all(isinstance(x, str) and len(x) <= 128 for x in labels + how):
+        raise ProtocolError("bad_field", "crossings.label and crossings.how must be as long as each other and hold "
+                            "strings of at most 128 characters", seq)  # fmt: skip
+    times = get_array(value, "t", len(labels), seq) if "t" in value else None
+    if times is None:
+        raise ProtocolError("bad_field", "crossings lacks t", seq)
+    return tuple(zip(labels, times.tolist(), how, strict=True))
 
 
 def encode_state(
@@ -283,7 +309,9 @@ def encode_state(
     last_rtt_us: float | None = None,
     bridge_stopped: bool = False,
     last_late: bool = False,
+    crossings: tuple[tuple[str, float, str], ...] | list[tuple[str, float, str]] = (),
 ) -> bytes:
+    """A ``state`` message; ``crossings``: (label, t s, how) of the step's contact events, in crossing order."""
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
     if contact_forces is not None:
         message["contact_forces"] = f64(contact_forces)
@@ -303,6 +331,9 @@ def encode_state(
         message["bridge_stopped"] = True
     if last_late:
         message["last_late"] = True
+    if crossings:
+        message["crossings"] = {"label": [c[0] for c in crossings], "t": f64(np.array([c[1] for c in crossings])),
+                                "how": [c[2] for c in crossings]}  # fmt: skip
     return pack(message)
 
 

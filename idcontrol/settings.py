@@ -29,7 +29,8 @@ A launch file is TOML (see ``launch/*.toml``)::
 
     [bridge]
     kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model,
-                                 # or "drake": Drake's SAP compliant contact (pip install 'idcontrol[drake]')
+                                 # or "drake": Drake's SAP compliant contact (pip install 'idcontrol[drake]'),
+                                 # or "ess": compliant contact integrated by the ESS integrator (idcontrol.sim.ess)
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
@@ -38,6 +39,10 @@ A launch file is TOML (see ``launch/*.toml``)::
     terrain_height = 0.03        # m, the height map's highest bump
     contact_stiffness = 1e6      # N/m (drake only): stiffness of every contact pair (default 1e6)
     contact_relaxation_time = 1e-3  # s (drake only): SAP's dissipation time constant τ_d (default 1e-3)
+    stiffness = 1e6              # ess only: N/m per contact sphere (default 1e6)
+    damping = 2000.0             # ess only: N·s/m per contact sphere (default 2000)
+    epsilon = 5e-6               # ess only: the guards' band half-width, m of gap (default 5e-6)
+    slip_velocity = 1e-4         # ess only: the bristle friction's creep scale, m/s (default 1e-4)
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -90,7 +95,7 @@ if TYPE_CHECKING:
 
 Array = NDArray[np.float64]
 
-BRIDGE_KINDS = ("mujoco", "rigid", "drake")
+BRIDGE_KINDS = ("mujoco", "rigid", "drake", "ess")
 TERRAINS = ("flat", "height_map")
 BRIDGE_MODES = ("lockstep", "realtime")
 
@@ -357,6 +362,14 @@ class BridgeSettings:
     terrain_height: float = 0.03  # m, highest bump of the height map
     contact_stiffness: float | None = None  # N/m, drake only (None: idcontrol.sim.drake.DEFAULT_STIFFNESS)
     contact_relaxation_time: float | None = None  # s, drake only (None: DEFAULT_RELAXATION_TIME)
+    # ess only (None: the back end's default, idcontrol.sim.ess.backend)
+    stiffness: float | None = None  # N/m per contact sphere
+    damping: float | None = None  # N·s/m per contact sphere
+    epsilon: float | None = None  # m of gap, the guards' band half-width
+    slip_velocity: float | None = None  # m/s, the bristle friction's creep scale
+
+    #: the keys only the ess simulator takes
+    ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")
 
 
 @dataclass(frozen=True)
@@ -573,6 +586,16 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
         stiffness = key == "contact_stiffness"
         if not number or not (value > 0 if stiffness else value >= 0):
             bound = "> 0 N/m" if stiffness else ">= 0 s"
+            raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
+    for key in BridgeSettings.ESS_KEYS:
+        value = getattr(bridge, key)
+        if value is None:
+            continue
+        if bridge.kind != "ess":
+            raise ConfigError(f"{where}: bridge.{key} needs bridge.kind = 'ess' (it is {bridge.kind!r})")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not (value >= 0.0 if key == "damping" else value > 0.0):
+            bound = ">= 0" if key == "damping" else "> 0"
             raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
 
 

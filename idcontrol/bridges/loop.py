@@ -120,8 +120,10 @@ class BridgeLoop:
     def _send_state(self) -> float:
         s = self._state = self.sim.state()  # kept: the safe stop damps the velocity last measured
         objects: dict[str, ObjectState] = s.objects
+        # a simulator that knows the order of its step's contact events (ess) lists them as ``last_crossings``
+        crossings = [(c.label, c.t, c.how) for c in getattr(self.sim, "last_crossings", ())]
         self.socket.send(wire.encode_state(self._seq, s.t, s.q, s.v, s.contact_forces, objects, self._last_rtt_us,
-                                           self._safe_stopped, self._late > 0))  # fmt: skip
+                                           self._safe_stopped, self._late > 0, crossings))  # fmt: skip
         self.report.states_sent += 1
         return time.perf_counter()
 

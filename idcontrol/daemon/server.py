@@ -389,7 +389,8 @@ class Daemon:
         labels = self._contact_labels(out.contacts.ids) if out.contacts is not None else None
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
-                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late)  # fmt: skip
+                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late,
+                                    crossings=message.crossings)  # fmt: skip
         record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped

@@ -79,6 +79,9 @@ TICK_FIELDS: tuple[TickField, ...] = (
               when="optional"),
     TickField("log_dropped", "int", "tick records dropped so far because the log writer fell behind",
               when="optional"),
+    TickField("crossings", "map", "contact events of the step that led to this state, in the order the simulator "
+              "crossed them (the ess simulator): label (sphere/touchdown, sphere/liftoff), t (bridge time, s), how",
+              when="optional"),
     TickField("q_ref", "vector", "reference joint positions, rad", "nu", "run"),
     TickField("qd_ref", "vector", "reference joint velocities, rad/s", "nu", "run"),
     TickField("qdd_des", "vector", "desired joint accelerations after PD feedback, rad/s²", "nu", "run"),
@@ -132,10 +135,12 @@ def tick_record(
     last_rtt_us: float | None = None,
     bridge_stopped: bool = False,
     last_late: bool = False,
+    crossings: tuple[tuple[str, float, str], ...] = (),
 ) -> dict[str, Any]:
     """The tick record of one answered state, with arrays as numpy arrays (see :func:`encode_tick_record`).
 
     ``contact_labels`` : "sphere/surface" of each contact in ``command.contacts`` (the caller caches them).
+    ``crossings`` : (label, t, how) of the contact events the bridge reported for the step before this state.
     """
     record: dict[str, Any] = {
         "seq": seq, "t": state.t, "now": now, "mode": command.mode, "formulation": command.formulation,
@@ -146,6 +151,9 @@ def tick_record(
         record["objects"] = {name: {key: getattr(s, key) for key in _OBJECT_KEYS} for name, s in state.objects.items()}
     if state.sensed_forces is not None:
         record["sensed_forces"] = state.sensed_forces
+    if crossings:
+        record["crossings"] = {"label": [c[0] for c in crossings], "t": [c[1] for c in crossings],
+                               "how": [c[2] for c in crossings]}  # fmt: skip
     target = command.target
     if target is not None:
         record["q_ref"], record["qd_ref"], record["qdd_des"] = target.q_ref, target.v_ref, command.qdd_des

@@ -1,8 +1,9 @@
-"""Simulators behind one protocol: MuJoCo (soft contact) and the rigid-contact time stepper.
+"""Simulators behind one protocol: MuJoCo (soft contact), the rigid-contact time stepper, the ESS integrator
+(compliant contact with a known crossing order).
 
 >>> from idcontrol.sim import available_simulators
 >>> available_simulators()
-['mujoco', 'rigid']
+['ess', 'mujoco', 'rigid']
 """
 
 from idcontrol.sim.base import SimState, Simulator, available_simulators, make_simulator, register_simulator

@@ -49,7 +49,12 @@ class SimState:
 
 
 class Simulator(Protocol):
-    """What the bridge loop and the test harness need from a simulation back end."""
+    """What the bridge loop and the test harness need from a simulation back end.
+
+    A back end that knows the order of its step's contact events also has ``last_crossings``: each with
+    ``label`` (``"sphere/touchdown"``, ``"sphere/liftoff"``), ``t`` (s) and ``how``; the bridge sends them with
+    the next state (see :class:`~idcontrol.sim.ess.backend.EssSim`).
+    """
 
     @property
     def time(self) -> float:
@@ -69,6 +74,7 @@ _SIMULATORS: dict[str, str | SimulatorFactory] = {
     "mujoco": "idcontrol.sim.mujoco:MujocoSim",
     "rigid": "idcontrol.sim.rigid:RigidSim",  # flat ground here; a launch file's terrain: sim.launch
     "drake": "idcontrol.sim.drake:DrakeSim",  # SAP compliant contact; needs the extra idcontrol[drake]
+    "ess": "idcontrol.sim.ess.backend:EssSim",  # compliant contact, ESS integrator; its [bridge] keys: sim.launch
 }
 
 

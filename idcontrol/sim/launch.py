@@ -1,4 +1,5 @@
-"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, contact)."""
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, and the
+compliant simulators' contact)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from idcontrol.sim.rigid import RigidSim
 
 def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
     """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain, Drake's contact stiffness and
-    relaxation time; its movable bodies if ``objects``)."""
+    relaxation time, the ess contact; its movable bodies if ``objects``)."""
     b = config.bridge
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
@@ -24,4 +25,9 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
 
         return DrakeSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
                         stiffness=b.contact_stiffness, relaxation_time=b.contact_relaxation_time)  # fmt: skip
+    if b.kind == "ess":  # its contact parameters, where the launch file gives them (else the back end's defaults)
+        from idcontrol.sim.ess.backend import EssSim
+
+        contact = {key: getattr(b, key) for key in b.ESS_KEYS if getattr(b, key) is not None}
+        return EssSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu, **contact)
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)

@@ -31,6 +31,8 @@ class ClosedLoopRun:
     contact_normal : (n, k, 3) unit normal of each sphere's candidate contact (zero when it has none).
     contact_phi : (n, k) signed distance of each sphere's candidate contact, m (NaN when none).
     objects : body name -> (n, 3) movable body positions in world, m (in process only: telemetry has none).
+    crossings : the contact events the simulator reported (the ess simulator), in crossing order over the run:
+        (t s, label ``"sphere/touchdown"`` or ``"sphere/liftoff"``, how the ESS integrator crossed it).
     mu : friction coefficient the controller assumed.
     q_end : (nq,) the state after the last command was applied (over the protocol, when the daemon left run
         mode early, the last recorded state instead).
@@ -64,6 +66,7 @@ class ClosedLoopRun:
     end_reason: str
     objects: dict[str, Array] = field(default_factory=dict)
     missing_records: int = 0
+    crossings: list[tuple[float, str, str]] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -115,6 +118,7 @@ class RunRecorder:
         self.rows: dict[str, list] = {key: [] for key in ROW_KEYS}
         self.timings: list[dict[str, float]] = []
         self.objects: dict[str, list[Array]] = {}
+        self.crossings: list[tuple[float, str, str]] = []
 
     def sphere_of(self, label: str) -> int:
         """Sphere index of a telemetry contact label ``"sphere/surface[/sample]"``."""
@@ -156,6 +160,9 @@ class RunRecorder:
         self.timings.append(record.get("timings_us") or {})
         for name, pose in (record.get("objects") or {}).items():
             self.objects.setdefault(name, []).append(np.array(pose["position"], dtype=float))
+        events = record.get("crossings")
+        if events:
+            self.crossings.extend(zip((float(t) for t in events["t"]), events["label"], events["how"], strict=True))
 
     def finish(self, **fields: object) -> ClosedLoopRun:
         """The run; ``fields`` are the non-row ones of :class:`ClosedLoopRun` (transport, summary, ...)."""
@@ -183,6 +190,7 @@ class RunRecorder:
             contact_normal=stack("contact_normal", (k, 3)),
             contact_phi=stack("contact_phi", (k,)),
             objects={name: np.asarray(p) for name, p in self.objects.items()},
+            crossings=list(self.crossings),
             **fields,
         )
 

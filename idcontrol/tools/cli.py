@@ -56,6 +56,11 @@ def _experiment_robots(args: argparse.Namespace) -> int:
 
     return run_robots(args)
 
+def _experiment_ess(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.cli import run_ess
+
+    return run_ess(args)
+
 
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments; run every robot (tables, JSON)")
@@ -101,6 +106,13 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     robots.add_argument("--readme", default=None, metavar="PATH",
                         help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
     robots.set_defaults(func=_experiment_robots)
+    ess = which.add_parser("ess", help="Anderson & Revzen, the ESS integrator: order test, hopper, cost per contact")
+    ess.add_argument("--json", default=None, metavar="PATH", help="write the results as one JSON object")
+    ess.add_argument("--quick", action="store_true", help="two eps, short hopper, three plate sizes (CI)")
+    ess.add_argument("--conditions", type=int, default=None, help="plate initial conditions per size (default 30)")
+    ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
+                     help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
+    ess.set_defaults(func=_experiment_ess)
 
 
 def _load(args: argparse.Namespace):
@@ -349,7 +361,7 @@ def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
     p.add_argument("--bridge", default=None, metavar="KIND",
-                   help="override the launch file's simulator (bridge.kind): mujoco, rigid or drake")  # fmt: skip
+                   help="override the launch file's simulator (bridge.kind): mujoco, rigid, drake or ess")  # fmt: skip
     p.add_argument("--robot", default=None, metavar="NAME_OR_PATH",
                    help="override the launch file's robot: a shipped name, a folder with robot.toml or a robot.toml "
                    "(the reference sizes itself to it)")  # fmt: skip

@@ -146,3 +146,20 @@ def run_robots(args: argparse.Namespace) -> int:
     errors = [r for r in results if "error" in r]
     print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} run(s) raised an error", file=sys.stderr)
     return 1 if errors else 0
+
+def run_ess(args: argparse.Namespace) -> int:
+    """``idcontrol experiment ess``: the ESS integrator paper's checks; 0 when they ran."""
+    from idcontrol.tools.experiments.ess import run
+
+    if args.conditions is not None and args.conditions < 1:
+        raise ConfigError(f"--conditions must be >= 1, got {args.conditions}")
+    if args.closed_loop < 0:
+        raise ConfigError(f"--closed-loop must be >= 0 s, got {args.closed_loop}")
+    print("idcontrol experiment ess", flush=True)
+    result = run(quick=args.quick, conditions=args.conditions, closed_loop_seconds=args.closed_loop,
+                 progress=lambda line: print(line, flush=True))  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    print(f"done in {result['wall_s']:.0f} s", file=sys.stderr)
+    return 0
