@@ -82,7 +82,8 @@ def _launch(args: argparse.Namespace) -> int:
 
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
-    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args)
+    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
+                  driver=args.driver or None)  # fmt: skip
 
 
 def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
@@ -181,6 +182,29 @@ def _bridge(args: argparse.Namespace) -> int:
     return run_bridge_process(_load(args))
 
 
+def _driver(args: argparse.Namespace) -> int:
+    from idcontrol.driver import files
+
+    if args.mujoco_model:
+        print(files.write_mujoco_model(*args.mujoco_model))
+    for flag, where in (("include", files.include_dir), ("cmake_dir", files.cmake_dir),
+                        ("example_dir", files.example_dir), ("mujoco_dir", files.mujoco_dir)):  # fmt: skip
+        if getattr(args, flag):
+            print(where())
+    return 0
+
+
+def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
+    driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example")
+    driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
+    driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")
+    driver.add_argument("--example-dir", action="store_true", help="print the C++ example driver's CMake project")
+    driver.add_argument("--mujoco-dir", action="store_true", help="print the mujoco wheel's folder (headers, library)")
+    driver.add_argument("--mujoco-model", nargs=2, metavar=("LAUNCH_FILE", "OUT"),
+                        help="write the launch file's MuJoCo model (.mjb) for the C++ example")  # fmt: skip
+    driver.set_defaults(func=_driver)
+
+
 def _keys(args: argparse.Namespace) -> int:
     from idcontrol.security import generate_keys
 
@@ -273,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
     _add_log_args(launch)
+    launch.add_argument("--driver", nargs=argparse.REMAINDER, default=None, metavar="COMMAND",
+                        help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
+                        "{launch}: the launch file); the rest of the line is its command")  # fmt: skip
     launch.set_defaults(func=_launch)
     daemon = sub.add_parser("daemon", help="run only the control daemon of a launch file")
     _add_launch_args(daemon)
@@ -282,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_launch_args(bridge)
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
+    _add_driver_parser(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     args = parser.parse_args(argv)
