@@ -54,8 +54,10 @@ class Launch:
         live: bool = True,
         prepare: Callable[[AdminClient], None] | None = None,
         daemon_args: list[str] | None = None,
+        driver_command: list[str] | None = None,
     ) -> None:
         self.config = config
+        self.driver_command = driver_command  # a robot driver's command in place of the bridge
         self.overrides = overrides
         self.daemon_args = daemon_args or []
         self.live = live
@@ -67,6 +69,8 @@ class Launch:
 
     def _spawn(self, role: str, stdout: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides, *extra]
+        if role == "bridge" and self.driver_command:
+            cmd = driver_command(self.driver_command, self.config.endpoints.control, self.config.path)
         return subprocess.Popen(cmd, stdout=stdout, start_new_session=True)
 
     def _wait_daemon_ready(self, admin: AdminClient, timeout: float = 60.0) -> dict[str, Any]:
@@ -217,6 +221,12 @@ class Launch:
         return report
 
 
+def driver_command(command: list[str], endpoint: str, launch_file: str | Path) -> list[str]:
+    """A robot driver's command line with ``{endpoint}`` (the daemon's control endpoint) and ``{launch}`` (the
+    launch file) filled in."""
+    return [arg.replace("{endpoint}", endpoint).replace("{launch}", str(launch_file)) for arg in command]
+
+
 def _phase_line(means: dict[str, float]) -> str:
     """Where a tick's time goes, from the daemon's phase means (µs): its own stages, the controller's, transport."""
     if "core_tick" not in means:
@@ -264,9 +274,10 @@ def launch(
     summary_json: str | None,
     live: bool = True,
     daemon_args: list[str] | None = None,
+    driver: list[str] | None = None,
 ) -> int:
     try:
-        summary = Launch(config, overrides, live, daemon_args=daemon_args).run()
+        summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver).run()
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)
