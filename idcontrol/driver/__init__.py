@@ -6,7 +6,7 @@
 >>> driver.main()       # hello, serve at the daemon's rate until SIGINT/SIGTERM, print the report
 
 docs/driver.md ("Connect your robot") explains it with a complete example; :mod:`idcontrol.driver.loop` holds
-the loop, :mod:`idcontrol.driver.conformance` the suite that checks a driver in any language.
+the loop; ``idcontrol conformance`` (:mod:`idcontrol.tools.conformance`) checks a driver in any language.
 """
 
 from idcontrol.driver.loop import Driver, DriverReport, DriverState, RobotSizes

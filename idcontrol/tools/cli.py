@@ -194,7 +194,25 @@ def _driver(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conformance(args: argparse.Namespace) -> int:
+    from idcontrol.tools.conformance import run_conformance
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run_conformance(command, args.bridge_kind, args.json, args.priority, args.rate)
+
+
 def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
+    conformance = sub.add_parser("conformance", help="check a robot driver against the protocol's obligations")
+    conformance.add_argument("--bridge-kind", choices=("mujoco", "rigid"), default="mujoco",
+                             help="[bridge] kind of the launch file {launch} names (for idcontrol bridge)")
+    conformance.add_argument("--json", default=None, metavar="PATH", help="also write the checks as JSON")
+    conformance.add_argument("--priority", type=int, default=0,
+                             help="SCHED_FIFO priority of the daemon and the driver (default 0: normal scheduling)")
+    conformance.add_argument("--rate", type=_positive_float, default=1000.0,
+                             help="the daemon's control rate, Hz (default 1000; the driver takes it from welcome)")
+    conformance.add_argument("command", nargs=argparse.REMAINDER,
+                             help="-- the driver's command; {endpoint} and {launch} are filled in")  # fmt: skip
+    conformance.set_defaults(func=_conformance)
     driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example")
     driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
     driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")

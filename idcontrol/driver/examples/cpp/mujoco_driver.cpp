@@ -14,7 +14,9 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +44,8 @@ class MujocoQuadruped final : public idcontrol::Driver {
 
   // Map the daemon's names (welcome) onto the MuJoCo model, once, after hello.
   void index(const idcontrol::Welcome& w) {
+    // the daemon's period (welcome dt) in whole physics steps of the model
+    steps_per_period_ = std::max(1, int(std::lround(period() / m_->opt.timestep)));
     const int root = mj_name2id(m_, mjOBJ_JOINT, "root_joint");
     if (root < 0) throw std::runtime_error("the model has no free joint 'root_joint'");
     base_q_ = m_->jnt_qposadr[root];
@@ -99,7 +103,7 @@ class MujocoQuadruped final : public idcontrol::Driver {
   void apply(const double* tau, idcontrol::Mode mode) override {
     if (mode != idcontrol::Mode::run && mode != idcontrol::Mode::safe_stop) return;
     for (size_t i = 0; i < actuator_.size(); ++i) d_->ctrl[actuator_[i]] = tau[i];
-    mj_step(m_, d_);
+    for (int i = 0; i < steps_per_period_; ++i) mj_step(m_, d_);
   }
 
   double clock_time() override { return d_->time; }
@@ -107,7 +111,7 @@ class MujocoQuadruped final : public idcontrol::Driver {
  private:
   mjModel* m_;
   mjData* d_;
-  int base_q_ = 0, base_v_ = 0;
+  int base_q_ = 0, base_v_ = 0, steps_per_period_ = 1;
   std::vector<int> joint_q_, joint_v_, actuator_, sphere_of_geom_;
 };
 

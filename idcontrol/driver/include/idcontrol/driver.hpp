@@ -481,6 +481,16 @@ class Driver {
     pk.pack_bin(uint32_t(8 * n));
     pk.pack_bin_body(reinterpret_cast<const char*>(data), uint32_t(8 * n));
   }
+  // A float64, always (msgpack-cxx's pack_double writes an integral value as an integer; the protocol's floats
+  // are float64).
+  void pack_f64_value(double x) {
+    uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    char buf[9];
+    buf[0] = static_cast<char>(0xcb);
+    for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+    out_.write(buf, 9);
+  }
   void pack_key(msgpack::packer<msgpack::sbuffer>& pk, const char* key) {
     pk.pack_str(uint32_t(std::strlen(key)));
     pk.pack_str_body(key, uint32_t(std::strlen(key)));
@@ -497,11 +507,11 @@ class Driver {
     pack_key(pk, "v"); pk.pack_int(kProtocolVersion);
     pack_key(pk, "type"); pk.pack_str(5); pk.pack_str_body("state", 5);
     pack_key(pk, "seq"); pk.pack_uint64(seq_);
-    pack_key(pk, "t"); pk.pack_double(state_.t);
+    pack_key(pk, "t"); pack_f64_value(state_.t);
     pack_f64(pk, "q", state_.q.data(), state_.q.size());
     pack_f64(pk, "qd", state_.v.data(), state_.v.size());
     if (forces) pack_f64(pk, "contact_forces", state_.contact_forces.data(), state_.contact_forces.size());
-    if (rtt) { pack_key(pk, "last_rtt_us"); pk.pack_double(last_rtt_us_); }
+    if (rtt) { pack_key(pk, "last_rtt_us"); pack_f64_value(last_rtt_us_); }
     if (safe_stopped_) { pack_key(pk, "bridge_stopped"); pk.pack_true(); }
     if (late_ > 0) { pack_key(pk, "last_late"); pk.pack_true(); }
     socket_.send(zmq::const_buffer(out_.data(), out_.size()), zmq::send_flags::dontwait);
