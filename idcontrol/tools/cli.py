@@ -83,7 +83,7 @@ def _launch(args: argparse.Namespace) -> int:
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
     return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
-                  driver=args.driver or None)  # fmt: skip
+                  driver=args.driver or None, foxglove=args.foxglove)  # fmt: skip
 
 
 def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
@@ -192,6 +192,28 @@ def _driver(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             print(where())
     return 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    from idcontrol.tools.live import measure_tick_overhead, serve_live
+
+    if args.measure:
+        result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
+        print(f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
+              f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)")
+        return 0
+    return serve_live(_load(args), args.port)
+
+
+def _add_live_parser(sub: argparse._SubParsersAction) -> None:
+    live = sub.add_parser("live", help="the live view: a Foxglove WebSocket server fed by a daemon's telemetry")
+    _add_launch_args(live)
+    live.add_argument("--port", type=int, default=8765, help="WebSocket port on 127.0.0.1 (default 8765)")
+    live.add_argument("--measure", action="store_true",
+                      help="run the launch file and measure the daemon's tick p99 with the live view off and on")
+    live.add_argument("--segments", type=_positive_int, default=6, help="--measure: segments, alternating off/on")
+    live.add_argument("--seconds", type=_positive_float, default=5.0, help="--measure: seconds per segment")
+    live.set_defaults(func=_live)
 
 
 def _conformance(args: argparse.Namespace) -> int:
@@ -315,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
     _add_log_args(launch)
+    launch.add_argument("--foxglove", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+                        help="watch it live in Foxglove: a WebSocket server on 127.0.0.1:PORT (default 8765)")
     launch.add_argument("--driver", nargs=argparse.REMAINDER, default=None, metavar="COMMAND",
                         help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
                         "{launch}: the launch file); the rest of the line is its command")  # fmt: skip
@@ -328,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
     _add_driver_parser(sub)
+    _add_live_parser(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     args = parser.parse_args(argv)

@@ -55,8 +55,11 @@ class Launch:
         prepare: Callable[[AdminClient], None] | None = None,
         daemon_args: list[str] | None = None,
         driver_command: list[str] | None = None,
+        foxglove_port: int | None = None,
     ) -> None:
         self.config = config
+        self.foxglove_port = foxglove_port or config.telemetry.foxglove  # the live view (idcontrol.tools.live)
+        self.live: subprocess.Popen | None = None
         self.driver_command = driver_command  # a robot driver's command in place of the bridge
         self.overrides = overrides
         self.daemon_args = daemon_args or []
@@ -107,6 +110,10 @@ class Launch:
         try:
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             self._wait_daemon_ready(admin)
+            if self.foxglove_port:
+                from idcontrol.tools.live import spawn_live
+
+                self.live = spawn_live(self.config.path, self.foxglove_port)
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:
@@ -209,6 +216,12 @@ class Launch:
     def _stop_children(self) -> dict[str, Any]:
         """Stop the bridge, then the daemon (already told to shut down); the bridge's report, if it gave one now."""
         report = self._stop_bridge()
+        if self.live is not None and self.live.poll() is None:
+            self.live.send_signal(signal.SIGTERM)
+            try:
+                self.live.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.live.kill()
         if self.daemon is not None:
             try:
                 self.daemon.wait(timeout=5)
@@ -275,9 +288,11 @@ def launch(
     live: bool = True,
     daemon_args: list[str] | None = None,
     driver: list[str] | None = None,
+    foxglove: int | None = None,
 ) -> int:
     try:
-        summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver).run()
+        summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver,
+                         foxglove_port=foxglove).run()  # fmt: skip
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)
