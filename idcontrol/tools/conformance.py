@@ -330,16 +330,16 @@ class Suite:
                                                              rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
                                                              substeps=max(1, round(1000.0 / rate_hz))))  # fmt: skip
         self.driver_launch = self.dir / "driver.toml"
-        # MuJoCo in 1 ms physics steps, as at 1 kHz (its stiff contact wants them); the rigid time stepper in one
-        # step per period, the controller's own model of the period
-        substeps = max(1, round(1000.0 / rate_hz)) if bridge_kind == "mujoco" else 1
+        substeps = max(1, round(1000.0 / rate_hz))  # 1 ms physics steps, as at 1 kHz, whatever the daemon's rate
         self.driver_launch.write_text(LAUNCH_TEMPLATE.format(kind=bridge_kind, control=e["proxy"], admin=e["admin"],
                                                              telemetry=e["telemetry"], priority=priority,
                                                              rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
                                                              substeps=substeps))  # fmt: skip
         self.daemon: subprocess.Popen | None = None
         self.driver: subprocess.Popen | None = None
+        self.driver_output: dict[str, Any] | None = None  # the driver's last JSON line at exit
         self.proxy: Proxy | None = None
+        self._scheduler = (os.sched_getscheduler(0), os.sched_getparam(0))  # restored by close()
         if priority:  # the proxy stands for the daemon's side of every round trip: above the driver and the daemon,
             _realtime(min(priority + 1, 98))()  # its ZeroMQ I/O thread above it (started by the first socket)
         self.context = zmq.Context()
@@ -400,6 +400,11 @@ class Suite:
             self.proxy.close()
         self.admin.close()
         self.context.term()
+        if self.priority:
+            try:
+                os.sched_setscheduler(0, *self._scheduler)
+            except OSError:
+                pass
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -499,37 +504,45 @@ class Suite:
                    f"contact_forces f64[{3 * k}] in {forces_seen}, every message v=1")  # fmt: skip
         if not states or bad:
             return
-        q = np.array([_array(s.message, "q") for s in states])
+        # positions from the states before the start (the robot at rest in its standing posture, whatever the
+        # control loop will make of it on a loaded machine), the clock and the forces from the first 0.4 s of run
+        at_rest = [s for s in idle if _array(s.message, "q") is not None and _array(s.message, "q").size == r.nq]
+        q = np.array([_array(s.message, "q") for s in (at_rest or states)])
+        early = [s for s, after in zip(states, states[1:], strict=False) if after.message["t"] != s.message["t"]]
+        early = early[: max(10, int(0.4 / self.dt))]  # the first 0.4 s during which the robot was driven
         quat = q[:, 3:7]
         norm_err = float(np.abs(np.linalg.norm(quat, axis=1) - 1.0).max())
         upright_w = float(np.abs(quat[:, 3]).min())
         upright_first = float(np.abs(quat[:, 0]).max())
         order_ok = norm_err < 1e-3 and upright_w > 0.99
         self.check("quaternion order x y z w", order_ok,
-                   f"standing robot: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
+                   f"standing robot at rest: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
                    f"| |quat| - 1 | <= {norm_err:.1e}" + ("" if order_ok or upright_first < 0.99 else
                                                            " — looks like w x y z"))  # fmt: skip
         stand = r.standing_configuration()
         height = float(np.median(q[:, 2]))
-        joints = float(np.abs(q[:, 7:] - stand[7:]).max())
+        joints = float(np.median(np.abs(q[:, 7:] - stand[7:]).max(axis=1)))
         t = np.array([float(s.message["t"]) for s in states])
         seq = np.array([s.message["seq"] for s in states], dtype=float)
-        dt_per_seq = float(np.median(np.diff(t) / np.maximum(np.diff(seq), 1)))
+        moving = np.diff(t) > 0  # (a robot stopped by a loaded machine's late commands holds still)
+        steps = np.diff(t)[moving] / np.maximum(np.diff(seq)[moving], 1)
+        dt_per_seq = float(np.median(steps)) if steps.size else 0.0
         units_ok = 0.5 * stand[2] < height < 1.5 * stand[2] and joints < 0.2
         units_ok = units_ok and 0.5 * self.dt < dt_per_seq < 2 * self.dt
         evidence = (f"base height {height:.4f} m (standing {stand[2]:.4f}), joints within {joints:.4f} rad of the "
-                    f"standing posture, t advances {dt_per_seq * 1e3:.3f} ms per seq (period {self.dt * 1e3:g} ms)")
+                    f"standing posture (at rest, medians), t advances {dt_per_seq * 1e3:.3f} ms per seq "
+                    f"(period {self.dt * 1e3:g} ms)")
         if idle:
             qi = np.array([_array(s.message, "q") for s in idle])
             evidence += f"; idle: joints moved {float(np.abs(qi[:, 7:] - qi[0, 7:]).max()):.1e} rad"
         if forces_seen:
-            fz = np.array([_array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum() for s in states
+            fz = np.array([_array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum() for s in early
                            if s.message.get("contact_forces") is not None])  # fmt: skip
             weight = self.robot.total_mass() * GRAVITY
             ratio = float(np.median(fz) / weight)
             units_ok = units_ok and 0.8 < ratio < 1.2
             evidence += (f"; contact forces: total z {np.median(fz):.1f} N = {ratio:.3f} m g, upward on the robot "
-                         "(world frame, N)")  # fmt: skip
+                         "(world frame, N; first 0.4 s of run)")  # fmt: skip
         else:
             evidence += "; contact forces not sent (optional)"
         self.check("units and frames", units_ok, evidence)
@@ -585,7 +598,7 @@ class Suite:
         flagged = sum(1 for r in rows if r[0])
         again = sum(1 for r in rows if r[1])
         stopped = any(r[2] for r in rows)
-        self.check("late command (reuse once)", flagged == 5 and again <= 2 and not stopped,
+        self.check("late command (reuse once)", flagged == 5 and again <= 3 and not stopped,
                    f"5 commands withheld: the next state said last_late (without last_rtt_us) {flagged}/5, the one "
                    f"after it {again}/5 (a second late period), bridge_stopped {'seen' if stopped else 'never'}")
 
@@ -644,8 +657,8 @@ class Suite:
         left = self.wait_mode(("stopped",), 5.0)
         self.admin.request("start")
         restarted = time.perf_counter()
-        time.sleep(0.2)
-        after = [s.message for s in p.states(restarted)][20:]
+        time.sleep(max(0.2, 40 * self.dt))
+        after = [s.message for s in p.states(restarted)][20:]  # (the first answers may still be to the old stop)
         cleared = bool(after) and not any(m.get("bridge_stopped") for m in after)
         self.check("stop after 20 late", first is not None and run == LATE_LIMIT and left and cleared,
                    (f"commands withheld: bridge_stopped came with the {run}th late command in a row"
@@ -687,7 +700,7 @@ class Suite:
         held = [_array(s.message, "q") for s in p.states(held_from)]
         gaps = np.diff([s.at for s in during]) * 1e3 if len(during) > 1 else np.array([math.inf])
         moved = float(np.abs(np.array(held)[:, 7:] - held[0][7:]).max()) if len(held) > 1 else math.inf
-        ok = stopped and float(gaps.max()) < 20.0 and moved < 1e-3
+        ok = stopped and float(gaps.max()) < max(20.0, 25e3 * self.dt) and moved < 1e-3
         self.check("safe stop on stop", ok,
                    f"through safe_stop to stopped the driver kept sending (largest gap {gaps.max():.1f} ms); "
                    f"stopped: joints moved {moved:.1e} rad in 0.3 s (held still)")
@@ -728,14 +741,16 @@ class Suite:
                    (f"; its report: {report['states_sent']} states, {report['late_commands']} late" if report else ""))
 
     def driver_report(self) -> dict[str, Any] | None:
-        """The driver's own report, if it printed one (a line ``{"bridge": {...}}``)."""
+        """The driver's own report, if it printed one (a line ``{"bridge": {...}}``); the whole line is kept in
+        :attr:`driver_output`."""
         self.driver_out.flush()
         for line in reversed((self.dir / "driver.out").read_text(errors="replace").splitlines()):
             if line.startswith("{"):
                 try:
-                    return json.loads(line).get("bridge")
+                    self.driver_output = json.loads(line)
                 except json.JSONDecodeError:
                     return None
+                return self.driver_output.get("bridge")
         return None
 
     def _check_seq(self) -> None:
