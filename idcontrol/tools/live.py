@@ -199,11 +199,16 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
     off, ... (on: the live view process with a client subscribed to every channel). Returns each segment's
     p50 / p99 and the medians of the p99s off and on."""
     from idcontrol.client import AdminClient
+    from idcontrol.daemon.endpoints import bind
     from idcontrol.settings import load_launch
-    from idcontrol.tools.launcher import check_endpoints_free
 
     config = load_launch(launch_file)
-    check_endpoints_free(config)
+    probe = zmq.Context.instance().socket(zmq.PUB)  # an endpoint taken (another daemon) fails now, by name
+    try:
+        for name, endpoint in config.endpoints.items():
+            bind(probe, endpoint, name)
+    finally:
+        probe.close(linger=0)
     port = port or _free_port()
     cmd = [sys.executable, "-m", "idcontrol"]
     daemon = subprocess.Popen([*cmd, "daemon", str(config.path)], start_new_session=True, stderr=subprocess.DEVNULL)
