@@ -168,3 +168,16 @@ def test_the_client_speaks_the_protocol_to_an_sdk_server_directly():
         client.close()
         channel.close()
         server.stop()
+
+
+def test_launch_with_foxglove_starts_the_live_view_beside_the_run_and_stops_it(tmp_path):
+    """`idcontrol launch FILE --foxglove PORT` serves the live view while the run goes on, and ends cleanly."""
+    import subprocess
+    import sys
+
+    path, _ = launch_file(tmp_path)
+    port = free_ports(1)[0]
+    out = subprocess.run([sys.executable, "-m", "idcontrol", "launch", str(path), "--duration", "0.3", "--quiet",
+                          "--foxglove", str(port)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"live view: ws://127.0.0.1:{port}" in out.stderr and "deadline misses" in out.stdout

@@ -59,7 +59,7 @@ class Launch:
     ) -> None:
         self.config = config
         self.foxglove_port = foxglove_port or config.telemetry.foxglove  # the live view (idcontrol.tools.live)
-        self.live: subprocess.Popen | None = None
+        self.live_view: subprocess.Popen | None = None
         self.driver_command = driver_command  # a robot driver's command in place of the bridge
         self.overrides = overrides
         self.daemon_args = daemon_args or []
@@ -113,7 +113,7 @@ class Launch:
             if self.foxglove_port:
                 from idcontrol.tools.live import spawn_live
 
-                self.live = spawn_live(self.config.path, self.foxglove_port)
+                self.live_view = spawn_live(self.config.path, self.foxglove_port)
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:
@@ -216,12 +216,12 @@ class Launch:
     def _stop_children(self) -> dict[str, Any]:
         """Stop the bridge, then the daemon (already told to shut down); the bridge's report, if it gave one now."""
         report = self._stop_bridge()
-        if self.live is not None and self.live.poll() is None:
-            self.live.send_signal(signal.SIGTERM)
+        if self.live_view is not None and self.live_view.poll() is None:
+            self.live_view.send_signal(signal.SIGTERM)
             try:
-                self.live.wait(timeout=10)
+                self.live_view.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.live.kill()
+                self.live_view.kill()
         if self.daemon is not None:
             try:
                 self.daemon.wait(timeout=5)
