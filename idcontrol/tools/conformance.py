@@ -330,7 +330,9 @@ class Suite:
                                                              rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
                                                              substeps=max(1, round(1000.0 / rate_hz))))  # fmt: skip
         self.driver_launch = self.dir / "driver.toml"
-        substeps = max(1, round(1000.0 / rate_hz))  # 1 ms physics steps, as at 1 kHz, whatever the daemon's rate
+        # MuJoCo in 1 ms physics steps, as at 1 kHz (its stiff contact wants them); the rigid time stepper in one
+        # step per period, the controller's own model of it (in 1 ms steps it reported no contact force)
+        substeps = max(1, round(1000.0 / rate_hz)) if bridge_kind == "mujoco" else 1
         self.driver_launch.write_text(LAUNCH_TEMPLATE.format(kind=bridge_kind, control=e["proxy"], admin=e["admin"],
                                                              telemetry=e["telemetry"], priority=priority,
                                                              rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),

@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 #include <msgpack.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -344,6 +345,7 @@ class Driver {
     }
     socket_ = zmq::socket_t(context_, zmq::socket_type::dealer);
     if (options_.credential_endpoint.empty()) options_.credential_endpoint = options_.endpoint;
+    credential_path_ = credential_path(options_.credential_endpoint);
     if (options_.late_limit < 1) throw std::invalid_argument("late_limit must be >= 1");
     if (robot_.actuated_dofs.empty())
       for (int i = robot_.nv - robot_.nu; i < robot_.nv; ++i) robot_.actuated_dofs.push_back(i);
@@ -417,21 +419,46 @@ class Driver {
   double period() const { return options_.period; }
 
  private:
+  // Read the daemon's credential into token_ (open/read into a fixed buffer: no allocation, so a restarted
+  // daemon's new credential is read in the loop without allocating). False when there is none (not running).
+  bool read_token() {
+    if (!options_.token.empty()) {
+      const size_t n = std::min(options_.token.size(), sizeof(token_) - 1);
+      std::memcpy(token_, options_.token.data(), n);
+      token_len_ = n;
+      return true;
+    }
+    const int fd = ::open(credential_path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const ssize_t n = ::read(fd, token_, sizeof(token_) - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    size_t len = size_t(n);
+    while (len > 0 && (token_[len - 1] == '\n' || token_[len - 1] == '\r' || token_[len - 1] == ' ')) --len;
+    token_len_ = len;
+    return len > 0;
+  }
+
+  void pack_str(msgpack::packer<msgpack::sbuffer>& pk, const char* text, size_t n) {
+    pk.pack_str(uint32_t(n));
+    pk.pack_str_body(text, uint32_t(n));
+  }
+
   bool send_hello() {
-    std::string token = options_.token.empty() ? read_credential(options_.credential_endpoint) : options_.token;
-    if (token.empty()) return false;  // no daemon yet
-    msgpack::sbuffer buffer;
-    msgpack::packer<msgpack::sbuffer> pk(buffer);
+    if (!read_token()) return false;  // no daemon yet
+    out_.clear();
+    msgpack::packer<msgpack::sbuffer> pk(out_);
     pk.pack_map(8);
-    pk.pack("v"); pk.pack(kProtocolVersion);
-    pk.pack("type"); pk.pack("hello");
-    pk.pack("robot"); pk.pack(robot_.name);
-    pk.pack("nq"); pk.pack(robot_.nq);
-    pk.pack("nv"); pk.pack(robot_.nv);
-    pk.pack("nu"); pk.pack(robot_.nu);
-    pk.pack("clock"); pk.pack(options_.realtime ? "realtime" : "lockstep");
-    pk.pack("token"); pk.pack(token);
-    socket_.send(zmq::const_buffer(buffer.data(), buffer.size()), zmq::send_flags::dontwait);
+    pack_key(pk, "v"); pk.pack_int(kProtocolVersion);
+    pack_key(pk, "type"); pack_str(pk, "hello", 5);
+    pack_key(pk, "robot"); pack_str(pk, robot_.name.data(), robot_.name.size());
+    pack_key(pk, "nq"); pk.pack_int(robot_.nq);
+    pack_key(pk, "nv"); pk.pack_int(robot_.nv);
+    pack_key(pk, "nu"); pk.pack_int(robot_.nu);
+    pack_key(pk, "clock");
+    if (options_.realtime) pack_str(pk, "realtime", 8); else pack_str(pk, "lockstep", 8);
+    pack_key(pk, "token"); pack_str(pk, token_, token_len_);
+    socket_.send(zmq::const_buffer(out_.data(), out_.size()), zmq::send_flags::dontwait);
     return true;
   }
 
@@ -564,8 +591,7 @@ class Driver {
     }
   }
 
-  // A new hello after `unauthorized` (a restarted daemon): its credential file is read again. Reading a file
-  // allocates: it happens only when the daemon restarted, never in a healthy loop.
+  // A new hello after `unauthorized` (a restarted daemon): its credential file is read again (without allocating).
   void send_hello_in_loop() { send_hello(); }
 
   bool apply_command(bool have_command) {
@@ -630,6 +656,9 @@ class Driver {
 
   RobotSizes robot_;
   Options options_;
+  std::string credential_path_;
+  char token_[256] = {0};
+  size_t token_len_ = 0;
   zmq::context_t context_;
   zmq::socket_t socket_;
   Welcome welcome_;
