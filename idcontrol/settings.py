@@ -68,6 +68,9 @@ A launch file is TOML (see ``launch/*.toml``)::
     damping = 0.5                # N·m·s/rad of the damping stop
     safe_stop_timeout = 1.0      # s; a damping stop also ends when every |q̇| < rest_velocity
 
+    [telemetry]                  # optional: the live view (idcontrol.tools.live), off the tick path
+    foxglove = 8765              # `idcontrol launch` starts a Foxglove WebSocket server on 127.0.0.1:8765
+
     [security]
     curve_keys = "keys"          # a directory made by `idcontrol keys generate DIR` (relative to this
                                  # file); turns on CURVE on every socket and allows non-loopback endpoints
@@ -373,6 +376,22 @@ class BridgeSettings:
 
 
 @dataclass(frozen=True)
+class TelemetrySettings:
+    """foxglove : port of the live view's Foxglove WebSocket server on 127.0.0.1, which ``idcontrol launch`` starts
+    beside the daemon (None: no live view)."""
+
+    foxglove: int | None = None
+
+    def check(self, where: str, endpoints: Endpoints) -> TelemetrySettings:
+        port = self.foxglove
+        if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535):
+            raise ConfigError(f"{where}: telemetry.foxglove must be a TCP port in 1 .. 65535, got {port!r}")
+        if port is not None and not endpoints.telemetry:
+            raise ConfigError(f"{where}: telemetry.foxglove needs the daemon's telemetry endpoint ([endpoints])")
+        return self
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
     path: Path
     robot: str
@@ -386,6 +405,7 @@ class LaunchConfig:
     curve_keys: Path | None = None  # [security] curve_keys: a key directory (``idcontrol keys generate``)
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     formulations: dict[str, dict[str, Any]] = field(default_factory=dict)  # [formulations.NAME] option tables
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)  # [telemetry]: the live view
 
     def formulation_options(self, name: str) -> dict[str, Any]:
         """Options for formulation ``name``: its ``[formulations.NAME]`` table, then, for the launch
@@ -489,7 +509,7 @@ def load_launch(path: str | Path) -> LaunchConfig:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
-                 "realtime", "formulations"}  # fmt: skip
+                 "realtime", "formulations", "telemetry"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -564,8 +584,10 @@ def load_launch(path: str | Path) -> LaunchConfig:
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
     realtime.check(f"{path}")
     formulations = _formulation_tables(_section(data, "formulations", path), path)
+    telemetry = TelemetrySettings(**_fields(_section(data, "telemetry", path), TelemetrySettings,
+                                            f"{path} [telemetry]")).check(f"{path}", endpoints)  # fmt: skip
     config = LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
-                          curve_keys, realtime, formulations)  # fmt: skip
+                          curve_keys, realtime, formulations, telemetry)  # fmt: skip
     _check_options(config, controller.formulation)
     return config
 

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "idcontrol"
 #: (docs/architecture.md explains each layer.)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.tools", "idcontrol.testing", "idcontrol.__main__"),
-    ("idcontrol.daemon", "idcontrol.bridges", "idcontrol.client"),
+    ("idcontrol.daemon", "idcontrol.bridges", "idcontrol.driver", "idcontrol.client"),
     ("idcontrol.logs",),
     ("idcontrol.protocol", "idcontrol.sim", "idcontrol.realtime"),
     ("idcontrol.control",),

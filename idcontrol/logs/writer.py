@@ -73,6 +73,22 @@ def json_record(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _foxglove_view(config: dict[str, Any], clock_offset: float):
+    """The Foxglove topics' converter for the run's robot (:mod:`idcontrol.logs.foxglove`); None, with a line on
+    stderr, when the robot cannot be loaded here (the log then holds the idcontrol topics only)."""
+    robot = config.get("robot")
+    if not robot:
+        return None
+    try:
+        from idcontrol.logs.foxglove import FoxgloveView
+        from idcontrol.robot.model import RobotModel
+
+        return FoxgloveView(RobotModel(robot), clock_offset_s=clock_offset)
+    except Exception as e:  # the log's own topics matter more than the view
+        print(f"idcontrol log writer: no Foxglove topics ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
+        return None
+
+
 class SegmentedLog:
     """An MCAP log split into files of at most about ``max_bytes`` each."""
 
@@ -82,6 +98,7 @@ class SegmentedLog:
         self.config_json = json.dumps(config).encode()
         self.clock_offset = float(config.get("clock_offset_s", 0.0))  # Unix time minus the daemon's monotonic
         self.events: list[tuple[int, bytes]] = []  # (log time, JSON), repeated in each new segment
+        self.view = _foxglove_view(config, self.clock_offset)  # Foxglove's topics, as the live view has them
         self.segment = 0
         self.ticks = 0
         self._open()
@@ -103,6 +120,9 @@ class SegmentedLog:
             schema_id = w.register_schema(name, "jsonschema", schema.schema_bytes(topic))
             self.channels[topic] = w.register_channel(topic, "json", schema_id)
         self.writer = w
+        if self.view is not None:
+            for topic, (name, data) in self.view.schemas().items():
+                self.channels[topic] = w.register_channel(topic, "json", w.register_schema(name, "jsonschema", data))
         now_ns = time.time_ns()
         w.add_message(self.channels[schema.CONFIG_TOPIC], now_ns, self.config_json, now_ns)
         for log_time, data in self.events:
@@ -127,12 +147,24 @@ class SegmentedLog:
         else:
             return False
         self.writer.add_message(self.channels[topic], log_time, data, log_time, self.ticks)
+        if kind == "telemetry" and self.view is not None:
+            self._add_foxglove(record)
         if self.file.tell() > self.max_bytes:
             self.writer.finish()
             self.file.close()
             self.segment += 1
             self._open()
         return kind == "end"
+
+    def _add_foxglove(self, record: dict[str, Any]) -> None:
+        try:
+            messages = self.view.feed(schema.decode_tick_record(record))
+        except Exception as e:  # a record the view cannot draw (say, another robot's sizes) ends the view, not the log
+            print(f"idcontrol log writer: Foxglove topics stop ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
+            self.view = None
+            return
+        for topic, message, log_time in messages:
+            self.writer.add_message(self.channels[topic], log_time, json.dumps(message).encode(), log_time)
 
     def flush(self) -> None:
         self.writer.flush()

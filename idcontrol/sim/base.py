@@ -35,6 +35,8 @@ class SimState:
     objects : movable bodies by name (world frame, centre-of-mass velocities).
     contact_forces : (k, 3) total force the environment applied on each contact sphere during the last step,
         world frame, N, in ``robot.toml`` order.
+    crossings : the contact events of the last step in the order they happened, (label, t s, how) each, from a
+        back end that knows it (ess); empty otherwise. Sent with the state (the wire's ``crossings``).
     """
 
     t: float
@@ -42,6 +44,7 @@ class SimState:
     v: Array
     objects: dict[str, ObjectState]
     contact_forces: Array
+    crossings: tuple[tuple[str, float, str], ...] = ()
 
     def robot_state(self) -> RobotState:
         """This snapshot as the control core's input (as a bridge would report it, sensed forces included)."""
@@ -51,9 +54,9 @@ class SimState:
 class Simulator(Protocol):
     """What the bridge loop and the test harness need from a simulation back end.
 
-    A back end that knows the order of its step's contact events also has ``last_crossings``: each with
-    ``label`` (``"sphere/touchdown"``, ``"sphere/liftoff"``), ``t`` (s) and ``how``; the bridge sends them with
-    the next state (see :class:`~idcontrol.sim.ess.backend.EssSim`).
+    A back end that knows the order of its step's contact events reports them in :attr:`SimState.crossings`
+    (labels ``"sphere/touchdown"``, ``"sphere/liftoff"``); the bridge sends them with the state (see
+    :class:`~idcontrol.sim.ess.backend.EssSim`).
     """
 
     @property

@@ -145,9 +145,8 @@ def run_in_process(
         out = core.tick(state, now=s.t)
         compute_us = (time.perf_counter() - started) * 1e6
         labels = None if out.contacts is None else ["/".join(map(str, c)) for c in out.contacts.ids]
-        crossings = tuple((c.label, c.t, c.how) for c in getattr(sim, "last_crossings", ()))  # as the bridge sends
         recorder.add(schema.tick_record(seq=i, state=state, command=out, compute_us=compute_us, now=s.t,
-                                        contact_labels=labels, crossings=crossings))  # fmt: skip
+                                        contact_labels=labels, crossings=s.crossings))  # fmt: skip
         if out.mode != MODE_RUN:
             end_reason = core.reason
             break

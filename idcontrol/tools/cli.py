@@ -139,7 +139,8 @@ def _launch(args: argparse.Namespace) -> int:
 
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
-    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args)
+    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
+                  driver=args.driver or None, foxglove=args.foxglove)  # fmt: skip
 
 
 def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
@@ -240,6 +241,69 @@ def _bridge(args: argparse.Namespace) -> int:
     from idcontrol.bridges.app import run_bridge_process
 
     return run_bridge_process(_load(args))
+
+
+def _driver(args: argparse.Namespace) -> int:
+    from idcontrol.driver import files
+
+    if args.mujoco_model:
+        print(files.write_mujoco_model(*args.mujoco_model))
+    for flag, where in (("include", files.include_dir), ("cmake_dir", files.cmake_dir),
+                        ("example_dir", files.example_dir), ("mujoco_dir", files.mujoco_dir)):  # fmt: skip
+        if getattr(args, flag):
+            print(where())
+    return 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    from idcontrol.tools.live import measure_tick_overhead, serve_live
+
+    if args.measure:
+        result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
+        print(f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
+              f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)")
+        return 0
+    return serve_live(_load(args), args.port)
+
+
+def _add_live_parser(sub: argparse._SubParsersAction) -> None:
+    live = sub.add_parser("live", help="the live view: a Foxglove WebSocket server fed by a daemon's telemetry")
+    _add_launch_args(live)
+    live.add_argument("--port", type=int, default=8765, help="WebSocket port on 127.0.0.1 (default 8765)")
+    live.add_argument("--measure", action="store_true",
+                      help="run the launch file and measure the daemon's tick p99 with the live view off and on")
+    live.add_argument("--segments", type=_positive_int, default=6, help="--measure: segments, alternating off/on")
+    live.add_argument("--seconds", type=_positive_float, default=5.0, help="--measure: seconds per segment")
+    live.set_defaults(func=_live)
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    from idcontrol.tools.conformance import run_conformance
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run_conformance(command, args.bridge_kind, args.json, args.priority, args.rate)
+
+
+def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
+    conformance = sub.add_parser("conformance", help="check a robot driver against the protocol's obligations")
+    conformance.add_argument("--bridge-kind", choices=("mujoco", "rigid"), default="mujoco",
+                             help="[bridge] kind of the launch file {launch} names (for idcontrol bridge)")
+    conformance.add_argument("--json", default=None, metavar="PATH", help="also write the checks as JSON")
+    conformance.add_argument("--priority", type=int, default=0,
+                             help="SCHED_FIFO priority of the daemon and the driver (default 0: normal scheduling)")
+    conformance.add_argument("--rate", type=_positive_float, default=1000.0,
+                             help="the daemon's control rate, Hz (default 1000; the driver takes it from welcome)")
+    conformance.add_argument("command", nargs=argparse.REMAINDER,
+                             help="-- the driver's command; {endpoint} and {launch} are filled in")  # fmt: skip
+    conformance.set_defaults(func=_conformance)
+    driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example")
+    driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
+    driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")
+    driver.add_argument("--example-dir", action="store_true", help="print the C++ example driver's CMake project")
+    driver.add_argument("--mujoco-dir", action="store_true", help="print the mujoco wheel's folder (headers, library)")
+    driver.add_argument("--mujoco-model", nargs=2, metavar=("LAUNCH_FILE", "OUT"),
+                        help="write the launch file's MuJoCo model (.mjb) for the C++ example")  # fmt: skip
+    driver.set_defaults(func=_driver)
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -388,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
     _add_log_args(launch)
+    launch.add_argument("--foxglove", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+                        help="watch it live in Foxglove: a WebSocket server on 127.0.0.1:PORT (default 8765)")
+    launch.add_argument("--driver", nargs=argparse.REMAINDER, default=None, metavar="COMMAND",
+                        help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
+                        "{launch}: the launch file); the rest of the line is its command")  # fmt: skip
     launch.set_defaults(func=_launch)
     daemon = sub.add_parser("daemon", help="run only the control daemon of a launch file")
     _add_launch_args(daemon)
@@ -398,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
     _add_robot_commands(sub)
+    _add_driver_parser(sub)
+    _add_live_parser(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     args = parser.parse_args(argv)

@@ -54,8 +54,13 @@ class Launch:
         live: bool = True,
         prepare: Callable[[AdminClient], None] | None = None,
         daemon_args: list[str] | None = None,
+        driver_command: list[str] | None = None,
+        foxglove_port: int | None = None,
     ) -> None:
         self.config = config
+        self.foxglove_port = foxglove_port or config.telemetry.foxglove  # the live view (idcontrol.tools.live)
+        self.live_view: subprocess.Popen | None = None
+        self.driver_command = driver_command  # a robot driver's command in place of the bridge
         self.overrides = overrides
         self.daemon_args = daemon_args or []
         self.live = live
@@ -67,6 +72,8 @@ class Launch:
 
     def _spawn(self, role: str, stdout: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides, *extra]
+        if role == "bridge" and self.driver_command:
+            cmd = driver_command(self.driver_command, self.config.endpoints.control, self.config.path)
         return subprocess.Popen(cmd, stdout=stdout, start_new_session=True)
 
     def _wait_daemon_ready(self, admin: AdminClient, timeout: float = 60.0) -> dict[str, Any]:
@@ -103,6 +110,10 @@ class Launch:
         try:
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             self._wait_daemon_ready(admin)
+            if self.foxglove_port:
+                from idcontrol.tools.live import spawn_live
+
+                self.live_view = spawn_live(self.config.path, self.foxglove_port)
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:
@@ -208,6 +219,12 @@ class Launch:
     def _stop_children(self) -> dict[str, Any]:
         """Stop the bridge, then the daemon (already told to shut down); the bridge's report, if it gave one now."""
         report = self._stop_bridge()
+        if self.live_view is not None and self.live_view.poll() is None:
+            self.live_view.send_signal(signal.SIGTERM)
+            try:
+                self.live_view.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.live_view.kill()
         if self.daemon is not None:
             try:
                 self.daemon.wait(timeout=5)
@@ -218,6 +235,12 @@ class Launch:
                 except subprocess.TimeoutExpired:
                     self.daemon.kill()
         return report
+
+
+def driver_command(command: list[str], endpoint: str, launch_file: str | Path) -> list[str]:
+    """A robot driver's command line with ``{endpoint}`` (the daemon's control endpoint) and ``{launch}`` (the
+    launch file) filled in."""
+    return [arg.replace("{endpoint}", endpoint).replace("{launch}", str(launch_file)) for arg in command]
 
 
 def _phase_line(means: dict[str, float]) -> str:
@@ -286,9 +309,12 @@ def launch(
     summary_json: str | None,
     live: bool = True,
     daemon_args: list[str] | None = None,
+    driver: list[str] | None = None,
+    foxglove: int | None = None,
 ) -> int:
     try:
-        summary = Launch(config, overrides, live, daemon_args=daemon_args).run()
+        summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver,
+                         foxglove_port=foxglove).run()  # fmt: skip
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)

@@ -176,7 +176,8 @@ class EssSim:
         """The current state (fresh arrays) in idcontrol's conventions; ``contact_forces`` is the mean force of the
         last step on each sphere."""
         s = self.system
-        return SimState(self.time, s.q_of(self._x).copy(), s.v_of(self._x).copy(), {}, self._forces.copy())
+        crossings = tuple((c.label, c.t, c.how) for c in self.last_crossings)
+        return SimState(self.time, s.q_of(self._x).copy(), s.v_of(self._x).copy(), {}, self._forces.copy(), crossings)
 
     def contact_forces(self) -> Array:
         """(k, 3) mean force the ground applied on each contact sphere during the last step, world frame, N."""

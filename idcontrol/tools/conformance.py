@@ -1,0 +1,794 @@
+"""``idcontrol conformance -- DRIVER_COMMAND...``: check that a robot driver keeps the protocol's obligations.
+
+This suite is the definition of a compliant driver (docs/protocol.md links here; docs/driver.md explains it).
+It starts a real daemon (the standing quadruped, a 1 kHz real-time session, the 20 ms watchdog) and runs the
+driver against it through a recording proxy: the driver connects to the proxy's control endpoint, which holds
+its own credential, forwards the session to the daemon, time-stamps every state, and injects the faults the
+obligations are about (a late command, an error reply, a new credential, 20 missing commands, a silent daemon).
+The driver's command line gets ``{endpoint}`` (the proxy's control endpoint) and ``{launch}`` (a launch file
+naming it) filled in; the same two are in the environment as ``IDCONTROL_ENDPOINT`` and ``IDCONTROL_LAUNCH``.
+
+Each obligation prints PASS or FAIL with its evidence:
+
+hello and version, credentials, seq monotonic, field shapes, units and frames (quaternion order x y z w, SI
+units, world-frame contact forces), period and jitter, late command (reuse once), error replies, reconnect with a
+new credential, stop after 20 late, watchdog (a silent daemon), safe stop on ``stop``, safe stop on daemon
+shutdown, exit on SIGTERM.
+
+The driver must serve the quadruped robot file (nq 19, nv 18, nu 12) with a real-time clock; the MuJoCo and rigid
+bridges do (``idcontrol conformance --bridge-kind rigid -- idcontrol bridge {launch}``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from idcontrol import protocol as wire
+from idcontrol.client import AdminClient
+from idcontrol.errors import IdControlError
+from idcontrol.robot.model import RobotModel
+from idcontrol.security import Credential
+
+ROBOT = "quadruped"
+LATE_LIMIT = 20
+GRAVITY = 9.81
+
+LAUNCH_TEMPLATE = """# idcontrol conformance: the standing quadruped, a real-time session
+robot = "quadruped"
+duration = 0.0
+
+[controller]
+formulation = "two_stage_qp"
+rate_hz = {rate_hz}
+mu = 1.0
+watchdog_ms = {watchdog_ms}
+penetration_tolerance = 0.001
+
+[reference]
+name = "hold"
+
+[bridge]
+kind = "{kind}"
+mode = "realtime"
+mu = 1.0
+substeps = {substeps}                  # physics steps per period (for idcontrol bridge)
+
+[realtime]
+priority = {priority}                 # SCHED_FIFO for the daemon (0: normal scheduling; refused: a warning)
+
+[safety]
+safe_controller = "pd_hold"    # the daemon's own stops hold the posture: later checks start from a standing robot
+safe_stop_timeout = 0.3
+
+[endpoints]
+control = "{control}"
+admin = "{admin}"
+telemetry = "{telemetry}"
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    """n free loopback TCP ports."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@dataclass
+class Check:
+    """One obligation: its name, whether the driver kept it, and what was seen."""
+
+    name: str
+    passed: bool
+    evidence: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'}  {self.name}: {self.evidence}"
+
+
+@dataclass
+class Seen:
+    """One message from the driver as the proxy received it."""
+
+    at: float  # perf_counter s
+    message: dict[str, Any]
+    session: int  # sessions opened before it (a new hello starts a new one)
+
+
+@dataclass
+class Proxy:
+    """The driver's daemon, as far as the driver can tell: a ROUTER with its own credential in front of the real
+    daemon's control channel. Records every message and applies the fault scheduled by the suite."""
+
+    front_endpoint: str
+    daemon_endpoint: str
+    context: zmq.Context
+    seen: list[Seen] = field(default_factory=list)
+    credential: Credential | None = None
+    session_peer: bytes | None = None
+    sessions: int = 0
+    hellos: list[Seen] = field(default_factory=list)
+    refused_hellos: int = 0
+    # the fault in force: "" (none), "drop" (forward states, drop their commands), "error" (answer the next
+    # state with an error in place of its command), "error_noseq", "silence" (forward nothing either way),
+    # "unauthorized" (the next state gets unauthorized: a restarted daemon)
+    fault: str = ""
+    fault_count: int = 0  # states the fault still applies to ("drop", "error"); -1: until cleared
+    affected: list[int] = field(default_factory=list)  # seqs of the states the faults applied to
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+        self._states: list[Seen] = []  # the states among seen, and their arrival times (for bisect)
+        self._state_at: list[float] = []
+        self.front = self.context.socket(zmq.ROUTER)
+        self.front.setsockopt(zmq.LINGER, 0)
+        self.front.bind(self.front_endpoint)
+        self.back = self.context.socket(zmq.DEALER)
+        self.back.setsockopt(zmq.LINGER, 0)
+        self.back.connect(self.daemon_endpoint)
+        self.credential = Credential.create(self.front_endpoint)
+        self._drop: set[int] = set()
+        self._error: dict[int, bool] = {}  # seq -> the error carries the seq
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, name="conformance-proxy", daemon=True)
+        self.thread.start()
+
+    def set_fault(self, fault: str, count: int = 1) -> None:
+        with self.lock:
+            self.fault, self.fault_count = fault, count
+
+    def rotate_credential(self) -> None:
+        """A restarted daemon: a new credential, and the next state is refused with ``unauthorized``."""
+        with self.lock:
+            old = self.credential
+            self.credential = Credential.create(self.front_endpoint)
+            if old is not None and old.path is not None and old.path != self.credential.path:
+                old.remove()
+            self.fault, self.fault_count = "unauthorized", 1
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(timeout=2)
+        self.front.close(linger=0)
+        self.back.close(linger=0)
+        if self.credential is not None:
+            self.credential.remove()
+
+    def states(self, since: float = 0.0) -> list[Seen]:
+        """The states received at or after ``since`` (perf_counter s), in order."""
+        with self.lock:
+            return self._states[bisect.bisect_left(self._state_at, since):]
+
+    def _error_to(self, peer: bytes, code: str, text: str, seq: int | None) -> None:
+        self.front.send_multipart([peer, wire.encode_error(code, text, seq)])
+
+    def _serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.front, zmq.POLLIN)
+        poller.register(self.back, zmq.POLLIN)
+        while self.running:
+            events = dict(poller.poll(5))
+            if self.front in events:
+                while True:
+                    try:
+                        frames = self.front.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._from_driver(frames)
+            if self.back in events:
+                while True:
+                    try:
+                        raw = self.back.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._from_daemon(raw)
+
+    def _from_driver(self, frames: list[bytes]) -> None:
+        at = time.perf_counter()
+        if len(frames) != 2:
+            return
+        peer, raw = frames
+        try:
+            message = msgpack.unpackb(raw, raw=False)
+        except Exception:
+            message = {"type": "<not msgpack>"}
+        if not isinstance(message, dict):
+            message = {"type": "<not a map>"}
+        with self.lock:
+            seen = Seen(at, message, self.sessions)
+            self.seen.append(seen)
+            kind = message.get("type")
+            if kind == "hello":
+                if self.credential is None or not self.credential.accepts(message.get("token")):
+                    self.refused_hellos += 1
+                    self._error_to(peer, "unauthorized", "hello needs the daemon's credential", None)
+                    return
+                self.hellos.append(seen)
+                self.sessions += 1
+                seen.session = self.sessions
+                self.session_peer = peer
+                forwarded = {**message, "token": Credential.of_daemon(self.daemon_endpoint).token}
+                self.back.send(wire.pack(forwarded))
+                return
+            if kind != "state":
+                self._error_to(peer, "unknown_type", f"{kind!r} is not a control message", None)
+                return
+            self._states.append(seen)
+            self._state_at.append(at)
+            seq = message.get("seq")
+            if peer != self.session_peer:
+                self._error_to(peer, "unauthorized", "send hello (with the daemon's credential) before states", seq)
+                return
+            fault = self.fault
+            if fault == "unauthorized":
+                self.fault = ""
+                self.session_peer = None
+                self.affected.append(seq)
+                self._error_to(peer, "unauthorized", "the daemon restarted: hello again with its new credential", seq)
+                return
+            if fault == "silence":
+                self.affected.append(seq)
+                return
+            if fault in ("drop", "error", "error_noseq") and self.fault_count != 0:
+                self.affected.append(seq)
+                if fault == "drop":
+                    self._drop.add(seq)
+                else:
+                    self._error[seq] = fault == "error"
+                if self.fault_count > 0:
+                    self.fault_count -= 1
+                    if self.fault_count == 0:
+                        self.fault = ""
+            self.back.send(raw)
+
+    def _from_daemon(self, raw: bytes) -> None:
+        try:
+            message = msgpack.unpackb(raw, raw=False)
+        except Exception:
+            return
+        with self.lock:
+            peer = self.session_peer
+            if peer is None or self.fault == "silence":
+                return
+            seq = message.get("seq")
+            if message.get("type") == "command" and seq in self._drop:
+                self._drop.discard(seq)
+                return
+            if message.get("type") == "command" and seq in self._error:
+                with_seq = self._error.pop(seq)
+                self._error_to(peer, "bad_state", "conformance: an error in place of this command",
+                               seq if with_seq else None)  # fmt: skip
+                return
+            self.front.send_multipart([peer, raw])
+
+
+def _realtime(priority: int) -> Callable[[], None]:
+    """A function that puts the calling process under SCHED_FIFO ``priority`` (a refusal leaves it as it is)."""
+
+    def enter() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
+        except (OSError, AttributeError):
+            pass
+
+    return enter
+
+
+def _array(message: dict[str, Any], key: str) -> np.ndarray | None:
+    value = message.get(key)
+    if isinstance(value, (bytes, bytearray)) and len(value) % 8 == 0:
+        return np.frombuffer(value, dtype="<f8")
+    if isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        return np.asarray(value, dtype=float)
+    return None
+
+
+class Suite:
+    """One conformance run (see the module docstring)."""
+
+    def __init__(self, command: list[str], bridge_kind: str = "mujoco", workdir: Path | None = None,
+                 log: Callable[[str], None] = print, priority: int = 0, rate_hz: float = 1000.0) -> None:  # fmt: skip
+        if not 10.0 <= rate_hz <= 2000.0:
+            raise IdControlError(f"the conformance rate must be in 10 .. 2000 Hz, got {rate_hz}")
+        self.command = command
+        self.priority = priority
+        self.log = log
+        self.robot = RobotModel(ROBOT)
+        self.dt = 1.0 / rate_hz
+        self.checks: list[Check] = []
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="idcontrol-conformance-")
+        self.dir = Path(workdir or self._tmp.name)
+        ports = free_ports(4)
+        self.endpoints = {k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry", "proxy"),
+                                                                      ports, strict=True)}  # fmt: skip
+        e = self.endpoints
+        self.daemon_launch = self.dir / "daemon.toml"
+        self.daemon_launch.write_text(LAUNCH_TEMPLATE.format(kind="mujoco", control=e["control"], admin=e["admin"],
+                                                             telemetry=e["telemetry"], priority=priority,
+                                                             rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
+                                                             substeps=max(1, round(1000.0 / rate_hz))))  # fmt: skip
+        self.driver_launch = self.dir / "driver.toml"
+        # MuJoCo in 1 ms physics steps, as at 1 kHz (its stiff contact wants them); the rigid time stepper in one
+        # step per period, the controller's own model of it (in 1 ms steps it reported no contact force)
+        substeps = max(1, round(1000.0 / rate_hz)) if bridge_kind == "mujoco" else 1
+        self.driver_launch.write_text(LAUNCH_TEMPLATE.format(kind=bridge_kind, control=e["proxy"], admin=e["admin"],
+                                                             telemetry=e["telemetry"], priority=priority,
+                                                             rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
+                                                             substeps=substeps))  # fmt: skip
+        self.daemon: subprocess.Popen | None = None
+        self.driver: subprocess.Popen | None = None
+        self.driver_output: dict[str, Any] | None = None  # the driver's last JSON line at exit
+        self.proxy: Proxy | None = None
+        self._scheduler = (os.sched_getscheduler(0), os.sched_getparam(0))  # restored by close()
+        if priority:  # the proxy stands for the daemon's side of every round trip: above the driver and the daemon,
+            _realtime(min(priority + 1, 98))()  # its ZeroMQ I/O thread above it (started by the first socket)
+        self.context = zmq.Context()
+        if priority:
+            self.context.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
+            self.context.set(zmq.THREAD_PRIORITY, min(priority + 2, 99))
+        self.admin = AdminClient(e["admin"], timeout=5.0, context=self.context, credential_for=e["control"])
+
+    # ------------------------------------------------------------------ plumbing
+    def check(self, name: str, passed: bool, evidence: str) -> bool:
+        c = Check(name, bool(passed), evidence)
+        self.checks.append(c)
+        self.log(c.line())
+        return c.passed
+
+    def _spawn_daemon(self) -> None:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        self.daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(self.daemon_launch)],
+                                       stdout=subprocess.DEVNULL, stderr=open(self.dir / "daemon.log", "wb"),
+                                       env=env, start_new_session=True)  # fmt: skip
+
+    def _spawn_driver(self) -> None:
+        e = self.endpoints
+        argv = [a.replace("{endpoint}", e["proxy"]).replace("{launch}", str(self.driver_launch)) for a in self.command]
+        env = {**os.environ, "IDCONTROL_ENDPOINT": e["proxy"], "IDCONTROL_LAUNCH": str(self.driver_launch)}
+        self.driver_out = open(self.dir / "driver.out", "wb")
+        self.driver = subprocess.Popen(argv, stdout=self.driver_out, stderr=open(self.dir / "driver.log", "wb"),
+                                       env=env, start_new_session=True,
+                                       preexec_fn=_realtime(self.priority) if self.priority else None)  # fmt: skip
+
+    def status(self) -> dict[str, Any]:
+        return self.admin.request("status")
+
+    def wait(self, predicate: Callable[[], bool], timeout: float, step: float = 0.002) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(step)
+        return predicate()
+
+    def wait_mode(self, modes: tuple[str, ...], timeout: float = 5.0) -> bool:
+        return self.wait(lambda: self.status()["mode"] in modes, timeout, 0.02)
+
+    def driver_alive(self) -> bool:
+        return self.driver is not None and self.driver.poll() is None
+
+    def close(self) -> None:
+        for proc in (self.driver, self.daemon):
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(timeout=10)
+                except (subprocess.TimeoutExpired, ProcessLookupError):
+                    proc.kill()
+                    proc.wait()
+        if self.proxy is not None:
+            self.proxy.close()
+        self.admin.close()
+        self.context.term()
+        if self.priority:
+            try:
+                os.sched_setscheduler(0, *self._scheduler)
+            except OSError:
+                pass
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> list[Check]:
+        try:
+            self._spawn_daemon()
+            if not self.wait(self._daemon_answers, 120.0, 0.2):
+                raise IdControlError(f"the conformance daemon did not start (see {self.dir / 'daemon.log'})")
+            self.proxy = Proxy(self.endpoints["proxy"], self.endpoints["control"], self.context)
+            self._spawn_driver()
+            if self._hello():
+                self._run_phases()
+        finally:
+            self.close()
+        return self.checks
+
+    def _daemon_answers(self) -> bool:
+        if self.daemon.poll() is not None:
+            raise IdControlError(f"the conformance daemon exited with code {self.daemon.returncode}")
+        try:
+            self.admin.request("status", timeout=0.5)
+            return True
+        except TimeoutError:
+            return False
+
+    def _hello(self) -> bool:
+        p = self.proxy
+        got = self.wait(lambda: bool(p.hellos) or p.refused_hellos > 0 or not self.driver_alive(), 120.0, 0.01)
+        if not got or not p.hellos:
+            why = ("the driver exited with code " + str(self.driver.returncode)) if not self.driver_alive() else \
+                (f"{p.refused_hellos} hello(s) without the daemon's credential" if p.refused_hellos else
+                 "no hello within 120 s")  # fmt: skip
+            self.check("hello and version", False, why)
+            return False
+        m = p.hellos[0].message
+        r = self.robot
+        fields = (m.get("v"), m.get("robot"), m.get("nq"), m.get("nv"), m.get("nu"), m.get("clock"))
+        self.check("hello and version", fields == (1, ROBOT, r.nq, r.nv, r.nu, "realtime"),
+                   f"v={m.get('v')} robot={m.get('robot')} nq={m.get('nq')} nv={m.get('nv')} nu={m.get('nu')} "
+                   f"clock={m.get('clock')} (want v=1 {ROBOT} {r.nq}/{r.nv}/{r.nu} realtime)")  # fmt: skip
+        self.check("credentials", p.refused_hellos == 0 and bool(p.hellos),
+                   f"hello showed the credential of the daemon it connects to ({p.refused_hellos} refused)")
+        return self.wait(lambda: len(p.states()) > 50, 30.0, 0.01)
+
+    def _run_phases(self) -> None:
+        p = self.proxy
+        idle_from = time.perf_counter()
+        time.sleep(0.3)
+        idle = p.states(idle_from)
+        self.admin.request("start")
+        run_from = time.perf_counter()
+        time.sleep(2.0)
+        self._check_fields(p.states(run_from), idle)
+        self._check_period(p.states(run_from))
+        self._late_once()
+        self._error_replies()
+        self._reconnect()
+        self._stop_after_20()
+        self._watchdog()
+        self._safe_stop_on_stop()
+        self._safe_stop_on_shutdown()
+        self._sigterm()
+        self._check_seq()
+
+    # ------------------------------------------------------------------ obligations
+    def _check_fields(self, states: list[Seen], idle: list[Seen]) -> None:
+        r = self.robot
+        k = len(r.sphere_names)
+        bad: list[str] = []
+        versions = {s.message.get("v") for s in self.proxy.seen}
+        if versions != {1}:
+            bad.append(f"v values {sorted(map(str, versions))}")
+        forces_seen = 0
+        for s in states:
+            m = s.message
+            q, v = _array(m, "q"), _array(m, "qd")
+            if q is None or q.size != r.nq or v is None or v.size != r.nv:
+                bad.append(f"seq {m.get('seq')}: q/qd sizes {None if q is None else q.size}/"
+                           f"{None if v is None else v.size}, want {r.nq}/{r.nv}")  # fmt: skip
+                break
+            t = m.get("t")
+            if not (np.isfinite(q).all() and np.isfinite(v).all()):
+                bad.append(f"seq {m.get('seq')}: non-finite q or qd")
+                break
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+                bad.append(f"seq {m.get('seq')}: t is {t!r}, not a finite number")
+                break
+            if m.get("contact_forces") is not None:
+                f = _array(m, "contact_forces")
+                if f is None or f.size != 3 * k:
+                    bad.append(f"seq {m.get('seq')}: contact_forces of {None if f is None else f.size}, want {3 * k}")
+                    break
+                forces_seen += 1
+        self.check("field shapes", not bad and bool(states),
+                   "; ".join(bad) or f"{len(states)} states: q f64[{r.nq}], qd f64[{r.nv}], t float, "
+                   f"contact_forces f64[{3 * k}] in {forces_seen}, every message v=1")  # fmt: skip
+        if not states or bad:
+            return
+        # positions from the states before the start (the robot at rest in its standing posture, whatever the
+        # control loop will make of it on a loaded machine), the clock and the forces from the first 0.4 s of run
+        at_rest = [s for s in idle if _array(s.message, "q") is not None and _array(s.message, "q").size == r.nq]
+        q = np.array([_array(s.message, "q") for s in (at_rest or states)])
+        early = [s for s, after in zip(states, states[1:], strict=False) if after.message["t"] != s.message["t"]]
+        early = early[: max(10, int(0.4 / self.dt))]  # the first 0.4 s during which the robot was driven
+        quat = q[:, 3:7]
+        norm_err = float(np.abs(np.linalg.norm(quat, axis=1) - 1.0).max())
+        upright_w = float(np.abs(quat[:, 3]).min())
+        upright_first = float(np.abs(quat[:, 0]).max())
+        order_ok = norm_err < 1e-3 and upright_w > 0.99
+        self.check("quaternion order x y z w", order_ok,
+                   f"standing robot at rest: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
+                   f"| |quat| - 1 | <= {norm_err:.1e}" + ("" if order_ok or upright_first < 0.99 else
+                                                           " — looks like w x y z"))  # fmt: skip
+        stand = r.standing_configuration()
+        height = float(np.median(q[:, 2]))
+        joints = float(np.median(np.abs(q[:, 7:] - stand[7:]).max(axis=1)))
+        t = np.array([float(s.message["t"]) for s in states])
+        seq = np.array([s.message["seq"] for s in states], dtype=float)
+        moving = np.diff(t) > 0  # (a robot stopped by a loaded machine's late commands holds still)
+        steps = np.diff(t)[moving] / np.maximum(np.diff(seq)[moving], 1)
+        dt_per_seq = float(np.median(steps)) if steps.size else 0.0
+        units_ok = 0.5 * stand[2] < height < 1.5 * stand[2] and joints < 0.2
+        units_ok = units_ok and 0.5 * self.dt < dt_per_seq < 2 * self.dt
+        evidence = (f"base height {height:.4f} m (standing {stand[2]:.4f}), joints within {joints:.4f} rad of the "
+                    f"standing posture (at rest, medians), t advances {dt_per_seq * 1e3:.3f} ms per seq "
+                    f"(period {self.dt * 1e3:g} ms)")
+        if idle:
+            qi = np.array([_array(s.message, "q") for s in idle])
+            evidence += f"; idle: joints moved {float(np.abs(qi[:, 7:] - qi[0, 7:]).max()):.1e} rad"
+        if forces_seen:
+            fz = np.array([_array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum() for s in early
+                           if s.message.get("contact_forces") is not None])  # fmt: skip
+            weight = self.robot.total_mass() * GRAVITY
+            ratio = float(np.median(fz) / weight)
+            units_ok = units_ok and 0.8 < ratio < 1.2
+            evidence += (f"; contact forces: total z {np.median(fz):.1f} N = {ratio:.3f} m g, upward on the robot "
+                         "(world frame, N; first 0.4 s of run)")  # fmt: skip
+        else:
+            evidence += "; contact forces not sent (optional)"
+        self.check("units and frames", units_ok, evidence)
+
+    def _check_period(self, states: list[Seen]) -> None:
+        at = np.array([s.at for s in states])
+        if at.size < 100:
+            self.check("period and jitter", False, f"only {at.size} states in 2 s of run")
+            return
+        intervals = np.diff(at)
+        mean, p50 = float(intervals.mean()), float(np.median(intervals))
+        jitter = np.abs(intervals - self.dt) * 1e6
+        late = sum(1 for s in states if s.message.get("last_late"))
+        rtts = [s.message["last_rtt_us"] for s in states if isinstance(s.message.get("last_rtt_us"), (int, float))]
+        # the period itself (p50), and few skipped boundaries (mean); the jitter and misses are evidence: a loaded
+        # machine makes them worse without the driver being wrong
+        ok = abs(p50 - self.dt) < 0.05 * self.dt and abs(mean - self.dt) < 0.1 * self.dt
+        self.check("period and jitter", ok,
+                   f"{at.size} states in {at[-1] - at[0]:.2f} s: interval mean {mean * 1e6:.1f} µs, p50 "
+                   f"{p50 * 1e6:.1f} µs (period {self.dt * 1e6:.0f}); |jitter| p50 {np.percentile(jitter, 50):.0f} "
+                   f"p99 {np.percentile(jitter, 99):.0f} max {jitter.max():.0f} µs; driver-reported late "
+                   f"{late} ({100 * (1 - late / at.size):.2f} % on deadline), round trip p50 "
+                   f"{np.median(rtts) if rtts else math.nan:.0f} µs (through the proxy)")  # fmt: skip
+
+    def _after(self, seq: int, n: int = 2, timeout: float = 1.0) -> list[dict[str, Any]]:
+        """The driver's next ``n`` states after the state ``seq`` (in the same session)."""
+        def later() -> list[dict[str, Any]]:
+            return [s.message for s in self.proxy.states() if isinstance(s.message.get("seq"), int)
+                    and s.message["seq"] > seq][:n]  # fmt: skip
+        self.wait(lambda: len(later()) >= n, timeout)
+        return later()
+
+    def _inject(self, fault: str, count: int = 1) -> list[int]:
+        p = self.proxy
+        before = len(p.affected)
+        p.set_fault(fault, count)
+        self.wait(lambda: len(p.affected) >= before + max(count, 1), 2.0, 0.0005)
+        return p.affected[before:]
+
+    def _late_once(self) -> None:
+        rows = []
+        for _ in range(5):
+            time.sleep(0.1)
+            seqs = self._inject("drop")
+            if not seqs:
+                rows.append((None, None, None))
+                continue
+            nxt = self._after(seqs[0], 2)
+            first = nxt[0] if nxt else {}
+            second = nxt[1] if len(nxt) > 1 else {}
+            rows.append((bool(first.get("last_late")) and "last_rtt_us" not in first,
+                         bool(second.get("last_late")), bool(first.get("bridge_stopped"))))  # fmt: skip
+        flagged = sum(1 for r in rows if r[0])
+        again = sum(1 for r in rows if r[1])
+        stopped = any(r[2] for r in rows)
+        self.check("late command (reuse once)", flagged == 5 and again <= 3 and not stopped,
+                   f"5 commands withheld: the next state said last_late (without last_rtt_us) {flagged}/5, the one "
+                   f"after it {again}/5 (a second late period), bridge_stopped {'seen' if stopped else 'never'}")
+
+    def _error_replies(self) -> None:
+        flagged, alive = 0, True
+        for fault in ("error", "error", "error", "error_noseq"):
+            time.sleep(0.1)
+            seqs = self._inject(fault)
+            nxt = self._after(seqs[0], 3) if seqs else []
+            if fault == "error" and nxt and nxt[0].get("last_late"):
+                flagged += 1
+            alive = alive and len(nxt) == 3 and not any(m.get("bridge_stopped") for m in nxt)
+        alive = alive and self.driver_alive()
+        self.check("error replies", flagged == 3 and alive,
+                   f"an error with the state's seq in place of its command: next state last_late {flagged}/3; an "
+                   f"error without seq: ignored; the driver {'kept its period' if alive else 'stopped or died'}")
+
+    def _reconnect(self) -> None:
+        p = self.proxy
+        time.sleep(0.1)
+        hellos = len(p.hellos)
+        refused = p.refused_hellos
+        t0 = time.perf_counter()
+        p.rotate_credential()
+        ok = self.wait(lambda: len(p.hellos) > hellos, 2.0, 0.0005)
+        took = (time.perf_counter() - t0) * 1e3
+        resumed = ok and self.wait(lambda: len(p.states(p.hellos[-1].at)) > 20, 2.0)
+        self.check("reconnect with a new credential", ok and resumed,
+                   f"after unauthorized (a restarted daemon's new credential) a hello with the new one "
+                   f"{f'came in {took:.1f} ms' if ok else 'never came'} ({p.refused_hellos - refused} with the old "
+                   f"one refused), states {'resumed' if resumed else 'did not resume'}")
+
+    def _late_run(self, since: float) -> tuple[int | None, int]:
+        """(seq of the first bridge_stopped state sent after ``since``, the consecutive last_late states ending
+        there, counted over every state before it: late periods may have begun before ``since``)."""
+        states = self.proxy.states()
+        for i, s in enumerate(states):
+            if s.at >= since and s.message.get("bridge_stopped"):
+                run = 0
+                for j in range(i, -1, -1):
+                    if not states[j].message.get("last_late"):
+                        break
+                    run += 1
+                return s.message.get("seq"), run
+        return None, 0
+
+    def _stop_after_20(self) -> None:
+        p = self.proxy
+        time.sleep(0.2)
+        since = time.perf_counter()
+        p.set_fault("drop", -1)
+        self.wait(lambda: any(s.message.get("bridge_stopped") for s in p.states(since)), 1.0, 0.0005)
+        p.set_fault("")
+        messages = [s.message for s in p.states(since)]
+        first, run = self._late_run(since)
+        left = self.wait_mode(("stopped",), 5.0)
+        self.admin.request("start")
+        restarted = time.perf_counter()
+        time.sleep(max(0.2, 40 * self.dt))
+        after = [s.message for s in p.states(restarted)][20:]  # (the first answers may still be to the old stop)
+        cleared = bool(after) and not any(m.get("bridge_stopped") for m in after)
+        self.check("stop after 20 late", first is not None and run == LATE_LIMIT and left and cleared,
+                   (f"commands withheld: bridge_stopped came with the {run}th late command in a row"
+                    if first is not None else f"commands withheld for {len(messages)} periods: no bridge_stopped") +
+                   f"; the daemon {'stopped' if left else 'did not stop'}; after a new start bridge_stopped "
+                   f"{'cleared' if cleared else 'still set or no states'}")  # fmt: skip
+
+    def _watchdog(self) -> None:
+        p = self.proxy
+        time.sleep(0.2)
+        trips = self.status()["watchdog_trips"]
+        since = time.perf_counter()
+        p.set_fault("silence")
+        self.wait(lambda: any(s.message.get("bridge_stopped") for s in p.states(since)), 1.0, 0.0005)
+        time.sleep(0.01)
+        p.set_fault("")
+        silent = p.states(since)
+        first, run = self._late_run(since)
+        gaps = np.diff([s.at for s in silent]) * 1e3 if len(silent) > 1 else np.array([math.inf])
+        self.wait_mode(("stopped",), 5.0)
+        tripped = self.status()["watchdog_trips"] > trips
+        self.admin.request("start")
+        time.sleep(0.2)
+        ok = first is not None and run == LATE_LIMIT and float(np.median(gaps)) < 1.5e3 * self.dt
+        self.check("watchdog (a silent daemon)", ok,
+                   f"daemon silent: the driver kept sending (interval median {np.median(gaps):.2f} ms, max "
+                   f"{gaps.max():.2f} ms) and stopped on its own with the {run}th late command in a row; the "
+                   f"daemon's own watchdog {'tripped' if tripped else 'did not trip'}")  # fmt: skip
+
+    def _safe_stop_on_stop(self) -> None:
+        p = self.proxy
+        time.sleep(0.2)
+        since = time.perf_counter()
+        self.admin.request("stop", reason="conformance")
+        stopped = self.wait_mode(("stopped",), 5.0)
+        held_from = time.perf_counter()
+        time.sleep(0.3)
+        during = p.states(since)
+        held = [_array(s.message, "q") for s in p.states(held_from)]
+        gaps = np.diff([s.at for s in during]) * 1e3 if len(during) > 1 else np.array([math.inf])
+        moved = float(np.abs(np.array(held)[:, 7:] - held[0][7:]).max()) if len(held) > 1 else math.inf
+        ok = stopped and float(gaps.max()) < max(20.0, 25e3 * self.dt) and moved < 1e-3
+        self.check("safe stop on stop", ok,
+                   f"through safe_stop to stopped the driver kept sending (largest gap {gaps.max():.1f} ms); "
+                   f"stopped: joints moved {moved:.1e} rad in 0.3 s (held still)")
+        self.admin.request("start")
+        time.sleep(0.3)
+
+    def _safe_stop_on_shutdown(self) -> None:
+        p = self.proxy
+        since = time.perf_counter()
+        self.admin.request("shutdown")
+        try:
+            code = self.daemon.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        gone = time.perf_counter()
+        self.wait(lambda: any(s.message.get("bridge_stopped") for s in p.states(gone)), 2.0, 0.001)
+        time.sleep(0.05)
+        first, run = self._late_run(since)
+        during = p.states(since)
+        alive = self.driver_alive()
+        ok = code == 0 and first is not None and run == LATE_LIMIT and alive and len(during) > 0
+        self.check("safe stop on daemon shutdown", ok,
+                   f"the daemon safe-stopped and exited ({code}); the driver kept its period, stopped on its own "
+                   f"with the {run}th late command in a row once the daemon was gone, and "
+                   f"{'is still running' if alive else 'exited'}")  # fmt: skip
+
+    def _sigterm(self) -> None:
+        if not self.driver_alive():
+            self.check("exit on SIGTERM", False, f"the driver had already exited ({self.driver.returncode})")
+            return
+        os.killpg(self.driver.pid, signal.SIGTERM)
+        try:
+            code = self.driver.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        report = self.driver_report()
+        self.check("exit on SIGTERM", code == 0, f"exit code {code} within 5 s" +
+                   (f"; its report: {report['states_sent']} states, {report['late_commands']} late" if report else ""))
+
+    def driver_report(self) -> dict[str, Any] | None:
+        """The driver's own report, if it printed one (a line ``{"bridge": {...}}``); the whole line is kept in
+        :attr:`driver_output`."""
+        self.driver_out.flush()
+        for line in reversed((self.dir / "driver.out").read_text(errors="replace").splitlines()):
+            if line.startswith("{"):
+                try:
+                    self.driver_output = json.loads(line)
+                except json.JSONDecodeError:
+                    return None
+                return self.driver_output.get("bridge")
+        return None
+
+    def _check_seq(self) -> None:
+        bad = []
+        last: dict[int, int] = {}
+        count = 0
+        for s in self.proxy.states():
+            seq = s.message.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2**64:
+                bad.append(f"seq {seq!r} not a uint64")
+                continue
+            count += 1
+            if s.session in last and seq <= last[s.session]:
+                bad.append(f"seq {seq} after {last[s.session]}")
+            last[s.session] = seq
+        self.check("seq monotonic", not bad and count > 0,
+                   "; ".join(bad[:5]) or f"{count} states in {len(last)} session(s), each strictly increasing")
+
+
+def run_conformance(command: list[str], bridge_kind: str = "mujoco", json_path: str | None = None,
+                    priority: int = 0, rate_hz: float = 1000.0) -> int:
+    """Run the suite on ``command``; print each obligation; 0 when all pass, 1 otherwise.
+
+    priority : SCHED_FIFO priority for the daemon and the driver (the proxy one above), 0: normal scheduling.
+    On a loaded machine the period, late-command and units checks need it (a driver at normal priority there
+    misses its deadlines for want of a CPU, and the suite says so).
+    rate_hz : the daemon's control rate; the driver must take its period from the daemon's ``welcome`` (or from
+    the launch file ``{launch}``). The obligations do not depend on the rate; a slower one tests them on a
+    machine too loaded to keep 1 kHz."""
+    if not command:
+        raise IdControlError("give the driver's command after --: idcontrol conformance -- COMMAND {endpoint}")
+    print(f"idcontrol conformance: {' '.join(command)}", flush=True)
+    suite = Suite(command, bridge_kind, log=lambda line: print(line, flush=True), priority=priority, rate_hz=rate_hz)
+    checks = suite.run()
+    failed = [c for c in checks if not c.passed]
+    print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
+    if json_path:
+        Path(json_path).write_text(json.dumps([c.__dict__ for c in checks], indent=1) + "\n")
+    return 0 if checks and not failed else 1
