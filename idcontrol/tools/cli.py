@@ -39,6 +39,12 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_paper(args)
 
 
+def _experiment_impacts(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.impacts import run
+
+    return run(args.samples, args.seed, args.json, args.plot)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -60,6 +66,12 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
+    impacts = which.add_parser("impacts", help="Halm & Posa: the rocking block's set of post-impact velocities")
+    impacts.add_argument("--samples", type=_positive_int, default=2**14, help="Algorithm 2's M (default 2^14)")
+    impacts.add_argument("--seed", type=int, default=0, help="random seed of the impulse draws (default 0)")
+    impacts.add_argument("--json", default=None, metavar="PATH", help="write the figures as JSON")
+    impacts.add_argument("--plot", default=None, metavar="PNG", help="draw the set of outcomes")
+    impacts.set_defaults(func=_experiment_impacts)
 
 
 def _load(args: argparse.Namespace):
