@@ -14,6 +14,8 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
 * ``transport``: the floor under any round trip on this machine: a quadruped
   state sent over loopback ZeroMQ to a second process that decodes it and
   answers with a command (the daemon's codec, no controller), at 1 kHz;
+* ``coupling``: the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`) alone, on the states of a
+  recorded quadruped trot (MuJoCo, the trot launch file);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
   under the two-stage QP's torques on flat ground and on the 3 cm height map; only the step is timed.
 """
@@ -223,6 +225,65 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
             "max_us": round(float(step_us.max()), 1), "warm_fraction": warm / ticks}  # fmt: skip
 
 
+def bench_coupling(ticks: int) -> dict[str, float]:
+    """Time the contact-coupling diagnostic (:func:`~idcontrol.contacts.coupling.touchdown_ages` and
+    :func:`~idcontrol.contacts.coupling.delassus_coupling`), µs a tick, on the states of ``ticks`` ticks of the
+    quadruped's trot (``launch/quadruped_trot.toml`` in MuJoCo, recorded first, in process)."""
+    from idcontrol.contacts.coupling import (
+        COUPLING_THRESHOLD,
+        TOUCHDOWN_WINDOW,
+        delassus_coupling,
+        delassus_coupling_held,
+        sphere_limbs,
+        touchdown_ages,
+    )
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "quadruped_trot.toml")
+    robot = RobotModel(config.robot)
+    states: list = []
+    run_in_process(config, (ticks + 100) * config.controller.dt, robot=robot,
+                   until=lambda s: states.append((s.t, s.q, s.v)) and False)  # fmt: skip
+    controller = InverseDynamicsController(robot, formulation="two_stage_qp",
+                                           activation_distance=config.controller.activation_distance)  # fmt: skip
+    limbs = sphere_limbs(robot)
+    since = np.full(len(robot.sphere_names), np.nan)
+    held_dofs = robot.unactuated_dofs
+    wall, held_wall = np.empty(len(states)), np.empty(len(states))
+    values, held_values, flags, held_flags, contacts = [], [], 0, 0, []
+    nu = robot.nu
+    gc.collect()
+    gc.freeze()
+    for i, (t, q, v) in enumerate(states):
+        problem, _ = controller.build_problem(RobotState(q=q, v=v), np.zeros(nu))
+        sphere, N, M = controller.last_contacts.sphere, problem.N, problem.M
+        started = time.perf_counter()
+        age = touchdown_ages(sphere, since, t)
+        value, flag = delassus_coupling(N, M, limbs[sphere], age, TOUCHDOWN_WINDOW, COUPLING_THRESHOLD)
+        wall[i] = time.perf_counter() - started
+        started = time.perf_counter()
+        held, held_flag = delassus_coupling_held(N, M, held_dofs, limbs[sphere], age, TOUCHDOWN_WINDOW,
+                                                 COUPLING_THRESHOLD)  # fmt: skip
+        held_wall[i] = time.perf_counter() - started
+        values.append(value)
+        held_values.append(held)
+        flags += flag
+        held_flags += held_flag
+        contacts.append(len(sphere))
+    gc.unfreeze()
+    wall, held_wall = wall[100:] * 1e6, held_wall[100:] * 1e6
+    out = {"ticks": len(wall), "contacts_max": int(max(contacts))}
+    for key, times, vals, flagged in (("free", wall, values, flags), ("held", held_wall, held_values, held_flags)):
+        p50, p99 = np.percentile(times, (50, 99))
+        out[key] = {"p50_us": round(float(p50), 2), "p99_us": round(float(p99), 2),
+                    "max_us": round(float(times.max()), 1), "coupling_max": round(float(max(vals)), 4),
+                    "coupling_median_2plus": round(float(np.median([x for x, c in zip(vals, contacts, strict=True)
+                                                                    if c >= 2] or [0.0])), 4),
+                    "coupled_touchdowns": int(flagged)}  # fmt: skip
+    return out
+
+
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
     """Run the TSID reference benchmark (a separate interpreter) and return its JSON line."""
     try:
@@ -266,6 +327,16 @@ def run(
             print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
                   f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
                   f"{t['over_1ms']} over 1 ms", flush=True)  # fmt: skip
+            continue
+        if scenario == "coupling":
+            t = bench_coupling(ticks)
+            for key, what in (("free", "touchdown_ages + delassus_coupling (whole M)"),
+                              ("held", "delassus_coupling_held (base DoFs)")):  # fmt: skip
+                r = t[key]
+                print(f"coupling   {what}, {t['ticks']} quadruped trot ticks (MuJoCo, up to {t['contacts_max']} "
+                      f"contacts): p50 {r['p50_us']} p99 {r['p99_us']} max {r['max_us']} µs; coupling largest "
+                      f"{r['coupling_max']}, median {r['coupling_median_2plus']} (2+ contacts); "
+                      f"{r['coupled_touchdowns']} coupled touchdowns flagged", flush=True)  # fmt: skip
             continue
         if scenario == "rigid_sim":
             for terrain in ("flat", "height_map"):

@@ -271,9 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     bench = sub.add_parser("bench", help="time each formulation's whole tick on standing scenarios")
     bench.add_argument("--ticks", type=_positive_int, default=3000, help="timed ticks per row (default 3000)")
-    bench.add_argument(
-        "--scenarios", default="quadruped,solo12,fig19", help="comma list: quadruped,solo12,fig19,arm,transport"
-    )
+    bench.add_argument("--scenarios", default="quadruped,solo12,fig19",
+                       help="comma list: quadruped,solo12,fig19,arm,transport,rigid_sim,coupling")  # fmt: skip
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as a JSON array ('-': stdout)")
