@@ -45,6 +45,12 @@ def _experiment_impacts(args: argparse.Namespace) -> int:
     return run(args.samples, args.seed, args.json, args.plot)
 
 
+def _experiment_differentiability(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.differentiability import run
+
+    return run(args.json, args.plot, args.quick)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -72,6 +78,12 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     impacts.add_argument("--json", default=None, metavar="PATH", help="write the figures as JSON")
     impacts.add_argument("--plot", default=None, metavar="PNG", help="draw the set of outcomes")
     impacts.set_defaults(func=_experiment_impacts)
+    diff = which.add_parser("differentiability",
+                            help="Pace & Burden: left vs right derivatives through a simultaneous touchdown")
+    diff.add_argument("--json", default=None, metavar="PATH", help="write the gaps (and sweeps) as JSON")
+    diff.add_argument("--plot", default=None, metavar="PNG", help="draw the gaps and the quadruped's sweeps")
+    diff.add_argument("--quick", action="store_true", help="the quadruped with two_stage_qp and pid only, no sweep")
+    diff.set_defaults(func=_experiment_differentiability)
 
 
 def _load(args: argparse.Namespace):
