@@ -35,6 +35,8 @@ A launch file is TOML (see ``launch/*.toml``)::
     terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
     terrain_seed = 0             # the height map's random seed
     terrain_height = 0.03        # m, the height map's highest bump
+    impact_sampling = false      # rigid only, offline studies: each touchdown's outcome is a seeded sample of
+    impact_seed = 0              # Halm & Posa's Algorithm 1 instead of the simulator's single one
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -345,6 +347,8 @@ class BridgeSettings:
     terrain: str = "flat"  # or "height_map" (rigid bridge only)
     terrain_seed: int = 0
     terrain_height: float = 0.03  # m, highest bump of the height map
+    impact_sampling: bool = False  # rigid bridge only: sample each touchdown's outcome (idcontrol.sim.rigid)
+    impact_seed: int = 0  # the impact samples' random seed
 
 
 @dataclass(frozen=True)
@@ -511,6 +515,12 @@ def load_launch(path: str | Path) -> LaunchConfig:
     height = bridge.terrain_height
     if not isinstance(height, (int, float)) or isinstance(height, bool) or not 0.0 <= height <= 0.1:
         raise ConfigError(f"{path}: bridge.terrain_height must be in [0, 0.1] m, got {height!r}")
+    if not isinstance(bridge.impact_sampling, bool):
+        raise ConfigError(f"{path}: bridge.impact_sampling must be true or false, got {bridge.impact_sampling!r}")
+    if bridge.impact_sampling and bridge.kind != "rigid":
+        raise ConfigError(f"{path}: bridge.impact_sampling = true needs bridge.kind = 'rigid'")
+    if not isinstance(bridge.impact_seed, int) or isinstance(bridge.impact_seed, bool) or bridge.impact_seed < 0:
+        raise ConfigError(f"{path}: bridge.impact_seed must be an integer >= 0, got {bridge.impact_seed!r}")
 
     safety = SafetySettings.from_table(_section(data, "safety", path), f"{path} [safety]")
     if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",

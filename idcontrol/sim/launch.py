@@ -1,4 +1,4 @@
-"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects)."""
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, impact sampling)."""
 
 from __future__ import annotations
 
@@ -18,5 +18,6 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
         # the controller's terrain (idcontrol.control.factory.world_for) with the simulator's friction
         ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
         return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
-                        environment=ground if robot.floating_base else None)  # fmt: skip
+                        environment=ground if robot.floating_base else None, impact_sampling=b.impact_sampling,
+                        impact_seed=b.impact_seed)  # fmt: skip
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)
