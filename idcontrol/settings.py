@@ -449,6 +449,12 @@ def load_launch(path: str | Path) -> LaunchConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return parse_launch(data, path)
+
+
+def parse_launch(data: dict[str, Any], path: Path) -> LaunchConfig:
+    """Validate a launch file's tables (as ``tomllib`` reads them); ``path`` names it in errors and anchors
+    its relative paths."""
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
                  "realtime", "formulations"}  # fmt: skip
     unknown = sorted(set(data) - top_known)

@@ -51,6 +51,38 @@ def _experiment_differentiability(args: argparse.Namespace) -> int:
     return run(args.json, args.plot, args.quick)
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from idcontrol.tools.sweep.run import run_sweep
+    from idcontrol.tools.sweep.spec import load_sweep
+
+    sweep = load_sweep(args.spec, output=args.output, report=args.report)
+    command = " ".join(["idcontrol sweep", args.spec] + (["--workers", str(args.workers)] if args.workers > 1 else [])
+                       + (["--ray"] + ([] if args.ray == "local" else [args.ray]) if args.ray else []))  # fmt: skip
+    print(f"sweep {sweep.name}: {len(sweep.cells)} cells of {sweep.seconds:g} s, "
+          + (f"Ray ({args.ray})" if args.ray else f"{args.workers} worker(s)"), file=sys.stderr, flush=True)
+    outcome = run_sweep(sweep, workers=args.workers, ray=args.ray, progress=not args.quiet, command=command)
+    errors = sum(r.get("status") != "done" for r in outcome.rows)
+    print(f"{len(outcome.rows)} cells ({outcome.ran} run now in {outcome.wall_s:.1f} s wall), {errors} with an "
+          f"error; wrote {sweep.output} and {sweep.report}")  # fmt: skip
+    return 0 if errors == 0 else 1
+
+
+def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    sweep = sub.add_parser("sweep", help="a grid of closed-loop runs (robot, formulation, simulator or terrain, seed, "
+                                         "options) on a process pool or Ray; resumable")  # fmt: skip
+    sweep.add_argument("spec", help="the sweep's spec file (TOML; see docs/sweeps.md)")
+    sweep.add_argument("--workers", type=_positive_int, default=1,
+                       help="cells at a time, a process each (default 1); with --ray, the local instance's CPUs")
+    sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run the cells as Ray tasks: alone, a Ray instance started here; ADDRESS: a cluster's "
+                            "(auto, HOST:6379, ray://HOST:10001)")  # fmt: skip
+    sweep.add_argument("--output", default=None, metavar="PATH",
+                       help="results (.json or .parquet; default: the spec's)")
+    sweep.add_argument("--report", default=None, metavar="PATH", help="Markdown report (default: the spec's)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.set_defaults(func=_sweep)
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments (tables, plots, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -307,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_reliability_commands(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
+    _add_sweep_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
