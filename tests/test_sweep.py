@@ -83,6 +83,9 @@ def test_cells_run_in_process_and_a_second_run_resumes(tmp_path):
     save_rows(sweep.output, rows)
     third = run_sweep(load_sweep(sweep.path), progress=False)
     assert third.ran == 1 and third.rows[3]["status"] == "done"
+    sweep.path.write_text(SPEC.replace("seconds = 0.05", "seconds = 0.04"))  # an edited spec: every cell again
+    fourth = run_sweep(load_sweep(sweep.path), progress=False)
+    assert fourth.ran == 8 and all(r["sim_seconds"] == pytest.approx(0.04) for r in fourth.rows)
 
 
 def test_a_process_pool_and_parquet_give_the_same_rows(tmp_path):
@@ -124,3 +127,4 @@ def test_a_cell_that_raises_becomes_an_error_row_and_the_exit_code_says_so(tmp_p
     save_rows(sweep.output, [{**rows[0], "status": "error"}, *rows[1:]])
     sweep.cells[0] = broken  # the rerun of that cell raises now
     assert run_sweep(sweep, progress=False).rows[0]["status"] == "error"
+

@@ -53,7 +53,8 @@ def cone_metrics(force: np.ndarray, normal: np.ndarray, mu: float) -> dict[str, 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run the cell; its row (an exception of the run becomes the row's ``error``)."""
     started = time.perf_counter()
-    row: dict[str, Any] = {"key": cell.key, "index": cell.index, **cell.params, "seconds": cell.seconds}
+    row: dict[str, Any] = {"key": cell.key, "index": cell.index, **cell.params, "seconds": cell.seconds,
+                           "signature": cell.signature}  # fmt: skip
     try:
         row.update(_run(cell))
         row["status"] = "done"

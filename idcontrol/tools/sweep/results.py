@@ -1,7 +1,8 @@
 """A sweep's results file (JSON or Parquet, one row per cell, rewritten after every cell) and its report.
 
-The file is the resume point: a cell whose key already has a row with ``status = "done"`` is not run again;
-a cell that raised is. Rows are written in the grid's order whatever order the cells finished in.
+The file is the resume point: a cell whose key already has a row with ``status = "done"`` and the cell's
+signature (its values, launch table and length) is not run again; a cell that raised, or whose spec or launch
+file changed since, is. Rows are written in the grid's order whatever order the cells finished in.
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ def run_sweep(
     report at the end."""
     previous = {row["key"]: row for row in load_rows(sweep.output)}
     rows = {cell.key: previous[cell.key] for cell in sweep.cells
-            if previous.get(cell.key, {}).get("status") == "done"}  # fmt: skip
+            if previous.get(cell.key, {}).get("status") == "done"
+            and previous[cell.key].get("signature") == cell.signature}  # fmt: skip
     todo = [cell for cell in sweep.cells if cell.key not in rows]
     bar = Progress(len(sweep.cells), len(rows), enabled=progress)
     started = time.perf_counter()

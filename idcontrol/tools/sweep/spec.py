@@ -28,7 +28,9 @@ before any run starts, with the message of the launch-file check naming the cell
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +61,14 @@ class Cell:
     table: dict[str, Any]
     launch_path: str
     seconds: float
+
+    @property
+    def signature(self) -> str:
+        """A digest of what the cell runs (its values, launch table and length): a saved row counts as this
+        cell's only if it carries the same signature, so editing the spec or the launch file reruns it."""
+        text = json.dumps({"params": self.params, "table": self.table, "seconds": self.seconds}, sort_keys=True,
+                          default=repr)  # fmt: skip
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def config(self) -> LaunchConfig:
         """The cell's validated launch configuration."""
