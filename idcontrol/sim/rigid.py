@@ -69,7 +69,9 @@ class ImpactStats:
     lcps : Algorithm 1 increments solved.  unterminated : samples still colliding after N increments and the
     forced-termination one (the step's own LCP resolved the rest).  failures : events whose increment LCP was
     not solved (the simulator's own outcome was kept).  energy_ratio_max : the largest kinetic-energy ratio
-    after / before a sampled impact.
+    after / before a sampled impact.  approach_speed_max : m/s, the fastest arriving contact.
+    spread_max : the largest ‖v_sample − v_sim‖_M / ‖v⁻ − v_sim‖_M, v_sim the simultaneous (Anitescu-Potra)
+    outcome over the same contacts: how far the sample lands from it, relative to the impact's own size.
     """
 
     events: int = 0
@@ -78,6 +80,8 @@ class ImpactStats:
     unterminated: int = 0
     failures: int = 0
     energy_ratio_max: float = 0.0
+    approach_speed_max: float = 0.0
+    spread_max: float = 0.0
 
 
 
@@ -372,6 +376,7 @@ class RigidSim:
                 out, _, _ = model.increment(out, np.full(model.k, forced_termination_step(model, 0.1 * step)))
                 stats.lcps += 1
                 stats.unterminated += model.colliding(out, tol)
+            simultaneous = model.simultaneous(v)
         except ContactSolveFailed:
             stats.failures += 1
             return None
@@ -381,6 +386,10 @@ class RigidSim:
         before = model.kinetic_energy(v)
         if before > 0:
             stats.energy_ratio_max = max(stats.energy_ratio_max, model.kinetic_energy(out) / before)
+        stats.approach_speed_max = max(stats.approach_speed_max, float(-approach[arriving].min()))
+        size = model.kinetic_energy(v - simultaneous)
+        if size > 0:
+            stats.spread_max = max(stats.spread_max, math.sqrt(model.kinetic_energy(out - simultaneous) / size))
         return out
 
     def _solve_contacts(self, contacts: ContactSet, objects, factor, v_free: Array,

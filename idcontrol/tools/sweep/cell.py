@@ -12,7 +12,9 @@ A cell's row holds its grid values and:
   the Coulomb cone |f_t| ≤ μ f_n + 1e-6 N), ``cone_ratio_max`` (largest |f_t| / (μ f_n)), ``pulling_forces``
   (f_n < −1e-6 N);
 * ``distance_m`` (the floating base's horizontal travel), and with impact sampling ``impact_events``,
-  ``impact_lcps``, ``impact_unterminated``, ``impact_failures``;
+  ``impact_lcps``, ``impact_unterminated``, ``impact_failures``, ``impact_approach_max`` (m/s, the fastest
+  touchdown) and ``impact_spread_max`` (how far a sample fell from the simultaneous outcome, relative to the
+  impact's size; :class:`~idcontrol.sim.rigid.ImpactStats`);
 * timings, which differ from run to run: ``wall_s``, ``compute_us_p50``, ``host`` (:data:`TIMING_FIELDS`).
 """
 
@@ -101,5 +103,6 @@ def _run(cell: Cell) -> dict[str, Any]:
     impacts = getattr(sim, "impacts", None)
     if impacts is not None and getattr(sim, "impact_sampling", False):
         out.update(impact_events=impacts.events, impact_lcps=impacts.lcps, impact_unterminated=impacts.unterminated,
-                   impact_failures=impacts.failures)  # fmt: skip
+                   impact_failures=impacts.failures, impact_approach_max=impacts.approach_speed_max,
+                   impact_spread_max=impacts.spread_max)  # fmt: skip
     return out
