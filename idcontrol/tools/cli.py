@@ -97,6 +97,8 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="runs whose name (experiment/terrain/controller) contains it; comma list: any of them",
     )
     paper.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    paper.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run on Ray (the sweep engine): alone, a local instance with --jobs CPUs; or a cluster")
     paper.add_argument(
         "--bench-ticks",
         type=int,
