@@ -51,6 +51,13 @@ def _experiment_differentiability(args: argparse.Namespace) -> int:
     return run(args.json, args.plot, args.quick)
 
 
+def _experiment_impact_order(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.impact_order import run
+
+    return run(args.seeds, args.workers, args.ray, args.output, args.report, args.json, not args.quiet,
+               args.seconds)
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from idcontrol.tools.sweep.run import run_sweep
     from idcontrol.tools.sweep.spec import load_sweep
@@ -118,6 +125,19 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     diff.add_argument("--plot", default=None, metavar="PNG", help="draw the gaps and the quadruped's sweeps")
     diff.add_argument("--quick", action="store_true", help="the quadruped with two_stage_qp and pid only, no sweep")
     diff.set_defaults(func=_experiment_differentiability)
+    order = which.add_parser("impact-order", help="the trot with sampled touchdown outcomes (Algorithm 1), per "
+                                                  "formulation over many seeds, on the sweep engine")  # fmt: skip
+    order.add_argument("--seeds", type=_positive_int, default=None, help="seeds per formulation (default: the spec's)")
+    order.add_argument("--seconds", type=_positive_float, default=None, help="simulated s per run (default 3)")
+    order.add_argument("--workers", type=_positive_int, default=1, help="runs at a time, a process each (default 1)")
+    order.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run on Ray: alone, a local instance with --workers CPUs; or a cluster's address")
+    order.add_argument("--output", default=None, metavar="PATH", help="the sweep's results (default: the spec's)")
+    order.add_argument("--report", default="docs/impact_order.md", metavar="PATH",
+                       help="Markdown table (the plot beside it, .png; default docs/impact_order.md)")
+    order.add_argument("--json", default=None, metavar="PATH", help="also write the pooled table as JSON")
+    order.add_argument("--quiet", action="store_true", help="no progress bar")
+    order.set_defaults(func=_experiment_impact_order)
 
 
 def _load(args: argparse.Namespace):
