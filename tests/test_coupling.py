@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from idcontrol.contacts.coupling import (
+    coupling_diagnostic,
     delassus_coupling,
     delassus_coupling_factored,
     delassus_coupling_held,
@@ -105,12 +106,34 @@ def test_the_quadrupeds_feet_are_nearly_decoupled_with_free_joints_and_coupled_t
     assert delassus_coupling_whitened(np.ascontiguousarray(whitened), limb, age, 0.002, 0.1)[0] == pytest.approx(held)
 
 
+def test_the_one_call_diagnostic_equals_its_parts():
+    """coupling_diagnostic gives delassus_coupling, delassus_coupling_held and the held flag, and keeps the
+    spheres' touchdown times as touchdown_ages does."""
+    rng = np.random.default_rng(4)
+    m = 10
+    A = rng.standard_normal((m, m))
+    M = A @ A.T + m * np.eye(m)
+    N = rng.standard_normal((3, m))
+    sphere = np.array([0, 2, 3])
+    limb_of_sphere = np.array([0, 1, 1, 2])
+    unactuated = np.arange(4)
+    since = np.array([0.5, np.nan, 0.999, np.nan])
+    free, held, flag = coupling_diagnostic(N, M, unactuated, sphere, limb_of_sphere, since, 1.0, 0.002, 0.1)
+    age = np.array([0.5, 0.0, 0.001])
+    limb = limb_of_sphere[sphere]
+    assert np.isnan(since[1]) and since[[0, 2, 3]].tolist() == [0.5, 0.999, 1.0]
+    assert free == pytest.approx(delassus_coupling(N, M, limb, age, 0.002, 0.1)[0], rel=1e-12)
+    expected_held, expected_flag = delassus_coupling_held(N, M, unactuated, limb, age, 0.002, 0.1)
+    assert held == pytest.approx(expected_held, rel=1e-12) and flag == expected_flag
+    assert coupling_diagnostic(N[:1], M, unactuated, sphere[:1], limb_of_sphere, since, 1.001, 0.002, 0.1) == (
+        0.0, 0.0, False)
+
+
 def test_the_bench_row_times_the_diagnostic_on_recorded_trot_ticks():
-    """``idcontrol bench --scenarios coupling`` records a trot and times both diagnostics on every tick."""
+    """``idcontrol bench --scenarios coupling`` records a trot and times the diagnostic on every tick."""
     from idcontrol.tools.bench import bench_coupling
 
     row = bench_coupling(300)
     assert row["ticks"] == 300 and row["contacts_max"] >= 2
-    for key in ("free", "held"):
-        assert 0 < row[key]["p50_us"] <= row[key]["p99_us"] <= row[key]["max_us"]
-    assert row["free"]["coupling_max"] < row["held"]["coupling_max"]
+    assert 0 < row["p50_us"] <= row["p99_us"] <= row["max_us"]
+    assert row["coupling_max"] < 0.01 < 0.2 < row["coupling_held_median"]

@@ -226,17 +226,11 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
 
 
 def bench_coupling(ticks: int) -> dict[str, float]:
-    """Time the contact-coupling diagnostic (:func:`~idcontrol.contacts.coupling.touchdown_ages` and
-    :func:`~idcontrol.contacts.coupling.delassus_coupling`), µs a tick, on the states of ``ticks`` ticks of the
-    quadruped's trot (``launch/quadruped_trot.toml`` in MuJoCo, recorded first, in process)."""
-    from idcontrol.contacts.coupling import (
-        COUPLING_THRESHOLD,
-        TOUCHDOWN_WINDOW,
-        delassus_coupling,
-        delassus_coupling_held,
-        sphere_limbs,
-        touchdown_ages,
-    )
+    """Time the contact-coupling diagnostic (:func:`~idcontrol.contacts.coupling.coupling_diagnostic`: both
+    couplings, the touchdown times and the flag), µs a tick, on the states of ``ticks`` ticks of the quadruped's
+    trot (``launch/quadruped_trot.toml`` in MuJoCo, recorded first, in process)."""
+    from idcontrol.contacts.coupling import COUPLING_THRESHOLD, TOUCHDOWN_WINDOW, coupling_diagnostic, sphere_limbs
+    from idcontrol.formulations.problem import index_array
     from idcontrol.settings import load_launch
     from idcontrol.testing.runners import run_in_process
 
@@ -249,39 +243,32 @@ def bench_coupling(ticks: int) -> dict[str, float]:
                                            activation_distance=config.controller.activation_distance)  # fmt: skip
     limbs = sphere_limbs(robot)
     since = np.full(len(robot.sphere_names), np.nan)
-    held_dofs = robot.unactuated_dofs
-    wall, held_wall = np.empty(len(states)), np.empty(len(states))
-    values, held_values, flags, held_flags, contacts = [], [], 0, 0, []
+    wall = np.empty(len(states))
+    free, held, flags, contacts = [], [], 0, []
     nu = robot.nu
     gc.collect()
     gc.freeze()
     for i, (t, q, v) in enumerate(states):
         problem, _ = controller.build_problem(RobotState(q=q, v=v), np.zeros(nu))
         sphere, N, M = controller.last_contacts.sphere, problem.N, problem.M
+        u = index_array(problem.unactuated, problem.m)
         started = time.perf_counter()
-        age = touchdown_ages(sphere, since, t)
-        value, flag = delassus_coupling(N, M, limbs[sphere], age, TOUCHDOWN_WINDOW, COUPLING_THRESHOLD)
+        coupling, coupling_held, flag = coupling_diagnostic(N, M, u, sphere, limbs, since, t, TOUCHDOWN_WINDOW,
+                                                            COUPLING_THRESHOLD)  # fmt: skip
         wall[i] = time.perf_counter() - started
-        started = time.perf_counter()
-        held, held_flag = delassus_coupling_held(N, M, held_dofs, limbs[sphere], age, TOUCHDOWN_WINDOW,
-                                                 COUPLING_THRESHOLD)  # fmt: skip
-        held_wall[i] = time.perf_counter() - started
-        values.append(value)
-        held_values.append(held)
+        if len(sphere) >= 2:
+            free.append(coupling)
+            held.append(coupling_held)
         flags += flag
-        held_flags += held_flag
         contacts.append(len(sphere))
     gc.unfreeze()
-    wall, held_wall = wall[100:] * 1e6, held_wall[100:] * 1e6
-    out = {"ticks": len(wall), "contacts_max": int(max(contacts))}
-    for key, times, vals, flagged in (("free", wall, values, flags), ("held", held_wall, held_values, held_flags)):
-        p50, p99 = np.percentile(times, (50, 99))
-        out[key] = {"p50_us": round(float(p50), 2), "p99_us": round(float(p99), 2),
-                    "max_us": round(float(times.max()), 1), "coupling_max": round(float(max(vals)), 4),
-                    "coupling_median_2plus": round(float(np.median([x for x, c in zip(vals, contacts, strict=True)
-                                                                    if c >= 2] or [0.0])), 4),
-                    "coupled_touchdowns": int(flagged)}  # fmt: skip
-    return out
+    wall = wall[100:] * 1e6
+    p50, p99 = np.percentile(wall, (50, 99))
+    return {"ticks": len(wall), "contacts_max": int(max(contacts)), "p50_us": round(float(p50), 2),
+            "p99_us": round(float(p99), 2), "max_us": round(float(wall.max()), 1),
+            "coupling_max": round(float(max(free, default=0.0)), 4),
+            "coupling_held_median": round(float(np.median(held)) if held else 0.0, 4),
+            "coupling_held_max": round(float(max(held, default=0.0)), 4), "coupled_touchdowns": int(flags)}  # fmt: skip
 
 
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
@@ -330,13 +317,11 @@ def run(
             continue
         if scenario == "coupling":
             t = bench_coupling(ticks)
-            for key, what in (("free", "touchdown_ages + delassus_coupling (whole M)"),
-                              ("held", "delassus_coupling_held (base DoFs)")):  # fmt: skip
-                r = t[key]
-                print(f"coupling   {what}, {t['ticks']} quadruped trot ticks (MuJoCo, up to {t['contacts_max']} "
-                      f"contacts): p50 {r['p50_us']} p99 {r['p99_us']} max {r['max_us']} µs; coupling largest "
-                      f"{r['coupling_max']}, median {r['coupling_median_2plus']} (2+ contacts); "
-                      f"{r['coupled_touchdowns']} coupled touchdowns flagged", flush=True)  # fmt: skip
+            print(f"coupling   coupling_diagnostic on {t['ticks']} quadruped trot ticks (MuJoCo, up to "
+                  f"{t['contacts_max']} contacts): p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
+                  f"coupling (joints free) max {t['coupling_max']}, held median {t['coupling_held_median']} max "
+                  f"{t['coupling_held_max']}; {t['coupled_touchdowns']} coupled touchdowns flagged",
+                  flush=True)  # fmt: skip
             continue
         if scenario == "rigid_sim":
             for terrain in ("flat", "height_map"):
