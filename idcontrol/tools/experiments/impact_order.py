@@ -61,7 +61,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per formulation: the nominal run and the sampled runs pooled."""
     out = []
     for formulation in dict.fromkeys(r["formulation"] for r in rows):
-        nominal = next((r for r in rows if r["formulation"] == formulation and r["options"] == "nominal"), None)
+        nominal = next(({k: v for k, v in r.items() if k not in ("host", "traceback")} for r in rows
+                        if r["formulation"] == formulation and r["options"] == "nominal"), None)  # fmt: skip
         sampled = [r for r in rows if r["formulation"] == formulation and r["options"] == "sampled"]
         done = [r for r in sampled if r.get("status") == "done"]
         loaded = sum(r["loaded_contacts"] for r in done)
