@@ -43,6 +43,8 @@ A launch file is TOML (see ``launch/*.toml``)::
     damping = 2000.0             # ess only: N·s/m per contact sphere (default 2000)
     epsilon = 5e-6               # ess only: the guards' band half-width, m of gap (default 5e-6)
     slip_velocity = 1e-4         # ess only: the bristle friction's creep scale, m/s (default 1e-4)
+    impact_sampling = false      # rigid only, offline studies: each touchdown's outcome is a seeded sample of
+    impact_seed = 0              # Halm & Posa's Algorithm 1 instead of the simulator's single one
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -371,6 +373,9 @@ class BridgeSettings:
     epsilon: float | None = None  # m of gap, the guards' band half-width
     slip_velocity: float | None = None  # m/s, the bristle friction's creep scale
 
+    impact_sampling: bool = False  # rigid bridge only: sample each touchdown's outcome (idcontrol.sim.rigid)
+    impact_seed: int = 0  # the impact samples' random seed
+
     #: the keys only the ess simulator takes
     ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")
 
@@ -508,6 +513,12 @@ def load_launch(path: str | Path) -> LaunchConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return parse_launch(data, path)
+
+
+def parse_launch(data: dict[str, Any], path: Path) -> LaunchConfig:
+    """Validate a launch file's tables (as ``tomllib`` reads them); ``path`` names it in errors and anchors
+    its relative paths."""
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
                  "realtime", "formulations", "telemetry"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
@@ -598,6 +609,12 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
         raise ConfigError(f"{where}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
     if bridge.terrain in TERRAINS and bridge.terrain != "flat" and bridge.kind != "rigid":  # (an unknown one: below)
         raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
+    if not isinstance(bridge.impact_sampling, bool):
+        raise ConfigError(f"{where}: bridge.impact_sampling must be true or false, got {bridge.impact_sampling!r}")
+    if bridge.impact_sampling and bridge.kind != "rigid":
+        raise ConfigError(f"{where}: bridge.impact_sampling = true needs bridge.kind = 'rigid'")
+    if not isinstance(bridge.impact_seed, int) or isinstance(bridge.impact_seed, bool) or bridge.impact_seed < 0:
+        raise ConfigError(f"{where}: bridge.impact_seed must be an integer >= 0, got {bridge.impact_seed!r}")
     for key in ("contact_stiffness", "contact_relaxation_time"):
         value = getattr(bridge, key)
         if value is None:

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.settings",),
     ("idcontrol.reference",),
     ("idcontrol.formulations",),
+    ("idcontrol.analysis",),
     ("idcontrol.solvers",),
     ("idcontrol.contacts",),
     ("idcontrol.robot", "idcontrol.security"),
@@ -74,7 +75,7 @@ def test_every_module_has_a_layer():
 
 def test_imports_only_point_down():
     """No module imports from a layer above its own (tools -> daemon/bridges -> logs -> protocol/sim -> control
-    -> settings -> reference -> formulations -> solvers -> contacts -> robot -> errors)."""
+    -> settings -> reference -> formulations -> analysis -> solvers -> contacts -> robot -> errors)."""
     upward = []
     for name, path in modules().items():
         for target in imported(name, path):

@@ -282,3 +282,28 @@ def test_ipv6_loopback_endpoints_bind_and_serve(quadruped):
         thread.join(timeout=5)
         admin.close()
         ctx.term()
+
+
+def test_a_daemon_that_cannot_bind_leaves_the_running_daemons_credential(quadruped, tmp_path, monkeypatch):
+    """A second daemon on the same endpoints fails to bind with ConfigError and does not replace or remove the
+    credential of the daemon that serves them (its clients would be locked out)."""
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.core import ControlCore
+    from idcontrol.daemon.server import Daemon
+    from idcontrol.errors import ConfigError
+    from idcontrol.reference import make_reference
+    from idcontrol.settings import Endpoints
+
+    monkeypatch.setenv("IDCONTROL_RUNTIME_DIR", str(tmp_path / "run"))
+    ctx = zmq.Context()
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+    first = Daemon(core, Endpoints("tcp://127.0.0.1:*", "tcp://127.0.0.1:*", None), context=ctx)
+    try:
+        taken = Endpoints(first.bound["control"], first.bound["admin"], None)
+        with pytest.raises(ConfigError):
+            Daemon(core, taken, context=ctx)
+        assert Credential.of_daemon(first.bound["control"]).token == first.credential.token
+    finally:
+        first.close()
+        ctx.term()
+    assert not credential_path(taken.control).exists()

@@ -122,8 +122,7 @@ class Daemon:
         self._sockets: list[zmq.Socket] = []
         self.curve = curve
         self._auth = curve.start_authenticator(self._ctx) if curve is not None else None
-        # without CURVE keys, a client commands only with this daemon's credential (docs/protocol.md)
-        self.credential = None if curve is not None else credential or Credential.create(self.endpoints.control)
+        self.credential: Credential | None = None  # written once the endpoints are bound (below)
         self.watchdog_trips = 0
         self.last_watchdog_gap_ms = float("nan")  # no state for this long when the watchdog last tripped
         self.bound: dict[str, str] = {}
@@ -138,6 +137,13 @@ class Daemon:
         if self.endpoints.reference:
             self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference")
             self.reference.setsockopt(zmq.SUBSCRIBE, b"")
+        # without CURVE keys, a client commands only with this daemon's credential (docs/protocol.md); written
+        # only now, so a daemon that cannot bind never replaces the credential of the one serving its endpoint
+        # (keyed by the configured endpoint, which clients read from the same launch file; by the bound one when
+        # the port was a wildcard)
+        if curve is None:
+            control = self.endpoints.control
+            self.credential = credential or Credential.create(self.bound["control"] if "*" in control else control)
         self.poller = zmq.Poller()
         for s in (self.control, self.admin, self.reference):
             if s is not None:

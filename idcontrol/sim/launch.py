@@ -1,5 +1,5 @@
-"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, and the
-compliant simulators' contact)."""
+"""The simulator a launch file asks for (``[bridge]``: kind, friction, substeps, terrain, objects, impact sampling,
+and the compliant simulators' contact)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
         # the controller's terrain (idcontrol.control.factory.world_for) with the simulator's friction
         ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
         return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
-                        environment=ground if robot.floating_base else None)  # fmt: skip
+                        environment=ground if robot.floating_base else None, impact_sampling=b.impact_sampling,
+                        impact_seed=b.impact_seed)  # fmt: skip
     if b.kind == "drake":
         from idcontrol.sim.drake import DrakeSim  # the optional extra: imported only when asked for
 

@@ -16,6 +16,8 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
   answers with a command (the daemon's codec, no controller), at 1 kHz;
 * ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
+* ``coupling``: the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`) alone, on the states of a
+  recorded quadruped trot (MuJoCo, the trot launch file);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
   under the two-stage QP's torques on flat ground and on the 3 cm height map; only the step is timed.
 * ``drake_sim``: one step of each simulator back end, Drake (SAP), MuJoCo and the rigid simulator, in the
@@ -371,6 +373,50 @@ def bench_workload(name: str, formulations: list[str]) -> list:
                   f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
                   f"{r.other_us:>6.1f}", flush=True)  # fmt: skip
     return rows
+def bench_coupling(ticks: int) -> dict[str, float]:
+    """Time the contact-coupling diagnostic (:func:`~idcontrol.contacts.coupling.coupling_diagnostic`: both
+    couplings, the touchdown times and the flag), µs a tick, on the states of ``ticks`` ticks of the quadruped's
+    trot (``launch/quadruped_trot.toml`` in MuJoCo, recorded first, in process)."""
+    from idcontrol.contacts.coupling import COUPLING_THRESHOLD, TOUCHDOWN_WINDOW, coupling_diagnostic, sphere_limbs
+    from idcontrol.formulations.problem import index_array
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "quadruped_trot.toml")
+    robot = RobotModel(config.robot)
+    states: list = []
+    run_in_process(config, (ticks + 100) * config.controller.dt, robot=robot,
+                   until=lambda s: states.append((s.t, s.q, s.v)) and False)  # fmt: skip
+    controller = InverseDynamicsController(robot, formulation="two_stage_qp",
+                                           activation_distance=config.controller.activation_distance)  # fmt: skip
+    limbs = sphere_limbs(robot)
+    since = np.full(len(robot.sphere_names), np.nan)
+    wall = np.empty(len(states))
+    free, held, flags, contacts = [], [], 0, []
+    nu = robot.nu
+    gc.collect()
+    gc.freeze()
+    for i, (t, q, v) in enumerate(states):
+        problem, _ = controller.build_problem(RobotState(q=q, v=v), np.zeros(nu))
+        sphere, N, M = controller.last_contacts.sphere, problem.N, problem.M
+        u = index_array(problem.unactuated, problem.m)
+        started = time.perf_counter()
+        coupling, coupling_held, flag = coupling_diagnostic(N, M, u, sphere, limbs, since, t, TOUCHDOWN_WINDOW,
+                                                            COUPLING_THRESHOLD)  # fmt: skip
+        wall[i] = time.perf_counter() - started
+        if len(sphere) >= 2:
+            free.append(coupling)
+            held.append(coupling_held)
+        flags += flag
+        contacts.append(len(sphere))
+    gc.unfreeze()
+    wall = wall[100:] * 1e6
+    p50, p99 = np.percentile(wall, (50, 99))
+    return {"ticks": len(wall), "contacts_max": int(max(contacts)), "p50_us": round(float(p50), 2),
+            "p99_us": round(float(p99), 2), "max_us": round(float(wall.max()), 1),
+            "coupling_max": round(float(max(free, default=0.0)), 4),
+            "coupling_held_median": round(float(np.median(held)) if held else 0.0, 4),
+            "coupling_held_max": round(float(max(held, default=0.0)), 4), "coupled_touchdowns": int(flags)}  # fmt: skip
 
 
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
@@ -428,6 +474,14 @@ def run(
             print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
                   f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
                   f"{t['over_1ms']} over 1 ms", flush=True)  # fmt: skip
+            continue
+        if scenario == "coupling":
+            t = bench_coupling(ticks)
+            print(f"coupling   coupling_diagnostic on {t['ticks']} quadruped trot ticks (MuJoCo, up to "
+                  f"{t['contacts_max']} contacts): p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
+                  f"coupling (joints free) max {t['coupling_max']}, held median {t['coupling_held_median']} max "
+                  f"{t['coupling_held_max']}; {t['coupled_touchdowns']} coupled touchdowns flagged",
+                  flush=True)  # fmt: skip
             continue
         if scenario == "rigid_sim":
             for terrain in ("flat", "height_map"):

@@ -61,6 +61,56 @@ def _experiment_ess(args: argparse.Namespace) -> int:
 
     return run_ess(args)
 
+def _experiment_impacts(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.impacts import run
+
+    return run(args.samples, args.seed, args.json, args.plot)
+
+
+def _experiment_differentiability(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.differentiability import run
+
+    return run(args.json, args.plot, args.quick)
+
+
+def _experiment_impact_order(args: argparse.Namespace) -> int:
+    from idcontrol.tools.experiments.impact_order import run
+
+    return run(args.seeds, args.workers, args.ray, args.output, args.report, args.json, not args.quiet,
+               args.seconds)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from idcontrol.tools.sweep.run import run_sweep
+    from idcontrol.tools.sweep.spec import load_sweep
+
+    sweep = load_sweep(args.spec, output=args.output, report=args.report)
+    command = " ".join(["idcontrol sweep", args.spec] + (["--workers", str(args.workers)] if args.workers > 1 else [])
+                       + (["--ray"] + ([] if args.ray == "local" else [args.ray]) if args.ray else []))  # fmt: skip
+    print(f"sweep {sweep.name}: {len(sweep.cells)} cells of {sweep.seconds:g} s, "
+          + (f"Ray ({args.ray})" if args.ray else f"{args.workers} worker(s)"), file=sys.stderr, flush=True)
+    outcome = run_sweep(sweep, workers=args.workers, ray=args.ray, progress=not args.quiet, command=command)
+    errors = sum(r.get("status") != "done" for r in outcome.rows)
+    print(f"{len(outcome.rows)} cells ({outcome.ran} run now in {outcome.wall_s:.1f} s wall), {errors} with an "
+          f"error; wrote {sweep.output} and {sweep.report}")  # fmt: skip
+    return 0 if errors == 0 else 1
+
+
+def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    sweep = sub.add_parser("sweep", help="a grid of closed-loop runs (robot, formulation, simulator or terrain, seed, "
+                                         "options) on a process pool or Ray; resumable")  # fmt: skip
+    sweep.add_argument("spec", help="the sweep's spec file (TOML; see docs/sweeps.md)")
+    sweep.add_argument("--workers", type=_positive_int, default=1,
+                       help="cells at a time, a process each (default 1); with --ray, the local instance's CPUs")
+    sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run the cells as Ray tasks: alone, a Ray instance started here; ADDRESS: a cluster's "
+                            "(auto, HOST:6379, ray://HOST:10001)")  # fmt: skip
+    sweep.add_argument("--output", default=None, metavar="PATH",
+                       help="results (.json or .parquet; default: the spec's)")
+    sweep.add_argument("--report", default=None, metavar="PATH", help="Markdown report (default: the spec's)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.set_defaults(func=_sweep)
+
 
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments; run every robot (tables, JSON)")
@@ -76,6 +126,8 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="runs whose name (experiment/terrain/controller) contains it; comma list: any of them",
     )
     paper.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    paper.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run on Ray (the sweep engine): alone, a local instance with --jobs CPUs; or a cluster")
     paper.add_argument(
         "--bench-ticks",
         type=int,
@@ -113,6 +165,31 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
                      help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
     ess.set_defaults(func=_experiment_ess)
+    impacts = which.add_parser("impacts", help="Halm & Posa: the rocking block's set of post-impact velocities")
+    impacts.add_argument("--samples", type=_positive_int, default=2**14, help="Algorithm 2's M (default 2^14)")
+    impacts.add_argument("--seed", type=int, default=0, help="random seed of the impulse draws (default 0)")
+    impacts.add_argument("--json", default=None, metavar="PATH", help="write the figures as JSON")
+    impacts.add_argument("--plot", default=None, metavar="PNG", help="draw the set of outcomes")
+    impacts.set_defaults(func=_experiment_impacts)
+    diff = which.add_parser("differentiability",
+                            help="Pace & Burden: left vs right derivatives through a simultaneous touchdown")
+    diff.add_argument("--json", default=None, metavar="PATH", help="write the gaps (and sweeps) as JSON")
+    diff.add_argument("--plot", default=None, metavar="PNG", help="draw the gaps and the quadruped's sweeps")
+    diff.add_argument("--quick", action="store_true", help="the quadruped with two_stage_qp and pid only, no sweep")
+    diff.set_defaults(func=_experiment_differentiability)
+    order = which.add_parser("impact-order", help="the trot with sampled touchdown outcomes (Algorithm 1), per "
+                                                  "formulation over many seeds, on the sweep engine")  # fmt: skip
+    order.add_argument("--seeds", type=_positive_int, default=None, help="seeds per formulation (default: the spec's)")
+    order.add_argument("--seconds", type=_positive_float, default=None, help="simulated s per run (default 3)")
+    order.add_argument("--workers", type=_positive_int, default=1, help="runs at a time, a process each (default 1)")
+    order.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="run on Ray: alone, a local instance with --workers CPUs; or a cluster's address")
+    order.add_argument("--output", default=None, metavar="PATH", help="the sweep's results (default: the spec's)")
+    order.add_argument("--report", default="docs/impact_order.md", metavar="PATH",
+                       help="Markdown table (the plot beside it, .png; default docs/impact_order.md)")
+    order.add_argument("--json", default=None, metavar="PATH", help="also write the pooled table as JSON")
+    order.add_argument("--quiet", action="store_true", help="no progress bar")
+    order.set_defaults(func=_experiment_impact_order)
 
 
 def _load(args: argparse.Namespace):
@@ -439,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
         help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
-        "drake_sim",
+        "drake_sim,coupling",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
@@ -471,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_live_parser(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
+    _add_sweep_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -25,7 +25,8 @@ def run_paper(args: argparse.Namespace) -> int:
     if bench_ticks < 0:
         raise ConfigError(f"--bench-ticks must be >= 0, got {bench_ticks}")
     started = time.perf_counter()
-    print(f"idcontrol experiment paper: {len(specs)} runs, {args.jobs} at a time", flush=True)
+    where = f"as Ray tasks ({args.ray})" if args.ray else f"{args.jobs} at a time"
+    print(f"idcontrol experiment paper: {len(specs)} runs, {where}", flush=True)
     calibration = {}
     if any(s.terrain.compliant for s in specs):
         calibration = {"compliant_rest_penetration_m": rest_penetration(True),
@@ -33,7 +34,7 @@ def run_paper(args: argparse.Namespace) -> int:
         print(f"compliant terrain: the standing quadruped's feet sink "
               f"{1e3 * calibration['compliant_rest_penetration_m']:.2f} mm into MuJoCo's soft floor "
               f"({1e3 * calibration['stiff_rest_penetration_m']:.3f} mm into the stiff one)", flush=True)  # fmt: skip
-    results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True))
+    results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True), ray=args.ray)
     bench_rows = []
     if bench_ticks and not only:
         from idcontrol.tools.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
@@ -64,6 +65,8 @@ def _command(args: argparse.Namespace) -> str:
         parts.append(f"--only {args.only}")
     if args.jobs != 1:
         parts.append(f"--jobs {args.jobs}")
+    if args.ray:
+        parts.append("--ray" if args.ray == "local" else f"--ray {args.ray}")
     if args.bench_ticks is not None:
         parts.append(f"--bench-ticks {args.bench_ticks}")
     if args.json:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -405,29 +405,28 @@ def _run_one_safely(spec: RunSpec, launch_dir: Path) -> dict[str, Any]:
 
 
 def run_matrix(
-    specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR, progress: Callable[[str], None] = print
+    specs: list[RunSpec],
+    *,
+    jobs: int = 1,
+    launch_dir: Path = LAUNCH_DIR,
+    progress: Callable[[str], None] = print,
+    ray: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every spec (``jobs`` processes at a time), reporting each result through ``progress``; results in
-    ``specs`` order."""
+    """Run every spec on the sweep engine (``jobs`` processes at a time, or Ray tasks: ``ray`` is ``"local"`` or
+    a cluster's address), reporting each result through ``progress``; results in ``specs`` order."""
+    from idcontrol.tools.sweep.engine import run_tasks
+
     results: dict[int, dict[str, Any]] = {}
-    for done, (i, result) in enumerate(_results(specs, jobs, launch_dir), start=1):
+    tasks = [(spec, launch_dir) for spec in specs]
+    for done, (i, result) in enumerate(run_tasks(_run_task, tasks, workers=jobs, ray=ray), start=1):
         results[i] = result
         progress(f"[{done}/{len(specs)}] {specs[i].name}: {describe(result)}")
     return [results[i] for i in range(len(specs))]
 
 
-def _results(specs: list[RunSpec], jobs: int, launch_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if jobs <= 1:
-        for i, spec in enumerate(specs):
-            yield i, _run_one_safely(spec, launch_dir)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_run_one_safely, spec, launch_dir): i for i, spec in enumerate(specs)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+def _run_task(task: tuple[RunSpec, Path]) -> dict[str, Any]:
+    """One cell for the sweep engine: :func:`_run_one_safely` of (spec, launch directory)."""
+    return _run_one_safely(*task)
 
 
 def describe(result: dict[str, Any]) -> str:
