@@ -100,7 +100,7 @@ def test_the_quadrupeds_feet_are_nearly_decoupled_with_free_joints_and_coupled_t
     assert held == pytest.approx(reference_coupling(problem.N[:, u], problem.M[np.ix_(u, u)], limb), rel=1e-10)
     assert free < 0.01 < 0.2 < held
     # the formulations' whitened unactuated normal columns give the held value directly
-    from idcontrol.formulations.base import ReducedDynamics
+    from idcontrol.formulations.reduced import ReducedDynamics
 
     whitened = ReducedDynamics(problem).N_w
     assert delassus_coupling_whitened(np.ascontiguousarray(whitened), limb, age, 0.002, 0.1)[0] == pytest.approx(held)
