@@ -27,3 +27,5 @@ IN_TENSOR = types.Array(float64, 3, "C", readonly=True)
 IN_FLAGS = types.Array(boolean, 2, "C", readonly=True)
 #: any 1-D float64 array (a strided view too), only read
 ANY_VECTOR = types.Array(float64, 1, "A", readonly=True)
+#: any 2-D float64 array (a strided view too), only read
+ANY_MATRIX = types.Array(float64, 2, "A", readonly=True)

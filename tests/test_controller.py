@@ -19,6 +19,7 @@ from idcontrol.errors import (
     UnknownRobot,
 )
 from idcontrol.formulations import make_formulation
+from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.formulations.two_stage_qp import remap_active_set
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.config import load_robot_config
@@ -205,8 +206,9 @@ def test_one_and_two_contacts(quadruped: RobotModel, name: str, lifted: tuple[st
 
 
 def test_infeasible_splaying_request_on_no_slip_ground_is_repaired(quadruped: RobotModel) -> None:
-    """Legs splaying outward on no-slip ground: Section 4.5 repairs q̇_des and reports it; constraints hold."""
-    controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    """Legs splaying outward on no-slip ground: the paper's Section 4.5 repairs q̇_des and reports it; constraints
+    hold. (The default ``project`` makes q̇_des consistent before the solve instead: nothing to repair.)"""
+    controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", formulation_options=PAPER_OPTIONS)
     qdd = np.zeros(quadruped.nu)
     names = quadruped.actuated_joints
     for i, joint in enumerate(names):  # abduct every hip outward

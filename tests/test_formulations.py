@@ -11,7 +11,7 @@ import pytest
 from idcontrol.errors import ConfigError, NonFiniteError, ShapeError, UnknownFormulation
 from idcontrol.formulations import available_formulations, make_formulation
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
-from idcontrol.formulations.noslip_lcp import project_desired_velocity
+from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS, project_desired_velocity
 from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.formulations.two_stage_qp import TwoStageQP
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions
@@ -61,10 +61,11 @@ def test_output_satisfies_discretized_dynamics_and_tracking(name: str, seed: int
 
 @pytest.mark.parametrize("seed", range(100))
 def test_noslip_lcp_output_is_complementary_and_slip_free(seed: int) -> None:
-    """No-slip LCP: f_N ≥ 0, N v⁺ + φ/Δt ≥ 0, f_N ⊥ (N v⁺ + φ/Δt), and S v⁺ = T v⁺ = 0, all to 1e-8."""
+    """No-slip LCP, the paper's method: f_N ≥ 0, N v⁺ + φ/Δt ≥ 0, f_N ⊥ (N v⁺ + φ/Δt), and S v⁺ = T v⁺ = 0, all
+    to 1e-8."""
     rng = np.random.default_rng(1000 + seed)
     problem = random_problem(rng, n=int(rng.integers(1, 4)), mu=np.inf, phi_scale=1e-4)
-    result = make_formulation("noslip_lcp").solve(problem)
+    result = make_formulation("noslip_lcp", **PAPER_OPTIONS).solve(problem)
     assert result.found, result.message
     assert result.f_normal.min() >= 0.0
     r = result.residuals
@@ -91,8 +92,8 @@ def test_noslip_lcp_share_friction_splits_tangential_forces_like_the_normal_ones
     """share_friction: a repeated contact carries the same tangential force as its twin (Algorithm 1 alone gives
     it none), and the solution still satisfies the dynamics and the no-slip constraints."""
     problem = _duplicated_contacts(np.random.default_rng(6000 + seed))
-    plain = make_formulation("noslip_lcp", spread=1e-2).solve(problem)
-    shared = make_formulation("noslip_lcp", spread=1e-2, share_friction=True).solve(problem)
+    plain = make_formulation("noslip_lcp", **{**PAPER_OPTIONS, "spread": 1e-2}).solve(problem)
+    shared = make_formulation("noslip_lcp", **{**PAPER_OPTIONS, "spread": 1e-2, "share_friction": True}).solve(problem)
     assert plain.found and shared.found
     assert np.count_nonzero(plain.f_s[2:]) + np.count_nonzero(plain.f_t[2:]) == 0  # dependent rows: no force
     for first, second in ((0, 2), (1, 3)):

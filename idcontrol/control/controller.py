@@ -22,6 +22,7 @@ from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
+from idcontrol.formulations.certificate import Certifier
 from idcontrol.formulations.consistency import rest_correction
 from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
 from idcontrol.reference.base import Tracking
@@ -100,6 +101,8 @@ class InverseDynamicsController:
         self.actuated = as_index(r.actuated_dofs)
         self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
         self.last_contacts: ContactSet | None = None
+        mass = r.total_mass() + sum(body.mass for body in environment.objects)
+        self.certifier = Certifier(r.torque_limits, mass)
         self._warm_up()
 
     @staticmethod
@@ -275,6 +278,14 @@ class InverseDynamicsController:
         started = time.perf_counter()
         problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked)
         result = self.formulation.solve(problem)
+        if result.found:
+            certified = time.perf_counter()
+            certificate = self.certifier.check(problem, result, self.formulation.contact_model)
+            if not certificate.passed:
+                result.found, result.certificate = False, certificate.check
+                result.message = f"{certificate.message()} ({result.message})" if result.message else \
+                    certificate.message()  # fmt: skip
+            timings["certificate"] = time.perf_counter() - certified
         result.timings.update(timings)
         result.timings["total"] = time.perf_counter() - started
         return result

@@ -50,7 +50,7 @@ Array = NDArray[np.float64]
 REASON_MAX = 256
 
 #: Events of a tick whose guard ends run mode on its own (a limit, a failed solve's safe controller, the bridge).
-GUARD_EVENTS = ("limit_guard", "solve_failed", "non_finite", "over_budget", "bridge_stopped")
+GUARD_EVENTS = ("limit_guard", "solve_failed", "certificate", "non_finite", "over_budget", "bridge_stopped")
 
 
 @dataclass
@@ -134,9 +134,10 @@ class ControlCore:
 
     @property
     def fail_count(self) -> int:
-        """Ticks whose solve failed, threw, returned a non-finite torque or overran its budget."""
+        """Ticks whose solve failed, threw, failed its certificate, returned a non-finite torque or overran its
+        budget."""
         c = self.filter.counts
-        return c["solve_failed"] + c["non_finite"] + c["over_budget"]
+        return c["solve_failed"] + c["certificate"] + c["non_finite"] + c["over_budget"]
 
     def warm_up(self, ticks: int = 20) -> None:
         """Build every registered formulation and solve the standing posture with each: twice with each
@@ -360,6 +361,8 @@ class ControlCore:
         f = self.filter
         if result is None:
             failure, kind = self.last_error, "solve_failed"
+        elif result.certificate:
+            failure, kind = result.message, "certificate"
         elif tau is None or not result.found:
             failure, kind = result.message or "solver failed", "solve_failed"
         elif not all_finite(tau):

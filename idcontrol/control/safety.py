@@ -43,6 +43,7 @@ INTERVENTIONS = (
     "torque_rate",  # joint-ticks whose change was bounded by the torque-rate limit
     "non_finite",  # ticks whose torque held NaN or infinity (a solver output or a command)
     "solve_failed",  # ticks whose formulation failed, threw or returned no torque
+    "certificate",  # ticks whose found result failed its certificate (idcontrol.formulations.certificate)
     "over_budget",  # ticks whose solve took longer than the time budget
     "held",  # ticks that reused the previous torque instead of a failed or late solve's
     "safe_controller",  # safe stops entered because the failures outlasted the hold

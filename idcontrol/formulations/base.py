@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.contacts.rows import forces_in_world
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, SolveResult
 
 Array = NDArray[np.float64]
@@ -32,6 +33,9 @@ class Formulation(ABC):
     uses_sensed_forces: ClassVar[bool] = False
     #: True when the model enforces S v⁺ = T v⁺ = 0 (reported in the residuals).
     no_slip: ClassVar[bool] = False
+    #: What the formulation claims of its contacts: every found result is checked against it
+    #: (:mod:`idcontrol.formulations.certificate`).
+    contact_model: ContactModel = ContactModel()  # (an instance's, where its options change the claim)
 
     @abstractmethod
     def solve(self, problem: ContactProblem) -> SolveResult:

@@ -29,6 +29,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.formulations.base import Formulation, friction_split
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import RECORD, ReducedDynamics, reduce, velocity_and_torque
@@ -116,6 +117,7 @@ class CoulombLCP(Formulation):
     """
 
     name = "coulomb_lcp"
+    contact_model = ContactModel(friction="pyramid", complementarity=True)
 
     def __init__(self, *, mindiff: bool = False, mindiff_max_contacts: int = 2, repair: bool = True) -> None:
         self.mindiff = mindiff

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import reduce
 from idcontrol.formulations.two_stage_qp import (
@@ -36,6 +37,7 @@ class OneStageQP(Formulation):
     """Regularized Stage I only (no Stage II)."""
 
     name = "one_stage_qp"
+    contact_model = ContactModel(friction="pyramid")
 
     def __init__(
         self, *, regularization: float = 1e-6, repair: bool = True, warm_start: bool = False, dissipation: str = "world"

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, Residuals, SolveResult, failed_result
 
 
@@ -19,6 +20,7 @@ class PID(Formulation):
     """Joint PID from the problem's tracking errors and gains."""
 
     name = "pid"
+    contact_model = ContactModel(friction="none", rigid=False, dynamics=False)  # joint-space torques only
 
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()

@@ -202,6 +202,9 @@ class SolveResult:
     problem: ContactProblem | None = field(default=None, repr=False)
     no_slip: bool = False
     sensed: bool = False  # the contact force is problem.sensed_force (sensed_id)
+    #: the certificate check this result failed ("" when it passed or was not checked; see
+    #: :mod:`idcontrol.formulations.certificate`): then ``found`` is False
+    certificate: str = ""
     _residuals: Residuals | None = field(default=None, repr=False)
 
     @property

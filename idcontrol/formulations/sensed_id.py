@@ -18,6 +18,7 @@ from numba import njit
 
 from idcontrol.arrays import IN_VECTOR
 from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import RECORD, reduce, velocity_and_inertial_torque
 
@@ -26,6 +27,7 @@ class SensedID(Formulation):
     """Inverse dynamics with the sensed generalized contact force."""
 
     name = "sensed_id"
+    contact_model = ContactModel(friction="none", rigid=False)  # the measured forces: no model of its own
     uses_sensed_forces = True
 
     def solve(self, problem: ContactProblem) -> SolveResult:

@@ -86,7 +86,9 @@ TICK_FIELDS: tuple[TickField, ...] = (
     TickField("qd_ref", "vector", "reference joint velocities, rad/s", "nu", "run"),
     TickField("qdd_des", "vector", "desired joint accelerations after PD feedback, rad/s²", "nu", "run"),
     TickField("reference", "map", "the reference's own telemetry (e.g. the trot's phase and stance legs)", when="run"),
-    TickField("found", "bool", "the formulation found a solution", when="run"),
+    TickField("found", "bool", "the formulation found a solution, and it passed its certificate", when="run"),
+    TickField("certificate", "str", "the certificate check the solution failed (it was not used), or empty",
+              when="run"),
     TickField("iterations", "int", "solver iterations", when="run"),
     TickField("fallback", "str", "fallback the formulation used, empty if none", when="run"),
     TickField("repaired", "bool", "the Section 4.5 consistency repair was applied", when="run"),
@@ -162,7 +164,8 @@ def tick_record(
     result, contacts = command.result, command.contacts
     if result is not None and contacts is not None:
         record.update({
-            "found": bool(result.found), "iterations": int(result.iterations), "fallback": result.fallback or "",
+            "found": bool(result.found), "certificate": result.certificate, "iterations": int(result.iterations),
+            "fallback": result.fallback or "",
             "repaired": bool(result.consistency_repaired), "message": result.message,
             "timings_us": {k: v * 1e6 for k, v in result.timings.items()}, "contact_ids": contact_labels or [],
             "contact_points": contacts.points, "contact_normals": contacts.normals, "contact_phi": contacts.phi,

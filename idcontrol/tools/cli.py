@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from idcontrol.errors import IdControlError  # (no numpy import behind it)
 
@@ -38,28 +39,6 @@ def _experiment(args: argparse.Namespace) -> int:
 
     return run_paper(args)
 
-
-def _experiment_sap(args: argparse.Namespace) -> int:
-    from idcontrol.tools.experiments.cli import run_sap
-
-    return run_sap(args)
-
-
-def _experiment_mismatch(args: argparse.Namespace) -> int:
-    from idcontrol.tools.experiments.cli import run_mismatch
-
-    return run_mismatch(args)
-
-
-def _experiment_robots(args: argparse.Namespace) -> int:
-    from idcontrol.tools.experiments.cli import run_robots
-
-    return run_robots(args)
-
-def _experiment_ess(args: argparse.Namespace) -> int:
-    from idcontrol.tools.experiments.cli import run_ess
-
-    return run_ess(args)
 
 def _experiment_impacts(args: argparse.Namespace) -> int:
     from idcontrol.tools.experiments.impacts import run
@@ -112,6 +91,17 @@ def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     sweep.set_defaults(func=_sweep)
 
 
+def _experiment_command(function: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``function`` of :mod:`idcontrol.tools.experiments.cli`, imported only when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        from idcontrol.tools.experiments import cli
+
+        return getattr(cli, function)(args)
+
+    return run
+
+
 def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     experiment = sub.add_parser("experiment", help="reproduce a paper's experiments; run every robot (tables, JSON)")
     which = experiment.add_subparsers(dest="experiment", required=True)
@@ -139,7 +129,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
                                        "with Drake (needs idcontrol[drake])")  # fmt: skip
     sap.add_argument("--json", default=None, metavar="PATH", help="write the checks as JSON")
     sap.add_argument("--seconds", type=float, default=1.0, help="simulated time of each check, s (default 1)")
-    sap.set_defaults(func=_experiment_sap)
+    sap.set_defaults(func=_experiment_command("run_sap"))
     mismatch = which.add_parser("mismatch", help="predicted against applied contact forces on the rigid, MuJoCo and "
                                                  "Drake simulators (needs idcontrol[drake])")  # fmt: skip
     mismatch.add_argument("--quick", action="store_true", help="short runs (CI)")
@@ -148,7 +138,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     mismatch.add_argument("--only", default=None, metavar="SUBSTRING",
                           help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
     mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
-    mismatch.set_defaults(func=_experiment_mismatch)
+    mismatch.set_defaults(func=_experiment_command("run_mismatch"))
     robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (README table)")
     robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
     robots.add_argument("--only", default=None, metavar="SUBSTRING",
@@ -157,14 +147,22 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     robots.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
     robots.add_argument("--readme", default=None, metavar="PATH",
                         help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
-    robots.set_defaults(func=_experiment_robots)
+    robots.set_defaults(func=_experiment_command("run_robots"))
     ess = which.add_parser("ess", help="Anderson & Revzen, the ESS integrator: order test, hopper, cost per contact")
     ess.add_argument("--json", default=None, metavar="PATH", help="write the results as one JSON object")
     ess.add_argument("--quick", action="store_true", help="two eps, short hopper, three plate sizes (CI)")
     ess.add_argument("--conditions", type=int, default=None, help="plate initial conditions per size (default 30)")
     ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
                      help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
-    ess.set_defaults(func=_experiment_ess)
+    ess.set_defaults(func=_experiment_command("run_ess"))
+    certificates = which.add_parser("certificates", help="every formulation on perturbed stance states, each found "
+                                                         "answer checked independently with Pinocchio")  # fmt: skip
+    certificates.add_argument("--robots", default="quadruped,solo12,a1",
+                              help="comma list of robot names or robot.toml paths (default quadruped,solo12,a1)")
+    certificates.add_argument("--states", type=_positive_int, default=200, help="states per robot (default 200)")
+    certificates.add_argument("--seed", type=int, default=0, help="random seed of the states (default 0)")
+    certificates.add_argument("--json", default=None, metavar="PATH", help="write the tallies as JSON")
+    certificates.set_defaults(func=_experiment_command("run_certificates"))
     impacts = which.add_parser("impacts", help="Halm & Posa: the rocking block's set of post-impact velocities")
     impacts.add_argument("--samples", type=_positive_int, default=2**14, help="Algorithm 2's M (default 2^14)")
     impacts.add_argument("--seed", type=int, default=0, help="random seed of the impulse draws (default 0)")

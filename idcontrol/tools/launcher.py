@@ -148,6 +148,7 @@ class Launch:
             "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
+            "interventions": stats["interventions"],
             "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
             "fall_cause": stats.get("fall_cause"),
             "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
@@ -275,6 +276,14 @@ def _misses_line(summary: dict[str, Any]) -> str:
     return text
 
 
+def _failures_line(interventions: dict[str, int]) -> str:
+    """Run-mode solves whose torque was not sent, by cause, and what the fallback policy did instead."""
+    c = interventions
+    return (f"{c.get('certificate', 0)} failed the certificate, {c.get('solve_failed', 0)} failed, "
+            f"{c.get('non_finite', 0)} non-finite, {c.get('over_budget', 0)} over budget; "
+            f"{c.get('held', 0)} held the previous torque, {c.get('safe_controller', 0)} safe stops")
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     def q(d: dict[str, float]) -> str:
         return f"p50 {d['p50']:.0f}  p99 {d['p99']:.0f}  max {d['max']:.0f} µs"
@@ -292,6 +301,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"),
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
         ("fell", f"yes: {summary.get('fall_cause') or 'fell'}" if summary["fell"] else "no"),
+        ("solves not used", _failures_line(summary.get("interventions") or {})),
     ]
     if summary.get("base_travel_m") is not None:
         dx, dy, dz = summary["base_travel_m"]

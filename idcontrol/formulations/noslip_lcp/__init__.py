@@ -2,6 +2,6 @@
 its compiled stages (:mod:`.stages`). Algorithm 2, a generic LCP solver, is :mod:`idcontrol.solvers.ppm`."""
 
 from idcontrol.formulations.noslip_lcp.find_indices import IndependentColumns, find_indices
-from idcontrol.formulations.noslip_lcp.formulation import NoSlipLCP, project_desired_velocity
+from idcontrol.formulations.noslip_lcp.formulation import PAPER_OPTIONS, NoSlipLCP, project_desired_velocity
 
-__all__ = ["IndependentColumns", "NoSlipLCP", "find_indices", "project_desired_velocity"]
+__all__ = ["PAPER_OPTIONS", "IndependentColumns", "NoSlipLCP", "find_indices", "project_desired_velocity"]

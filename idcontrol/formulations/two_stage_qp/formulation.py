@@ -64,6 +64,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import ReducedDynamics, contact_velocity_and_torque, reduce
@@ -267,6 +268,7 @@ class TwoStageQP(Formulation):
     """
 
     name = "two_stage_qp"
+    contact_model = ContactModel(friction="pyramid")
 
     def __init__(
         self,

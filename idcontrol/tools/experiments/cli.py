@@ -150,6 +150,7 @@ def run_robots(args: argparse.Namespace) -> int:
     print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} run(s) raised an error", file=sys.stderr)
     return 1 if errors else 0
 
+
 def run_ess(args: argparse.Namespace) -> int:
     """``idcontrol experiment ess``: the ESS integrator paper's checks; 0 when they ran."""
     from idcontrol.tools.experiments.ess import run
@@ -166,3 +167,13 @@ def run_ess(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}", flush=True)
     print(f"done in {result['wall_s']:.0f} s", file=sys.stderr)
     return 0
+
+
+def run_certificates(args: argparse.Namespace) -> int:
+    """``idcontrol experiment certificates``: 1 when any found answer fails the independent check."""
+    from idcontrol.tools.experiments.certificates import main
+
+    robots = [name for name in args.robots.split(",") if name]
+    if not robots:
+        raise ConfigError("--robots names no robot")
+    return main(robots, args.states, args.seed, args.json)

@@ -1,0 +1,219 @@
+"""A certificate for every solve: the result checked against the model its formulation claims.
+
+A solver can return ``found=True`` with an answer that no physics allows: the no-slip LCP's paper method, on
+states a few hundredths of a radian from a stance, has answered with 1e14 N·m torques and 8.7e14 N tangential
+forces whose internal components cancel in the dynamics. Every result is therefore checked, in a few
+microseconds, before its torque may reach the robot; a result that fails is ``found=False`` with the failed
+check named, and the control core's fallback policy takes over.
+
+The checks, with their tolerances (all in physical units; ``f`` are forces, N; velocities in m/s):
+
+* ``non_finite``: τ, v⁺ and the forces are finite;
+* ``dynamics``: the discretized dynamics with the v⁺ the result returns,
+  max |M (v⁺ − v⁻)/Δt − (Nᵀf_N + Sᵀf_S + Tᵀf_T + Pᵀτ + f_ext [+ the sensed contact force])| ≤ 1e-6 N (N·m);
+* ``normal_force``: f_N ≥ −1e-6 N (contacts only push);
+* ``penetration``: N v⁺ + φ/Δt ≥ −1e-6 m/s (rigid models: the contacts do not close within the step);
+* ``friction`` (pyramid models): |f_S| + |f_T| ≤ μ f_N + 1e-6 N where μ is finite;
+* ``slip`` (no-slip models): |S v⁺|, |T v⁺| ≤ 1e-6 m/s at each contact carrying more than 1e-6 N whose
+  tangential rows the formulation kept (the no-slip LCP's ``release_unloaded`` solves a contact it found
+  unloaded without them, so with no friction force: that contact's claim is frictionless);
+* ``complementarity`` (LCP models): a contact carrying more than 1e-6 N does not separate faster than 1e-6 m/s;
+* ``force_bound``: the contact forces' magnitudes summed, Σᵢ |fᵢ| ≤ m (10 g + (v_c + 1 m/s)/Δt), with m the
+  robot's and its movable bodies' mass and v_c the fastest contact point now: what stops the whole robot,
+  moving faster than any of its contacts, within one period, plus ten times its weight;
+* ``torque_bound``: each |τ_j| ≤ 10 × the joint's torque limit: a torque the safety filter would cut to a
+  tenth or less describes a motion this robot cannot make (the no-slip LCP's paper method gave 1e7 to 1e14 N·m;
+  the Coulomb LCP's vertex answers at a stance reach 22 times the quadruped's limits, 173 N·m on 8 N·m joints,
+  and the no-slip LCP's default stance falls within 0.5 s when its answers up to 100 times the limits are sent
+  clipped instead of rejected).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, types
+from numpy.typing import NDArray
+
+from idcontrol.arrays import ANY_MATRIX, ANY_VECTOR, IN_INDICES, boolean, float64, intp
+
+Array = NDArray[np.float64]
+
+#: The checks, in the order they are made; ``CHECKS[code - 1]`` names a failed certificate's check.
+CHECKS = ("non_finite", "dynamics", "normal_force", "penetration", "friction", "slip", "complementarity",
+          "force_bound", "torque_bound")  # fmt: skip
+#: Tolerances (see the module docstring).
+DYNAMICS_TOL = 1e-6  # N or N·m
+FORCE_TOL = 1e-6  # N
+VELOCITY_TOL = 1e-6  # m/s
+#: Physical bounds (see the module docstring).
+WEIGHTS = 10.0  # the robot's weight, times this
+SPEED_MARGIN = 1.0  # m/s over the fastest contact point
+TORQUE_FACTOR = 10.0  # times the torque limit
+
+FRICTION_PYRAMID, FRICTION_NO_SLIP, FRICTION_NONE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class ContactModel:
+    """What a formulation claims of its contacts, for its certificate.
+
+    friction : "pyramid" (|f_S| + |f_T| ≤ μ f_N), "no_slip" (S v⁺ = T v⁺ = 0 where loaded) or "none" (a
+        baseline that predicts no contact forces of its own).
+    rigid : the contacts do not close within the step (N v⁺ + φ/Δt ≥ 0).
+    complementarity : a loaded contact does not separate (the LCPs).
+    dynamics : the result's v⁺ and forces satisfy the discretized dynamics (False: a joint-space baseline that
+        predicts no v⁺; only its torques are checked).
+    """
+
+    friction: str = "pyramid"
+    rigid: bool = True
+    complementarity: bool = False
+    dynamics: bool = True
+
+    @property
+    def friction_code(self) -> int:
+        return {"pyramid": FRICTION_PYRAMID, "no_slip": FRICTION_NO_SLIP, "none": FRICTION_NONE}[self.friction]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The outcome of :func:`certify`: ``check`` is "" when every check passed, else the first that failed,
+    with the ``value`` found and the ``bound`` it exceeded (in that check's units)."""
+
+    check: str = ""
+    value: float = 0.0
+    bound: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.check
+
+    def message(self) -> str:
+        return f"certificate: {self.check} {self.value:.3g} beyond {self.bound:.3g}"
+
+
+PASSED = Certificate()
+
+
+@njit(types.Tuple((boolean, float64))(ANY_VECTOR), cache=True)
+def _first_non_finite(x):
+    """The first non-finite entry of the 1-D array ``x``, or 0.0 when all are finite (then ``ok``)."""
+    for value in x:
+        if not math.isfinite(value):
+            return False, value
+    return True, 0.0
+
+
+@njit(
+    types.UniTuple(float64, 3)(ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, float64, ANY_MATRIX,
+                               ANY_MATRIX, ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, IN_INDICES, ANY_VECTOR, ANY_VECTOR,
+                               ANY_VECTOR, ANY_VECTOR, boolean, intp, boolean, boolean, ANY_VECTOR, float64),
+    cache=True,
+)  # fmt: skip
+def certificate_kernel(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t,
+                       dynamics, friction, rigid, complementarity, tau_bound, mass):  # fmt: skip
+    """(code, value, bound): code 0 when every check passes, else 1 + the index of the first failed check in
+    :data:`CHECKS`. ``sensed`` (m,) is the measured contact force's generalized force (zeros when none);
+    ``dynamics``: the result claims a v⁺ (a PID baseline does not: only τ is checked); ``tau_bound`` (nu,)
+    the torque bounds, N·m; ``mass`` the robot's and its bodies' mass, kg."""
+    m = M.shape[0]
+    n = N.shape[0]
+    nu = actuated.shape[0]
+    ok_tau, bad_tau = _first_non_finite(tau)
+    ok_n, bad_n = _first_non_finite(f_normal)
+    ok_s, bad_s = _first_non_finite(f_s)
+    ok_t, bad_t = _first_non_finite(f_t)
+    if not (ok_tau and ok_n and ok_s and ok_t):
+        return 1.0, bad_tau + bad_n + bad_s + bad_t, 0.0
+    if not dynamics:
+        for k in range(nu):
+            if abs(tau[k]) > tau_bound[k]:
+                return 9.0, tau[k], tau_bound[k]
+        return 0.0, 0.0, 0.0
+    ok, value = _first_non_finite(v_next)
+    if not ok:
+        return 1.0, value, 0.0
+    generalized = np.empty(m)
+    for j in range(m):
+        s = f_ext[j] + sensed[j]
+        for i in range(n):
+            s += N[i, j] * f_normal[i] + S[i, j] * f_s[i] + T[i, j] * f_t[i]
+        generalized[j] = s
+    for k in range(nu):
+        generalized[actuated[k]] += tau[k]
+    worst = 0.0
+    for j in range(m):
+        s = 0.0
+        for c in range(m):
+            s += M[j, c] * (v_next[c] - v[c])
+        worst = max(worst, abs(s / dt - generalized[j]))
+    if worst > DYNAMICS_TOL:
+        return 2.0, worst, DYNAMICS_TOL
+    fastest = 0.0
+    for i in range(n):
+        if f_normal[i] < -FORCE_TOL:
+            return 3.0, f_normal[i], -FORCE_TOL
+        normal_now, s_now, t_now, gap_rate, slip_s, slip_t = 0.0, 0.0, 0.0, phi[i] / dt, 0.0, 0.0
+        for j in range(m):
+            normal_now += N[i, j] * v[j]
+            s_now += S[i, j] * v[j]
+            t_now += T[i, j] * v[j]
+            gap_rate += N[i, j] * v_next[j]
+            slip_s += S[i, j] * v_next[j]
+            slip_t += T[i, j] * v_next[j]
+        fastest = max(fastest, math.sqrt(normal_now * normal_now + s_now * s_now + t_now * t_now))
+        if rigid and gap_rate < -VELOCITY_TOL:
+            return 4.0, gap_rate, -VELOCITY_TOL
+        if friction == FRICTION_PYRAMID and math.isfinite(mu[i]):
+            excess = abs(f_s[i]) + abs(f_t[i]) - mu[i] * f_normal[i]
+            if excess > FORCE_TOL:
+                return 5.0, excess, FORCE_TOL
+        loaded = f_normal[i] > FORCE_TOL
+        if friction == FRICTION_NO_SLIP and loaded and max(abs(slip_s), abs(slip_t)) > VELOCITY_TOL:
+            return 6.0, max(abs(slip_s), abs(slip_t)), VELOCITY_TOL
+        if complementarity and loaded and gap_rate > VELOCITY_TOL:
+            return 7.0, gap_rate, VELOCITY_TOL
+    force_bound = mass * (WEIGHTS * 9.81 + (fastest + SPEED_MARGIN) / dt)
+    total = 0.0
+    for i in range(n):
+        total += math.sqrt(f_normal[i] * f_normal[i] + f_s[i] * f_s[i] + f_t[i] * f_t[i])
+    if total > force_bound:
+        return 8.0, total, force_bound
+    for k in range(nu):
+        if abs(tau[k]) > tau_bound[k]:
+            return 9.0, tau[k], tau_bound[k]
+    return 0.0, 0.0, 0.0
+
+
+class Certifier:
+    """Certificates for one robot's solves: :meth:`check` a result against its formulation's model.
+
+    tau_limit : (nu,) the robot's torque limits, N·m.  mass : the robot's and its movable bodies' mass, kg.
+    """
+
+    def __init__(self, tau_limit: Array, mass: float) -> None:
+        self.tau_bound = np.ascontiguousarray(TORQUE_FACTOR * np.asarray(tau_limit, dtype=np.float64))
+        self.mass = float(mass)
+        #: (m, the problem's actuated index, it as an index array, zeros (m,) for the sensed force)
+        self._actuated: tuple[int, object, Array, Array] | None = None
+
+    def check(self, problem, result, model: ContactModel) -> Certificate:
+        """Check ``result`` (a found :class:`~idcontrol.formulations.problem.SolveResult`) of ``problem``."""
+        p = problem
+        cached = self._actuated
+        if cached is None or cached[0] != p.m or cached[1] is not p.actuated:
+            actuated = np.ascontiguousarray(np.arange(p.m, dtype=np.intp)[p.actuated])
+            cached = self._actuated = (p.m, p.actuated, actuated, np.zeros(p.m))
+        sensed = p.sensed_force if result.sensed and p.sensed_force is not None else cached[3]
+        # the tangential rows the formulation solved with: a no-slip LCP that released an unloaded contact
+        # (release_unloaded) claims no slip only where it kept them (its zeroed rows carry no force either)
+        solved = result.problem if result.problem is not None and result.problem.n == p.n else p
+        code, value, bound = certificate_kernel(
+            p.M, p.v, result.v_next, p.f_ext, sensed, p.dt, p.N, solved.S, solved.T, p.phi, p.mu, cached[2], result.tau,
+            result.f_normal, result.f_s, result.f_t, model.dynamics, model.friction_code, model.rigid,
+            model.complementarity, self.tau_bound, self.mass,
+        )  # fmt: skip
+        return PASSED if code == 0.0 else Certificate(CHECKS[int(code) - 1], float(value), float(bound))

@@ -1,0 +1,149 @@
+"""The certificate of every solve (idcontrol.formulations.certificate): each check rejects what it names, sound
+answers pass, the no-slip LCP's paper method is rejected where it is absurd, and the core counts and falls back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from idcontrol.contacts.world import Environment
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.core import ControlCore
+from idcontrol.control.state import RobotState
+from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.certificate import CHECKS, TORQUE_FACTOR, ContactModel
+from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
+from idcontrol.formulations.problem import ContactProblem, SolveResult
+from idcontrol.reference import make_reference
+from idcontrol.reference.base import Tracking
+from idcontrol.tools.experiments.certificates import independent_residual, perturbed_states
+
+PYRAMID = ContactModel(friction="pyramid", complementarity=True)
+
+
+@pytest.fixture(scope="module")
+def standing_solve(quadruped):
+    """A sound Coulomb-LCP answer at the standing posture, μ = 1: (controller, problem, result)."""
+    controller = InverseDynamicsController(quadruped, Environment.flat_ground(1.0), "coulomb_lcp")
+    state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv))
+    problem, _ = controller.build_problem(state, np.zeros(quadruped.nu))
+    result = controller.formulation.solve(problem)
+    assert result.found and problem.n == 4
+    return controller, problem, result
+
+
+def spoiled(result: SolveResult, **arrays) -> SolveResult:
+    return replace(result, **{k: np.array(v, dtype=np.float64) for k, v in arrays.items()})
+
+
+def test_a_sound_answer_passes(standing_solve):
+    controller, problem, result = standing_solve
+    assert controller.certifier.check(problem, result, PYRAMID).passed
+
+
+def test_each_check_rejects_what_it_names(standing_solve, quadruped):
+    """One violation at a time, each named by its own check; the dynamics are kept exact wherever another check is
+    the one under test (forces changed with the v⁺ they imply, or the problem changed instead of the answer)."""
+    controller, p, r = standing_solve
+    certifier = controller.certifier
+    f_n, f_s, f_t = r.f_normal, r.f_s, r.f_t
+    forces_only = ContactModel(friction="pyramid", rigid=False)  # no velocity claims: only the forces are tested
+    torques_only = ContactModel(friction="none", rigid=False, dynamics=False)  # as the pid baseline claims
+    one = np.eye(p.n)[0]
+    loaded = np.eye(p.n)[np.argmax(f_n)]  # (Lemke carries the standing quadruped on one diagonal pair)
+    cases = [
+        ("non_finite", p, spoiled(r, tau=np.where(np.arange(r.tau.size) == 3, np.nan, r.tau)), PYRAMID),
+        ("dynamics", p, spoiled(r, v_next=r.v_next + 1e-3), PYRAMID),
+        ("normal_force", p, _with_forces(p, r, f_n - (f_n[0] + 1.0) * one, f_s, f_t), forces_only),
+        ("friction", p, _with_forces(p, r, f_n, f_s + 2.0 * f_n.max() * loaded, f_t), forces_only),
+        ("force_bound", p, _with_forces(p, r, 1e4 * f_n, f_s, f_t), forces_only),
+        ("penetration", replace(p, phi=p.phi - 1.0), r, PYRAMID),  # the contacts would close within the step
+        ("complementarity", replace(p, phi=p.phi + 1.0), r, PYRAMID),  # loaded contacts that separate
+        ("torque_bound", p, spoiled(r, tau=np.where(np.arange(r.tau.size) == 0, 1.01 * TORQUE_FACTOR *
+                                                    quadruped.torque_limits[0], r.tau)), torques_only),  # fmt: skip
+    ]
+    for check, problem, result, model in cases:
+        outcome = certifier.check(problem, result, model)
+        assert outcome.check == check, (check, outcome)
+        assert outcome.message().startswith(f"certificate: {check}")
+    assert {c[0] for c in cases} | {"slip"} == set(CHECKS)
+
+
+def test_a_sliding_answer_fails_the_no_slip_model_and_passes_the_pyramid(quadruped):
+    """On frictionless ground with the base moving, the Coulomb LCP's feet slide: sound for its pyramid, a slip
+    for a formulation that would claim no slip."""
+    controller = InverseDynamicsController(quadruped, Environment.flat_ground(0.0), "coulomb_lcp")
+    v = np.zeros(quadruped.nv)
+    v[0] = 0.1  # m/s forward
+    state = RobotState(quadruped.standing_configuration(), v)
+    problem, _ = controller.build_problem(state, np.zeros(quadruped.nu))
+    result = controller.formulation.solve(problem)
+    assert result.found
+    assert controller.certifier.check(problem, result, PYRAMID).passed
+    assert controller.certifier.check(problem, result, ContactModel(friction="no_slip")).check == "slip"
+
+
+def _with_forces(p: ContactProblem, r: SolveResult, f_n, f_s, f_t) -> SolveResult:
+    """``r`` with other forces and the v⁺ that keeps the discretized dynamics exact for them."""
+    change = p.N.T @ (f_n - r.f_normal) + p.S.T @ (f_s - r.f_s) + p.T.T @ (f_t - r.f_t)
+    return spoiled(r, f_normal=f_n, f_s=f_s, f_t=f_t, v_next=r.v_next + p.dt * np.linalg.solve(p.M, change))
+
+
+def test_paper_noslip_answers_near_a_stance_are_rejected_and_the_defaults_are_certified(quadruped):
+    """On perturbed stance states the no-slip LCP's paper method answers with absurd torques that its own
+    residuals miss: every one is rejected, none reaches the robot; the defaults answer, and every answer they
+    give passes the independent Pinocchio check (1e-6 N·m)."""
+    samples = perturbed_states(quadruped, 20, np.random.default_rng(3))
+    tracking = Tracking(np.zeros(quadruped.nu), np.zeros(quadruped.nu))
+    paper = InverseDynamicsController(quadruped, formulation="noslip_lcp", formulation_options=PAPER_OPTIONS)
+    default = InverseDynamicsController(quadruped, formulation="noslip_lcp")
+    accepted = 0
+    for state, qdd_des in samples:
+        paper.formulation.reset()
+        answer = paper.solve(state, qdd_des, tracking)
+        if answer.found:  # an answer it gives must be sound
+            assert independent_residual(quadruped, state, answer, paper.last_contacts, paper.dt) <= 1e-6
+            assert np.abs(answer.tau).max() <= TORQUE_FACTOR * quadruped.torque_limits.max()
+        default.formulation.reset()
+        answer = default.solve(state, qdd_des, tracking)
+        if answer.found:
+            accepted += 1
+            assert independent_residual(quadruped, state, answer, default.last_contacts, default.dt) <= 1e-6
+        else:
+            assert answer.certificate, answer.message
+    assert accepted >= 18  # measured 200 of 200 (idcontrol experiment certificates)
+
+
+class Spoiling(Formulation):
+    """A formulation that reports found with an answer that breaks the dynamics (a bug, as a formulation)."""
+
+    name = "spoiling"
+
+    def __init__(self, inner: Formulation) -> None:
+        self.inner = inner
+
+    def solve(self, problem: ContactProblem) -> SolveResult:
+        result = self.inner.solve(problem)
+        result.v_next = result.v_next + 1.0  # the torques no longer produce this v⁺
+        return result
+
+
+def test_the_core_counts_a_rejected_answer_holds_the_previous_torque_then_stops(quadruped):
+    """A rejected answer is never sent: the fallback holds the previous torque for hold_ticks, then safe-stops;
+    every rejection is counted as 'certificate', and the message names the check."""
+    controller = InverseDynamicsController(quadruped, formulation="two_stage_qp")
+    core = ControlCore(controller, make_reference("hold", quadruped))
+    state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv))
+    core.start(0.0)
+    good = core.tick(state, now=0.0).tau.copy()
+    controller.formulation = Spoiling(controller.formulation)
+    for i in range(core.safety.hold_ticks):
+        out = core.tick(replace(state, t=1e-3 * (i + 1)), now=1e-3 * (i + 1))
+        assert out.mode == "run" and np.array_equal(out.tau, good)
+        assert out.result.certificate == "dynamics" and "certificate: dynamics" in out.note
+    out = core.tick(replace(state, t=0.1), now=0.1)
+    assert out.mode in ("safe_stop", "stopped") and "certificate: dynamics" in out.note  # (at rest: stopped at once)
+    assert core.filter.counts["certificate"] == core.safety.hold_ticks + 1
+    assert core.filter.counts["held"] == core.safety.hold_ticks
