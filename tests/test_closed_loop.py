@@ -32,20 +32,8 @@ def closed_loop(loop, formulation: str, reference: str, seconds: float, gains: t
 # coulomb_lcp needs stiffer feedback: Lemke puts the weight on one diagonal pair of feet (measured: it falls
 # at 0.69 s with kp = 150, kd = 8 and at 2.2 s with 400/40; it stands with 1000/60, and its torques chatter
 # into the limits now and then (42 clipped joint-ticks in 2 s), as the paper reports.
-COULOMB_CERTIFIED = (
-    "the certificate rejects Lemke's stance answers beyond ten times the torque limits (31 ticks in 2 s, 81-173 "
-    "N·m on 8 N·m joints) and the fallback holds the previous torque: the stance then chatters, 187 clipped "
-    "joint-ticks and a mean joint error of 0.022 rad (it stands; it was 42 and within 0.01 rad sending them clipped)"
-)
-
-
 @pytest.mark.parametrize(
-    ("formulation", "gains", "max_clips"),
-    [
-        ("two_stage_qp", None, 0),
-        pytest.param("coulomb_lcp", (1000.0, 60.0), 100,
-                     marks=pytest.mark.xfail(strict=True, reason=COULOMB_CERTIFIED)),  # fmt: skip
-    ],
+    ("formulation", "gains", "max_clips"), [("two_stage_qp", None, 0), ("coulomb_lcp", (1000.0, 60.0), 100)]
 )
 def test_quadruped_stands_two_seconds(idcontrol_loop, quadruped, formulation, gains, max_clips):
     """Holding the standing pose for 2 s: no fall, small joint error, base where it started, few clips."""

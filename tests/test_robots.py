@@ -123,7 +123,7 @@ def test_a_fall_names_its_cause_and_a_guard_stopping_a_collapse_counts_as_a_fall
     config = load_launch(REPO / "launch" / "trot.toml").with_overrides(formulation="coulomb_lcp", robot="hyq")
     run = run_in_process(config, 2.0)
     # the guard: the joint-limit guard, or the certificate's safe stop (the collapsing trot's answers need more than
-    # ten times hyq's torque limits)
+    # 30 times hyq's torque limits)
     assert run.end_reason.startswith(("limit guard", "solve failed: certificate")), run.end_reason
     assert run.summary["fell"] and "guard" in run.summary["fall_cause"], run.summary
     calm = run_in_process(replace(config, reference=replace(config.reference, name="hold", options={})), 0.3)

@@ -367,6 +367,8 @@ class Driver:
             raise ConfigError("the driver has no period: give period= or call hello() first (the daemon's dt)")
         self._late = 0
         t_end = None if not duration else self.clock_time() + duration
+        gc.collect()
+        gc.freeze()  # objects made before the loop are never scanned again: shorter collector pauses in it
         try:
             if self.clock == "lockstep":
                 self._run_lockstep(t_end)
@@ -429,8 +431,6 @@ class Driver:
         except (TimeoutError, ProtocolError) as e:
             log.error("%s", e)
             return 2
-        gc.collect()
-        gc.freeze()  # start-up objects are never scanned again: shorter collector pauses in the loop
         try:
             report = self.run(duration)
         except IdControlError as e:  # the robot's side failed (a simulation diverged, say)

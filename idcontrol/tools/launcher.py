@@ -261,7 +261,10 @@ def _ticks_line(ticks: int, by_mode: dict[str, int]) -> str:
     that ends every run (damping until every joint is slower than the rest velocity, or the safe-stop timeout:
     a robot sagging under damping takes the whole timeout, 1 s by default)."""
     parts = [f"{name} {by_mode[name]}" for name in ("run", "safe_stop", "idle", "stopped") if by_mode.get(name)]
-    return f"{ticks} ({', '.join(parts)})" if parts else f"{ticks}"
+    text = f"{ticks} ({', '.join(parts)})" if parts else f"{ticks}"
+    if by_mode.get("safe_stop"):  # in lock-step the timeout's wall seconds hold more simulated ticks
+        text += "; the safe stop ends at rest or after safe_stop_timeout s of the daemon's clock"
+    return text
 
 
 def _misses_line(summary: dict[str, Any]) -> str:

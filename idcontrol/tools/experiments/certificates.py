@@ -11,7 +11,7 @@ For every ``found`` answer, the independent check recomputes, with Pinocchio's r
 
     r = rnea(q, v, (v⁺ − v)/Δt) − Pᵀτ − Σᵢ Jᵢ(pᵢ)ᵀ fᵢ,
 
-and requires max |r| ≤ 1e-6 N·m (N), f_N ≥ 0, the torques within ten times the limits and the summed contact
+and requires max |r| ≤ 1e-6 N·m (N), f_N ≥ 0, the torques within 30 times the limits and the summed contact
 force magnitudes within m (10 g + (v_c + 1 m/s)/Δt), v_c the fastest contact point (Pinocchio's frame
 velocities), the physical bound of :mod:`idcontrol.formulations.certificate`. An answer that
 the certificate rejected (``found=False`` with a certificate message) is counted as rejected.
