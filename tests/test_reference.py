@@ -374,3 +374,17 @@ def test_grasp_hold_takes_the_fingers_of_the_robot_file(arm):
     assert len(hold._fingers) == 4
     with pytest.raises(ConfigError, match="fingers"):
         GraspHold(RobotModel("ur5"))
+
+
+def test_a_trot_whose_clock_leaps_restarts_from_standing_at_once(quadruped):
+    """A state 1e7 s after the previous one (a fuzzed or broken bridge clock) restarts the gait from standing in one
+    quick sample, instead of replaying every gait event in between (seconds here; 1e9 s hung the daemon)."""
+    gait = make_reference("trot", quadruped)
+    q, v = quadruped.standing_configuration(), np.zeros(quadruped.nv)
+    for k in range(1200):  # into the gait
+        gait.sample(1e-3 * k, q, v)
+    assert gait.phase > 0.0
+    started = time.perf_counter()
+    target = gait.sample(1e7, q, v)
+    assert time.perf_counter() - started < 0.05
+    assert gait.phase == 0.0 and np.all(np.isfinite(target.q_ref))

@@ -61,6 +61,9 @@ from idcontrol.robot.model import RobotModel
 #: Standing base height of the paper's quadruped (the shipped one), m: the trot's defaults are the paper's there.
 REFERENCE_HEIGHT = 0.1629684374568977
 PAPER_WAYPOINTS = ((0.0, 0.0), (0.25, 0.0), (0.0, 0.25), (0.0, -0.25), (-0.25, 0.0))
+#: s: a state whose time is this far ahead of the previous sample restarts the gait from standing, rather than
+#: replaying every gait event in between (a clock that leapt by 1e9 s kept the planner busy for hours).
+MAX_CLOCK_JUMP_S = 1.0
 #: Newton steps per tick at most, and the foot position tolerance, m.
 IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
 
@@ -341,7 +344,7 @@ class TrotGait(Reference):
         if self._t0 is None:
             self._t0 = t
         tau = t - self._t0 - self.stand_time  # gait time, s (< 0 while standing)
-        if tau < self._tau:  # the clock went back: start over
+        if tau < self._tau or tau - self._tau > MAX_CLOCK_JUMP_S:  # the clock went back, or leapt: start over
             self.reset()
             return self.sample(t, q, v)
         self._update_command(tau - self._tau, q, tau < 0.0)

@@ -29,6 +29,10 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"unknown formulation(s) {unknown}; available: {available_formulations()}", file=sys.stderr)
         return 2
     contacts = [int(c) for c in _csv(args.contacts)] if args.contacts else list(FIG19_CONTACTS)
+    if bool(args.tsid_python) != bool(args.tsid_script):
+        print("--tsid-python and --tsid-script go together: a TSID venv's python and the TSID reference script "
+              "it runs (it prints one JSON line of p50/p99 µs for Solo12 standing)", file=sys.stderr)
+        return 2
     tsid = (args.tsid_python, args.tsid_script) if args.tsid_python else None
     run(_csv(args.scenarios), formulations, args.ticks, contacts, args.json, tsid)
     return 0
@@ -520,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as a JSON array ('-': stdout)")
     bench.add_argument("--tsid-python", default=None, help="python of a TSID venv: also run the TSID reference")
-    bench.add_argument("--tsid-script", default="../shared/bench/tsid_reference.py", help="TSID reference script")
+    bench.add_argument("--tsid-script", default=None, metavar="PATH",
+                       help="the TSID reference script --tsid-python runs (Solo12 standing, in that venv)")
     bench.set_defaults(func=_bench)
     launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes")
     _add_launch_args(launch)

@@ -10,7 +10,8 @@ Each workload is recorded once per process, deterministically (lock-step MuJoCo,
 formulation), as the states the bridge sent. Each formulation then answers the same states in order, through
 the whole control core (reference and PD, model, contacts, problem, solve, fallback policy, safety filter,
 run metrics: what the daemon's ``core_tick`` times), its warm starts carried from tick to tick as in the
-daemon: with the options its launch file gives it (``launch``) and with the paper's (``paper``: none).
+daemon: with the options its launch file gives it (``launch``) and with the paper's (``paper``: the
+formulations' defaults, the no-slip LCP's :data:`~idcontrol.formulations.noslip_lcp.PAPER_OPTIONS`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from idcontrol.control.factory import build_core
 from idcontrol.control.state import RobotState
+from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig, load_launch
 from idcontrol.sim.launch import simulator_for
@@ -103,7 +105,10 @@ def replay(recording: Recording, formulation: str, variant: str, repeats: int = 
     """Time the core's tick on every recorded state (``repeats`` passes; the first pass is not timed when
     ``repeats`` > 1), the formulation built as ``variant`` says."""
     config = recording.config
-    options = dict(config.formulations.get(formulation, {})) if variant == "launch" else {}
+    if variant == "launch":
+        options = dict(config.formulations.get(formulation, {}))
+    else:  # the paper's method: the formulations' defaults, but the no-slip LCP's adaptations off
+        options = dict(PAPER_OPTIONS) if formulation == "noslip_lcp" else {}
     controller = replace(config.controller, formulation=formulation, options={})
     config = replace(config, controller=controller, formulations={**config.formulations, formulation: options})
     core = build_core(config, recording.robot)
