@@ -16,6 +16,8 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
   answers with a command (the daemon's codec, no controller), at 1 kHz;
 * ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
+* ``gap``: the trot workload through the two-stage QP's core, back to back and with 0.5 ms between ticks
+  (sleeping, or spinning on the clock), as a daemon waits for its next state: what the wait costs the tick;
 * ``coupling``: the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`) alone, on the states of a
   recorded quadruped trot (MuJoCo, the trot launch file);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
@@ -373,6 +375,51 @@ def bench_workload(name: str, formulations: list[str]) -> list:
                   f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
                   f"{r.other_us:>6.1f}", flush=True)  # fmt: skip
     return rows
+def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
+    """The recorded trot through the two-stage QP's core tick: back to back, after ``gap_s`` s of sleep, after
+    ``gap_s`` s of spinning on the clock (the tick alone is timed): (label, p50 µs, p99 µs) each, the first
+    200 ticks of each pass left out, the passes interleaved twice."""
+    from idcontrol.control.factory import build_core
+    from idcontrol.tools.workloads import record
+
+    recording = record("trot")
+    core = build_core(recording.config, recording.robot)
+    core.warm_up()
+    states = recording.states
+
+    def one_pass(wait: str) -> np.ndarray:
+        core.reset()
+        core.start(states[0].t)
+        times = np.empty(len(states))
+        for i, state in enumerate(states):
+            if wait == "sleep":
+                time.sleep(gap_s)
+            elif wait == "spin":
+                end = time.perf_counter() + gap_s
+                while time.perf_counter() < end:
+                    pass
+            started = time.perf_counter()
+            core.tick(state, now=state.t)
+            times[i] = time.perf_counter() - started
+            if core.mode != "run":
+                core.reset()
+                core.start(state.t)
+        return times[200:] * 1e6
+
+    gc.collect()
+    gc.freeze()
+    samples: dict[str, list[np.ndarray]] = {"back to back": [], "sleep": [], "spin": []}
+    for _ in range(2):
+        for label, wait in (("back to back", ""), ("sleep", "sleep"), ("spin", "spin")):
+            samples[label].append(one_pass(wait))
+    gc.unfreeze()
+    out = []
+    for label, passes in samples.items():
+        values = np.concatenate(passes)
+        out.append((label, float(np.percentile(values, 50)), float(np.percentile(values, 99))))
+    return out
+
+
 def bench_coupling(ticks: int) -> dict[str, float]:
     """Time the contact-coupling diagnostic (:func:`~idcontrol.contacts.coupling.coupling_diagnostic`: both
     couplings, the touchdown times and the flag), µs a tick, on the states of ``ticks`` ticks of the quadruped's
@@ -468,6 +515,11 @@ def run(
                   f"{t['ticks']} ticks: p50 {o['p50']} p99 {o['p99']} max {o['max']} µs; means: decode "
                   f"{m.get('decode')}, core tick {m.get('core_tick')}, send {m.get('send')}, publish "
                   f"{m.get('publish')} µs", flush=True)  # fmt: skip
+            continue
+        if scenario == "gap":
+            for label, p50, p99 in bench_gap():
+                print(f"gap        trot core tick (two_stage_qp), {label:<12}: p50 {p50:.1f} p99 {p99:.1f} µs"
+                      + ("" if label == "back to back" else " (0.5 ms between ticks)"), flush=True)  # fmt: skip
             continue
         if scenario == "transport":
             t = bench_transport(ticks)

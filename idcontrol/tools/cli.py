@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
         help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
-        "drake_sim,coupling",
+        "drake_sim,coupling,gap",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
