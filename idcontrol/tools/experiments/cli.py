@@ -1,4 +1,5 @@
-"""``idcontrol experiment paper | sap | mismatch``: run them, print each result, write the JSON and the reports."""
+"""``idcontrol experiment ...`` (paper, sap, mismatch, robots, ess, certificates): run them, print each result,
+write the JSON and the reports."""
 
 from __future__ import annotations
 
@@ -11,16 +12,23 @@ from pathlib import Path
 from idcontrol.errors import ConfigError
 
 
+def _planned(args: argparse.Namespace, plan, noun: str, example: str) -> tuple[list, list[str]]:
+    """(``plan(quick, only)``, only) for a matrix command's ``--quick``, ``--only`` (a comma list) and ``--jobs``;
+    ConfigError for ``--jobs`` < 1 or an ``--only`` that selects no ``noun`` (``example``: what names look like)."""
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
+    only = [part for part in (args.only or "").split(",") if part]
+    selected = plan(args.quick, only)
+    if not selected:
+        raise ConfigError(f"--only {args.only!r} matches no {noun} (names look like {example})")
+    return selected, only
+
+
 def run_paper(args: argparse.Namespace) -> int:
     """Run the paper's experiments as the command line asks; 0 when every run produced a result."""
     from idcontrol.tools.experiments.paper import plan, rest_penetration, run_matrix
 
-    if args.jobs < 1:
-        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
-    only = [part for part in (args.only or "").split(",") if part]
-    specs = plan(args.quick, only)
-    if not specs:
-        raise ConfigError(f"--only {args.only!r} matches no run (names look like trot/rigid_low/qp_mu)")
+    specs, only = _planned(args, plan, "run", "trot/rigid_low/qp_mu")
     bench_ticks = args.bench_ticks if args.bench_ticks is not None else (0 if args.quick else 300)
     if bench_ticks < 0:
         raise ConfigError(f"--bench-ticks must be >= 0, got {bench_ticks}")
@@ -94,12 +102,7 @@ def run_mismatch(args: argparse.Namespace) -> int:
     """The model-mismatch matrix as the command line asks; 0 when every cell produced a result."""
     from idcontrol.tools.experiments.mismatch import plan, run_matrix
 
-    if args.jobs < 1:
-        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
-    only = [part for part in (args.only or "").split(",") if part]
-    cells = plan(args.quick, only)
-    if not cells:
-        raise ConfigError(f"--only {args.only!r} matches no cell (names look like trot/drake/coulomb_lcp)")
+    cells, _ = _planned(args, plan, "cell", "trot/drake/coulomb_lcp")
     started = time.perf_counter()
     print(f"idcontrol experiment mismatch: {len(cells)} cells, {args.jobs} at a time", flush=True)
     results = run_matrix(cells, jobs=args.jobs, progress=lambda line: print(line, flush=True))
@@ -123,12 +126,7 @@ def run_robots(args: argparse.Namespace) -> int:
     """``idcontrol experiment robots``: the robots x formulations x tasks matrix; 0 when no run raised."""
     from idcontrol.tools.experiments.robots import plan, run_matrix, sample_costs, tables, write_readme_tables
 
-    if args.jobs < 1:
-        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
-    only = [part for part in (args.only or "").split(",") if part]
-    specs = plan(args.quick, only)
-    if not specs:
-        raise ConfigError(f"--only {args.only!r} matches no run (names look like trot/a1/coulomb_lcp)")
+    specs, _ = _planned(args, plan, "run", "trot/a1/coulomb_lcp")
     started = time.perf_counter()
     print(f"idcontrol experiment robots: {len(specs)} runs, {args.jobs} at a time", flush=True)
     results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True))
