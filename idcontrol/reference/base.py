@@ -6,6 +6,7 @@ must be cheap (tens of µs) and must not block.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -105,3 +106,19 @@ def desired_acceleration(
     if integral is not None:
         qdd_des += gains.ki * integral
     return qdd_des, Tracking(position_error, velocity_error, integral)
+
+
+def ramped_sine(s: float, frequency: float, ramp_time: float) -> tuple[float, float, float]:
+    """(y, ẏ, ÿ) at s seconds of the unit sinusoid y = e(s) sin(2π f s) that rises through the quintic
+    e = 10x³ − 15x⁴ + 6x⁵ (x = s / ramp_time) to e = 1 at ``ramp_time``: times an amplitude, a swing that starts
+    at rest with zero acceleration."""
+    w = 2.0 * math.pi * frequency
+    sin, cos = math.sin(w * s), math.cos(w * s)
+    if s >= ramp_time:
+        e, ed, edd = 1.0, 0.0, 0.0
+    else:
+        x, r = s / ramp_time, 1.0 / ramp_time
+        e = x * x * x * (10.0 + x * (6.0 * x - 15.0))
+        ed = 30.0 * x * x * (1.0 - x) * (1.0 - x) * r
+        edd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * r * r
+    return e * sin, ed * sin + e * w * cos, edd * sin + 2.0 * ed * w * cos - e * w * w * sin

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from idcontrol.errors import ConfigError, NameNotFound
-from idcontrol.reference.base import Array, JointTarget, Reference
+from idcontrol.reference.base import Array, JointTarget, Reference, ramped_sine
 from idcontrol.reference.hold import standing_joint_positions
 from idcontrol.robot.model import RobotModel
 
@@ -74,16 +74,6 @@ class JointSinusoid(Reference):
     def sample(self, t: float, q: Array, v: Array) -> JointTarget:
         if self._t0 is None:
             self._t0 = t
-        s = t - self._t0
-        w = 2.0 * math.pi * self.frequency
-        sin, cos = math.sin(w * s), math.cos(w * s)
-        if s >= self.ramp_time:
-            e, ed, edd = 1.0, 0.0, 0.0
-        else:  # quintic rise: e = 10x³ − 15x⁴ + 6x⁵, x = s / ramp_time
-            x, r = s / self.ramp_time, 1.0 / self.ramp_time
-            e = x * x * x * (10.0 + x * (6.0 * x - 15.0))
-            ed = 30.0 * x * x * (1.0 - x) * (1.0 - x) * r
-            edd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * r * r
+        y, yd, ydd = ramped_sine(t - self._t0, self.frequency, self.ramp_time)
         a = self.amplitude
-        return JointTarget(self.q_center + a * (e * sin), a * (ed * sin + e * w * cos),
-                           a * (edd * sin + 2.0 * ed * w * cos - e * w * w * sin))  # fmt: skip
+        return JointTarget(self.q_center + a * y, a * yd, a * ydd)
