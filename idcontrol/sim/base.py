@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.world import ObjectState
 from idcontrol.control.state import RobotState
-from idcontrol.errors import UnknownName
+from idcontrol.errors import InputError, UnknownName
 from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
@@ -108,3 +108,11 @@ def make_simulator(
         module, _, attribute = factory.partition(":")
         factory = getattr(importlib.import_module(module), attribute)
     return factory(robot, mu=mu, timestep=timestep, with_objects=with_objects, object_mu=object_mu)
+
+
+def base_fell(robot: RobotModel, state: Array, base_z: float, min_base_height: float) -> bool:
+    """A simulator's fall test: ``state`` (its own state vector) not finite, or the floating base's origin at
+    ``base_z`` below ``min_base_height`` (world z, m). InputError for a fixed-base robot (it cannot fall)."""
+    if not robot.floating_base:
+        raise InputError(f"robot {robot.name!r} has a fixed base; it cannot fall")
+    return not (bool(np.all(np.isfinite(state))) and base_z >= min_base_height)

@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, MissingDependency, SimulationError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState
+from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
 try:
@@ -503,7 +503,6 @@ class DrakeSim:
 
     def fell(self, min_base_height: float) -> bool:
         """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
-        if self._base_slots is None:
-            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
         x = self._plant.GetPositionsAndVelocities(self._plant_context)
-        return not (np.all(np.isfinite(x)) and x[self._base_slots[0] + 6] >= min_base_height)
+        z = x[self._base_slots[0] + 6] if self._base_slots is not None else 0.0
+        return base_fell(self.robot, x, z, min_base_height)

@@ -84,7 +84,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState
+from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
@@ -516,7 +516,6 @@ class MujocoSim:
 
     def fell(self, min_base_height: float) -> bool:
         """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
-        if not self.robot.floating_base:
-            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
-        z = self._data.qpos[self._base_q + 2]
-        return not (np.all(np.isfinite(self._data.qpos)) and z >= min_base_height)
+        qpos = self._data.qpos
+        return base_fell(self.robot, qpos, qpos[self._base_q + 2] if self.robot.floating_base else 0.0,
+                         min_base_height)

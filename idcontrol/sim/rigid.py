@@ -50,7 +50,7 @@ from idcontrol.contacts.detection import ContactDetector, ContactSet
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, ContactSolveFailed, InputError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState
+from idcontrol.sim.base import SimState, base_fell
 from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, polish
 
 Array = NDArray[np.float64]
@@ -306,9 +306,7 @@ class RigidSim:
 
     def fell(self, min_base_height: float) -> bool:
         """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
-        if not self.robot.floating_base:
-            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
-        return not (np.all(np.isfinite(self._q)) and self._q[2] >= min_base_height)
+        return base_fell(self.robot, self._q, self._q[2], min_base_height)
 
     # ------------------------------------------------------------------ stepping
     def step(self, tau: Array) -> None:

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError, InputError
+from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState
+from idcontrol.sim.base import SimState, base_fell
 from idcontrol.sim.ess.integrator import END, TICK, Crossing, EssIntegrator, EssStats, GuardMemory
 from idcontrol.sim.ess.robot import RobotContactSystem
 from idcontrol.validation import check_vector
@@ -185,9 +185,7 @@ class EssSim:
 
     def fell(self, min_base_height: float) -> bool:
         """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
-        if not self.robot.floating_base:
-            raise InputError(f"robot {self.robot.name!r} has a fixed base; it cannot fall")
-        return not (np.all(np.isfinite(self._x)) and self._x[2] >= min_base_height)
+        return base_fell(self.robot, self._x, self._x[2], min_base_height)
 
     # ------------------------------------------------------------------ stepping
     def step(self, tau: Array) -> None:
