@@ -131,15 +131,6 @@ def gram(A):
                 G[j, i] = G[i, j]
         return G
     return gram_by_loops(A)
-    G = np.zeros((c, c))
-    for i in range(c):
-        for j in range(i, c):
-            s = 0.0
-            for k in range(r):
-                s += A[k, i] * A[k, j]
-            G[i, j] = s
-            G[j, i] = s
-    return G
 
 
 @njit(cache=True)
