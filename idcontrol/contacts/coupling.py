@@ -124,6 +124,20 @@ def _whiten(N, L):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _held_block(N, M, dofs):  # pragma: no cover - compiled
+    """(N_u (n, u), M_uu (u, u)): the columns of N and the block of M at the DoFs ``dofs`` (u,) int."""
+    n, u = N.shape[0], dofs.shape[0]
+    Nu = np.empty((n, u))
+    Mu = np.empty((u, u))
+    for a in range(u):
+        for i in range(n):
+            Nu[i, a] = N[i, dofs[a]]
+        for b in range(u):
+            Mu[a, b] = M[dofs[a], dofs[b]]
+    return Nu, Mu
+
+
+@njit(cache=True)
 def _cholesky(M):  # pragma: no cover - compiled
     """Lower Cholesky factor of M (m, m) (NaN on the diagonal where M is not positive definite).
 
@@ -170,14 +184,7 @@ def coupling_diagnostic(N, M, unactuated, sphere, limb_of_sphere, since, now, wi
     for i in range(n):
         limb[i] = limb_of_sphere[sphere[i]]
     free, _ = delassus_coupling_whitened(_whiten(N, _cholesky(M)), limb, age, window, threshold)
-    u = unactuated.shape[0]
-    Nu = np.empty((n, u))
-    Mu = np.empty((u, u))
-    for a in range(u):
-        for i in range(n):
-            Nu[i, a] = N[i, unactuated[a]]
-        for b in range(u):
-            Mu[a, b] = M[unactuated[a], unactuated[b]]
+    Nu, Mu = _held_block(N, M, unactuated)
     held, flag = delassus_coupling_whitened(_whiten(Nu, _cholesky(Mu)), limb, age, window, threshold)
     return free, held, flag
 
@@ -215,17 +222,9 @@ def delassus_coupling_held(N, M, dofs, limb, age, window, threshold):  # pragma:
     controller's contact model sees: its joints follow q̇_des whatever the contact impulses (P v⁺ = q̇_des), so
     contacts interact through the base's inertia only.
     """
-    n = N.shape[0]
-    if n < 2:
+    if N.shape[0] < 2:
         return 0.0, False
-    u = dofs.shape[0]
-    Nu = np.empty((n, u))
-    Mu = np.empty((u, u))
-    for a in range(u):
-        for i in range(n):
-            Nu[i, a] = N[i, dofs[a]]
-        for b in range(u):
-            Mu[a, b] = M[dofs[a], dofs[b]]
+    Nu, Mu = _held_block(N, M, dofs)
     return delassus_coupling_whitened(_whiten(Nu, np.linalg.cholesky(Mu)), limb, age, window, threshold)
 
 
