@@ -40,6 +40,7 @@ from numba import njit, types
 from numpy.typing import NDArray
 
 from idcontrol.arrays import ANY_MATRIX, ANY_VECTOR, IN_INDICES, boolean, float64, intp
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
@@ -100,15 +101,6 @@ class Certificate:
 PASSED = Certificate()
 
 
-@njit(types.Tuple((boolean, float64))(ANY_VECTOR), cache=True)
-def _first_non_finite(x):
-    """The first non-finite entry of the 1-D array ``x``, or 0.0 when all are finite (then ``ok``)."""
-    for value in x:
-        if not math.isfinite(value):
-            return False, value
-    return True, 0.0
-
-
 @njit(
     types.UniTuple(float64, 3)(ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, float64, ANY_MATRIX,
                                ANY_MATRIX, ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, IN_INDICES, ANY_VECTOR, ANY_VECTOR,
@@ -124,20 +116,15 @@ def certificate_kernel(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuat
     m = M.shape[0]
     n = N.shape[0]
     nu = actuated.shape[0]
-    ok_tau, bad_tau = _first_non_finite(tau)
-    ok_n, bad_n = _first_non_finite(f_normal)
-    ok_s, bad_s = _first_non_finite(f_s)
-    ok_t, bad_t = _first_non_finite(f_t)
-    if not (ok_tau and ok_n and ok_s and ok_t):
-        return 1.0, bad_tau + bad_n + bad_s + bad_t, 0.0
+    if not (all_finite(tau) and all_finite(f_normal) and all_finite(f_s) and all_finite(f_t)):
+        return 1.0, math.nan, 0.0
     if not dynamics:
         for k in range(nu):
             if abs(tau[k]) > tau_bound[k]:
                 return 9.0, tau[k], tau_bound[k]
         return 0.0, 0.0, 0.0
-    ok, value = _first_non_finite(v_next)
-    if not ok:
-        return 1.0, value, 0.0
+    if not all_finite(v_next):
+        return 1.0, math.nan, 0.0
     generalized = np.empty(m)
     for j in range(m):
         s = f_ext[j] + sensed[j]
