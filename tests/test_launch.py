@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,20 +21,11 @@ from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
+from idcontrol.tools.fuzz import free_ports
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 SUMMARY_KEYS = {"ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
                 "tau_rate_mean", "formulation"}  # fmt: skip
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: str) -> tuple[Path, dict[str, str]]:

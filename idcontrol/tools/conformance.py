@@ -26,7 +26,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from idcontrol.client import AdminClient
 from idcontrol.errors import IdControlError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
+from idcontrol.tools.fuzz import free_ports
 
 ROBOT = "quadruped"
 LATE_LIMIT = 20
@@ -83,17 +83,6 @@ control = "{control}"
 admin = "{admin}"
 telemetry = "{telemetry}"
 """
-
-
-def free_ports(n: int) -> list[int]:
-    """n free loopback TCP ports."""
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @dataclass

@@ -31,6 +31,7 @@ from idcontrol.errors import ConfigError, IdControlError
 from idcontrol.logs import schema
 from idcontrol.logs.foxglove import LIVE_RATE_HZ, FoxgloveView
 from idcontrol.settings import LaunchConfig
+from idcontrol.tools.fuzz import free_ports
 
 DEFAULT_PORT = 8765
 
@@ -209,7 +210,7 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
             bind(probe, endpoint, name)
     finally:
         probe.close(linger=0)
-    port = port or _free_port()
+    port = port or free_ports(1)[0]
     cmd = [sys.executable, "-m", "idcontrol"]
     daemon = subprocess.Popen([*cmd, "daemon", str(config.path)], start_new_session=True, stderr=subprocess.DEVNULL)
     bridge = None
@@ -280,14 +281,6 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
     result = {"segments": rows, "p99_off_us": float(np.median(off)), "p99_on_us": float(np.median(on))}
     result["p99_moved_us"] = result["p99_on_us"] - result["p99_off_us"]
     return result
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _status(admin) -> dict[str, Any] | None:
