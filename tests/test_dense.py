@@ -14,6 +14,7 @@ from idcontrol.solvers.dense import (
     gram_by_loops,
     gram_cholesky,
     householder_step,
+    least_norm_lstsq,
     lower_inverse,
 )
 
@@ -156,3 +157,46 @@ def test_gram_is_the_exactly_symmetric_blas_product(r: int, c: int) -> None:
             np.testing.assert_array_equal(G, G.T)
             np.testing.assert_allclose(G, gram_by_loops(X), atol=1e-13 * scale)
 
+
+def _rank_deficient(rng: np.random.Generator, r: int, c: int, rank: int) -> np.ndarray:
+    return rng.standard_normal((r, rank)) @ rng.standard_normal((rank, c))
+
+
+@pytest.mark.parametrize(("r", "c"), [(1, 1), (3, 12), (6, 6), (8, 12), (12, 6), (12, 12), (18, 12), (24, 18)])
+def test_least_norm_lstsq_is_numpys_minimum_norm_least_squares(r: int, c: int) -> None:
+    """The complete orthogonal decomposition gives numpy.linalg.lstsq's (gelsd) answer to 1e-12 relative on full-rank,
+    rank-deficient (products of rank 1 .. min − 1, repeated and zero columns, zero rows) and zero systems."""
+    rng = np.random.default_rng(r * 100 + c)
+    systems = [rng.standard_normal((r, c)), np.zeros((r, c))]
+    for rank in range(1, min(r, c)):
+        systems.append(_rank_deficient(rng, r, c, rank))
+    if c > 1:
+        repeated = rng.standard_normal((r, c))
+        repeated[:, -1] = repeated[:, 0]
+        repeated[:, c // 2] = 0.0
+        systems.append(repeated)
+    if r > 1:
+        zero_row = rng.standard_normal((r, c))
+        zero_row[r // 2] = 0.0
+        systems.append(zero_row)
+    for A in systems:
+        b = rng.standard_normal(r)
+        expected = np.linalg.lstsq(A, b, rcond=1e-9)[0]
+        scale = max(1.0, float(np.abs(expected).max()))
+        np.testing.assert_allclose(least_norm_lstsq(A, b, 1e-9), expected, rtol=0, atol=1e-12 * scale)
+
+
+def test_least_norm_lstsq_keeps_the_residual_orthogonal_to_the_range() -> None:
+    """Aᵀ(A x − b) = 0 and x ⟂ null(A) on 500 random shapes and ranks (the two conditions that define the answer)."""
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        r, c = (int(x) for x in rng.integers(1, 19, size=2))
+        rank = int(rng.integers(1, min(r, c) + 1))
+        A = _rank_deficient(rng, r, c, rank)
+        b = rng.standard_normal(r)
+        x = least_norm_lstsq(A, b, 1e-9)
+        scale = np.abs(A).max() * (np.abs(b).max() + np.abs(A).max() * np.abs(x).max())
+        np.testing.assert_allclose(A.T @ (A @ x - b), 0.0, atol=1e-11 * scale)
+        _, s, vt = np.linalg.svd(A)
+        null = vt[int(np.sum(s > 1e-9 * s[0])) :]
+        np.testing.assert_allclose(null @ x, 0.0, atol=1e-11 * max(1.0, np.abs(x).max()))
