@@ -9,24 +9,36 @@ harness all call this same core.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, VECTOR, float64
+from idcontrol.arrays import (
+    ANY_MATRIX,
+    ANY_VECTOR,
+    IN_INDICES,
+    IN_MATRIX,
+    IN_TENSOR,
+    IN_VECTOR,
+    MATRIX,
+    VECTOR,
+    boolean,
+    float64,
+)
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.certificate import Certifier
-from idcontrol.formulations.consistency import rest_correction
 from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
+from idcontrol.solvers.dense import least_norm_lstsq
 from idcontrol.validation import all_finite, check_vector
 
 Array = NDArray[np.float64]
@@ -39,6 +51,123 @@ def reduced_penetration(phi, tolerance, gain):
     for i in range(phi.shape[0]):
         out[i] = gain * min(phi[i] + tolerance, 0.0) if phi[i] < 0.0 else phi[i]
     return out
+
+
+@njit(
+    types.Tuple((MATRIX, VECTOR, VECTOR, VECTOR, VECTOR))(
+        ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, IN_TENSOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX,
+        IN_MATRIX, ANY_VECTOR, IN_INDICES, float64, boolean, float64, float64,
+    ),
+    cache=True,
+)  # fmt: skip
+def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N, S, T, phi, actuated, dt,
+                     consistent, tolerance, gain):  # fmt: skip
+    """The problem's arrays in one call: (M (m, m), f_ext (m,), v (m,), q̇_des (nu,), φ (n,)), fresh each tick.
+
+    M_robot (nv, nv), bias (nv,) h(q, v): Pinocchio's, at the last model update; v (nv,) the robot's velocity;
+    qdd_des (nu,) rad/s²; the movable bodies' blocks M_bodies (b, 6, 6), f_bodies (b, 6), v_bodies (b, 6) appended
+    after the robot's DoFs (m = nv + 6b); N, S, T (n, m) the contact rows; φ (n,) m. q̇_des = q̇ + Δt q̈_des, where
+    q̇ is the measured actuated velocity or, when ``consistent``, that plus the least-norm least-squares actuated
+    change that brings every contact to rest relative to what it touches (base and bodies unchanged). φ has its
+    penetrations reduced by ``tolerance`` and ``gain`` (see :func:`reduced_penetration`) unless they are 0 and 1.
+    """
+    nv = M_robot.shape[0]
+    b = M_bodies.shape[0]
+    m = nv + 6 * b
+    n = N.shape[0]
+    M = np.zeros((m, m))
+    f_ext = np.empty(m)
+    v_all = np.empty(m)
+    for i in range(nv):
+        for j in range(nv):
+            M[i, j] = M_robot[i, j]
+        f_ext[i] = -bias[i]
+        v_all[i] = v[i]
+    for k in range(b):
+        o = nv + 6 * k
+        for i in range(6):
+            for j in range(6):
+                M[o + i, o + j] = M_bodies[k, i, j]
+            f_ext[o + i] = f_bodies[k, i]
+            v_all[o + i] = v_bodies[k, i]
+    nu = actuated.shape[0]
+    qd_des = np.empty(nu)
+    for j in range(nu):
+        qd_des[j] = v_all[actuated[j]]
+    if consistent and n > 0:
+        J_a = np.empty((3 * n, nu))  # [N; S; T] on the actuated columns, and −[N; S; T] v
+        drift = np.empty(3 * n)
+        for block in range(3):
+            rows = N if block == 0 else S if block == 1 else T
+            for i in range(n):
+                r = block * n + i
+                s = 0.0
+                for c in range(m):
+                    s -= rows[i, c] * v_all[c]
+                drift[r] = s
+                for j in range(nu):
+                    J_a[r, j] = rows[i, actuated[j]]
+        delta = least_norm_lstsq(J_a, drift, 1e-9)
+        for j in range(nu):
+            qd_des[j] += delta[j]
+    for j in range(nu):
+        qd_des[j] += dt * qdd_des[j]
+    if tolerance == 0.0 and gain == 1.0:
+        phi_out = phi.copy()
+    else:
+        phi_out = reduced_penetration(phi, tolerance, gain)
+    return M, f_ext, v_all, qd_des, phi_out
+
+
+@njit((IN_MATRIX, ANY_VECTOR, float64, ANY_VECTOR, IN_MATRIX, float64), cache=True)
+def activated(N, phi, dt, v, v_bodies_flat, distance):
+    """(n,) bool: the contacts whose gap predicted at the end of the period, φ + Δt N v (m), is within ``distance``;
+    v (nv,) the robot's velocity, v_bodies_flat (1, 6b) the movable bodies' (their columns follow the robot's)."""
+    n, m = N.shape
+    nv = v.shape[0]
+    keep = np.empty(n, dtype=np.bool_)
+    for i in range(n):
+        s = 0.0
+        for c in range(nv):
+            s += N[i, c] * v[c]
+        for c in range(nv, m):
+            s += N[i, c] * v_bodies_flat[0, c - nv]
+        keep[i] = phi[i] + dt * s <= distance
+    return keep
+
+
+@njit((ANY_VECTOR, ANY_VECTOR, IN_MATRIX, float64, IN_VECTOR, MATRIX, VECTOR), cache=True)
+def body_terms(orientation_xyzw, angular_velocity, inertia_in_body, mass, gravity, M_out, f_out):
+    """A movable body's block of M and its f_ext, in [v_com; ω] world coordinates, written into M_out (6, 6) and
+    f_out (6,): diag(m I₃, R I Rᵀ) and [m g; −ω × (R I Rᵀ ω)] (N, N·m), R the (normalized) quaternion's rotation
+    (as :meth:`~idcontrol.contacts.world.MovableBody.inertia` and ``external_force``)."""
+    x, y, z, w = orientation_xyzw[0], orientation_xyzw[1], orientation_xyzw[2], orientation_xyzw[3]
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / norm, y / norm, z / norm, w / norm
+    R = np.empty((3, 3))
+    R[0, 0], R[0, 1], R[0, 2] = 1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - z * w), 2.0 * (x * z + y * w)
+    R[1, 0], R[1, 1], R[1, 2] = 2.0 * (x * y + z * w), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - x * w)
+    R[2, 0], R[2, 1], R[2, 2] = 2.0 * (x * z - y * w), 2.0 * (y * z + x * w), 1.0 - 2.0 * (x * x + y * y)
+    for i in range(6):
+        for j in range(6):
+            M_out[i, j] = 0.0
+    for i in range(3):
+        M_out[i, i] = mass
+        f_out[i] = mass * gravity[i]
+        for j in range(3):
+            s = 0.0
+            for a in range(3):
+                for c in range(3):
+                    s += R[i, a] * inertia_in_body[a, c] * R[j, c]
+            M_out[3 + i, 3 + j] = s
+    Iw = np.empty(3)
+    for i in range(3):
+        Iw[i] = M_out[3 + i, 3] * angular_velocity[0] + M_out[3 + i, 4] * angular_velocity[1] \
+            + M_out[3 + i, 5] * angular_velocity[2]  # fmt: skip
+    wx, wy, wz = angular_velocity[0], angular_velocity[1], angular_velocity[2]
+    f_out[3] = -(wy * Iw[2] - wz * Iw[1])
+    f_out[4] = -(wz * Iw[0] - wx * Iw[2])
+    f_out[5] = -(wx * Iw[1] - wy * Iw[0])
 
 
 class InverseDynamicsController:
@@ -103,6 +232,14 @@ class InverseDynamicsController:
         self.last_contacts: ContactSet | None = None
         mass = r.total_mass() + sum(body.mass for body in environment.objects)
         self.certifier = Certifier(r.torque_limits, mass)
+        self._actuated_indices = np.ascontiguousarray(np.arange(self.m, dtype=np.intp)[self.actuated])
+        self._actuated_indices.setflags(write=False)
+        # the movable bodies' per-tick terms (M blocks, f_ext, velocities), written in place
+        b = len(environment.objects)
+        self._body_M, self._body_f, self._body_v = np.zeros((b, 6, 6)), np.zeros((b, 6)), np.zeros((b, 6))
+        self._body_inertias = [np.ascontiguousarray(o.inertia_in_body, dtype=float) for o in environment.objects]
+        self._gravity = np.ascontiguousarray(environment.gravity, dtype=float)
+        self._sphere_count = len(r.sphere_names)
         self._warm_up()
 
     @staticmethod
@@ -150,14 +287,22 @@ class InverseDynamicsController:
         for name in objects:
             self.environment.object_index(name)  # NameNotFound for a body the environment does not have
         sensed = None if state.sensed_forces is None else self._check_sensed_forces(state.sensed_forces)
+        if q is state.q and v is state.v and not objects and sensed is state.sensed_forces:
+            return state  # already float arrays of the right shapes (the protocol's decode makes them so)
         return RobotState(q, v, state.t, objects, sensed, state.contact_mask)
 
     def build_problem(
-        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None, *, checked: bool = False
+        self,
+        state: RobotState,
+        qdd_des: Array,
+        tracking: Tracking | None = None,
+        *,
+        checked: bool = False,
+        contact_mask: Array | None = None,
     ) -> tuple[ContactProblem, dict[str, float]]:
         """Validate the input (unless ``checked``: the caller validated ``state`` with :meth:`check_state` and
         computed ``qdd_des`` and ``tracking`` from it), update the model, detect contacts and assemble the
-        problem."""
+        problem. ``contact_mask`` (k,) bool per contact sphere replaces ``state.contact_mask`` when given."""
         t0 = time.perf_counter()
         r = self.robot
         if not checked:
@@ -173,110 +318,72 @@ class InverseDynamicsController:
         q, v, objects = state.q, state.v, state.objects
         r.update(q, v)
         t1 = time.perf_counter()
-        mask = state.contact_mask
+        mask = state.contact_mask if contact_mask is None else contact_mask
         if mask is not None:
             mask = np.asarray(mask, dtype=bool)
-            if mask.shape != (len(r.sphere_names),):
-                raise ShapeError("contact_mask", (len(r.sphere_names),), mask.shape)
+            if mask.shape != (self._sphere_count,):
+                raise ShapeError("contact_mask", (self._sphere_count,), mask.shape)
         contacts = self.detector.detect(objects, mask)
         N, S, T = self.detector.rows(contacts, objects)
-        nv = r.nv
+        bodies = self.environment.objects
+        if bodies:
+            self._body_terms(objects)
         if self.activation_distance is not None and contacts.n:
-            # predicted gap at the end of the period (movable bodies' velocities enter through their columns)
-            gap = contacts.phi + self.dt * (N[:, :nv] @ v)
-            if self.m > nv:
-                gap += self.dt * (N[:, nv:] @ self._object_velocities(objects))
-            keep = np.flatnonzero(gap <= self.activation_distance)
-            if keep.size < contacts.n:
+            # the gap predicted at the end of the period (movable bodies' velocities enter through their columns)
+            keep = activated(N, contacts.phi, self.dt, v, self._body_v.reshape(1, -1), self.activation_distance)
+            if not keep.all():
+                keep = np.flatnonzero(keep)
                 contacts = contacts.subset(keep)
                 N, S, T = N[keep], S[keep], T[keep]
         self.last_contacts = contacts
         t2 = time.perf_counter()
 
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
-        if self.m == nv:
-            M, f_ext, v_all = r.M.copy(), np.negative(r.bias), v.copy()
-        else:
-            M, f_ext, v_all = np.zeros((self.m, self.m)), np.empty(self.m), np.empty(self.m)
-            M[:nv, :nv] = r.M
-            np.negative(r.bias, out=f_ext[:nv])
-            v_all[:nv] = v
-        for i, body in enumerate(self.environment.objects):
-            s = objects.get(body.name)
-            if s is None:
-                raise InputError(f"the state has no pose for movable body {body.name!r}")
-            rotation = s.rotation
-            block = slice(nv + 6 * i, nv + 6 * i + 6)
-            M[block, block] = body.inertia(rotation)
-            f_ext[block] = body.external_force(rotation, s.angular_velocity, self.environment.gravity)
-            v_all[block] = np.concatenate([s.linear_velocity, s.angular_velocity])
+        M, f_ext, v_all, qd_des, phi = assemble_problem(
+            r.M, r.bias, v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T, contacts.phi,
+            self._actuated_indices, self.dt, self.consistent_contact_velocity, self.penetration_tolerance,
+            self.penetration_gain,
+        )  # fmt: skip
         sensed = None
         if state.sensed_forces is not None and self.formulation.uses_sensed_forces:
             sensed = self._sensed_generalized_force(state.sensed_forces, contacts, objects)
-        problem = ContactProblem(
-            dt=self.dt,
-            M=M,
-            f_ext=f_ext,
-            v=v_all,
-            actuated=self.actuated,
-            unactuated=self.unactuated,
-            qd_des=self._joint_velocity_now(v_all, N, S, T) + self.dt * qdd_des,
-            N=N,
-            S=S,
-            T=T,
-            phi=self._phi_for_problem(contacts.phi),
-            mu=contacts.mu,
-            contact_ids=contacts.ids,
-            normals=contacts.normals,
-            tangents_s=contacts.tangents_s,
-            tangents_t=contacts.tangents_t,
-            sensed_force=sensed,
-        )
+        problem = ContactProblem(dt=self.dt, M=M, f_ext=f_ext, v=v_all, actuated=self.actuated,
+                                 unactuated=self.unactuated, qd_des=qd_des, N=N, S=S, T=T, phi=phi, mu=contacts.mu,
+                                 contact_ids=contacts.ids, normals=contacts.normals, tangents_s=contacts.tangents_s,
+                                 tangents_t=contacts.tangents_t, sensed_force=sensed)  # fmt: skip
         if tracking is not None:
             problem.position_error = tracking.position_error
             problem.velocity_error = tracking.velocity_error
             problem.integral_error = tracking.integral_error
-        problem.kp, problem.kd, problem.ki = r.pid_gains.kp, r.pid_gains.kd, r.pid_gains.ki  # the pid baseline
+        gains = r.pid_gains
+        problem.kp, problem.kd, problem.ki = gains.kp, gains.kd, gains.ki  # the pid baseline
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
 
-    def _object_velocities(self, objects: Mapping[str, ObjectState]) -> Array:
-        """(6 b,) the movable bodies' velocities (linear, angular; world), in the problem's column order."""
-        out = np.zeros(self.m - self.robot.nv)
+    def _body_terms(self, objects: Mapping[str, ObjectState]) -> None:
+        """The movable bodies' blocks of M, f_ext and velocities (world) for this tick, in place."""
         for i, body in enumerate(self.environment.objects):
             s = objects.get(body.name)
-            if s is not None:
-                out[6 * i : 6 * i + 3], out[6 * i + 3 : 6 * i + 6] = s.linear_velocity, s.angular_velocity
-        return out
-
-    def _joint_velocity_now(self, v_all: Array, N: Array, S: Array, T: Array) -> Array:
-        """(nu,) the actuated velocity that q̇_des = q̇ + Δt q̈_des starts from.
-
-        By default the measured q̇. With ``consistent_contact_velocity``, the measured q̇ plus the
-        least-squares actuated correction that brings every active contact to rest relative to what it
-        touches, base and objects unchanged: a landing foot's approach velocity is then taken up by its
-        own joints rather than by an impulse on the whole robot. Contacts already at rest are unchanged.
-        """
-        qd = v_all[self.actuated]
-        if not self.consistent_contact_velocity or N.shape[0] == 0:
-            return qd
-        J = np.concatenate([N, S, T])
-        return qd + rest_correction(J[:, self.actuated], J @ v_all)
-
-    def _phi_for_problem(self, phi: Array) -> Array:
-        """Signed distances with penetrations reduced as configured (see the class docstring)."""
-        tol, gain = self.penetration_tolerance, self.penetration_gain
-        if tol == 0.0 and gain == 1.0:
-            return phi
-        return reduced_penetration(phi, tol, gain)
+            if s is None:
+                raise InputError(f"the state has no pose for movable body {body.name!r}")
+            body_terms(s.orientation_xyzw, s.angular_velocity, self._body_inertias[i], body.mass, self._gravity,
+                       self._body_M[i], self._body_f[i])  # fmt: skip
+            self._body_v[i, :3] = s.linear_velocity
+            self._body_v[i, 3:] = s.angular_velocity
 
     def solve(
-        self, state: RobotState, qdd_des: Array, tracking: Tracking | None = None, *, checked: bool = False
+        self,
+        state: RobotState,
+        qdd_des: Array,
+        tracking: Tracking | None = None,
+        *,
+        checked: bool = False,
+        contact_mask: Array | None = None,
     ) -> SolveResult:
-        """Torques for one tick (``checked``: see :meth:`build_problem`). Raises InputError subclasses on
-        malformed input; solver failure is ``found=False``."""
+        """Torques for one tick (``checked``, ``contact_mask``: see :meth:`build_problem`). Raises InputError
+        subclasses on malformed input; solver failure is ``found=False``."""
         started = time.perf_counter()
-        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked)
+        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask)
         result = self.formulation.solve(problem)
         if result.found:
             certified = time.perf_counter()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, float64
+from idcontrol.arrays import ANY_VECTOR, boolean, float64
 
 Array = NDArray[np.float64]
 
@@ -29,6 +29,14 @@ def mean_abs_difference(a, b):
     for i in range(a.shape[0]):
         total += abs(a[i] - b[i])
     return total / max(a.shape[0], 1)
+
+
+@njit(types.UniTuple(float64, 4)(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean), cache=True)
+def tick_means(position_error, velocity_error, tau, tau_prev, has_prev):
+    """One run tick's terms of the metrics, each a mean over the joints: (|q_ref − q| rad, |q̇_ref − q̇| rad/s,
+    |τ| N·m, |τ − τ_prev| N·m, 0 without ``has_prev``), as :func:`mean_abs` and :func:`mean_abs_difference`."""
+    rate = mean_abs_difference(tau, tau_prev) if has_prev else 0.0
+    return mean_abs(position_error), mean_abs(velocity_error), mean_abs(tau), rate
 
 
 @dataclass

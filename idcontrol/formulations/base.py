@@ -14,9 +14,9 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.contacts.rows import forces_in_world
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, SolveResult
+from idcontrol.solvers.qp import DenseQP
 
 Array = NDArray[np.float64]
 
@@ -44,6 +44,15 @@ class Formulation(ABC):
     def reset(self) -> None:  # noqa: B027 - optional hook: stateless formulations keep the default
         """Forget warm-start state."""
 
+    @property
+    def repair_qp(self) -> DenseQP:
+        """The Section 4.5 repair's QP workspaces (:func:`~idcontrol.formulations.consistency.repair_desired_velocity`):
+        DAQP's set-up kept per problem size from one tick to the next, with DAQP's own tolerance (1e-6) and cap."""
+        qp = self.__dict__.get("_repair_qp")
+        if qp is None:
+            qp = self._repair_qp = DenseQP(primal_tol=1e-6, iter_limit=10000)
+        return qp
+
     # ---------------------------------------------------------------- helpers for subclasses
     def _result(
         self,
@@ -61,11 +70,6 @@ class Formulation(ABC):
         fallback: str | None = None,
     ) -> SolveResult:
         p = problem
-        ids = p.ids()
-        active = tuple(cid for cid, f in zip(ids, f_normal.tolist(), strict=True) if f > 0.0)
-        force_in_world = None
-        if p.normals is not None and p.n:
-            force_in_world = forces_in_world(f_normal, f_s, f_t, p.normals, p.tangents_s, p.tangents_t)
         result = SolveResult(
             formulation=self.name,
             found=True,
@@ -74,9 +78,7 @@ class Formulation(ABC):
             f_normal=f_normal,
             f_s=f_s,
             f_t=f_t,
-            contact_ids=ids,
-            force_in_world=force_in_world,
-            active=active,
+            contact_ids=p.ids(),
             iterations=iterations,
             problem=p,
             no_slip=self.no_slip,
@@ -105,8 +107,3 @@ def map_warm_start(
             if i is not None:
                 out.append(i)
     return out
-
-
-def friction_split(n: int, f_friction: Array) -> tuple[Array, Array]:
-    """(f_S, f_T) from pyramid components [f_S+; f_S−; f_T+; f_T−] (direction-major, 4n)."""
-    return f_friction[:n] - f_friction[n : 2 * n], f_friction[2 * n : 3 * n] - f_friction[3 * n :]

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_MATRIX, IN_VECTOR, float64
-from idcontrol.formulations.problem import ContactProblem, block
-from idcontrol.solvers.dense import least_norm_lstsq
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.problem import ContactProblem, index_array
+from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, least_norm_lstsq
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
@@ -87,7 +87,11 @@ def rest_correction(J_free: Array, drift: Array) -> Array:
     return least_norm_solution(np.ascontiguousarray(J_free), -drift, 1e-9)
 
 
-def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = 1e-7) -> bool:
+#: m/s: a contact velocity beyond this calls for the repair (penetration rate, or slip for no-slip models)
+REPAIR_TOL = 1e-7
+
+
+def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: float = REPAIR_TOL) -> bool:
     """True when v⁺ penetrates a contact (N v⁺ < −φ/Δt) or, for no-slip models, slips."""
     p = problem
     if p.n == 0:
@@ -98,40 +102,28 @@ def needs_repair(problem: ContactProblem, v_next: Array, *, no_slip: bool, tol: 
 
 
 def repair_desired_velocity(
-    problem: ContactProblem, f_normal: Array, f_s: Array, f_t: Array, *, no_slip: bool
+    problem: ContactProblem, f_normal: Array, f_s: Array, f_t: Array, *, no_slip: bool, qp: DenseQP | None = None
 ) -> Repair:
-    """Solve the Section 4.5 QP with the contact forces (N) held fixed."""
+    """Solve the Section 4.5 QP with the contact forces (N) held fixed. ``qp``: a persistent workspace (a
+    formulation's own, which keeps DAQP's set-up per problem size between ticks); default a new one."""
     p = problem
-    a, u = p.actuated, p.unactuated
-    contact = p.N.T @ f_normal + p.S.T @ f_s + p.T.T @ f_t
-    momentum = p.M @ p.v + p.dt * (p.f_ext + contact)  # M v⁺ − Pᵀτ
-    if p.nb:
-        Muu = block(p.M, u, u)
-        c0 = np.linalg.solve(Muu, momentum[u])
-        D = -np.linalg.solve(Muu, block(p.M, u, a))
-    else:
-        c0 = np.zeros(0)
-        D = np.zeros((0, p.nu))
-
-    def affine(K: Array) -> tuple[Array, Array]:
-        return K[:, a] + K[:, u] @ D, K[:, u] @ c0
-
-    G_n, g_n = affine(p.N)
-    C = -G_n  # non-penetration: −G_n v⁺_a ≤ g_n + φ/Δt
-    upper = g_n + p.phi / p.dt
-    equalities = 0
-    if no_slip and p.n:  # no slip: S v⁺ = T v⁺ = 0
-        A_s, b_s = affine(p.S)
-        A_t, b_t = affine(p.T)
-        C = np.vstack([C, A_s, A_t])
-        upper = np.concatenate([upper, -b_s, -b_t])
-        equalities = 2 * p.n
-    lower = np.full(len(upper), -INFINITY)
-    nu = p.nu
-    # DAQP's own defaults (tolerance 1e-6, 10000 iterations): the repair is a one-off QP, not a per-tick one
-    qp = DenseQP(primal_tol=1e-6, iter_limit=10000)
+    a, u = index_array(p.actuated, p.m), index_array(p.unactuated, p.m)
+    arguments = (p.M, p.v, p.f_ext, p.N, p.S, p.T, p.phi, float(p.dt), f_normal, f_s, f_t, a, u, no_slip)
     try:
-        sol = qp.solve(np.eye(nu), -p.qd_des, C if p.n else None, lower if p.n else None, upper if p.n else None,
+        ok, C, upper, c0, D, momentum = repair_data(*arguments)
+    except TypeError:  # an array of another layout or dtype (a strided view): converted, once
+        ok, C, upper, c0, D, momentum = repair_data(*(np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x
+                                                      for x in arguments))  # fmt: skip
+    nu = len(a)
+    if not ok:
+        nan = np.full(p.m, np.nan)
+        return Repair(False, nan, np.full(nu, np.nan), np.inf, "repair: M_uu is not positive definite")
+    lower = np.full(len(upper), -INFINITY)
+    equalities = 2 * p.n if no_slip and p.n else 0
+    # DAQP's own defaults (tolerance 1e-6, 10000 iterations): the repair is a one-off QP, not a per-tick one
+    qp = qp if qp is not None else DenseQP(primal_tol=1e-6, iter_limit=10000)
+    try:
+        sol = qp.solve(_identity(nu), -p.qd_des, C if p.n else None, lower if p.n else None, upper if p.n else None,
                        equalities=equalities)  # fmt: skip
     except Exception as e:  # back-end errors become a failed repair, not a crash
         va = None
@@ -142,16 +134,125 @@ def repair_desired_velocity(
     if va is None or not np.all(np.isfinite(va)):
         nan = np.full(p.m, np.nan)
         return Repair(False, nan, np.full(nu, np.nan), np.inf, reason)
-    v_next = np.empty(p.m)
-    v_next[a] = va
-    v_next[u] = c0 + D @ va
-    tau = (p.M[a] @ v_next - momentum[a]) / p.dt
-    violation = 0.0
-    if p.n:
-        violation = max(0.0, -float(np.min(p.N @ v_next + p.phi / p.dt)))
-        if no_slip:
-            violation = max(violation, float(np.abs(p.S @ v_next).max()), float(np.abs(p.T @ v_next).max()))
+    v_next, tau, violation, change = repair_result(p.M, p.N, p.S, p.T, p.phi, float(p.dt), va, c0, D, momentum, a, u,
+                                                   no_slip, p.qd_des)  # fmt: skip
     if violation > 1e-6:
-        return Repair(False, v_next, tau, float(np.abs(va - p.qd_des).max()),
-                      f"repair QP left a violation of {violation:.2e} m/s")  # fmt: skip
-    return Repair(True, v_next, tau, float(np.abs(va - p.qd_des).max()), "desired velocity repaired")
+        return Repair(False, v_next, tau, change, f"repair QP left a violation of {violation:.2e} m/s")
+    return Repair(True, v_next, tau, change, "desired velocity repaired")
+
+
+_IDENTITIES: dict[int, Array] = {}
+
+
+def _identity(n: int) -> Array:
+    """The (n, n) identity (the repair QP's Hessian), made once per size (writable: DAQP's binding takes writable
+    buffers only; nothing writes to it)."""
+    eye = _IDENTITIES.get(n)
+    if eye is None:
+        eye = _IDENTITIES[n] = np.eye(n)
+    return eye
+
+
+@njit(
+    types.Tuple((boolean, MATRIX, VECTOR, VECTOR, MATRIX, VECTOR))(
+        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, float64, IN_VECTOR, IN_VECTOR,
+        IN_VECTOR, IN_INDICES, IN_INDICES, boolean,
+    ),
+    cache=True,
+)  # fmt: skip
+def repair_data(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip):
+    """The repair QP's constraints over v⁺_a: (ok, C, upper, c₀, D, momentum) with C v⁺_a ≤ upper (the first n rows:
+    non-penetration, −(N_a + N_u D) v⁺_a ≤ N_u c₀ + φ/Δt; with ``no_slip`` then the 2n equalities
+    (S_a + S_u D) v⁺_a = −S_u c₀ and the same for T), where v⁺_u = c₀ + D v⁺_a solves the unactuated rows of the
+    dynamics (M_uu c₀ = (M v⁻ + Δt (f_ext + contact))_u, M_uu D = −M_ua) and momentum = M v⁻ + Δt (f_ext +
+    Nᵀf_N + Sᵀf_S + Tᵀf_T) = M v⁺ − Pᵀτ. ``ok`` is False when M_uu is not positive definite."""
+    m = M.shape[0]
+    n = N.shape[0]
+    nu, nb = a.shape[0], u.shape[0]
+    momentum = np.empty(m)
+    for j in range(m):
+        contact = 0.0
+        for i in range(n):
+            contact += N[i, j] * f_normal[i] + S[i, j] * f_s[i] + T[i, j] * f_t[i]
+        s = 0.0
+        for c in range(m):
+            s += M[j, c] * v[c]
+        momentum[j] = s + dt * (f_ext[j] + contact)
+    c0 = np.zeros(nb)
+    D = np.zeros((nb, nu))
+    rows = 3 * n if no_slip else n
+    if nb:
+        L = np.empty((nb, nb))
+        for i in range(nb):
+            for j in range(nb):
+                L[i, j] = M[u[i], u[j]]
+        if not cholesky_in_place(L):
+            return False, np.zeros((0, nu)), np.zeros(0), c0, D, momentum
+        for i in range(nb):
+            c0[i] = momentum[u[i]]
+        cholesky_solve_in_place(L, c0)
+        column = np.empty(nb)
+        for j in range(nu):
+            for i in range(nb):
+                column[i] = -M[u[i], a[j]]
+            cholesky_solve_in_place(L, column)
+            for i in range(nb):
+                D[i, j] = column[i]
+    C = np.empty((rows, nu))
+    upper = np.empty(rows)
+    for r in range(rows):
+        K = N if r < n else S if r < 2 * n else T
+        i = r % n if n else 0
+        offset = 0.0
+        for k in range(nb):
+            offset += K[i, u[k]] * c0[k]
+        for j in range(nu):
+            s = K[i, a[j]]
+            for k in range(nb):
+                s += K[i, u[k]] * D[k, j]
+            C[r, j] = -s if r < n else s
+        upper[r] = offset + phi[i] / dt if r < n else -offset
+    return True, C, upper, c0, D, momentum
+
+
+@njit(
+    types.Tuple((VECTOR, VECTOR, float64, float64))(
+        IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, float64, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_VECTOR,
+        IN_INDICES, IN_INDICES, boolean, IN_VECTOR,
+    ),
+    cache=True,
+)  # fmt: skip
+def repair_result(M, N, S, T, phi, dt, va, c0, D, momentum, a, u, no_slip, qd_des):
+    """(v⁺ (m,), τ (nu,) N·m, the worst remaining violation m/s, max |v⁺_a − q̇_des| rad/s) of the repaired v⁺_a:
+    v⁺_u = c₀ + D v⁺_a, τ = (M_a v⁺ − momentum_a)/Δt; the violation is the penetration rate and, with ``no_slip``,
+    the slip."""
+    m = M.shape[0]
+    n = N.shape[0]
+    nu, nb = a.shape[0], u.shape[0]
+    v_next = np.empty(m)
+    change = 0.0
+    for j in range(nu):
+        v_next[a[j]] = va[j]
+        change = max(change, abs(va[j] - qd_des[j]))
+    for i in range(nb):
+        s = c0[i]
+        for j in range(nu):
+            s += D[i, j] * va[j]
+        v_next[u[i]] = s
+    tau = np.empty(nu)
+    for j in range(nu):
+        s = 0.0
+        for c in range(m):
+            s += M[a[j], c] * v_next[c]
+        tau[j] = (s - momentum[a[j]]) / dt
+    violation = 0.0
+    for i in range(n):
+        gap, slip_s, slip_t = phi[i] / dt, 0.0, 0.0
+        for c in range(m):
+            gap += N[i, c] * v_next[c]
+            slip_s += S[i, c] * v_next[c]
+            slip_t += T[i, c] * v_next[c]
+        violation = max(violation, -gap)
+        if no_slip:
+            violation = max(violation, abs(slip_s), abs(slip_t))
+    return v_next, tau, violation, change

@@ -25,17 +25,25 @@ import math
 import time
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.formulations.base import Formulation, friction_split
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, float64, intp
+from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import ContactModel
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import RECORD, ReducedDynamics, reduce, velocity_and_torque
+from idcontrol.formulations.consistency import REPAIR_TOL, repair_desired_velocity
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
+from idcontrol.formulations.reduced import (
+    RECORD,
+    ReducedDynamics,
+    _contiguous,
+    _reduce,
+    min_gap_rate_of,
+    velocity_and_torque,
+)
 from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
-from idcontrol.solvers.lemke import lemke_regularized
+from idcontrol.solvers.lemke import lemke_message, lemke_regularized_kernel, regularized_solution
 
 Array = NDArray[np.float64]
 
@@ -94,6 +102,40 @@ def coulomb_lcp_data(red):
     return Q, q, R_w5, R5
 
 
+@njit(
+    types.Tuple((types.boolean, RECORD, MATRIX, VECTOR, MATRIX, MATRIX))(
+        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
+        IN_INDICES, float64,
+    ),
+    cache=True,
+)  # fmt: skip
+def coulomb_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt):
+    """(ok, reduced dynamics, Q, q, R̃₅, R₅) of a problem's arrays in one call (:func:`coulomb_lcp_data` after the
+    reduction); ``ok`` False (and the LCP empty) when M_uu is not positive definite."""
+    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    if not ok:
+        return False, red, np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0))
+    Q, q, R_w5, R5 = coulomb_lcp_data(red)
+    return True, red, Q, q, R_w5, R5
+
+
+@njit(
+    types.Tuple((VECTOR, VECTOR, VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_MATRIX, IN_MATRIX, IN_VECTOR, intp),
+    cache=True,
+)  # fmt: skip
+def coulomb_finish(red, R_w5, R5, z, n):
+    """(v⁺ (m,), τ (nu,) N·m, f_N, f_S, f_T (n,) N, min N v⁺ + φ/Δt m/s) of the LCP's z = [f_N; f_F; λ]
+    (f_F direction-major [S+; S−; T+; T−]): f_S = f_S+ − f_S−, f_T = f_T+ − f_T−."""
+    v, tau = velocity_and_torque(red, R_w5, R5, z[: 5 * n])
+    f_normal = z[:n].copy()
+    f_s = np.empty(n)
+    f_t = np.empty(n)
+    for i in range(n):
+        f_s[i] = z[n + i] - z[2 * n + i]
+        f_t[i] = z[3 * n + i] - z[4 * n + i]
+    return v, tau, f_normal, f_s, f_t, min_gap_rate_of(red, v)
+
+
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
     """Build the Coulomb-friction LCP (force units; compiled: :func:`coulomb_lcp_data`).
 
@@ -132,42 +174,49 @@ class CoulombLCP(Formulation):
         started = time.perf_counter()
         p = problem
         n = p.n
-        red = reduce(p)
-        Q, q, R_w5, R5 = coulomb_lcp(p, red)
-
-        def motion(z: Array) -> tuple[Array, Array]:  # v⁺ and τ for the LCP's z
-            return velocity_and_torque(red, R_w5, R5, z[: 5 * n])
-
+        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
+                     index_array(p.unactuated, p.m), float(p.dt))  # fmt: skip
+        try:
+            ok, red, Q, q, R_w5, R5 = coulomb_setup(*arguments)
+        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
+            ok, red, Q, q, R_w5, R5 = coulomb_setup(*_contiguous(arguments))
+        if not ok:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
         fallback = None
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
             previous = self._previous_tau
-            lcp, _distance = mindiff(Q, q, lambda z: motion(z)[1], previous)
+            lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(red, R_w5, R5, z[: 5 * n])[1], previous)
             fallback = "mindiff" if lcp.found else None
+            found, z, pivots, lemke_text, eps = lcp.found, lcp.z, lcp.pivots, lcp.message, lcp.regularization
         else:
-            lcp = lemke_regularized(Q, q, original_tol=1e-7)
-        unsolvable = not lcp.found
+            cap = 50 * len(q) + 100
+            outcome = lemke_regularized_kernel(Q, q, np.ones(len(q)), cap, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
+            found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
+            if found and eps == 0.0:  # the usual case: the plain solve's message, without building the solution
+                lemke_text = lemke_message(status, pivots, rel, entering, len(q), cap)
+            else:
+                lcp = regularized_solution(outcome, q, cap, 1e-2)
+                lemke_text = lcp.message
+        unsolvable = not found
         if unsolvable:
             if not self.repair:
                 self.reset()
-                return failed_result(p, self.name, f"Coulomb LCP unsolved: {lcp.message}", lcp.pivots)
+                return failed_result(p, self.name, f"Coulomb LCP unsolved: {lemke_text}", pivots)
             # Spec item 25: inconsistent q̇_des can leave the LCP without solution; the impulses are set
             # to zero and the Section 4.5 repair must restore non-penetration by changing q̇_des.
-            fallback = f"no LCP solution ({lcp.message}); zero impulses, then repair"
-            lcp.z = np.zeros(len(q))
-        elif lcp.regularization:
-            fallback = f"lemke regularized eps={lcp.regularization:.1e}"
-        z = lcp.z
-        v_next, tau = motion(z)
-        f_normal = z[:n].copy()
-        f_s, f_t = friction_split(n, z[n : 5 * n])
+            fallback = f"no LCP solution ({lemke_text}); zero impulses, then repair"
+            z = np.zeros(len(q))
+        elif eps:
+            fallback = f"lemke regularized eps={eps:.1e}"
+        v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z, n)
         repaired = False
-        message = f"Lemke: {lcp.message}"
-        if unsolvable or (self.repair and needs_repair(p, v_next, no_slip=False)):
-            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False)
+        message = f"Lemke: {lemke_text}"
+        if unsolvable or (self.repair and gap_rate < -REPAIR_TOL):
+            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=self.repair_qp)
             if not fix.found:
-                return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)
+                return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         self._previous_tau = tau.copy()
-        return self._result(p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message,
+        return self._result(p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message,
                             started=started, consistency_repaired=repaired, fallback=fallback)  # fmt: skip

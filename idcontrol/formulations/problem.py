@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.contacts.rows import forces_in_world
 from idcontrol.errors import NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
@@ -179,8 +180,9 @@ class SolveResult:
     tau : (nu,) commanded actuator torques, N·m (impulse / Δt).
     v_next : (m,) predicted v⁺.
     f_normal, f_s, f_t : (n,) predicted contact forces along n̂, ŝ, t̂, N.
-    force_in_world : (n, 3) predicted force on the robot at each contact, world frame, N.
-    active : identities of the contacts carrying a normal force.
+    force_in_world : (n, 3) predicted force on the robot at each contact, world frame, N (from the forces and the
+        problem's contact frames, computed on first access; None without them).
+    active : identities of the contacts carrying a normal force (computed on first access).
     """
 
     formulation: str
@@ -191,8 +193,6 @@ class SolveResult:
     f_s: Array
     f_t: Array
     contact_ids: tuple[Hashable, ...] = ()
-    force_in_world: Array | None = None
-    active: tuple[Hashable, ...] = ()
     iterations: int = 0
     consistency_repaired: bool = False
     fallback: str | None = None
@@ -206,10 +206,29 @@ class SolveResult:
     #: :mod:`idcontrol.formulations.certificate`): then ``found`` is False
     certificate: str = ""
     _residuals: Residuals | None = field(default=None, repr=False)
+    _force_in_world: Array | None = field(default=None, repr=False)
 
     @property
     def contact_count(self) -> int:
         return len(self.f_normal)
+
+    @property
+    def active(self) -> tuple[Hashable, ...]:
+        """Identities of the contacts carrying a normal force."""
+        return tuple(cid for cid, f in zip(self.contact_ids, self.f_normal.tolist(), strict=False) if f > 0.0)
+
+    @property
+    def force_in_world(self) -> Array | None:
+        """(n, 3) predicted force on the robot at each contact, world frame, N: f_N n̂ + f_S ŝ + f_T t̂ with the
+        problem's contact frames (None without a problem or frames; computed on first access)."""
+        if self._force_in_world is None:
+            p = self.problem
+            if p is None or p.normals is None or not p.n or len(self.f_normal) != p.n:
+                return None
+            self._force_in_world = forces_in_world(np.ascontiguousarray(self.f_normal), np.ascontiguousarray(self.f_s),
+                                                   np.ascontiguousarray(self.f_t), p.normals, p.tangents_s,
+                                                   p.tangents_t)  # fmt: skip
+        return self._force_in_world
 
     @property
     def residuals(self) -> Residuals:

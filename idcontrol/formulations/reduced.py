@@ -301,3 +301,17 @@ def velocity_and_torque(red, R_w, R, y):
 def contact_velocity_and_torque(red, y):
     """:func:`velocity_and_torque` on the record's own rows: y = [f_N; f_S; f_T] (3n,), N."""
     return velocity_and_torque(red, red.R_w, red.R, y)
+
+
+@njit(cache=True)
+def min_gap_rate_of(red, v):
+    """min over contacts of N v + φ/Δt, m/s (+inf without contacts), N the record's first n rows: below zero, v
+    penetrates a contact within the step."""
+    n = red.R.shape[0] // 3
+    low = np.inf
+    for i in range(n):
+        s = red.phi[i] / red.dt
+        for j in range(v.shape[0]):
+            s += red.R[i, j] * v[j]
+        low = min(low, s)
+    return low

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numba import njit, types
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean
 from idcontrol.errors import ConfigError
 from idcontrol.robot.config import Gains
 
@@ -98,14 +100,33 @@ def desired_acceleration(
     integral : (nu,) ∫(q_ref − q) dt accumulated by the caller (rad·s), or None for PD only.
     Returns q̈_des (nu,) rad/s² and the tracking errors.
     """
-    position_error = target.q_ref - q_act
-    velocity_error = target.v_ref - v_act
-    qdd_des = gains.kp * position_error
-    qdd_des += gains.kd * velocity_error
-    qdd_des += target.a_ref
-    if integral is not None:
-        qdd_des += gains.ki * integral
+    has_integral = integral is not None
+    qdd_des, position_error, velocity_error = pd_law(target.q_ref, target.v_ref, target.a_ref, q_act, v_act, gains.kp,
+                                                     gains.kd, gains.ki, integral if has_integral else q_act,
+                                                     has_integral)  # fmt: skip
     return qdd_des, Tracking(position_error, velocity_error, integral)
+
+
+@njit(
+    types.UniTuple(VECTOR, 3)(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR,
+                              ANY_VECTOR, ANY_VECTOR, boolean),
+    cache=True,
+)  # fmt: skip
+def pd_law(q_ref, v_ref, a_ref, q, v, kp, kd, ki, integral, has_integral):
+    """(q̈_des, q_ref − q, q̇_ref − q̇), each (nu,): q̈_des = q̈_ref + K_p (q_ref − q) + K_d (q̇_ref − q̇)
+    [+ K_i ∫(q_ref − q) dt when ``has_integral``] (see :func:`desired_acceleration`)."""
+    n = q.shape[0]
+    qdd = np.empty(n)
+    position_error = np.empty(n)
+    velocity_error = np.empty(n)
+    for j in range(n):
+        e, ed = q_ref[j] - q[j], v_ref[j] - v[j]
+        position_error[j], velocity_error[j] = e, ed
+        x = kp[j] * e + kd[j] * ed + a_ref[j]
+        if has_integral:
+            x += ki[j] * integral[j]
+        qdd[j] = x
+    return qdd, position_error, velocity_error
 
 
 def ramped_sine(s: float, frequency: float, ramp_time: float) -> tuple[float, float, float]:

@@ -15,20 +15,25 @@ problems.
 
 The result is never trusted as produced: ``z`` is taken from the final basis,
 ``w = M z + q`` is recomputed from the original data, and ``found=True`` is
-only returned when :func:`~idcontrol.solvers.lcp.lcp_residuals` confirms it.
+only returned when the LCP's residuals (as :func:`~idcontrol.solvers.lcp.lcp_residuals` measures them) confirm it.
+
+The whole method, the Tikhonov fallback of :func:`lemke_regularized` included, is one compiled call
+(:func:`lemke_kernel`, :func:`lemke_regularized_kernel`): a formulation's kernel can call it directly, and from
+Python it costs one boundary crossing instead of one per pivot (the Coulomb LCP's trot ticks: 7-20 pivots).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import ArrayLike, NDArray
 
-from idcontrol.arrays import INDICES, MATRIX, float64, intp
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64, intp
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
-from idcontrol.solvers.lcp import LCPSolution, lcp_residuals
+from idcontrol.solvers.lcp import LCPSolution
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
@@ -74,37 +79,22 @@ def residual_scales(M: Array, q: Array, z: Array) -> tuple[float, float]:
 def polish(M: Array, q: Array, z: Array, clean_tol: float) -> tuple[Array, Array, float]:
     """Clip z at 0, recompute ``w = M z + q`` and zero tiny |w|; return (z, w, relative residual).
 
-    The relative residual is ``lcp_residuals(...)`` with the w-terms divided by
-    ``w_scale`` and complementarity by ``z_scale · w_scale`` (see
-    :func:`residual_scales`); it is comparable with :data:`ACCEPT_TOL`. A non-finite z or w gives inf.
+    The relative residual is the LCP's residuals (:func:`~idcontrol.solvers.lcp.lcp_residuals`) with the w-terms
+    divided by ``w_scale`` and complementarity by ``z_scale · w_scale`` (see :func:`residual_scales`); it is
+    comparable with :data:`ACCEPT_TOL`. A non-finite z or w gives inf. Compiled: :func:`polish_kernel`.
     """
-    z = np.maximum(z, 0.0)
-    w = M @ z + q
-    if not (np.isfinite(z).all() and np.isfinite(w).all()):
-        return z, w, np.inf  # a numerically zero M's pivots divide by ~0: no residual scale makes that a solution
-    z_scale, w_scale = residual_scales(M, q, z)
-    w[np.abs(w) <= clean_tol * w_scale] = 0.0
-    res = lcp_residuals(M, q, z, w)
-    rel = max(res.w_negativity / w_scale, res.equation / w_scale, res.complementarity / (z_scale * w_scale))
-    return z, w, rel
+    M, q = np.ascontiguousarray(M, dtype=float), np.ascontiguousarray(q, dtype=float)
+    return polish_kernel(M, q, np.array(z, dtype=float), float(clean_tol))
 
 
-def _lexmin_row(T: Array, rows: NDArray[np.intp], divisor: Array, n: int, tie_tol: float) -> int:
-    """Lexicographic minimum-ratio test: the row of ``rows`` minimizing ``[rhs, B⁻¹] / divisor``.
+#: Tie-breaks of the minimum-ratio test: the lexicographic rule (the default: it excludes cycling) and the naive
+#: first or last tied row, kept only to show the cycling the lexicographic rule prevents (tests/test_lemke.py).
+TIE_BREAKS = {"lexicographic": 0, "first": 1, "last": 2}
 
-    Parameters
-    ----------
-    T : (n, 2n + 2) tableau ``B⁻¹ [I, −M, −d, q]``; columns 0..n-1 hold ``B⁻¹``, the last one ``B⁻¹ q``.
-    rows : (k,) candidate rows, ``divisor[rows] > 0``.
-    divisor : (n,) pivot column (entries of ``rows`` used only).
-    """
-    for j in (-1, *range(n)):  # right-hand side first, then the columns of B⁻¹ in order
-        ratios = T[rows, j] / divisor[rows]
-        low = ratios.min()
-        rows = rows[ratios <= low + tie_tol * max(1.0, abs(low))]
-        if rows.size == 1:
-            break
-    return int(rows[0])
+#: :func:`lemke_kernel` outcomes
+LEMKE_SOLVED, LEMKE_EMPTY, LEMKE_TRIVIAL, LEMKE_RAY, LEMKE_CAP, LEMKE_RESIDUAL = 0, 1, 2, 3, 4, 5
+#: the outcomes that are solutions
+LEMKE_FOUND = (LEMKE_SOLVED, LEMKE_EMPTY, LEMKE_TRIVIAL)
 
 
 def lemke(
@@ -114,6 +104,7 @@ def lemke(
     max_pivots: int | None = None,
     tol: float = 1e-12,
     cover: ArrayLike | None = None,
+    tie_break: str = "lexicographic",
 ) -> LCPSolution:
     """Solve LCP(q, M) by Lemke's method with the lexicographic minimum-ratio test.
 
@@ -126,111 +117,63 @@ def lemke(
         and cleaning of tiny |w| in the returned pair. The pivoting runs on
         ``LCP(q / |q|∞, M / |M|max)``, so results do not depend on the units.
     cover : (n,) covering vector d > 0; default ones.
+    tie_break : ``"lexicographic"``; ``"first"`` or ``"last"`` (the tied row of lowest or highest index, which
+        can cycle on degenerate problems) only to show what the lexicographic rule prevents.
 
     Returns
     -------
     LCPSolution
-        ``found=True`` only if the returned pair passes :func:`lcp_residuals`
-        with ``w``-terms below ``ACCEPT_TOL · max(1, |q|∞, |M|max·max(1, |z|∞))``
-        and complementarity below that times ``max(1, |z|∞)``. Secondary-ray
-        termination, the pivot cap and loss of accuracy give ``found=False``
+        ``found=True`` only if the returned pair's residuals have ``w``-terms below
+        ``ACCEPT_TOL · max(1, |q|∞, |M|max·max(1, |z|∞))`` and complementarity below that times
+        ``max(1, |z|∞)``. Secondary-ray termination, the pivot cap and loss of accuracy give ``found=False``
         with the reason in ``message``; none of them raises.
 
     Raises
     ------
     ShapeError, NonFiniteError : malformed M, q or cover.
-    InputError : cover not strictly positive.
+    InputError : cover not strictly positive, or an unknown tie-break.
     """
     M, q = validate_lcp(M, q)
-    return _lemke(M, q, max_pivots=max_pivots, tol=tol, cover=cover)
-
-
-def _lemke(
-    M: Array, q: Array, *, max_pivots: int | None = None, tol: float = 1e-12, cover: ArrayLike | None = None
-) -> LCPSolution:
-    """:func:`lemke` on data already checked by :func:`validate_lcp`."""
+    if tie_break not in TIE_BREAKS:
+        raise InputError(f"tie_break must be one of {sorted(TIE_BREAKS)}, got {tie_break!r}")
     n = q.shape[0]
+    cap = _cap(n, max_pivots)
+    status, z, w, pivots, rel, entering = lemke_kernel(M, q, _cover(cover, n), cap, float(tol), TIE_BREAKS[tie_break])
+    return LCPSolution(z, w, status in LEMKE_FOUND, pivots, np.flatnonzero(z > 0.0).tolist(), 0.0,
+                       lemke_message(status, pivots, rel, entering, n, cap))  # fmt: skip
+
+
+def _cap(n: int, max_pivots: int | None) -> int:
+    return 50 * n + 100 if max_pivots is None else int(max_pivots)
+
+
+def _cover(cover: ArrayLike | None, n: int) -> Array:
+    """The covering vector d (n,), checked: finite and > 0 (default ones)."""
     if cover is None:
-        d = np.ones(n)
-    else:
-        d = np.array(cover, dtype=float)
-        if d.shape != (n,):
-            raise ShapeError("cover", (n,), d.shape)
-        if not np.isfinite(d).all():
-            raise NonFiniteError("cover", np.flatnonzero(~np.isfinite(d)).tolist())
-        if (d <= 0).any():
-            raise InputError("cover must be strictly positive")
-    if n == 0:
-        return LCPSolution(np.zeros(0), np.zeros(0), True, 0, [], 0.0, "empty LCP")
-    if q.min() >= 0.0:
-        return LCPSolution(np.zeros(n), q.copy(), True, 0, [], 0.0, "q >= 0: trivial solution z = 0")
-    cap = 50 * n + 100 if max_pivots is None else int(max_pivots)
+        return np.ones(n)
+    d = np.array(cover, dtype=float)
+    if d.shape != (n,):
+        raise ShapeError("cover", (n,), d.shape)
+    if not np.isfinite(d).all():
+        raise NonFiniteError("cover", np.flatnonzero(~np.isfinite(d)).tolist())
+    if (d <= 0).any():
+        raise InputError("cover must be strictly positive")
+    return d
 
-    # pivot on LCP(q / |q|∞, M / |M|max), whose solutions are z · |M|max / |q|∞: tolerances become scale-free
-    m_scale = float(np.abs(M).max()) or 1.0
-    q_scale = float(np.abs(q).max())  # > 0: q has a negative entry
-    z0, rhs = 2 * n, 2 * n + 1  # variables: w_i -> i, z_i -> n + i, z₀ -> 2n; column 2n + 1 is B⁻¹q
-    T = np.zeros((n, 2 * n + 2))
-    T[:, :n] = np.eye(n)
-    T[:, n : 2 * n] = M / -m_scale
-    T[:, z0] = -d
-    T[:, rhs] = q / q_scale
-    basis = np.arange(n)  # basic variable held by each row
-    tie_tol = max(tol, 4.0 * _EPS)
 
-    # first pivot: z₀ rises to max_i(−q_i / d_i); the most violated row leaves (lexicographically)
-    z0_row = _lexmin_row(T, np.arange(n), d, n, tie_tol)
-    leaving = lemke_pivot(T, basis, z0_row, z0)
-    pivots = 1
-    message = ""
-    while True:
-        if pivots >= cap:
-            message = f"pivot cap of {cap} reached"
-            break
-        entering = leaving + n if leaving < n else leaving - n
-        # minimum-ratio test over rows with a positive pivot; z₀ leaves whenever it ties for the minimum
-        # (that basis is a solution); other ties are broken by the lexicographic rule
-        leaving, tied = lemke_step(T, basis, entering, tol, tie_tol, z0_row)
-        if leaving == -2:
-            message = f"secondary ray after {pivots} pivots (entering {_name(entering, n)}): no solution reached"
-            break
-        if leaving == -1:
-            leaving = lemke_pivot(T, basis, _lexmin_row(T, tied, T[:, entering], n, tie_tol), entering)
-        pivots += 1
-        if leaving == z0:
-            break
-    if leaving != z0:
-        return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
-
-    # z from re-solving the terminal basis with the original data, [I, −M]_B x_B = q ...
-    in_z = basis >= n  # z₀ is non-basic now
-    z_index = basis[in_z] - n
-    best: tuple[Array, Array, float] | None = None
-    A_B = np.zeros((n, n))
-    w_rows = np.flatnonzero(~in_z)
-    A_B[basis[w_rows], w_rows] = 1.0
-    A_B[:, in_z] = -M[:, z_index]
-    try:
-        x_B = np.linalg.solve(A_B, q)
-    except np.linalg.LinAlgError:
-        x_B = None
-    if x_B is not None and np.isfinite(x_B).all():
-        z = np.zeros(n)
-        z[z_index] = x_B[in_z]
-        best = polish(M, q, z, tol)
-    # ... or read off the tableau, whichever satisfies the LCP better
-    if best is None or best[2] > 1e-3 * ACCEPT_TOL:
-        z = np.zeros(n)
-        z[z_index] = T[in_z, rhs] * (q_scale / m_scale)
-        from_tableau = polish(M, q, z, tol)
-        if best is None or from_tableau[2] < best[2]:
-            best = from_tableau
-    z, w, rel = best
-    active = np.flatnonzero(z > 0.0).tolist()
-    if rel > ACCEPT_TOL:
-        message = f"terminal basis after {pivots} pivots fails the residual check ({rel:.1e} relative)"
-        return LCPSolution(z, w, False, pivots, active, 0.0, message)
-    return LCPSolution(z, w, True, pivots, active, 0.0, f"solved in {pivots} pivots")
+def lemke_message(status: int, pivots: int, rel: float, entering: int, n: int, cap: int) -> str:
+    """The human-readable outcome of :func:`lemke_kernel`."""
+    if status == LEMKE_SOLVED:
+        return f"solved in {pivots} pivots"
+    if status == LEMKE_EMPTY:
+        return "empty LCP"
+    if status == LEMKE_TRIVIAL:
+        return "q >= 0: trivial solution z = 0"
+    if status == LEMKE_RAY:
+        return f"secondary ray after {pivots} pivots (entering {_name(entering, n)}): no solution reached"
+    if status == LEMKE_CAP:
+        return f"pivot cap of {cap} reached"
+    return f"terminal basis after {pivots} pivots fails the residual check ({rel:.1e} relative)"
 
 
 def _name(var: int, n: int) -> str:
@@ -250,7 +193,9 @@ def lemke_regularized(
     growth: float = 100.0,
     max_eps: float = 1e-2,
     original_tol: float | None = 1e-6,
-    **kw: Any,
+    max_pivots: int | None = None,
+    tol: float = 1e-12,
+    cover: ArrayLike | None = None,
 ) -> LCPSolution:
     """Lemke with Tikhonov fallback: try LCP(q, M), then LCP(q, M + εI) for ε = eps0, eps0·growth, ... ≤ max_eps.
 
@@ -261,16 +206,16 @@ def lemke_regularized(
     When LCP(q, M) has no solution, LCP(q, M + εI) may still have one with
     ``|z| ~ 1/ε`` (e.g. M = diag(1, 0), q = −1 gives z₂ = 1/ε), so O(ε |z|) is
     O(1). ``original_tol`` guards against returning such a point: a regularized
-    solution is accepted only if ``lcp_residuals(M, q, z).worst`` against the
-    *original* M is at most ``original_tol · max(1, |M|max, |q|∞)`` (a scale
-    that, unlike the one of :func:`lemke`'s own check, does not grow with |z|).
+    solution is accepted only if its worst LCP residual against the *original* M is at most
+    ``original_tol · max(1, |M|max, |q|∞)`` (a scale that, unlike the one of :func:`lemke`'s own check, does
+    not grow with |z|).
 
     Parameters
     ----------
     M : (n, n), q : (n,) as in :func:`lemke`.
     eps0, growth, max_eps : the geometric schedule of ε.
     original_tol : bound on the residual w.r.t. the original M (see above); None accepts any regularized solution.
-    **kw : passed to :func:`lemke` (``max_pivots``, ``tol``, ``cover``).
+    max_pivots, tol, cover : as in :func:`lemke`.
 
     Returns
     -------
@@ -282,43 +227,37 @@ def lemke_regularized(
     M, q = validate_lcp(M, q)
     if eps0 <= 0 or growth <= 1 or max_eps < eps0:
         raise InputError("need eps0 > 0, growth > 1 and max_eps >= eps0")
-    sol = _lemke(M, q, **kw)
-    if sol.found:
-        return sol
-    total = sol.pivots
-    first_failure = sol.message
+    n = q.shape[0]
+    cap = _cap(n, max_pivots)
+    guard = -1.0 if original_tol is None else float(original_tol)
+    outcome = lemke_regularized_kernel(M, q, _cover(cover, n), cap, float(tol), 0, float(eps0), float(growth),
+                                       float(max_eps), guard)  # fmt: skip
+    return regularized_solution(outcome, q, cap, max_eps)
+
+
+def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> LCPSolution:
+    """The :class:`LCPSolution` of :func:`lemke_regularized_kernel`'s ``outcome`` for LCP(q, ·)."""
+    (found, z, w, pivots, eps, status, attempt_pivots, rel, entering, first_status, first_pivots, first_rel,
+     first_entering, residual, rejected_eps) = outcome  # fmt: skip
+    n = q.shape[0]
+    if found and eps == 0.0:
+        return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), 0.0,
+                           lemke_message(status, pivots, rel, entering, n, cap))  # fmt: skip
+    first_failure = lemke_message(first_status, first_pivots, first_rel, first_entering, n, cap)
+    if found:
+        message = (f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} (relative residual "
+                   f"on M {residual:.1e}): {lemke_message(status, attempt_pivots, rel, entering, n, cap)}")  # fmt: skip
+        return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), eps, message)
     rejected = ""
-    identity = np.eye(q.shape[0])
-    data_scale = max(1.0, float(np.abs(M).max(initial=0.0)), float(np.abs(q).max(initial=0.0)))
-    eps = eps0
-    while eps <= max_eps * (1.0 + 1e-12):
-        sol = _lemke(M + eps * identity, q, **kw)
-        total += sol.pivots
-        if sol.found:
-            original = lcp_residuals(M, q, sol.z).worst / data_scale
-            if original_tol is None or original <= original_tol:
-                sol.pivots = total
-                sol.regularization = eps
-                sol.message = (
-                    f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} "
-                    f"(relative residual on M {original:.1e}): {sol.message}"
-                )
-                return sol
-            rejected = f"; regularized solutions violate LCP(q, M) (relative residual {original:.1e} at ε={eps:.1e})"
-        eps *= growth
-    return LCPSolution(
-        np.zeros(q.shape[0]),
-        q.copy(),
-        False,
-        total,
-        [],
-        0.0,
-        f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}",
-    )
+    if rejected_eps > 0.0:
+        rejected = (f"; regularized solutions violate LCP(q, M) (relative residual {residual:.1e} at "
+                    f"ε={rejected_eps:.1e})")  # fmt: skip
+    message = f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}"
+    return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# the compiled pivots
+# the compiled method
 
 
 @njit((MATRIX, INDICES, intp, intp), cache=True)
@@ -366,24 +305,232 @@ def lemke_ratio_rows(T, entering, tol, tie_tol):
     return tied[:count]
 
 
-@njit((MATRIX, INDICES, intp, float64, float64, intp), cache=True)
-def lemke_step(T, basis, entering, tol, tie_tol, z0_row):
-    """One complementary pivot of Lemke's method, when its minimum-ratio test needs no tie-break.
+@njit(cache=True)
+def lexmin_row(T, rows, divisor, n, tie_tol, tie_break):
+    """The row of ``rows`` (k,) minimizing ``[rhs, B⁻¹] / divisor`` lexicographically (``tie_break`` 0): the
+    right-hand side first (T's last column), then the columns of B⁻¹ (T's first n) in order, each narrowing the
+    rows tied (to ``tie_tol``) for the minimum. ``tie_break`` 1 / 2: the first / last of the rows tied on the
+    right-hand side alone (naive rules that can cycle)."""
+    rhs = T.shape[1] - 1
+    live = rows.copy()
+    count = live.shape[0]
+    for step in range(n + 1):
+        j = rhs if step == 0 else step - 1
+        low = np.inf
+        for k in range(count):
+            low = min(low, T[live[k], j] / divisor[live[k]])
+        bound = low + tie_tol * max(1.0, abs(low))
+        if tie_break != 0:
+            bound = low + 1e-12
+        kept = 0
+        for k in range(count):
+            if T[live[k], j] / divisor[live[k]] <= bound:
+                live[kept] = live[k]
+                kept += 1
+        count = kept
+        if tie_break == 1:
+            return live[0]
+        if tie_break == 2:
+            return live[count - 1]
+        if count == 1:
+            break
+    return live[0]
 
-    Returns (leaving variable, tied rows). The pivot is made when a single row attains the
-    minimum ratio or z₀'s row ``z0_row`` ties for it (z₀ then leaves: a solution); otherwise
-    the tableau is untouched and the leaving variable is −1 (ties: the caller breaks them
-    lexicographically and pivots) or −2 (no row: a secondary ray).
+
+@njit(types.Tuple((VECTOR, VECTOR, float64))(IN_MATRIX, IN_VECTOR, IN_VECTOR, float64), cache=True)
+def polish_kernel(M, q, z, clean_tol):
+    """(z ≥ 0, w = M z + q with |w| ≤ clean_tol·w_scale set to 0, relative residual): see :func:`polish`."""
+    n = q.shape[0]
+    zc = np.empty(n)
+    z_scale = 1.0
+    for i in range(n):
+        zc[i] = max(z[i], 0.0)
+        z_scale = max(z_scale, abs(zc[i]))
+    w = np.empty(n)
+    finite = True
+    m_max = 0.0
+    q_max = 0.0
+    for i in range(n):
+        s = q[i]
+        for j in range(n):
+            s += M[i, j] * zc[j]
+            m_max = max(m_max, abs(M[i, j]))
+        w[i] = s
+        q_max = max(q_max, abs(q[i]))
+        if not (math.isfinite(s) and math.isfinite(zc[i])):
+            finite = False
+    if not finite:
+        return zc, w, np.inf
+    w_scale = max(1.0, q_max, m_max * z_scale)
+    w_negativity = 0.0
+    equation = 0.0
+    complementarity = 0.0
+    for i in range(n):
+        if abs(w[i]) <= clean_tol * w_scale:
+            equation = max(equation, abs(w[i]))  # the cleaned amount is what M z + q − w then misses
+            w[i] = 0.0
+        w_negativity = max(w_negativity, -w[i])
+        complementarity = max(complementarity, abs(zc[i] * w[i]))
+    rel = max(w_negativity / w_scale, equation / w_scale, complementarity / (z_scale * w_scale))
+    return zc, w, rel
+
+
+@njit(
+    types.Tuple((intp, VECTOR, VECTOR, intp, float64, intp))(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp),
+    cache=True,
+)  # fmt: skip
+def lemke_kernel(M, q, d, cap, tol, tie_break):
+    """Lemke's method on LCP(q, M) with covering vector d (see :func:`lemke`), in one call.
+
+    Returns (status, z, w, pivots, relative residual, entering variable at a secondary ray): status is one of
+    LEMKE_SOLVED, LEMKE_EMPTY, LEMKE_TRIVIAL (z = 0 for q ≥ 0), LEMKE_RAY, LEMKE_CAP, LEMKE_RESIDUAL (a terminal
+    basis whose pair fails the residual check); z = 0 and w = q when no terminal basis was reached.
     """
-    tied = lemke_ratio_rows(T, entering, tol, tie_tol)
-    if tied.shape[0] == 0:
-        return -2, tied
-    row = tied[0]
-    if tied.shape[0] > 1:
-        row = -1
-        for r in tied:
-            if r == z0_row:
-                row = z0_row
-        if row < 0:
-            return -1, tied
-    return lemke_pivot(T, basis, row, entering), tied
+    n = q.shape[0]
+    if n == 0:
+        return LEMKE_EMPTY, np.zeros(0), np.zeros(0), 0, 0.0, -1
+    q_min = np.inf
+    q_scale = 0.0
+    m_scale = 0.0
+    for i in range(n):
+        q_min = min(q_min, q[i])
+        q_scale = max(q_scale, abs(q[i]))
+        for j in range(n):
+            m_scale = max(m_scale, abs(M[i, j]))
+    if q_min >= 0.0:
+        return LEMKE_TRIVIAL, np.zeros(n), q.copy(), 0, 0.0, -1
+    if m_scale == 0.0:
+        m_scale = 1.0
+    # pivot on LCP(q / |q|∞, M / |M|max), whose solutions are z · |M|max / |q|∞: tolerances become scale-free
+    z0, rhs = 2 * n, 2 * n + 1  # variables: w_i -> i, z_i -> n + i, z₀ -> 2n; column 2n + 1 is B⁻¹q
+    T = np.zeros((n, 2 * n + 2))
+    for i in range(n):
+        T[i, i] = 1.0
+        for j in range(n):
+            T[i, n + j] = M[i, j] / -m_scale
+        T[i, z0] = -d[i]
+        T[i, rhs] = q[i] / q_scale
+    basis = np.arange(n)  # basic variable held by each row
+    tie_tol = max(tol, 4.0 * _EPS)
+    # first pivot: z₀ rises to max_i(−q_i / d_i); the most violated row leaves (lexicographically)
+    z0_row = lexmin_row(T, np.arange(n), d, n, tie_tol, tie_break)
+    leaving = lemke_pivot(T, basis, z0_row, z0)
+    pivots = 1
+    entering = -1
+    status = LEMKE_SOLVED
+    while True:
+        if pivots >= cap:
+            status = LEMKE_CAP
+            break
+        entering = leaving + n if leaving < n else leaving - n
+        # minimum-ratio test over rows with a positive pivot; z₀ leaves whenever it ties for the minimum
+        # (that basis is a solution); other ties are broken by the lexicographic rule
+        tied = lemke_ratio_rows(T, entering, tol, tie_tol)
+        if tied.shape[0] == 0:
+            status = LEMKE_RAY
+            break
+        row = tied[0]
+        if tied.shape[0] > 1:
+            row = -1
+            for r in tied:
+                if r == z0_row:
+                    row = z0_row
+            if row < 0:
+                row = lexmin_row(T, tied, T[:, entering].copy(), n, tie_tol, tie_break)
+        leaving = lemke_pivot(T, basis, row, entering)
+        pivots += 1
+        if leaving == z0:
+            break
+    if status != LEMKE_SOLVED:
+        return status, np.zeros(n), q.copy(), pivots, 0.0, entering
+    # z from re-solving the terminal basis with the original data, [I, −M]_B x_B = q ...
+    A_B = np.zeros((n, n))
+    for row in range(n):
+        var = basis[row]
+        if var < n:
+            A_B[var, row] = 1.0
+        else:
+            for i in range(n):
+                A_B[i, row] = -M[i, var - n]
+    best_z = np.zeros(n)
+    best_w = q.copy()
+    best_rel = np.inf
+    try:
+        x_B = np.linalg.solve(A_B, q)
+    except Exception:  # an exactly singular terminal basis (LAPACK's gesv): the tableau's values below
+        x_B = np.full(n, np.nan)
+    if all_finite(x_B):
+        z = np.zeros(n)
+        for row in range(n):
+            if basis[row] >= n:
+                z[basis[row] - n] = x_B[row]
+        best_z, best_w, best_rel = polish_kernel(M, q, z, tol)
+    # ... or read off the tableau, whichever satisfies the LCP better
+    if best_rel > 1e-3 * ACCEPT_TOL:
+        z = np.zeros(n)
+        for row in range(n):
+            if basis[row] >= n:
+                z[basis[row] - n] = T[row, rhs] * (q_scale / m_scale)
+        z_t, w_t, rel_t = polish_kernel(M, q, z, tol)
+        if rel_t < best_rel:
+            best_z, best_w, best_rel = z_t, w_t, rel_t
+    if best_rel > ACCEPT_TOL:
+        return LEMKE_RESIDUAL, best_z, best_w, pivots, best_rel, -1
+    return LEMKE_SOLVED, best_z, best_w, pivots, best_rel, -1
+
+
+@njit(cache=True)
+def _worst_residual(M, q, z):
+    """The worst of :func:`~idcontrol.solvers.lcp.lcp_residuals`' violations of LCP(q, M) at z, w = M z + q."""
+    n = q.shape[0]
+    worst = 0.0
+    for i in range(n):
+        w = q[i]
+        for j in range(n):
+            w += M[i, j] * z[j]
+        worst = max(worst, -z[i], -w, abs(z[i] * w))
+    return worst
+
+
+@njit(
+    types.Tuple((boolean, VECTOR, VECTOR, intp, float64, intp, intp, float64, intp, intp, intp, float64, intp, float64,
+                 float64))(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp, float64, float64, float64, float64),
+    cache=True,
+)  # fmt: skip
+def lemke_regularized_kernel(M, q, d, cap, tol, tie_break, eps0, growth, max_eps, original_tol):
+    """:func:`lemke_regularized` in one call (``original_tol`` < 0: no guard).
+
+    Returns (found, z, w, pivots summed over the attempts, ε of the accepted solution (0: the plain solve), its
+    attempt's status, pivots, relative residual and secondary-ray entering variable, the same four of the plain
+    attempt, the relative residual on the original M of the accepted (or of the last rejected) regularized
+    solution, the ε of the last rejected one (0: none)).
+    """
+    status, z, w, pivots, rel, entering = lemke_kernel(M, q, d, cap, tol, tie_break)
+    first = (status, pivots, rel, entering)
+    if status == LEMKE_SOLVED or status == LEMKE_EMPTY or status == LEMKE_TRIVIAL:
+        return True, z, w, pivots, 0.0, status, pivots, rel, entering, status, pivots, rel, entering, 0.0, 0.0
+    total = pivots
+    n = q.shape[0]
+    data_scale = 1.0
+    for i in range(n):
+        data_scale = max(data_scale, abs(q[i]))
+        for j in range(n):
+            data_scale = max(data_scale, abs(M[i, j]))
+    rejected_eps = 0.0
+    residual = 0.0
+    eps = eps0
+    shifted = M.copy()
+    while eps <= max_eps * (1.0 + 1e-12):
+        for i in range(n):
+            shifted[i, i] = M[i, i] + eps
+        status, z, w, pivots, rel, entering = lemke_kernel(shifted, q, d, cap, tol, tie_break)
+        total += pivots
+        if status == LEMKE_SOLVED or status == LEMKE_EMPTY or status == LEMKE_TRIVIAL:
+            original = _worst_residual(M, q, z) / data_scale
+            if original_tol < 0.0 or original <= original_tol:
+                return (True, z, w, total, eps, status, pivots, rel, entering, first[0], first[1], first[2], first[3],
+                        original, rejected_eps)  # fmt: skip
+            rejected_eps, residual = eps, original
+        eps *= growth
+    return (False, np.zeros(n), q.copy(), total, 0.0, status, pivots, rel, entering, first[0], first[1], first[2],
+            first[3], residual, rejected_eps)  # fmt: skip

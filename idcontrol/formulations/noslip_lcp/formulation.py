@@ -27,20 +27,27 @@ certified answers on all 200 (``idcontrol experiment certificates``).
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import replace
 
 import numpy as np
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, map_warm_start
 from idcontrol.formulations.certificate import ContactModel
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity, rest_correction
-from idcontrol.formulations.noslip_lcp.stages import noslip_finish, noslip_setup
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import reduce
-from idcontrol.solvers.lemke import lemke_regularized
-from idcontrol.solvers.ppm import active_set, ppm
+from idcontrol.formulations.consistency import repair_desired_velocity, rest_correction
+from idcontrol.formulations.noslip_lcp.stages import BY_ACTIVE_SET, BY_LEMKE, BY_NONE, BY_PPM, noslip_solve
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
+from idcontrol.formulations.reduced import _contiguous
+from idcontrol.solvers.ppm import (
+    ACTIVE_SET_CAP,
+    ACTIVE_SET_UNBOUNDED,
+    PPM_CAP,
+    PPM_CHECK,
+    PPM_ILL,
+    PPM_RANK,
+    PPM_SINGULAR,
+)
 
 #: The paper's exact method (Section 4): ``make_formulation("noslip_lcp", **PAPER_OPTIONS)``.
 PAPER_OPTIONS = {"spread": 0.0, "project": False, "release_unloaded": False, "share_friction": False}
@@ -111,79 +118,70 @@ class NoSlipLCP(Formulation):
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
         p = problem
-        if self.project and p.n:
-            p = replace(p, qd_des=project_desired_velocity(p))
         ids = p.ids()
-        warm = map_warm_start(self._previous_ids, self._previous_active, ids)
-        lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
-        released = np.zeros(p.n, dtype=bool)
-        while self.release_unloaded and lcp.found:
-            unloaded = (f_normal <= 0.0) & ((f_s != 0.0) | (f_t != 0.0)) & ~released
-            if not unloaded.any():
-                break
-            released |= unloaded
-            keep = (~released)[:, None]
-            p = replace(p, S=np.where(keep, p.S, 0.0), T=np.where(keep, p.T, 0.0))
-            if self.project:
-                p = replace(p, qd_des=project_desired_velocity(replace(p, qd_des=problem.qd_des)))
-            lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t = self._solve_once(p, warm)
-        if not lcp.found and not self.repair:
+        warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
+        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
+                     index_array(p.unactuated, p.m), float(p.dt), warm, float(self.rank_tol), float(self.tol),
+                     self.spread, self.project, self.release_unloaded, self.share_friction)  # fmt: skip
+        try:
+            outcome = noslip_solve(*arguments)
+        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
+            outcome = noslip_solve(*_contiguous(arguments))
+        (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S, T, qd_des,
+         violated) = outcome  # fmt: skip
+        if not ok:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
+        if self.project or released.any():  # the problem as solved: the certificate checks the rows it kept
+            p = copy.copy(p)
+            p.S, p.T, p.qd_des = S, T, qd_des
+        found = diagnostics[0] != BY_NONE
+        fallback = fallback_text(diagnostics)
+        if not found and not self.repair:
             self.reset()
-            out = failed_result(p, self.name, f"no-slip LCP unsolved: {lcp.message}", lcp.pivots)
+            out = failed_result(p, self.name, f"no-slip LCP unsolved: {fallback}", pivots)
             out.fallback = fallback
             return out
         self._previous_ids = ids
-        self._previous_active = [i for i in lcp.active if f_normal[i] > 0.0]
+        self._previous_active = [i for i in active.tolist() if f_normal[i] > 0.0]
 
         repaired = False
         message = f"solved ({kept} tangential rows kept of {2 * p.n})"
         if released.any():
             message += f"; {int(released.sum())} unloaded contact(s) released"
-        if not lcp.found or (self.repair and needs_repair(p, v_next, no_slip=True)):
-            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True)
+        if not found or (self.repair and violated):
+            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
             if not fix.found:
-                out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", lcp.pivots)
+                out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
                 out.fallback = fallback
                 return out
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         return self._result(
-            p, v_next, tau, f_normal, f_s, f_t, iterations=lcp.pivots, message=message, started=started,
+            p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message, started=started,
             consistency_repaired=repaired, fallback=fallback,
         )  # fmt: skip
 
-    def _solve_once(self, p: ContactProblem, warm: list[int]) -> tuple:
-        """Algorithms 1 and 2 and the linear algebra after them: (lcp, fallback, kept rows, f_N, v⁺, τ, f_S, f_T).
-        An unsolved LCP (lcp.found False) leaves zero normal impulses for the repair."""
-        red = reduce(p)
-        n = p.n
-        # Algorithm 1 on the whitened tangential columns (S₁, T₁, S₂, ...), then v* and N Γ_J Nᵀ = BᵀB
-        data, B, r, kept = noslip_setup(red, self.rank_tol)
-        if self.spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
-            weight = self.spread * max(float(np.einsum("ij,ij->", B, B)) / n, np.finfo(float).tiny)
-            B = np.vstack([B, np.sqrt(weight) * np.eye(n)])
-        lcp = ppm(B, r, warm, tol=self.tol)
-        fallback = None
-        if not lcp.found:
-            fallback = f"active set (PPM: {lcp.message})"
-            lcp = active_set(B, r, warm, tol=self.tol)
-        if not lcp.found:
-            fallback = f"lemke (active set: {lcp.message})"
-            lcp = lemke_regularized(B.T @ B, r, original_tol=1e-7)
-            if lcp.regularization:
-                fallback += f", regularized eps={lcp.regularization:.1e}"
-        if not lcp.found:
-            # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are
-            # then set to zero and the Section 4.5 repair must restore the constraints.
-            fallback = f"no LCP solution ({lcp.message}); zero normal impulses, then repair"
-            lcp.z = np.zeros(n)
-            lcp.active = []
-        f_normal = lcp.z
-        # complementarity in the robot's coordinates, not only the whitened ones (refine: not with spreading rows);
-        # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
-        v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, lcp.found and self.spread == 0.0,
-                                              self.share_friction and lcp.found)  # fmt: skip
-        return lcp, fallback, kept, f_normal, v_next, tau, f_s, f_t
+
+_PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
+             PPM_SINGULAR: "active block of {a} contacts is singular",
+             PPM_ILL: "active block of {a} contacts is ill-conditioned",
+             PPM_CHECK: "final solution failed its complementarity check", PPM_CAP: "pivot cap reached"}  # fmt: skip
+_ACTIVE_SET_TEXT = {ACTIVE_SET_UNBOUNDED: "unbounded: the LCP has no solution", ACTIVE_SET_CAP: "iteration cap reached"}
+
+
+def fallback_text(diagnostics: tuple) -> str | None:
+    """Which fallback answered the LCP and why (None: Algorithm 2 did), from :func:`.stages.noslip_solve`'s
+    diagnostics."""
+    by, ppm_status, ppm_active, rows, as_status, lemke_eps = diagnostics
+    if by == BY_PPM:
+        return None
+    text = f"active set (PPM: {_PPM_TEXT[ppm_status].format(a=ppm_active, d=rows)})"
+    if by == BY_ACTIVE_SET:
+        return text
+    text = f"lemke (active set: {_ACTIVE_SET_TEXT[as_status]})"
+    if by == BY_LEMKE:
+        return text + (f", regularized eps={lemke_eps:.1e}" if lemke_eps > 0.0 else "")
+    return f"no LCP solution ({text}: no solution); zero normal impulses, then repair"
 
 
 def project_desired_velocity(problem: ContactProblem) -> np.ndarray:

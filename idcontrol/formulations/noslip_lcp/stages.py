@@ -3,7 +3,8 @@
 * :func:`noslip_setup`: Algorithm 1 and the LCP data: a :class:`NoSlipData` record, and B, r of
   LCP(r, BᵀB) for Algorithm 2 (a generic solver, :mod:`idcontrol.solvers.ppm`);
 * :func:`noslip_finish`: from the LCP's normal forces, their refinement, the kept tangential forces, v⁺, τ
-  and, optionally, the tangential forces shared in proportion to the normal ones.
+  and, optionally, the tangential forces shared in proportion to the normal ones;
+* :func:`noslip_solve`: the whole solve, the options' projection and release loop included, in one call.
 
 See :mod:`idcontrol.formulations.noslip_lcp.formulation` for the mathematics.
 """
@@ -16,16 +17,19 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from idcontrol.arrays import INDICES, MATRIX, VECTOR, boolean, float64
-from idcontrol.formulations.consistency import least_norm_solution
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
 from idcontrol.formulations.reduced import (
     RECORD,
+    _reduce,
     unactuated_velocity,
     velocity_and_inertial_torque,
     velocity_and_torque,
 )
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
+from idcontrol.solvers.lemke import lemke_regularized_kernel
+from idcontrol.solvers.ppm import ACTIVE_SET_SOLVED, PPM_SOLVED, active_set_kernel, ppm_kernel
 
 
 @structref.register
@@ -285,3 +289,165 @@ def noslip_finish(red, data, f_normal, refine, share):
             f_s, f_t = f_s_new, f_t_new
     return v, tau, f_s, f_t
 
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the whole solve in one call
+
+#: which solver answered the LCP (:func:`noslip_solve`): Algorithm 2, its active-set fallback, regularized Lemke,
+#: or none (zero normal impulses, for the repair)
+BY_PPM, BY_ACTIVE_SET, BY_LEMKE, BY_NONE = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def rest_correction_kernel(J_free, drift):
+    """δ (k,): the least-norm least-squares J_free δ ≈ −drift (see ``consistency.rest_correction``)."""
+    if J_free.shape[0] == 0 or J_free.shape[1] == 0:
+        return np.zeros(J_free.shape[1])
+    return least_norm_solution(J_free, -drift, 1e-9)
+
+
+@njit(cache=True)
+def projected_velocity(S, T, a, u, qd_des):
+    """(nu,) the no-slip-consistent q̇_des for the tangential rows S, T (n, m): see
+    :func:`~idcontrol.formulations.noslip_lcp.formulation.project_desired_velocity`."""
+    n = S.shape[0]
+    nu, nb = a.shape[0], u.shape[0]
+    J_a = np.empty((2 * n, nu))
+    J_u = np.empty((2 * n, nb))
+    for block in range(2):
+        rows = S if block == 0 else T
+        for i in range(n):
+            for j in range(nu):
+                J_a[block * n + i, j] = rows[i, a[j]]
+            for j in range(nb):
+                J_u[block * n + i, j] = rows[i, u[j]]
+    drift = np.empty(2 * n)
+    for r in range(2 * n):
+        s = 0.0
+        for j in range(nu):
+            s += J_a[r, j] * qd_des[j]
+        drift[r] = s
+    V = rest_correction_kernel(J_u, drift)
+    for r in range(2 * n):
+        s = drift[r]
+        for j in range(nb):
+            s += J_u[r, j] * V[j]
+        drift[r] = s
+    delta = rest_correction_kernel(J_a, drift)
+    out = qd_des.copy()
+    for j in range(nu):
+        out[j] += delta[j]
+    return out
+
+
+@njit(cache=True)
+def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share):
+    """Algorithms 1 and 2 (with their fallbacks) and the linear algebra after them, for tangential rows S, T and
+    the desired velocity ``qd_des``. Returns (ok: M_uu positive definite, pivots, active indices, kept rows, f_N,
+    v⁺, τ, f_S, f_T, diagnostics (the BY_* solver that answered, PPM's status, its active count, the factor's
+    rows, the active-set method's status or −1, Lemke's ε or −1 when it was not run)."""
+    n = N.shape[0]
+    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    empty = np.zeros(0)
+    none = np.zeros(0, dtype=np.intp)
+    if not ok:
+        return False, 0, none, 0, empty, empty, empty, empty, empty, (BY_NONE, PPM_SOLVED, 0, 0, -1, -1.0)
+    data, B, r, kept = noslip_setup(red, rank_tol)
+    if spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
+        total = 0.0
+        for i in range(B.shape[0]):
+            for c in range(n):
+                total += B[i, c] * B[i, c]
+        weight = spread * max(total / n, 2.2250738585072014e-308)
+        stacked = np.zeros((B.shape[0] + n, n))
+        stacked[: B.shape[0]] = B
+        root = math.sqrt(weight)
+        for c in range(n):
+            stacked[B.shape[0] + c, c] = root
+        B = stacked
+    trivial = True
+    for c in range(n):
+        if r[c] < -tol:
+            trivial = False
+    by, ppm_status, ppm_active, as_status, lemke_eps, pivots = BY_PPM, PPM_SOLVED, 0, -1, -1.0, 0
+    if trivial:  # z = 0 solves the LCP (also without contacts)
+        z, active, found = np.zeros(n), none, True
+    else:
+        z, w, ppm_status, pivots, active = ppm_kernel(B, r, warm, tol, 2 * n + 20)
+        ppm_active = active.shape[0]
+        found = ppm_status == PPM_SOLVED
+        if not found:
+            by = BY_ACTIVE_SET
+            z, w, as_status, pivots, active = active_set_kernel(B, r, warm, tol, 4 * n + 50)
+            found = as_status == ACTIVE_SET_SOLVED
+        if not found:
+            by = BY_LEMKE
+            outcome = lemke_regularized_kernel(B.T @ B, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
+                                               1e-7)  # fmt: skip
+            found, z, pivots, lemke_eps = outcome[0], outcome[1], outcome[3], outcome[4]
+            active = np.flatnonzero(z > 0.0)
+        if not found:
+            # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are then set
+            # to zero and the Section 4.5 repair must restore the constraints.
+            by = BY_NONE
+            z = np.zeros(n)
+            active = none
+    f_normal = z.copy()
+    # complementarity in the robot's coordinates, not only the whitened ones (refine: not with spreading rows);
+    # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
+    v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, found and spread == 0.0, share and found)
+    return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, B.shape[0],
+                                                                         as_status, lemke_eps)  # fmt: skip
+
+
+@njit(
+    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
+     IN_INDICES, float64, IN_INDICES, float64, float64, float64, boolean, boolean, boolean),
+    cache=True,
+)  # fmt: skip
+def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, project,
+                 release_unloaded, share):  # fmt: skip
+    """The no-slip LCP's solve in one call (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`): ``project``
+    q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
+    contact left without normal force but with a tangential one removed and the problem solved again (q̇_des
+    projected again for the rows kept), until none is left.
+
+    Returns (ok, pivots, active, kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see :func:`_solve_once`), released
+    (n,) bool, S and T as solved, q̇_des as solved, whether v⁺ violates a constraint (penetrates or slips by more
+    than :data:`~idcontrol.formulations.consistency.REPAIR_TOL`)).
+    """
+    n = N.shape[0]
+    qd = projected_velocity(S, T, a, u, qd_des) if project and n else qd_des.copy()
+    S_now, T_now = S.copy(), T.copy()
+    released = np.zeros(n, dtype=np.bool_)
+    ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
+        M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share)
+    while ok and release_unloaded and diagnostics[0] != BY_NONE:
+        more = False
+        for c in range(n):
+            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and not released[c]:
+                released[c] = True
+                more = True
+        if not more:
+            break
+        S_now, T_now = S.copy(), T.copy()
+        for c in range(n):
+            if released[c]:
+                S_now[c] = 0.0
+                T_now[c] = 0.0
+        qd = projected_velocity(S_now, T_now, a, u, qd_des) if project else qd
+        ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
+            M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share)
+    violated = False
+    if ok and n:
+        for c in range(n):
+            gap, slip_s, slip_t = phi[c] / dt, 0.0, 0.0
+            for j in range(v_next.shape[0]):
+                gap += N[c, j] * v_next[j]
+                slip_s += S_now[c, j] * v_next[j]
+                slip_t += T_now[c, j] * v_next[j]
+            if gap < -REPAIR_TOL or abs(slip_s) > REPAIR_TOL or abs(slip_t) > REPAIR_TOL:
+                violated = True
+    return (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S_now, T_now, qd,
+            violated)  # fmt: skip

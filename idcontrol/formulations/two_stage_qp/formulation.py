@@ -65,9 +65,9 @@ from numpy.typing import NDArray
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import ContactModel
-from idcontrol.formulations.consistency import needs_repair, repair_desired_velocity
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import ReducedDynamics, contact_velocity_and_torque, reduce
+from idcontrol.formulations.consistency import REPAIR_TOL, needs_repair, repair_desired_velocity
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
+from idcontrol.formulations.reduced import ReducedDynamics, _contiguous, contact_velocity_and_torque, reduce
 from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     normal_rows_hold,
     stage_one_target,
@@ -75,8 +75,10 @@ from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     stages_at,
 )
 from idcontrol.formulations.two_stage_qp.stages import (
+    clip_normal_forces,
     stage_one_data,
-    stage_two_finish,
+    stage_one_setup,
+    stage_two_result,
     stage_two_setup,
 )
 from idcontrol.solvers.qp import INFINITY, DenseQP
@@ -173,18 +175,36 @@ class StageOne:
     """
 
     def __init__(self, problem: ContactProblem, red: ReducedDynamics, dissipation: str = "world") -> None:
+        C_pyramid = pyramid_rows(problem.mu)
+        self._set(problem.n, red, C_pyramid, *stage_one_data(red, C_pyramid, dissipation == "contacts", INFINITY))
+
+    @classmethod
+    def of(cls, problem: ContactProblem, dissipation: str = "world") -> StageOne:
+        """Stage I of ``problem`` with its reduced dynamics (:attr:`red`), both from one compiled call
+        (:func:`.stages.stage_one_setup`). Raises ``numpy.linalg.LinAlgError`` when M_uu is not positive definite."""
         p = problem
-        n = p.n
+        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
+                     index_array(p.unactuated, p.m), float(p.dt), dissipation == "contacts", INFINITY)  # fmt: skip
+        try:
+            ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(*arguments)
+        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
+            ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(*_contiguous(arguments))
+        if not ok:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
+        stage = cls.__new__(cls)
+        stage._set(p.n, red, C_pyramid, H, g, A, lower, upper, R_a)
+        return stage
+
+    def _set(self, n: int, red: ReducedDynamics, C_pyramid: Array, H: Array, g: Array, A: Array, lower: Array,
+             upper: Array, R_a: Array) -> None:  # fmt: skip
         self.n = n
         self.red = red
-        self.C_pyramid = pyramid_rows(p.mu)
-        self.H, self.g, self.A, self.lower, self.upper, self.R_a = stage_one_data(
-            red, self.C_pyramid, dissipation == "contacts", INFINITY
-        )
-        self.C_normal = self.A[:n]  # Ñᵀ R̃, (n, 3n)
-        self.l_normal = self.lower[3 * n : 4 * n]
+        self.C_pyramid = C_pyramid
+        self.H, self.g, self.A, self.lower, self.upper, self.R_a = H, g, A, lower, upper, R_a
+        self.C_normal = A[:n]  # Ñᵀ R̃, (n, 3n)
+        self.l_normal = lower[3 * n : 4 * n]
         # f_N ≥ 0 (left out where the pyramid implies it); tangential forces signed. R_a: (nu, 3n)
-        self.lb, self.ub = self.lower[: 3 * n], self.upper[: 3 * n]
+        self.lb, self.ub = lower[: 3 * n], upper[: 3 * n]
 
     @property
     def R_w(self) -> Array:
@@ -206,8 +226,8 @@ class StageOne:
         return contact_velocity_and_torque(red, y)
 
     def clip(self, y: Array) -> Array:
-        """y with f_N's rounding-level negatives set to zero."""
-        y[: self.n] = np.maximum(y[: self.n], 0.0)
+        """y with f_N's rounding-level negatives set to zero (in place)."""
+        clip_normal_forces(y, self.n)
         return y
 
 
@@ -312,8 +332,8 @@ class TwoStageQP(Formulation):
 
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
-        red = reduce(problem)
-        return self._stage_one_with(problem, red, StageOne(problem, red, self.dissipation))
+        stage = StageOne.of(problem, self.dissipation)
+        return self._stage_one_with(problem, stage.red, stage)
 
     def _stage_one_with(
         self, problem: ContactProblem, red: ReducedDynamics, stage: StageOne
@@ -329,8 +349,8 @@ class TwoStageQP(Formulation):
         ids = p.ids()
         if p.n == 0:
             return no_contact(self, p, started)
-        red = reduce(p)
-        stage = StageOne(p, red, self.dissipation)
+        stage = StageOne.of(p, self.dissipation)
+        red = stage.red
         if self._structured_applies(p, stage):
             done = self._stages_in_x(p, red, stage, started)
             if done is not None:
@@ -343,9 +363,9 @@ class TwoStageQP(Formulation):
         warm = self.warm_start and ids == self._previous_ids
         active = self._carried(self._stage_two, p, with_normal=False)
         self._previous_ids, self._previous_mu = ids, p.mu
-        z, its2, message, v_next, tau = self._stage_two_solve(stage, p, red, z1, warm, active)
+        z, its2, message, v_next, tau, gap_rate = self._stage_two_solve(stage, p, red, z1, warm, active)
         iterations += its2
-        return finish(self, p, z, v_next, tau, relaxed, iterations, message, started)
+        return finish(self, p, z, v_next, tau, relaxed, iterations, message, started, gap_rate=gap_rate)
 
     def _stages_in_x(
         self, p: ContactProblem, red: ReducedDynamics, stage: StageOne, started: float
@@ -383,7 +403,8 @@ class TwoStageQP(Formulation):
         the dual method most often fails to certify (forced on in the trot: 295 of 2372 three- and four-contact
         ticks fell back to the null-space QP).
         """
-        nb, nu = p.nb, stage.R_a.shape[0]
+        nu = stage.R_a.shape[0]
+        nb = p.m - nu
         return self.structured and 3 * p.n - nb >= nu + nb
 
     def _stage_two_solve(
@@ -394,8 +415,8 @@ class TwoStageQP(Formulation):
         z1: Array,
         warm: bool,
         active: NDArray[np.int32] | None = None,
-    ) -> tuple[Array, int, str, Array, Array]:
-        """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ).
+    ) -> tuple[Array, int, str, Array, Array, float | None]:
+        """Stage II from Stage I's forces z₁: (forces, iterations, message, v⁺, τ, min N v⁺ + φ/Δt or None).
 
         First by the dual Newton method (:mod:`.pyramid_dual`) when ``structured`` and its
         nu + nb multipliers are no more than the null-space QP's 3n − nb variables (8 or more contacts on
@@ -406,20 +427,20 @@ class TwoStageQP(Formulation):
                                                                   STRUCTURED_MAX_ITER)  # fmt: skip
             if status == 0:
                 self.structured_solves += 1
-                return y, its, f"Stage II over a {k}-dimensional optimal set", v_next, tau
+                return y, its, f"Stage II over a {k}-dimensional optimal set", v_next, tau, None
             if status == 2:
                 self.structured_fallbacks += 1
         W, H2, g2, C2, l2, u2 = stage_two_setup(red, stage.R_a, z1, stage.C_pyramid, self.null_tol, self.ridge,
                                                 INFINITY)  # fmt: skip
         k = W.shape[1]  # W: (3n, k) orthonormal basis of null(R̃)
         if k == 0:
-            return z1, 0, "Stage I solution is unique", *stage.velocity_and_torque(p, red, z1)
+            return z1, 0, "Stage I solution is unique", *stage_two_result(red, z1, W, z1, False)[1:]
         sol = self._stage_two.solve_stacked(H2, g2, C2, l2, u2, bounds=False, warm=warm, active=active)
         if not sol.found:
             message = f"Stage II failed ({sol.status}); Stage I forces used"
-            return z1, sol.iterations, message, *stage.velocity_and_torque(p, red, z1)
-        z, v_next, tau = stage_two_finish(red, z1, W, sol.x)
-        return z, sol.iterations, f"Stage II over a {k}-dimensional optimal set", v_next, tau
+            return z1, sol.iterations, message, *stage_two_result(red, z1, W, z1, False)[1:]
+        z, v_next, tau, gap_rate = stage_two_result(red, z1, W, sol.x, True)
+        return z, sol.iterations, f"Stage II over a {k}-dimensional optimal set", v_next, tau, gap_rate
 
 
 def no_contact(formulation: Formulation, p: ContactProblem, started: float) -> SolveResult:
@@ -442,16 +463,19 @@ def finish(
     started: float,
     *,
     repair: bool = True,
+    gap_rate: float | None = None,
 ) -> SolveResult:
     """The result for forces z = [f_N; f_S; f_T] with their v⁺ and τ, repairing q̇_des if needed (and
-    ``repair``; otherwise a penetrating q̇_des is a failed result)."""
+    ``repair``; otherwise a penetrating q̇_des is a failed result). ``gap_rate``: min N v⁺ + φ/Δt (m/s) when the
+    caller has it (else computed here)."""
     n = p.n
     f_normal, f_s, f_t = z[:n], z[n : 2 * n], z[2 * n :]  # views of this tick's own z
     repaired = False
-    if relaxed or needs_repair(p, v_next, no_slip=False):
+    penetrates = needs_repair(p, v_next, no_slip=False) if gap_rate is None else gap_rate < -REPAIR_TOL
+    if relaxed or penetrates:
         if not repair:
             return failed_result(p, formulation.name, "desired accelerations penetrate a contact", iterations)
-        fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False)
+        fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=formulation.repair_qp)
         if not fix.found:
             return failed_result(p, formulation.name, f"inconsistent q̇_des and {fix.message}", iterations)
         v_next, tau, repaired = fix.v_next, fix.tau, True

@@ -1,5 +1,7 @@
 """The two-stage QP's compiled stages, one call each, fed by the reduced dynamics' record.
 
+* :func:`stage_one_setup`: the reduced dynamics, the pyramid's facets and Stage I's QP (:func:`stage_one_data`), one
+  call from the problem's arrays;
 * :func:`stage_one_data`: Stage I's QP over y = [f_N; f_S; f_T] (3n, forces in N) in DAQP's stacked layout;
 * :func:`stage_two_setup`: Stage II's null-space basis W (:mod:`.null_space`) and its QP over w, y = y₁ + W w;
 * :func:`stage_two_finish`: y, v⁺ and τ from Stage II's w.
@@ -9,12 +11,14 @@ See :mod:`idcontrol.formulations.two_stage_qp.formulation` for the mathematics.
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
+import math
 
-from idcontrol.arrays import IN_MATRIX, IN_VECTOR, boolean, float64
+import numpy as np
+from numba import njit, types
+
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
 from idcontrol.formulations.consistency import least_norm_solution
-from idcontrol.formulations.reduced import RECORD, velocity_and_torque
+from idcontrol.formulations.reduced import RECORD, _reduce, min_gap_rate_of, velocity_and_torque
 from idcontrol.formulations.two_stage_qp.null_space import null_space_basis
 from idcontrol.solvers.dense import gram
 
@@ -121,6 +125,49 @@ def stage_one_data(red, pyramid, contacts_relative, infinity):
     return H, g, A, lower, upper, R_a
 
 
+@njit(MATRIX(IN_VECTOR), cache=True)
+def pyramid_facets(mu):
+    """(4 nf, 3n) facets μᵢ f_N,i ± f_S,i ± f_T,i ≥ 0 of the friction pyramid over y = [f_N; f_S; f_T], for the nf
+    contacts with finite μ, facet-major (signs (+, +), (+, −), (−, +), (−, −) of (f_S, f_T)), contacts in order."""
+    n = mu.shape[0]
+    nf = 0
+    for i in range(n):
+        if math.isfinite(mu[i]):
+            nf += 1
+    C = np.zeros((4 * nf, 3 * n))
+    for k in range(4):
+        sign_s = 1.0 if k < 2 else -1.0
+        sign_t = 1.0 if k % 2 == 0 else -1.0
+        row = k * nf
+        for i in range(n):
+            if math.isfinite(mu[i]):
+                C[row, i] = mu[i]
+                C[row, n + i] = sign_s
+                C[row, 2 * n + i] = sign_t
+                row += 1
+    return C
+
+
+@njit(
+    types.Tuple((boolean, RECORD, MATRIX, MATRIX, VECTOR, MATRIX, VECTOR, VECTOR, MATRIX))(
+        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
+        IN_INDICES, float64, boolean, float64,
+    ),
+    cache=True,
+)  # fmt: skip
+def stage_one_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, infinity):
+    """(ok, reduced dynamics, pyramid facets, H, g, A, lower, upper, R_a) of a problem's arrays in one call: the
+    reduction (:mod:`idcontrol.formulations.reduced`), :func:`pyramid_facets` and :func:`stage_one_data`.
+    ``ok`` is False (and the QP arrays empty) when M_uu is not positive definite."""
+    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    C = pyramid_facets(mu)
+    if not ok:
+        empty = np.zeros(0)
+        return False, red, C, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty, np.zeros((0, 0))
+    H, g, A, lower, upper, R_a = stage_one_data(red, C, contacts_relative, infinity)
+    return True, red, C, H, g, A, lower, upper, R_a
+
+
 @njit(cache=True)
 def stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity):
     """Stage II over w, y = y₁ + W w (W (3n, k) orthonormal), in DAQP's layout.
@@ -207,3 +254,20 @@ def stage_two_finish(red, z1, W, w):
     y = add_to_combination(z1, W, w, red.R.shape[0] // 3)
     v, tau = velocity_and_torque(red, red.R_w, red.R, y)
     return y, v, tau
+
+
+@njit(types.Tuple((VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_VECTOR, IN_MATRIX, IN_VECTOR, boolean), cache=True)
+def stage_two_result(red, z1, W, w, combine):
+    """(y, v⁺ (m,), τ (nu,) N·m, min N v⁺ + φ/Δt m/s): y = y₁ + W w (f_N clipped at 0) when ``combine``, else y₁
+    itself (Stage I's forces: unique, or Stage II failed); the last entry says whether v⁺ penetrates a contact."""
+    y = add_to_combination(z1, W, w, red.R.shape[0] // 3) if combine else z1.copy()
+    v, tau = velocity_and_torque(red, red.R_w, red.R, y)
+    return y, v, tau, min_gap_rate_of(red, v)
+
+
+@njit((VECTOR, types.intp), cache=True)
+def clip_normal_forces(y, n):
+    """y[:n] (f_N, N) with its rounding-level negatives set to zero, in place."""
+    for i in range(n):
+        if y[i] < 0.0:
+            y[i] = 0.0
