@@ -138,3 +138,12 @@ class SimulationDiverged(SimulationError):
 
 class ContactSolveFailed(SimulationError):
     """The rigid simulator's contact LCP had no solution Lemke (with regularization) could find."""
+
+
+class NativeSolverUnavailable(IdControlError):
+    """A C solver's compiled path was asked for, but its self-check turned it off; ``reason`` says why."""
+
+    def __init__(self, solver: str, reason: str) -> None:
+        self.solver = solver
+        self.reason = reason
+        super().__init__(f"the compiled {solver} path is off: {reason}")
