@@ -1,14 +1,24 @@
-"""The persistent DAQP workspace (idcontrol.solvers.qp.DenseQP) against a generic QP front end."""
+"""The persistent DAQP workspace (idcontrol.solvers.qp.DenseQP) against a generic QP front end, on both of its paths
+(DAQP's C API from compiled code, and daqp.Model)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import qpsolvers
 
+from idcontrol.solvers import daqp_native
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 
-def test_equality_rows_match_a_generic_solver() -> None:
+@pytest.fixture(params=[True, False], ids=["native", "model"])
+def native(request: pytest.FixtureRequest) -> bool:
+    if request.param and not daqp_native.native_available():
+        pytest.skip(f"DAQP's compiled path is off here: {daqp_native.native_status()}")
+    return request.param
+
+
+def test_equality_rows_match_a_generic_solver(native: bool) -> None:
     """min ½‖x − x₀‖² with inequality rows G x ≤ h and equality rows A x = b: DenseQP with ``equalities``
     gives qpsolvers' (DAQP back end) solution to 1e-9 on 50 random feasible problems, box bounds or not."""
     rng = np.random.default_rng(7)
@@ -25,15 +35,15 @@ def test_equality_rows_match_a_generic_solver() -> None:
         C = np.vstack([G, A])
         upper = np.concatenate([h, b])
         lower = np.full(m_in + m_eq, -INFINITY)
-        sol = DenseQP(primal_tol=1e-6).solve(np.eye(n), -x0, C, lower, upper, lb, ub, equalities=m_eq)
+        sol = DenseQP(primal_tol=1e-6, native=native).solve(np.eye(n), -x0, C, lower, upper, lb, ub, equalities=m_eq)
         assert sol.found
         np.testing.assert_allclose(sol.x, expected, atol=1e-9)
         np.testing.assert_allclose(A @ sol.x, b, atol=1e-9)
 
 
-def test_a_cold_retry_keeps_the_equality_rows() -> None:
+def test_a_cold_retry_keeps_the_equality_rows(native: bool) -> None:
     """A stale warm start that fails is retried cold; the equality rows stay equalities in the retry."""
-    qp = DenseQP()
+    qp = DenseQP(native=native)
     H, g = np.eye(2), np.array([-1.0, -1.0])
     C, lower, upper = np.array([[1.0, 1.0], [1.0, -1.0]]), np.array([-INFINITY, -INFINITY]), np.array([1.0, 0.5])
     sol = qp.solve(H, g, C, lower, upper, active=np.array([1, 0], dtype=np.int32), equalities=1)
@@ -41,10 +51,10 @@ def test_a_cold_retry_keeps_the_equality_rows() -> None:
     assert abs(sol.x[0] - sol.x[1] - 0.5) < 1e-9  # the equality row holds
 
 
-def test_a_problem_rejected_at_set_up_is_not_found() -> None:
+def test_a_problem_rejected_at_set_up_is_not_found(native: bool) -> None:
     """More equality rows than variables: DAQP rejects the set-up (exit −6); the solve says found=False with
     that status and keeps no workspace, and a later solvable problem of other sizes still solves."""
-    qp = DenseQP()
+    qp = DenseQP(native=native)
     C = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     b = np.array([1.0, 1.0, 1.0])
     sol = qp.solve(np.eye(2), np.zeros(2), C, np.full(3, -INFINITY), b, equalities=3)

@@ -88,6 +88,8 @@ UPDATE_RINV, UPDATE_M, UPDATE_V, UPDATE_D, UPDATE_SENSE = 1, 2, 4, 8, 16
 ACTIVE, LOWER, IMMUTABLE = 1, 2, 4
 EQUALITY = ACTIVE | IMMUTABLE
 EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL = 1, 2
+#: DAQP's "no bound" (its DAQP_INF)
+INFINITY = 1e30
 
 #: the C functions the compiled path calls, and those the owner of a workspace frees it with
 FUNCTIONS = ("daqp_default_settings", "setup_daqp_main", "daqp_update_ldp", "daqp_solve", "free_daqp_workspace",

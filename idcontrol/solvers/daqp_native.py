@@ -56,7 +56,8 @@ from numpy.typing import NDArray
 from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp
 from idcontrol.errors import NativeSolverUnavailable
 from idcontrol.solvers import daqp_abi as abi
-from idcontrol.solvers.qp import INFINITY, DenseQP
+from idcontrol.solvers.daqp_abi import INFINITY
+from idcontrol.solvers.daqp_model import ModelQP
 
 _LOG = logging.getLogger(__name__)
 
@@ -430,6 +431,21 @@ def solve_stacked(qp, H, g, A, lower, upper, start):
     return solve(qp, start, CHANGED_ALL)
 
 
+FLAGS_IN = types.Array(types.int32, 1, "C", readonly=True)
+
+
+@njit(types.Tuple((intp, VECTOR, VECTOR, intp))(RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, IN_VECTOR, IN_VECTOR, intp,
+                                                FLAGS_IN), cache=True)  # fmt: skip
+def solve_copied(qp, H, g, A, lower, upper, start, given):
+    """:func:`solve_stacked`, with ``given`` (the first m − equalities flags) written into ``qp.sense`` first when
+    ``start`` is GIVEN; (exit flag, a copy of x, a copy of λ, iterations): one call for ``DenseQP``."""
+    if start == GIVEN:
+        for i in range(min(given.shape[0], qp.m)):
+            qp.sense[i] = given[i]
+    exitflag = solve_stacked(qp, H, g, A, lower, upper, start)
+    return exitflag, qp.x.copy(), qp.lam.copy(), qp.iterations
+
+
 @njit(types.void(RECORD), cache=True)
 def forget(qp):
     """Drop the warm start (the next WARM solve starts cold)."""
@@ -582,8 +598,9 @@ def known_problems() -> list[tuple[str, dict]]:
 
 
 def _compare_known_problems() -> str | None:
-    """Solve :func:`known_problems` through NativeQP and DenseQP; the first difference, or None."""
-    reference, natives = DenseQP(), {}
+    """Solve :func:`known_problems` through NativeQP and through daqp.Model (:class:`ModelQP`, ``DenseQP``'s other
+    path); the first difference, or None."""
+    reference, natives = ModelQP({"primal_tol": 1e-8, "iter_limit": 1000}), {}
     for name, p in known_problems():
         n, rows = p["g"].shape[0], p["A"].shape[0]
         key = (n, rows, p["bounds"], p["equalities"])
