@@ -60,6 +60,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numba.typed import List
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
@@ -75,19 +76,23 @@ from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     stages_at,
 )
 from idcontrol.formulations.two_stage_qp.stages import (
+    STAGES_NOT_PD,
+    STAGES_SOLVED,
     clip_normal_forces,
     stage_one_data,
     stage_one_setup,
     stage_two_result,
     stage_two_setup,
+    two_stages,
 )
+from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
+from idcontrol.solvers.daqp_native import NativeQP, native_available
 from idcontrol.solvers.qp import INFINITY, DenseQP
 
 Array = NDArray[np.float64]
 
 
 _PYRAMIDS: dict[bytes, Array] = {}
-
 #: the dual Newton method's relative KKT residual for a certified Stage II, and its iteration cap
 STRUCTURED_TOL = 1e-10
 STRUCTURED_MAX_ITER = 30
@@ -309,6 +314,9 @@ class TwoStageQP(Formulation):
         self._stage_one = DenseQP()
         self._stage_two = DenseQP()
         self._stage_one_x = DenseQP()  # Stage I over x = R̃y without the pyramids (nb variables)
+        #: both stages in one compiled call when DAQP's C API is usable: its workspaces by contact count and μ
+        self._native = native_available()
+        self._native_qps: dict[tuple[int, bytes], tuple[NativeQP, List]] = {}
         #: Stage II solves certified by the dual Newton method, and those that fell back to the null-space QP
         self.structured_solves = 0
         self.structured_fallbacks = 0
@@ -349,7 +357,13 @@ class TwoStageQP(Formulation):
         ids = p.ids()
         if p.n == 0:
             return no_contact(self, p, started)
-        stage = StageOne.of(p, self.dissipation)
+        stage = None
+        if self._native and not self.warm_start:
+            done, stage = self._both_stages(p, started)
+            if done is not None:
+                self._previous_ids, self._previous_mu = ids, p.mu
+                return done
+        stage = stage or StageOne.of(p, self.dissipation)
         red = stage.red
         if self._structured_applies(p, stage):
             done = self._stages_in_x(p, red, stage, started)
@@ -395,6 +409,49 @@ class TwoStageQP(Formulation):
         self.free_optimum_solves += 1
         message = f"Stage I in x = R̃y; Stage II over a {k}-dimensional optimal set"
         return finish(self, p, y, v_next, tau, False, its, message, started)
+
+    def _both_stages(self, p: ContactProblem, started: float) -> tuple[SolveResult | None, StageOne | None]:
+        """Both stages in one compiled call on DAQP's C API (:func:`.stages.two_stages`), where the structured path
+        does not apply; (the result, None) or, when that call could not finish (Stage I infeasible, a
+        rank-deficient R̃, the structured path's sizes), (None, Stage I's data) for the QP path to go on from."""
+        n, m = p.n, p.m
+        a, u = index_array(p.actuated, m), index_array(p.unactuated, m)
+        nu, nb = a.shape[0], u.shape[0]
+        if self.structured and 3 * n - nb >= nu + nb:
+            return None, None
+        mu = p.mu
+        key = (n, mu.tobytes())
+        qps = self._native_qps.get(key)
+        if qps is None:  # Stage I's workspace, and Stage II's for each dimension k = 1 … 3n its optimal set may have
+            rows = n + 4 * int(np.count_nonzero(np.isfinite(mu)))
+            stage_two = List.empty_list(NATIVE_QP)
+            for k in range(1, 3 * n + 1):
+                stage_two.append(NativeQP(k, rows, bounds=False))
+            qps = (NativeQP(3 * n, rows, bounds=True), stage_two)
+            if len(self._native_qps) > 256:
+                self._native_qps.clear()
+            self._native_qps[key] = qps
+        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, mu, a, u, float(p.dt),
+                     self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)  # fmt: skip
+        try:
+            out = two_stages(*arguments)
+        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
+            out = two_stages(*_contiguous(arguments))
+        (outcome, red, C_pyramid, H, g, A, lower, upper, R_a, z1, its1, k, solved, its2, y, v_next, tau,
+         gap_rate) = out  # fmt: skip
+        if outcome == STAGES_NOT_PD:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
+        if outcome != STAGES_SOLVED:
+            stage = StageOne.__new__(StageOne)
+            stage._set(n, red, C_pyramid, H, g, A, lower, upper, R_a)
+            return None, stage
+        if k == 0:
+            message = "Stage I solution is unique"
+        elif solved:
+            message = f"Stage II over a {k}-dimensional optimal set"
+        else:
+            message = f"Stage II failed (daqp exit {qps[1][k - 1].exitflag}); Stage I forces used"
+        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate), None
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).

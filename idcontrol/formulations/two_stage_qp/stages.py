@@ -4,7 +4,9 @@
   call from the problem's arrays;
 * :func:`stage_one_data`: Stage I's QP over y = [f_N; f_S; f_T] (3n, forces in N) in DAQP's stacked layout;
 * :func:`stage_two_setup`: Stage II's null-space basis W (:mod:`.null_space`) and its QP over w, y = y₁ + W w;
-* :func:`stage_two_finish`: y, v⁺ and τ from Stage II's w.
+* :func:`stage_two_finish`: y, v⁺ and τ from Stage II's w;
+* :func:`two_stages`: both stages, their QPs solved on DAQP's C API (:mod:`idcontrol.solvers.daqp_native`), in one
+  call.
 
 See :mod:`idcontrol.formulations.two_stage_qp.formulation` for the mathematics.
 """
@@ -20,6 +22,10 @@ from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, b
 from idcontrol.formulations.consistency import least_norm_solution
 from idcontrol.formulations.reduced import RECORD, _reduce, min_gap_rate_of, velocity_and_torque
 from idcontrol.formulations.two_stage_qp.null_space import null_space_basis
+from idcontrol.solvers.daqp_abi import INFINITY
+from idcontrol.solvers.daqp_native import COLD
+from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
+from idcontrol.solvers.daqp_native import solve_stacked as native_solve_stacked
 from idcontrol.solvers.dense import gram
 
 
@@ -271,3 +277,56 @@ def clip_normal_forces(y, n):
     for i in range(n):
         if y[i] < 0.0:
             y[i] = 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# both stages in one call, on DAQP's C API
+
+#: :func:`two_stages` outcomes: both stages solved; M_uu not positive definite; a workspace of other sizes than the
+#: problem's; Stage I not solved (the caller drops the non-penetration rows and repairs, see the formulation)
+STAGES_SOLVED, STAGES_NOT_PD, STAGES_SIZES, STAGES_STAGE_ONE_FAILED = 0, 1, 2, 3
+
+
+@njit(
+    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
+     IN_INDICES, float64, boolean, NATIVE_QP, types.ListType(NATIVE_QP), float64, float64),
+    cache=True,
+)  # fmt: skip
+def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qp1, qp2s, null_tol, ridge):
+    """Stage I and Stage II (:mod:`.formulation`) in one call, the QPs on the DAQP workspaces ``qp1`` (3n variables
+    with bounds, n + 4 nf rows) and ``qp2s[k − 1]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both started cold;
+    workspaces of other sizes are only checked.
+
+    Returns (outcome, reduced dynamics, pyramid facets, H, g, A, lower, upper, R_a (Stage I's data, for the caller
+    to go on with when the outcome is not STAGES_SOLVED), z₁, Stage I iterations, k, whether Stage II was solved,
+    its iterations, y, v⁺, τ, min N v⁺ + φ/Δt): with k = 0 or Stage II unsolved, y is z₁.
+    """
+    ok, red, C, H, g, A, lower, upper, R_a = stage_one_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt,
+                                                             contacts_relative, INFINITY)  # fmt: skip
+    empty = np.zeros(0)
+    if not ok:
+        return (STAGES_NOT_PD, red, C, H, g, A, lower, upper, R_a, empty, 0, 0, False, 0, empty, empty, empty,
+                0.0)  # fmt: skip
+    if qp1.n != g.shape[0] or qp1.rows != A.shape[0] or qp1.ms != g.shape[0]:
+        return STAGES_SIZES, red, C, H, g, A, lower, upper, R_a, empty, 0, 0, False, 0, empty, empty, empty, 0.0
+    native_solve_stacked(qp1, H, g, A, lower, upper, COLD)
+    its1 = qp1.iterations
+    if not qp1.found:
+        return (STAGES_STAGE_ONE_FAILED, red, C, H, g, A, lower, upper, R_a, empty, its1, 0, False, 0, empty, empty,
+                empty, 0.0)  # fmt: skip
+    n = N.shape[0]
+    z1 = qp1.x.copy()
+    clip_normal_forces(z1, n)
+    W, H2, g2, C2, l2, u2 = stage_two_setup(red, R_a, z1, C, null_tol, ridge, INFINITY)
+    k = W.shape[1]
+    if k == 0:
+        y, v_next, tau, gap = stage_two_result(red, z1, W, z1, False)
+        return STAGES_SOLVED, red, C, H, g, A, lower, upper, R_a, z1, its1, 0, True, 0, y, v_next, tau, gap
+    if k > len(qp2s) or qp2s[k - 1].n != k or qp2s[k - 1].rows != C2.shape[0] or qp2s[k - 1].ms != 0:
+        return STAGES_SIZES, red, C, H, g, A, lower, upper, R_a, z1, its1, k, False, 0, empty, empty, empty, 0.0
+    qp2 = qp2s[k - 1]
+    native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
+    solved = qp2.found
+    y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
+        stage_two_result(red, z1, W, z1, False)  # fmt: skip
+    return STAGES_SOLVED, red, C, H, g, A, lower, upper, R_a, z1, its1, k, solved, qp2.iterations, y, v_next, tau, gap
