@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, VECTOR
+from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean
 from idcontrol.errors import ConfigError, NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
@@ -21,6 +21,20 @@ def all_finite(x):
     """True when no entry of the 1-D array ``x`` is NaN or infinite (compiled: callable from kernels too)."""
     for value in x:
         if not math.isfinite(value):
+            return False
+    return True
+
+
+@njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean), cache=True)
+def valid_state(q, v, forces, floating_base):
+    """True when the state's arrays are finite and, with ``floating_base``, q[3:7] is a unit quaternion to 1e-3:
+    the checks :meth:`~idcontrol.robot.model.RobotModel.check_state` makes, in one call (forces: the sensed forces
+    flattened, or empty)."""
+    if not (all_finite(q) and all_finite(v) and all_finite(forces)):
+        return False
+    if floating_base:
+        norm = math.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
+        if abs(norm - 1.0) > 1e-3:
             return False
     return True
 

@@ -39,9 +39,12 @@ from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 from idcontrol.solvers.dense import least_norm_lstsq
-from idcontrol.validation import all_finite, check_vector
+from idcontrol.validation import all_finite, check_vector, valid_state
 
 Array = NDArray[np.float64]
+_F64 = np.dtype(np.float64)
+_EMPTY = np.zeros(0)
+_POSE_SHAPES = ((3,), (4,), (3,), (3,))  # a movable body's position, quaternion, linear and angular velocity
 
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
@@ -240,6 +243,9 @@ class InverseDynamicsController:
         self._body_inertias = [np.ascontiguousarray(o.inertia_in_body, dtype=float) for o in environment.objects]
         self._gravity = np.ascontiguousarray(environment.gravity, dtype=float)
         self._sphere_count = len(r.sphere_names)
+        self._q_shape, self._v_shape, self._forces_shape = (r.nq,), (r.nv,), (self._sphere_count, 3)
+        self._floating = bool(r.floating_base)
+        self._object_names = frozenset(o.name for o in environment.objects)
         self._warm_up()
 
     @staticmethod
@@ -281,7 +287,9 @@ class InverseDynamicsController:
     def check_state(self, state: RobotState) -> RobotState:
         """``state`` validated against the robot and its world: float arrays of the right shapes, finite, a
         unit base quaternion, known movable bodies, sensed forces (k, 3). Raises InputError subclasses naming
-        the field."""
+        the field. A state that passes as it is (the protocol's decode makes float64 arrays) is returned itself."""
+        if self._passes(state):
+            return state
         q, v = self.robot.check_state(state.q, state.v)
         objects = {name: s.validated(name) for name, s in state.objects.items()} if state.objects else {}
         for name in objects:
@@ -290,6 +298,32 @@ class InverseDynamicsController:
         if q is state.q and v is state.v and not objects and sensed is state.sensed_forces:
             return state  # already float arrays of the right shapes (the protocol's decode makes them so)
         return RobotState(q, v, state.t, objects, sensed, state.contact_mask)
+
+    def _passes(self, state: RobotState) -> bool:
+        """Whether ``state`` is valid as it is: float64 arrays of the robot's shapes, known movable bodies with
+        float64 poses and twists, all finite, a unit base quaternion (one compiled check per array group)."""
+        q, v, forces = state.q, state.v, state.sensed_forces
+        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == _F64 and v.dtype == _F64
+                and q.shape == self._q_shape and v.shape == self._v_shape):  # fmt: skip
+            return False
+        if forces is None:
+            flat = _EMPTY
+        elif type(forces) is np.ndarray and forces.dtype == _F64 and forces.shape == self._forces_shape:
+            flat = forces.reshape(-1)
+        else:
+            return False
+        if not valid_state(q, v, flat, self._floating):
+            return False
+        for name, body in state.objects.items():
+            if name not in self._object_names or type(body) is not ObjectState:
+                return False
+            pose = (body.position, body.orientation_xyzw, body.linear_velocity, body.angular_velocity)
+            if any(type(x) is not np.ndarray or x.dtype != _F64 or x.shape != shape
+                   for x, shape in zip(pose, _POSE_SHAPES, strict=True)):  # fmt: skip
+                return False
+            if not all(all_finite(x) for x in pose):
+                return False
+        return True
 
     def build_problem(
         self,

@@ -115,6 +115,7 @@ class ControlCore:
         self._tau_prev: Array | None = None  # the last run-mode torque sent (reused by a failed solve)
         self._tau_sent = np.zeros(robot.nu)  # the last torque sent in any mode (the rate limit's origin)
         self._q_act = np.zeros(robot.nu)  # the last state's actuated joint positions (a PD hold's posture)
+        self._v_act = np.zeros(robot.nu)  # ... and velocities
         self._held = 0
         self._safe_controller = self.safety.safe_controller  # of the current safe stop
         self._safe_stop_started = 0.0
@@ -166,10 +167,12 @@ class ControlCore:
             formulation = formulation or make_formulation(name, **self.formulation_options.get(name, {}))
             self._formulations[name] = formulation  # the launch file's instance keeps its options
             self.controller.formulation = formulation
-            for mask in fewer:
+            for mask in fewer + [None]:
                 state = RobotState(q=q, v=v, objects=objects, sensed_forces=sensed, contact_mask=mask)
                 for _ in range(2):
-                    self.controller.solve(state, qdd_des, tracking)
+                    result = self.controller.solve(state, qdd_des, tracking)
+                if result.problem is not None:
+                    formulation.prepare_repair(result.problem)  # the repair QP's workspace for these sizes
             # the warm start the run begins from is the full stance's alone (a degenerate stance's LCP can
             # have many solutions; which one the first ticks find would otherwise depend on these solves)
             formulation.reset()
@@ -281,15 +284,14 @@ class ControlCore:
         robot = self.robot
         state = self.controller.check_state(state)
         q, v = state.q, state.v
-        q_act, v_act = q[self._idx_q], v[self._idx_v]
-        np.copyto(self._q_act, q_act)
+        q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
         if bridge_stopped and self.mode == MODE_RUN:
             self.stop("the bridge stopped the robot (late commands)", now)
             out.note, out.event = "bridge safe stop: daemon safe stop", "bridge_stopped"
         guarded = self.mode == MODE_RUN
-        if self.mode == MODE_RUN:
-            violation = self.filter.check_state(q_act, v_act)
+        violation = self.filter.split_and_check(q, v, self._idx_q, self._idx_v, q_act, v_act, guarded)
+        if guarded:
             if violation:
                 self.stop(f"limit guard: {violation}", now, controller="damping")
                 out.note, out.event = f"limit guard: {violation}: damping stop", "limit_guard"

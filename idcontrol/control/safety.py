@@ -29,7 +29,7 @@ from numba import njit
 from numba.types import Tuple, UniTuple
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean, intp
+from idcontrol.arrays import ANY_VECTOR, IN_INDICES, VECTOR, boolean, intp
 from idcontrol.settings import SafetySettings
 
 if TYPE_CHECKING:  # the launch file loader imports this module: no Pinocchio import for a type
@@ -89,6 +89,17 @@ class SafetyFilter:
     def check_state(self, q_act: Array, v_act: Array) -> str:
         """'' when the joints are within their limits, else why not (and the kind is counted)."""
         kind, j = limit_violation(q_act, v_act, self.q_min, self.q_max, self.v_max)
+        return self.violation(kind, j, q_act, v_act)
+
+    def split_and_check(self, q: Array, v: Array, idx_q: Array, idx_v: Array, q_act: Array, v_act: Array,
+                        check: bool) -> str:  # fmt: skip
+        """Write the actuated joints' positions q[idx_q] and velocities v[idx_v] into ``q_act``, ``v_act`` (nu,) and,
+        when ``check``, return :meth:`check_state`'s verdict on them (one compiled call)."""
+        kind, j = actuated_within_limits(q, v, idx_q, idx_v, self.q_min, self.q_max, self.v_max, check, q_act, v_act)
+        return self.violation(kind, j, q_act, v_act) if kind != WITHIN_LIMITS else ""
+
+    def violation(self, kind: int, j: int, q_act: Array, v_act: Array) -> str:
+        """Why joint ``j`` violates its limits (``kind``: :func:`limit_violation`'s), counted; '' when within."""
         if kind == WITHIN_LIMITS:
             return ""
         if kind == VELOCITY_LIMIT:
@@ -153,6 +164,19 @@ def limit_violation(q, v, q_min, q_max, v_max):
     if j_worst >= 0:
         return VELOCITY_LIMIT, j_worst
     return WITHIN_LIMITS, -1
+
+
+@njit(UniTuple(intp, 2)(ANY_VECTOR, ANY_VECTOR, IN_INDICES, IN_INDICES, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean,
+                        VECTOR, VECTOR), cache=True)  # fmt: skip
+def actuated_within_limits(q, v, idx_q, idx_v, q_min, q_max, v_max, check, q_act, v_act):
+    """Write q[idx_q], v[idx_v] (the actuated joints) into ``q_act``, ``v_act``; then, when ``check``,
+    :func:`limit_violation` on them, else (WITHIN_LIMITS, −1)."""
+    for k in range(idx_q.shape[0]):
+        q_act[k] = q[idx_q[k]]
+        v_act[k] = v[idx_v[k]]
+    if not check:
+        return WITHIN_LIMITS, -1
+    return limit_violation(q_act, v_act, q_min, q_max, v_max)
 
 
 @njit(Tuple((boolean, intp, intp))(ANY_VECTOR, ANY_VECTOR, boolean, ANY_VECTOR, ANY_VECTOR, VECTOR), cache=True)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.formulations.certificate import ContactModel
+from idcontrol.formulations.consistency import repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult
 from idcontrol.solvers.qp import DenseQP
 
@@ -43,6 +44,13 @@ class Formulation(ABC):
 
     def reset(self) -> None:  # noqa: B027 - optional hook: stateless formulations keep the default
         """Forget warm-start state."""
+
+    def prepare_repair(self, problem: ContactProblem) -> None:
+        """Set up the repair QP's workspace for ``problem``'s sizes (its first use costs a set-up that a warm-up,
+        not a tick, should pay); the repair's answer is discarded."""
+        if problem.n:
+            zeros = np.zeros(problem.n)
+            repair_desired_velocity(problem, zeros, zeros, zeros, no_slip=self.no_slip, qp=self.repair_qp)
 
     @property
     def repair_qp(self) -> DenseQP:
