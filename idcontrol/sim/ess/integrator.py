@@ -61,13 +61,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 from scipy.integrate import solve_ivp
 
 from idcontrol.errors import ConfigError, InputError, SimulationError
+from idcontrol.sim.ess import dopri
+from idcontrol.sim.ess import system as ess_system
 
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -80,6 +83,9 @@ PROJECTED, LOCATED, SWEPT, REVERSED, END = "projected", "located", "swept", "rev
 
 # event kinds of an integration step (each event is normalized to rise through zero)
 _BAND, _LOCATE, _ARM, _REVERSE = 0, 1, 2, 3
+
+#: :class:`EssIntegrator`'s engines
+ENGINES = ("auto", "compiled", "scipy")
 
 
 class EventSelectedSystem(Protocol):
@@ -205,6 +211,11 @@ class EssIntegrator:
     eps : band half-width ε, in the units of h.
     min_rate : liveness bound c, units of h per unit time: a guard is projected only while ḣ_k > min_rate.
     method, rtol, atol, max_step : ``solve_ivp``'s, for the integration steps.
+    engine : ``"compiled"``: the whole of :meth:`advance` in one compiled call (:func:`_advance_kernel`, its
+        integration steps :func:`idcontrol.sim.ess.dopri.integrate`, scipy's RK45 reproduced); needs a system
+        with a compiled ``record`` (:mod:`idcontrol.sim.ess.system`), ``method = "RK45"`` and a scalar rtol.
+        ``"scipy"``: the algorithm in Python with ``solve_ivp`` (any system, any method). ``"auto"`` (default):
+        compiled where it can be.
     """
 
     def __init__(
@@ -217,7 +228,10 @@ class EssIntegrator:
         rtol: float = 1e-6,
         atol: float | Array = 1e-9,
         max_step: float = np.inf,
+        engine: str = "auto",
     ) -> None:
+        if engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
         if not (np.isfinite(eps) and eps > 0.0):
             raise ConfigError(f"eps (the band half-width) must be finite and > 0, got {eps!r}")
         if not (np.isfinite(min_rate) and min_rate >= 0.0):
@@ -232,6 +246,18 @@ class EssIntegrator:
         self._band = -self.eps * (1.0 + 1e-9)  # a guard projected to −ε reads −ε ± round-off: in its band
         self._zero = 1e-9 * self.eps  # |h| below this is on the guard (round-off of h and of root finding)
         self._first_step: float | None = None
+        record = getattr(system, "record", None)
+        compilable = record is not None and method == "RK45" and np.ndim(rtol) == 0
+        if engine == "compiled" and not compilable:
+            raise ConfigError("engine 'compiled' needs a system with a compiled record, method 'RK45' and a scalar "
+                              f"rtol (system {type(system).__name__}, method {method!r})")  # fmt: skip
+        self.engine = "compiled" if compilable and engine != "scipy" else "scipy"
+        if self.engine == "compiled":
+            self._record = record
+            self._settings = np.array([self.eps, self.min_rate, float(rtol), float(max_step)])
+            self._atol = np.ascontiguousarray(np.broadcast_to(np.asarray(atol, dtype=float), (system.n,)))
+            self._first = np.zeros(1)
+            self._counts = np.zeros(9, dtype=np.int64)
 
     # ------------------------------------------------------------------ guard memory
     def start(self, x0: Array) -> GuardMemory:
@@ -272,6 +298,8 @@ class EssIntegrator:
         if x.shape != (self.system.n,):
             raise InputError(f"x0 has shape {x.shape}, expected ({self.system.n},)")
         t = float(t0)
+        if self.engine == "compiled":
+            return self._advance_compiled(x, t, float(tf), memory, max_loops)
         crossings: list[Crossing] = []
         side, armed, band = memory.side, memory.armed, self._band
         for _ in range(max_loops):
@@ -296,6 +324,34 @@ class EssIntegrator:
             raise SimulationError(f"the ESS integrator made {max_loops} steps without reaching t = {tf} (at t = {t})")
         if not np.all(np.isfinite(x)):
             raise SimulationError(f"the state is not finite at t = {t}")
+        crossings.append(Crossing(tf, TICK, END))
+        return Advance(x, crossings)
+
+    def _advance_compiled(self, x: Array, t0: float, tf: float, memory: GuardMemory, max_loops: int) -> Advance:
+        """:meth:`advance` in one compiled call (the engine ``"compiled"``)."""
+        counts = self._counts
+        counts[:] = 0
+        status, t, out, count = _advance_kernel(self._record, x, t0, tf, memory.side, memory.armed, self.partner,
+                                                self._settings, self._atol, self._first, counts, max_loops)  # fmt: skip
+        stats = self.stats
+        stats.projections += int(counts[_S_PROJECTIONS])
+        stats.splits += int(counts[_S_SPLITS])
+        stats.end_projections += int(counts[_S_END])
+        stats.integrations += int(counts[_S_INTEGRATIONS])
+        stats.rhs_evaluations += int(counts[_S_EVALUATIONS])
+        for i, how in enumerate(_HOW):
+            stats.crossings[how] += int(counts[_S_CROSSINGS + i])
+        self._first_step = float(self._first[0]) if self._first[0] > 0.0 else None
+        if status == _SOLVER_FAILED:
+            raise SimulationError(f"the ODE solver failed at t = {t}: the step size fell below 10 ulp of t")
+        if status == _TOO_MANY_LOOPS:
+            raise SimulationError(f"the ESS integrator made {max_loops} steps without reaching t = {tf} (at t = {t})")
+        if status == _GUARDS_NOT_FINITE:
+            raise SimulationError(f"the event functions are not finite at t = {t}")
+        if status == _STATE_NOT_FINITE:
+            raise SimulationError(f"the state is not finite at t = {t}")
+        t_list, guard_list, how_list = out.t[:count].tolist(), out.guard[:count].tolist(), out.how[:count].tolist()
+        crossings = [Crossing(ct, cg, _HOW[ch]) for ct, cg, ch in zip(t_list, guard_list, how_list, strict=True)]
         crossings.append(Crossing(tf, TICK, END))
         return Advance(x, crossings)
 
@@ -451,3 +507,223 @@ class Trajectory:
     x: Array
     crossings: list[Crossing]
     memory: GuardMemory
+
+
+# ---------------------------------------------------------------------------------------------------- compiled
+# The same algorithm as EssIntegrator.advance, _sweep, _project and _integrate above, in one compiled call for a
+# system with a compiled record (idcontrol.sim.ess.system); the integration steps are dopri.integrate (scipy's
+# RK45 reproduced). Guard orderings that numpy leaves to an unstable sort are stable here (ties by index).
+
+#: the compiled kernel's crossing kinds (the ``how`` of :class:`Crossing`, by index)
+_HOW = (PROJECTED, LOCATED, SWEPT, REVERSED)
+_H_PROJECTED, _H_LOCATED, _H_SWEPT, _H_REVERSED = 0, 1, 2, 3
+#: the compiled kernel's counters (:class:`EssStats`, in this order)
+_STAT_FIELDS = ("projections", "splits", "end_projections", "integrations", "rhs_evaluations")
+_S_PROJECTIONS, _S_SPLITS, _S_END, _S_INTEGRATIONS, _S_EVALUATIONS, _S_CROSSINGS = 0, 1, 2, 3, 4, 5
+#: the compiled kernel's status
+_OK, _SOLVER_FAILED, _TOO_MANY_LOOPS, _GUARDS_NOT_FINITE, _STATE_NOT_FINITE = 0, 1, 2, 3, 4
+
+
+class _Crossings(NamedTuple):
+    """The crossings of one compiled call, in order: time, guard, kind (index into _HOW); ``count`` used."""
+
+    t: Array
+    guard: NDArray[np.int64]
+    how: NDArray[np.int64]
+
+
+@njit(cache=True)
+def _push(out, count, t, guard, how, stats):  # pragma: no cover - compiled
+    """Append a crossing to ``out`` (grown when full); returns the (possibly new) buffers."""
+    if count == out.t.shape[0]:
+        size = 2 * count
+        grown = _Crossings(np.empty(size), np.empty(size, np.int64), np.empty(size, np.int64))
+        grown.t[:count] = out.t[:count]
+        grown.guard[:count] = out.guard[:count]
+        grown.how[:count] = out.how[:count]
+        out = grown
+    out.t[count], out.guard[count], out.how[count] = t, guard, how
+    stats[_S_CROSSINGS + how] += 1
+    return out
+
+
+@njit(cache=True)
+def _cross(side, armed, partner, k):  # pragma: no cover - compiled
+    side[k] = True
+    armed[k] = False
+    j = partner[k]
+    if j >= 0:
+        side[j] = False
+        armed[j] = False
+
+
+@njit(cache=True)
+def _order_descending(values, index, count):  # pragma: no cover - compiled
+    """index[:count] sorted by values[index] descending, ties by index (insertion sort: a few entries)."""
+    for a in range(1, count):
+        i = index[a]
+        b = a - 1
+        while b >= 0 and (values[index[b]] < values[i] or (values[index[b]] == values[i] and index[b] > i)):
+            index[b + 1] = index[b]
+            b -= 1
+        index[b + 1] = i
+
+
+@njit(cache=True)
+def _sweep_kernel(side, armed, partner, h, t, band, zero, eps, out, count, order, stats):  # pragma: no cover
+    """EssIntegrator._sweep."""
+    m = h.shape[0]
+    past = 0
+    for k in range(m):
+        if not side[k] and h[k] < band:
+            armed[k] = True
+        if not side[k] and (h[k] > zero if armed[k] else h[k] > eps):
+            order[past] = k
+            past += 1
+    if past:
+        _order_descending(h, order, past)  # the furthest past first
+        for a in range(past):
+            k = order[a]
+            if not side[k]:
+                _cross(side, armed, partner, k)
+                out = _push(out, count, t, k, _H_SWEPT, stats)
+                count += 1
+    for k in range(m):
+        if side[k] and partner[k] < 0 and h[k] < band:
+            side[k] = False
+            armed[k] = True
+            out = _push(out, count, t, k, _H_REVERSED, stats)
+            count += 1
+    return out, count
+
+
+@njit(cache=True)
+def _advance_kernel(system, x, t0, tf, side, armed, partner, settings, atol, first_step, stats,
+                    max_loops):  # pragma: no cover - compiled  # fmt: skip
+    """EssIntegrator.advance for a compiled system: x (n,) is advanced in place from t0 to tf; side, armed (m,)
+    updated; settings = [ε, min_rate, rtol, max_step]; first_step (1,) the integration steps' memory (0: none);
+    stats (9,) counters added to. Returns (status, t reached, crossings, their count)."""
+    eps, min_rate, rtol, max_step = settings[0], settings[1], settings[2], settings[3]
+    band = -eps * (1.0 + 1e-9)
+    zero = 1e-9 * eps
+    n, m = x.shape[0], side.shape[0]
+    h, r, G = np.empty(m), np.empty(m), np.empty(n)
+    x_end = np.empty(n)
+    order = np.empty(4 * m + 1, np.int64)
+    ek, es, el = np.empty(4 * m, np.int64), np.empty(4 * m), np.empty(4 * m)
+    ekind = np.empty(4 * m, np.int64)
+    values = np.empty(4 * m)
+    out = _Crossings(np.empty(8), np.empty(8, np.int64), np.empty(8, np.int64))
+    count = 0
+    t = t0
+    for _ in range(max_loops):
+        ess_system.guards(system, x, h)
+        for k in range(m):
+            if not np.isfinite(h[k]):
+                return _GUARDS_NOT_FINITE, t, out, count
+        out, count = _sweep_kernel(side, armed, partner, h, t, band, zero, eps, out, count, order, stats)
+        if tf - t <= 1e-15 * max(1.0, abs(tf)):
+            break
+        candidate = False
+        for k in range(m):
+            if not side[k] and armed[k] and h[k] >= band:
+                candidate = True
+                break
+        if candidate:
+            ess_system.field(system, x, side, G)
+            ess_system.rates(system, x, side, r)
+            # projection: the first live band guard's predicted crossing (first index on ties)
+            j, step = -1, np.inf
+            for k in range(m):
+                if not side[k] and armed[k] and h[k] >= band and r[k] > min_rate:
+                    dt = max(-h[k] / r[k], 0.0)
+                    if j < 0 or dt < step:
+                        j, step = k, dt
+            if j >= 0:
+                stats[_S_EVALUATIONS] += 1
+                # an armed guard below its band that the line would carry into its band before guard j: stop there
+                split = False
+                first = np.inf
+                for k in range(m):
+                    if not side[k] and armed[k] and h[k] < band and r[k] > 0.0:
+                        first = min(first, (-eps - h[k]) / r[k])
+                if first < step:
+                    step, split = max(first, 0.0), True
+                if tf - t <= step:
+                    stats[_S_END] += 1
+                    remaining = tf - t
+                    for i in range(n):
+                        x[i] = x[i] + G[i] * remaining
+                    t = tf
+                    break
+                for i in range(n):
+                    x[i] = x[i] + G[i] * step
+                t = t + step
+                if split:
+                    stats[_S_SPLITS] += 1
+                else:
+                    stats[_S_PROJECTIONS] += 1
+                    _cross(side, armed, partner, j)
+                    out = _push(out, count, t, j, _H_PROJECTED, stats)
+                    count += 1
+                continue
+        # integration step: the events of EssIntegrator._integrate, in its order
+        e = 0
+        for k in range(m):
+            if not side[k] and armed[k] and h[k] < band:
+                ek[e], es[e], el[e], ekind[e] = k, 1.0, -eps, _BAND
+                e += 1
+        for k in range(m):
+            if not side[k] and h[k] >= band:
+                ek[e], es[e], el[e], ekind[e] = k, 1.0, max(h[k], 0.0) + zero, _LOCATE
+                e += 1
+        for k in range(m):
+            if not side[k] and h[k] >= band:
+                ek[e], es[e], el[e], ekind[e] = k, -1.0, -eps - 2.0 * zero, _ARM
+                e += 1
+        for k in range(m):
+            if side[k] and partner[k] < 0 and h[k] > zero:
+                ek[e], es[e], el[e], ekind[e] = k, -1.0, 0.0, _REVERSE
+                e += 1
+        first_try = min(first_step[0], tf - t) if first_step[0] > 0.0 else 0.0
+        status, t_new, evaluations, steps, largest = dopri.integrate(
+            system, side, t, x, tf, rtol, atol, max_step, first_try, ek[:e], es[:e], el[:e], h, x_end)  # fmt: skip
+        stats[_S_INTEGRATIONS] += 1
+        stats[_S_EVALUATIONS] += evaluations
+        if status == dopri.FAILED:
+            return _SOLVER_FAILED, t, out, count
+        if steps >= 2:
+            first_step[0] = largest
+        x[:] = x_end
+        if status == dopri.EVENT:
+            ess_system.guards(system, x, h)
+            hits = 0
+            for i in range(e):
+                values[i] = es[i] * (h[ek[i]] - el[i])
+                if values[i] >= -zero:
+                    order[hits] = i
+                    hits += 1
+            _order_descending(values, order, hits)
+            for a in range(hits):
+                i = order[a]
+                k, what = ek[i], ekind[i]
+                if what == _LOCATE and not side[k]:
+                    _cross(side, armed, partner, k)
+                    out = _push(out, count, t_new, k, _H_LOCATED, stats)
+                    count += 1
+                elif what == _ARM:
+                    armed[k] = True
+                elif what == _REVERSE and side[k]:
+                    side[k] = False
+                    armed[k] = False
+                    out = _push(out, count, t_new, k, _H_REVERSED, stats)
+                    count += 1
+            t = t_new
+        else:
+            t = tf
+    else:
+        return _TOO_MANY_LOOPS, t, out, count
+    for i in range(n):
+        if not np.isfinite(x[i]):
+            return _STATE_NOT_FINITE, t, out, count
+    return _OK, t, out, count

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -22,6 +23,7 @@ from scipy.linalg import expm
 from scipy.optimize import brentq
 
 from idcontrol.errors import ConfigError
+from idcontrol.sim.ess import system as ess_system
 
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -54,6 +56,67 @@ class PiecewiseAffine:
 
     def rates(self, x: Array, side: BoolArray) -> Array:
         return self.H @ self.field(x, side)
+
+    @property
+    def record(self) -> AffineRecord:
+        """The compiled record: every mode's (A, b), indexed by the side mask's bits (guard k is bit k)."""
+        if getattr(self, "_record", None) is None:
+            modes = 1 << self.m
+            A, b = np.empty((modes, self.n, self.n)), np.empty((modes, self.n))
+            for index in range(modes):
+                A[index], b[index] = self.modes(np.array([(index >> k) & 1 == 1 for k in range(self.m)]))
+            self._record = AffineRecord(A, b, np.ascontiguousarray(self.H, dtype=float),
+                                        np.ascontiguousarray(self.c, dtype=float))  # fmt: skip
+        return self._record
+
+
+class AffineRecord(NamedTuple):
+    """A :class:`PiecewiseAffine` system for compiled code: A (2^m, n, n), b (2^m, n) per mode (index Σ side_k 2^k),
+    the guards h = H x + c, H (m, n), c (m,)."""
+
+    A: Array
+    b: Array
+    H: Array
+    c: Array
+
+
+@njit(cache=True)
+def _affine_field(system, x, side, out):  # pragma: no cover - compiled
+    index = 0
+    for k in range(side.shape[0]):
+        if side[k]:
+            index += 1 << k
+    A, b = system.A[index], system.b[index]
+    for i in range(x.shape[0]):
+        acc = b[i]
+        for j in range(x.shape[0]):
+            acc += A[i, j] * x[j]
+        out[i] = acc
+
+
+@njit(cache=True)
+def _affine_guards(system, x, out):  # pragma: no cover - compiled
+    H = system.H
+    for k in range(H.shape[0]):
+        acc = system.c[k]
+        for j in range(H.shape[1]):
+            acc += H[k, j] * x[j]
+        out[k] = acc
+
+
+@njit(cache=True)
+def _affine_rates(system, x, side, out):  # pragma: no cover - compiled
+    f = np.empty(x.shape[0])
+    _affine_field(system, x, side, f)
+    H = system.H
+    for k in range(H.shape[0]):
+        acc = 0.0
+        for j in range(H.shape[1]):
+            acc += H[k, j] * f[j]
+        out[k] = acc
+
+
+ess_system.register(AffineRecord, _affine_field, _affine_guards, _affine_rates)
 
 
 class OrderTestSystem(PiecewiseAffine):
@@ -238,6 +301,9 @@ class Plate:
         self.k, self.b, self.L0, self.length = stiffness, damping, rest_height, length
         self.n, self.m = 6, 2 * n_springs
         self.partner = np.concatenate([np.arange(n_springs, 2 * n_springs), np.arange(n_springs)]).astype(np.intp)
+        #: the compiled record (:class:`PlateRecord`)
+        self.record = PlateRecord(self.xs, np.array([self.k, self.b, self.L0, self.mass, self.inertia]),
+                                  np.empty(n_springs))  # fmt: skip
 
     def guards(self, x: Array) -> Array:
         h = np.empty(self.m)
@@ -309,3 +375,31 @@ def _plate_field(x, side, xs, k, b, rest_height, mass, inertia, out, force):  # 
     out[3] = -tan * total / mass
     out[4] = total / mass - GRAVITY
     out[5] = moment / inertia
+
+
+class PlateRecord(NamedTuple):
+    """A :class:`Plate` for compiled code: spring positions xs (N,) m; params [k N/m, b N·s/m, L0 m, mass kg,
+    inertia kg·m²]; force (N,) workspace."""
+
+    xs: Array
+    params: Array
+    force: Array
+
+
+@njit(cache=True)
+def _plate_record_field(system, x, side, out):  # pragma: no cover - compiled
+    p = system.params
+    _plate_field(x, side, system.xs, p[0], p[1], p[2], p[3], p[4], out, system.force)
+
+
+@njit(cache=True)
+def _plate_record_guards(system, x, out):  # pragma: no cover - compiled
+    _plate_guards(x, system.xs, system.params[2], out)
+
+
+@njit(cache=True)
+def _plate_record_rates(system, x, side, out):  # pragma: no cover - compiled
+    _plate_rates(x, system.xs, out)
+
+
+ess_system.register(PlateRecord, _plate_record_field, _plate_record_guards, _plate_record_rates)
