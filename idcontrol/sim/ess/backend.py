@@ -83,6 +83,11 @@ class EssSim:
     rtol, atol : the ODE solver's tolerances (atol on positions m and rad; ×100 on velocities and impulses,
         ×1e-4 on the friction bristles).
     method : the ODE solver of the integration steps (``solve_ivp``'s name; RK45 is the paper's dopri5).
+    engine : the integrator's engine (:class:`~idcontrol.sim.ess.integrator.EssIntegrator`): ``"auto"``
+        (default) runs each step as one compiled call (the robot's dynamics compiled,
+        :mod:`idcontrol.sim.ess.dynamics`) where the robot's joints allow it, else the Python engine on scipy
+        and Pinocchio; ``"scipy"`` forces the latter. The compiled code is loaded (or compiled, the first time)
+        when the simulator is built, not in its first step.
     initial : (nq,) configuration :meth:`reset` returns to (default: the standing posture at rest on the springs:
         raised until no sphere penetrates, then lowered by its weight over the touching spheres' stiffness).
     """
@@ -104,6 +109,7 @@ class EssSim:
         atol: float = 1e-8,
         method: str = "RK45",
         initial: Array | None = None,
+        engine: str = "auto",
     ) -> None:
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         r = self.robot
@@ -123,7 +129,8 @@ class EssSim:
         # contact's friction within 1e-4 of μ f_n (atol itself: 0.5 % weak, measured on a sliding block)
         atol_vector = np.concatenate([np.full(s.nq, atol), np.full(s.nv, 100 * atol), np.full(3 * s.k, 100 * atol),
                                       np.full(2 * s.k, 1e-4 * atol)])  # fmt: skip
-        self.integrator = EssIntegrator(s, epsilon, min_rate=min_rate, rtol=rtol, atol=atol_vector, method=method)
+        self.integrator = EssIntegrator(s, epsilon, min_rate=min_rate, rtol=rtol, atol=atol_vector, method=method,
+                                        engine=engine)  # fmt: skip
         self.epsilon, self.mu = float(epsilon), float(mu)
         self._labels = [(name, "touchdown") for name in r.sphere_names[: s.k]]
         self._labels += [(name, "liftoff") for name in r.sphere_names[: s.k]]
@@ -131,6 +138,8 @@ class EssSim:
         self.initial = self._resting_posture() if initial is None else r.check_state(initial, np.zeros(r.nv))[0]
         self.last_crossings: tuple[ContactCrossing, ...] = ()
         self.reset()
+        if self.integrator.engine == "compiled":  # load the kernel now: an empty interval, on copies
+            self.integrator.advance(self._x.copy(), 0.0, 0.0, self._memory.copy())
 
     def _resting_posture(self) -> Array:
         """The standing posture; a floating base raised until no sphere penetrates the ground, then lowered by

@@ -38,6 +38,7 @@ Not modelled: joint limits, joint damping and friction, movable bodies, terrain 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pinocchio as pin
@@ -46,6 +47,8 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
+from idcontrol.sim.ess import dynamics
+from idcontrol.sim.ess import system as ess_system
 
 Array = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
@@ -200,6 +203,22 @@ class RobotContactSystem:
         # eigenpy gives views of Pinocchio's memory; a build that returned copies is read afresh each call
         self._views_live = all(np.array_equal(t, d.oMf[f].translation) for t, f in
                                zip(self._translations, self.frame_ids, strict=True)) and k > 0  # fmt: skip
+        #: the compiled record (:class:`RobotRecord`; None if the tree has a joint the compiled dynamics lack)
+        self.record = self._compiled_record()
+
+    def _compiled_record(self) -> RobotRecord | None:
+        tree = dynamics.tree_of(self.model)
+        if tree is None:
+            return None
+        k, model = self.k, self.model
+        body = np.array([model.frames[f].parentJoint for f in self.frame_ids], dtype=np.int64)
+        point = np.zeros((k, 3))
+        for i, f in enumerate(self.frame_ids):  # the sphere's centre in its joint's frame
+            placement = model.frames[f].placement
+            point[i] = placement.translation + placement.rotation @ self.offsets[i]
+        sizes = np.array([self.nq, self.nv, k, int(self.floating)], dtype=np.int64)
+        return RobotRecord(tree, dynamics.work_for(tree), sizes, body, point, self.radii.copy(), self.params,
+                           self.tau, np.zeros(self.nq))  # fmt: skip
 
     # ------------------------------------------------------------------ layout
     def q_of(self, x: Array) -> Array:
@@ -290,3 +309,128 @@ class RobotContactSystem:
         out[nq : nq + nv] = pin.aba(self.model, self.data, q, v, tau)
         configuration_rate(q, v, self.floating, out[:nq])
         return out
+
+
+class RobotRecord(NamedTuple):
+    """A :class:`RobotContactSystem` for compiled code (:mod:`idcontrol.sim.ess.system`).
+
+    tree, work : the robot's kinematic tree and its workspace (:mod:`idcontrol.sim.ess.dynamics`).
+    sizes : [nq, nv, k, floating].  body : (k,) the joint (body) each contact sphere is fixed to.
+    point : (k, 3) each sphere's centre in that body's frame, m.  radii : (k,) m.  params : the contact's (see
+    :func:`contact_field`).  tau : (nv,) the held generalized actuation (the system's own array).
+    q : (nq,) workspace (the configuration with a unit quaternion).
+    """
+
+    tree: dynamics.Tree
+    work: dynamics.TreeWork
+    sizes: NDArray[np.int64]
+    body: NDArray[np.int64]
+    point: Array
+    radii: Array
+    params: Array
+    tau: Array
+    q: Array
+
+
+@njit(cache=True)
+def _unit_configuration(system, x):  # pragma: no cover - compiled
+    """``system.q``: the configuration in x with its base quaternion normalized."""
+    q = system.q
+    for i in range(q.shape[0]):
+        q[i] = x[i]
+    if system.sizes[3]:
+        norm = math.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
+        for i in range(3, 7):
+            q[i] /= norm
+    return q
+
+
+@njit(cache=True)
+def _lowest_point(system, i):  # pragma: no cover - compiled
+    """Sphere i's lowest point in world (x, y, z), after forward kinematics."""
+    b = system.body[i]
+    R, p, c = system.work.R[b], system.work.p[b], system.point[i]
+    return (p[0] + R[0, 0] * c[0] + R[0, 1] * c[1] + R[0, 2] * c[2],
+            p[1] + R[1, 0] * c[0] + R[1, 1] * c[1] + R[1, 2] * c[2],
+            p[2] + R[2, 0] * c[0] + R[2, 1] * c[1] + R[2, 2] * c[2] - system.radii[i])  # fmt: skip
+
+
+@njit(cache=True)
+def _point_velocity(system, i, px, py, pz):  # pragma: no cover - compiled
+    """The world velocity of the point (px, py, pz) of sphere i's body, after :func:`dynamics.velocities`."""
+    t = system.work.vel[system.body[i]]
+    wx, wy, wz = t[3], t[4], t[5]
+    return t[0] + wy * pz - wz * py, t[1] + wz * px - wx * pz, t[2] + wx * py - wy * px
+
+
+@njit(cache=True)
+def robot_field(system, x, side, out):  # pragma: no cover - compiled
+    """ẋ (n,) of the robot on its contacts (the module docstring's model; :meth:`RobotContactSystem.field`)."""
+    nq, nv, k = system.sizes[0], system.sizes[1], system.sizes[2]
+    q = _unit_configuration(system, x)
+    v = x[nq : nq + nv]
+    tree, work = system.tree, system.work
+    dynamics.forward_kinematics(tree, work, q)
+    dynamics.velocities(tree, work, v)
+    fext = work.fext
+    fext[:] = 0.0
+    params = system.params
+    stiffness, damping, mu, v_e = params[0], params[1], params[2], params[3]
+    k_t, c_t, c_min, relax, max_rate = params[4], params[5], params[6], params[7], params[8]
+    impulse, bristle = nq + nv, nq + nv + 3 * k
+    for i in range(k):
+        px, py, pz = _lowest_point(system, i)
+        vx, vy, vz = _point_velocity(system, i, px, py, pz)
+        zx, zy = x[bristle + 2 * i], x[bristle + 2 * i + 1]
+        fx = fy = fz = 0.0
+        if side[i]:
+            fz = max(-stiffness * pz - damping * vz, 0.0)
+            cone = mu * fz
+            rate = min(math.sqrt(vx * vx + vy * vy + v_e * v_e) * k_t / max(cone, c_min), max_rate)
+            dzx, dzy = vx - rate * zx, vy - rate * zy
+            fx, fy = -(k_t * zx + c_t * vx), -(k_t * zy + c_t * vy)
+            size = math.sqrt(fx * fx + fy * fy)
+            if size > cone:
+                shrink = cone / size
+                fx, fy = fx * shrink, fy * shrink
+        else:
+            dzx, dzy = -zx / relax, -zy / relax
+        out[bristle + 2 * i], out[bristle + 2 * i + 1] = dzx, dzy
+        out[impulse + 3 * i], out[impulse + 3 * i + 1], out[impulse + 3 * i + 2] = fx, fy, fz
+        if fz != 0.0:
+            f = fext[system.body[i]]  # the force at the world origin: (F, P × F)
+            f[0] += fx
+            f[1] += fy
+            f[2] += fz
+            f[3] += py * fz - pz * fy
+            f[4] += pz * fx - px * fz
+            f[5] += px * fy - py * fx
+    dynamics.aba(tree, work, system.tau, out[nq : nq + nv])
+    configuration_rate(q, v, system.sizes[3] != 0, out[:nq])
+
+
+@njit(cache=True)
+def robot_guards(system, x, out):  # pragma: no cover - compiled
+    """h (2k,): −φ (touchdown) then φ (lift-off), φ each sphere's gap (:meth:`RobotContactSystem.guards`)."""
+    k = system.sizes[2]
+    dynamics.forward_kinematics(system.tree, system.work, _unit_configuration(system, x))
+    for i in range(k):
+        phi = _lowest_point(system, i)[2]
+        out[i] = -phi
+        out[k + i] = phi
+
+
+@njit(cache=True)
+def robot_rates(system, x, side, out):  # pragma: no cover - compiled
+    """Dh·f (2k,): −φ̇ then φ̇ (:meth:`RobotContactSystem.rates`; the gaps do not depend on the mode)."""
+    nq, nv, k = system.sizes[0], system.sizes[1], system.sizes[2]
+    dynamics.forward_kinematics(system.tree, system.work, _unit_configuration(system, x))
+    dynamics.velocities(system.tree, system.work, x[nq : nq + nv])
+    for i in range(k):
+        px, py, pz = _lowest_point(system, i)
+        vz = _point_velocity(system, i, px, py, pz)[2]
+        out[i] = -vz
+        out[k + i] = vz
+
+
+ess_system.register(RobotRecord, robot_field, robot_guards, robot_rates)
