@@ -570,16 +570,28 @@ def _order_descending(values, index, count):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _sweep_kernel(side, armed, partner, h, t, band, zero, eps, out, count, order, stats):  # pragma: no cover
-    """EssIntegrator._sweep."""
+def _sweep_kernel(side, armed, partner, h, t, band, zero, eps, lone, out, count, order, stats):  # pragma: no cover
+    """EssIntegrator._sweep, and whether a guard is then a candidate for projection (on its negative side, armed,
+    in its band); ``lone``: some guard has no partner. Returns (out, count, candidate, finite)."""
     m = h.shape[0]
     past = 0
+    candidate = False
     for k in range(m):
-        if not side[k] and h[k] < band:
-            armed[k] = True
-        if not side[k] and (h[k] > zero if armed[k] else h[k] > eps):
-            order[past] = k
-            past += 1
+        hk = h[k]
+        if not np.isfinite(hk):
+            return out, count, False, False
+        if not side[k]:
+            if hk < band:
+                armed[k] = True
+            elif armed[k]:
+                if hk > zero:
+                    order[past] = k
+                    past += 1
+                else:
+                    candidate = True
+            elif hk > eps:
+                order[past] = k
+                past += 1
     if past:
         _order_descending(h, order, past)  # the furthest past first
         for a in range(past):
@@ -588,13 +600,19 @@ def _sweep_kernel(side, armed, partner, h, t, band, zero, eps, out, count, order
                 _cross(side, armed, partner, k)
                 out = _push(out, count, t, k, _H_SWEPT, stats)
                 count += 1
-    for k in range(m):
-        if side[k] and partner[k] < 0 and h[k] < band:
-            side[k] = False
-            armed[k] = True
-            out = _push(out, count, t, k, _H_REVERSED, stats)
-            count += 1
-    return out, count
+        candidate = False  # the crossings changed sides: look again
+        for k in range(m):
+            if not side[k] and armed[k] and h[k] >= band:
+                candidate = True
+                break
+    if lone:
+        for k in range(m):
+            if side[k] and partner[k] < 0 and h[k] < band:
+                side[k] = False
+                armed[k] = True
+                out = _push(out, count, t, k, _H_REVERSED, stats)
+                count += 1
+    return out, count, candidate, True
 
 
 @njit(cache=True)
@@ -613,40 +631,40 @@ def _advance_kernel(system, x, t0, tf, side, armed, partner, settings, atol, fir
     ek, es, el = np.empty(4 * m, np.int64), np.empty(4 * m), np.empty(4 * m)
     ekind = np.empty(4 * m, np.int64)
     values = np.empty(4 * m)
+    lone = False
+    for k in range(m):
+        lone = lone or partner[k] < 0
     out = _Crossings(np.empty(8), np.empty(8, np.int64), np.empty(8, np.int64))
     count = 0
     t = t0
     for _ in range(max_loops):
         ess_system.guards(system, x, h)
-        for k in range(m):
-            if not np.isfinite(h[k]):
-                return _GUARDS_NOT_FINITE, t, out, count
-        out, count = _sweep_kernel(side, armed, partner, h, t, band, zero, eps, out, count, order, stats)
+        out, count, candidate, finite = _sweep_kernel(side, armed, partner, h, t, band, zero, eps, lone, out, count,
+                                                      order, stats)  # fmt: skip
+        if not finite:
+            return _GUARDS_NOT_FINITE, t, out, count
         if tf - t <= 1e-15 * max(1.0, abs(tf)):
             break
-        candidate = False
-        for k in range(m):
-            if not side[k] and armed[k] and h[k] >= band:
-                candidate = True
-                break
         if candidate:
             ess_system.field(system, x, side, G)
             ess_system.rates(system, x, side, r)
-            # projection: the first live band guard's predicted crossing (first index on ties)
+            # projection: the first live band guard's predicted crossing (first index on ties), and the first entry
+            # into its band of an armed guard below it that the line carries up (a split, if it comes first)
             j, step = -1, np.inf
+            first = np.inf
             for k in range(m):
-                if not side[k] and armed[k] and h[k] >= band and r[k] > min_rate:
-                    dt = max(-h[k] / r[k], 0.0)
-                    if j < 0 or dt < step:
-                        j, step = k, dt
+                if side[k] or not armed[k]:
+                    continue
+                if h[k] >= band:
+                    if r[k] > min_rate:
+                        dt = max(-h[k] / r[k], 0.0)
+                        if j < 0 or dt < step:
+                            j, step = k, dt
+                elif r[k] > 0.0:
+                    first = min(first, (-eps - h[k]) / r[k])
             if j >= 0:
                 stats[_S_EVALUATIONS] += 1
-                # an armed guard below its band that the line would carry into its band before guard j: stop there
                 split = False
-                first = np.inf
-                for k in range(m):
-                    if not side[k] and armed[k] and h[k] < band and r[k] > 0.0:
-                        first = min(first, (-eps - h[k]) / r[k])
                 if first < step:
                     step, split = max(first, 0.0), True
                 if tf - t <= step:
