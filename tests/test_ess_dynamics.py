@@ -33,13 +33,16 @@ def random_state(robot: RobotModel, rng: np.random.Generator) -> tuple[np.ndarra
     return q, rng.normal(size=model.nv)
 
 
-@pytest.mark.parametrize("name", ROBOTS)
-def test_kinematics_and_aba_match_pinocchio(name):
+@pytest.mark.parametrize("name, armature", [(name, False) for name in ROBOTS] + [("quadruped", True), ("arm", True)])
+def test_kinematics_and_aba_match_pinocchio(name, armature):
     """On random states with random torques and random external forces on every body, the compiled forward
     kinematics give Pinocchio's body placements (1e-13) and the compiled ABA gives ``pin.aba``'s q̈ (relative
-    1e-11), free-flyer and fixed base alike."""
+    1e-11), free-flyer and fixed base alike, with and without armature (the free-flyer's two paths)."""
     robot = RobotModel(name)
-    model, data = robot.model, robot.model.createData()
+    model = pin.Model(robot.model)
+    if armature:
+        model.armature = np.random.default_rng(11).uniform(0.01, 0.1, size=model.nv)
+    data = model.createData()
     tree = dynamics.tree_of(model)
     assert tree is not None
     work = dynamics.work_for(tree)

@@ -337,12 +337,11 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
     U, D, u, acc = work.U, work.D, work.u, work.acc
     h, pa, a_pre = work.vec[1], work.vec[2], work.vec[3]
     for i in range(1, nb):  # rigid-body inertias and bias forces v ×* (I v) − f_ext
-        _world_inertia(tree, work, i, IA[i])
+        Ii, vi = IA[i], vel[i]
+        _world_inertia(tree, work, i, Ii)
         for a in range(6):
-            s = 0.0
-            for b in range(6):
-                s += IA[i, a, b] * vel[i, b]
-            h[a] = s
+            h[a] = (Ii[a, 0] * vi[0] + Ii[a, 1] * vi[1] + Ii[a, 2] * vi[2] + Ii[a, 3] * vi[3] + Ii[a, 4] * vi[4]
+                    + Ii[a, 5] * vi[5])  # fmt: skip
         vx, vy, vz, wx, wy, wz = vel[i, 0], vel[i, 1], vel[i, 2], vel[i, 3], vel[i, 4], vel[i, 5]
         bias[i, 0] = wy * h[2] - wz * h[1] - work.fext[i, 0]
         bias[i, 1] = wz * h[0] - wx * h[2] - work.fext[i, 1]
@@ -357,30 +356,27 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
         iv = tree.idx_v[i]
         d = tree.armature[iv]
         ui = tau[iv]
+        Ii, Si, Ui, bi, ci = IA[i], S[i], U[i], bias[i], c[i]
         for a in range(6):
-            s = 0.0
-            for b in range(6):
-                s += IA[i, a, b] * S[i, b]
-            U[i, a] = s
-            d += S[i, a] * s
-            ui -= S[i, a] * bias[i, a]
+            s = (Ii[a, 0] * Si[0] + Ii[a, 1] * Si[1] + Ii[a, 2] * Si[2] + Ii[a, 3] * Si[3] + Ii[a, 4] * Si[4]
+                 + Ii[a, 5] * Si[5])  # fmt: skip
+            Ui[a] = s
+            d += Si[a] * s
+            ui -= Si[a] * bi[a]
         D[i], u[i] = d, ui
         if lam == 0:
             continue
         # Ia = IA − U Uᵀ / D, pa = bias + Ia c + U u / D, both added to the parent (world frame: no transform)
         inv = 1.0 / d
+        Il, bl = IA[lam], bias[lam]
         for a in range(6):
+            wa = Ui[a] * inv
+            s = bi[a] + wa * ui
             for b in range(6):
-                IA[i, a, b] -= U[i, a] * U[i, b] * inv
-        for a in range(6):
-            s = bias[i, a] + U[i, a] * ui * inv
-            for b in range(6):
-                s += IA[i, a, b] * c[i, b]
-            pa[a] = s
-        for a in range(6):
-            bias[lam, a] += pa[a]
-            for b in range(6):
-                IA[lam, a, b] += IA[i, a, b]
+                e = Ii[a, b] - wa * Ui[b]
+                s += e * ci[b]
+                Il[a, b] += e
+            bl[a] += s
     g = tree.gravity
     acc[0, 0], acc[0, 1], acc[0, 2] = -g[0], -g[1], -g[2]
     acc[0, 3] = acc[0, 4] = acc[0, 5] = 0.0
@@ -389,6 +385,30 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
         iv = tree.idx_v[i]
         for a in range(6):
             a_pre[a] = acc[lam, a] + c[i, a]
+        if tree.kind[i] == FREE and _no_armature(tree.armature, iv):
+            # with D = Sᵀ IA S: S q̈ = IA⁻¹ (S⁻ᵀ τ − bias) − a_pre, so the body's acceleration is IA⁻¹ (f − bias), f
+            # the base's joint force as a world wrench, and q̈ = S⁻¹ (acc − a_pre) (S⁻¹: R, p below)
+            R, pw = work.R[i], work.p[i]
+            for a in range(3):
+                h[a] = R[a, 0] * tau[iv] + R[a, 1] * tau[iv + 1] + R[a, 2] * tau[iv + 2]
+                h[a + 3] = R[a, 0] * tau[iv + 3] + R[a, 1] * tau[iv + 4] + R[a, 2] * tau[iv + 5]
+            h[3] += pw[1] * h[2] - pw[2] * h[1]
+            h[4] += pw[2] * h[0] - pw[0] * h[2]
+            h[5] += pw[0] * h[1] - pw[1] * h[0]
+            for a in range(6):
+                h[a] -= bias[i, a]
+            _solve_spd6(IA[i], h, pa, work.free[2])
+            for a in range(6):
+                acc[i, a] = pa[a]
+                pa[a] -= a_pre[a]
+            # v_l = Rᵀ (d_lin − p × d_ang), ω_l = Rᵀ d_ang
+            dx = pa[0] - (pw[1] * pa[5] - pw[2] * pa[4])
+            dy = pa[1] - (pw[2] * pa[3] - pw[0] * pa[5])
+            dz = pa[2] - (pw[0] * pa[4] - pw[1] * pa[3])
+            for a in range(3):
+                ddq[iv + a] = R[0, a] * dx + R[1, a] * dy + R[2, a] * dz
+                ddq[iv + 3 + a] = R[0, a] * pa[3] + R[1, a] * pa[4] + R[2, a] * pa[5]
+            continue
         if tree.kind[i] == FREE:
             # q̈ = D⁻¹ (τ − Sᵀ bias − Uᵀ a_pre) with U = IA S, D = Sᵀ IA S + armature (Uᵀ = Sᵀ IA: IA symmetric)
             F, Uf, Df = work.S_free, work.free[0], work.free[1]
@@ -427,6 +447,15 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
         ddq[iv] = qdd
         for a in range(6):
             acc[i, a] = a_pre[a] + S[i, a] * qdd
+
+
+@njit(cache=True)
+def _no_armature(armature, first):  # pragma: no cover - compiled
+    """Whether a free-flyer's six DoFs from ``first`` have no armature."""
+    for a in range(first, first + 6):
+        if armature[a] != 0.0:
+            return False
+    return True
 
 
 @njit(cache=True)
