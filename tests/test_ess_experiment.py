@@ -47,3 +47,15 @@ def test_the_plate_cost_is_measured_for_both_simulators(quick):
     assert all(r["ess_s_per_s"] > 0 and r["mujoco_s_per_s"] > 0 for r in rows)
     assert rows[0]["ess_crossings_median"] < rows[-1]["ess_crossings_median"]
     assert quick["machine"]["cpus"] >= 1
+
+
+def test_both_engines_do_the_same_plate_work():
+    """The plate cost on the compiled engine and on the Python one (scipy) counts the same work: crossings,
+    projections, splits, solver calls and field evaluations, for each spring count."""
+    from idcontrol.tools.experiments.ess import plate_cost
+
+    runs = [plate_cost(3e-3, (2, 10, 30), conditions=1, seconds=0.8, engine=e) for e in ("auto", "scipy")]
+    keys = ("crossings", "projections", "splits", "solver_calls", "field_evaluations")
+    for compiled, python in zip(runs[0]["rows"], runs[1]["rows"], strict=True):
+        assert compiled["ess_crossings_median"] >= compiled["contacts"]
+        assert [compiled[f"ess_{k}_median"] for k in keys] == [python[f"ess_{k}_median"] for k in keys]

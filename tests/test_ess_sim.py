@@ -195,3 +195,14 @@ def test_the_crossing_order_reaches_telemetry_over_the_protocol(quadruped):
         assert sphere in quadruped.sphere_names and event in ("touchdown", "liftoff") and how
         assert last.get(sphere) != event  # alternate
         last[sphere] = event
+
+
+def test_bench_times_the_ess_step_beside_mujoco():
+    """`idcontrol bench --scenarios ess_sim` times a step of the ess simulator (wall and CPU) under the two-stage
+    QP's trot, in run mode."""
+    from idcontrol.tools.bench import ESS_BENCH_KINDS, bench_sim_step
+
+    assert ESS_BENCH_KINDS == ("ess", "mujoco")
+    t = bench_sim_step("ess", "trot", 60)
+    assert t["ticks"] == 60 and t["mode"] == "run"
+    assert 0 < t["p50_us"] <= t["p99_us"] <= t["max_us"] and t["cpu_p50_us"] > 0 and t["state_p50_us"] > 0

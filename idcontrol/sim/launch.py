@@ -10,9 +10,10 @@ from idcontrol.sim.base import Simulator, make_simulator
 from idcontrol.sim.rigid import RigidSim
 
 
-def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
+def simulator_for(config: LaunchConfig, robot: RobotModel, *, ess_engine: str = "auto") -> Simulator:
     """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain, Drake's contact stiffness and
-    relaxation time, the ess contact; its movable bodies if ``objects``)."""
+    relaxation time, the ess contact; its movable bodies if ``objects``). ``ess_engine``: the ess simulator's
+    integrator engine (:class:`~idcontrol.sim.ess.backend.EssSim`; "scipy" to measure against the compiled one)."""
     b = config.bridge
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
@@ -30,5 +31,6 @@ def simulator_for(config: LaunchConfig, robot: RobotModel) -> Simulator:
         from idcontrol.sim.ess.backend import EssSim
 
         contact = {key: getattr(b, key) for key in b.ESS_KEYS if getattr(b, key) is not None}
-        return EssSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu, **contact)
+        return EssSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
+                      engine=ess_engine, **contact)  # fmt: skip
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)

@@ -25,6 +25,7 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
 * ``drake_sim``: one step of each simulator back end, Drake (SAP), MuJoCo and the rigid simulator, in the
   same run, the quadruped standing and trotting under the two-stage QP (``launch/quadruped_trot.toml``'s
   settings); the step and the state read-out (``state()``, sensed forces included) are timed apart.
+* ``ess_sim``: the same for the ESS simulator (``bridge.kind = "ess"``) beside MuJoCo.
 """
 
 from __future__ import annotations
@@ -236,6 +237,8 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
 
 
 SIM_BENCH_KINDS = ("drake", "mujoco", "rigid")
+#: the simulators of ``--scenarios ess_sim``
+ESS_BENCH_KINDS = ("ess", "mujoco")
 
 
 def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
@@ -255,7 +258,7 @@ def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
     sim = simulator_for(config, robot)
     core = build_core(config, robot)
     core.start(0.0)
-    step_us, state_us = np.empty(ticks), np.empty(ticks)
+    step_us, state_us, cpu_us = np.empty(ticks), np.empty(ticks), np.empty(ticks)
     warm = 100
     gc.collect()
     gc.freeze()
@@ -264,15 +267,18 @@ def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
         s = sim.state()
         read = time.perf_counter() - started
         tau = core.tick(s.robot_state(), now=s.t).tau
+        cpu = time.process_time_ns()
         started = time.perf_counter()
         sim.step(tau)
         if i >= warm:
             step_us[i - warm] = (time.perf_counter() - started) * 1e6
+            cpu_us[i - warm] = (time.process_time_ns() - cpu) * 1e-3
             state_us[i - warm] = read * 1e6
     gc.unfreeze()
     p50, p99 = np.percentile(step_us, (50, 99))
     return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
-            "max_us": round(float(step_us.max()), 1), "state_p50_us": round(float(np.median(state_us)), 1),
+            "max_us": round(float(step_us.max()), 1), "cpu_p50_us": round(float(np.median(cpu_us)), 1),
+            "cpu_mean_us": round(float(cpu_us.mean()), 1), "state_p50_us": round(float(np.median(state_us)), 1),
             "state_p99_us": round(float(np.percentile(state_us, 99)), 1), "mode": core.mode}  # fmt: skip
 
 
@@ -542,12 +548,13 @@ def run(
                       f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
                       f"{t['warm_fraction']:.1%} solved from the previous active set", flush=True)  # fmt: skip
             continue
-        if scenario == "drake_sim":
+        if scenario in ("drake_sim", "ess_sim"):
             for task in ("stand", "trot"):
-                for kind in SIM_BENCH_KINDS:
+                for kind in SIM_BENCH_KINDS if scenario == "drake_sim" else ESS_BENCH_KINDS:
                     t = bench_sim_step(kind, task, ticks)
                     print(f"{kind + '_sim':<11}quadruped {task:<5} (two_stage_qp), one step, {t['ticks']} steps: "
-                          f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; state() p50 "
+                          f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs (CPU p50 {t['cpu_p50_us']}, "
+                          f"mean {t['cpu_mean_us']} µs); state() p50 "
                           f"{t['state_p50_us']} p99 {t['state_p99_us']} µs; ended in {t['mode']}",
                           flush=True)  # fmt: skip
             continue

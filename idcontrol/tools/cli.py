@@ -158,6 +158,9 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     ess.add_argument("--conditions", type=int, default=None, help="plate initial conditions per size (default 30)")
     ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
                      help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
+    ess.add_argument("--engine", choices=("auto", "scipy"), default="auto",
+                     help="the ESS integrator's engine: compiled where it can be (auto), or the Python one on scipy "
+                     "and Pinocchio (to measure against)")  # fmt: skip
     ess.set_defaults(func=_experiment_command("run_ess"))
     certificates = which.add_parser("certificates", help="every formulation on perturbed stance states, each found "
                                                          "answer checked independently with Pinocchio")  # fmt: skip
@@ -518,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
         help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
-        "drake_sim,coupling,gap",
+        "drake_sim,ess_sim,coupling,gap",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")

@@ -159,7 +159,7 @@ def run_ess(args: argparse.Namespace) -> int:
         raise ConfigError(f"--closed-loop must be >= 0 s, got {args.closed_loop}")
     print("idcontrol experiment ess", flush=True)
     result = run(quick=args.quick, conditions=args.conditions, closed_loop_seconds=args.closed_loop,
-                 progress=lambda line: print(line, flush=True))  # fmt: skip
+                 engine=args.engine, progress=lambda line: print(line, flush=True))  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)

@@ -17,7 +17,12 @@
 * **Closed loop** (``closed_loop_seconds`` > 0): the quadruped standing and trotting under two_stage_qp and
   coulomb_lcp (the launch files ``quadruped_stand.toml`` and ``quadruped_trot.toml`` with ``[bridge] kind`` set to
   ``ess``, and to ``mujoco`` for comparison; :data:`LOOP_CASES`), in process, lock-step; CPU time per simulator
-  step and per controller tick.
+  step and per controller tick, and the fastest joint speed of the run (the stand file's guard stops at 30 rad/s).
+
+``engine`` chooses the ESS integrator's engine for the plate, the hopper's timing and the closed loop: "auto"
+(compiled where it can be, :class:`~idcontrol.sim.ess.integrator.EssIntegrator`) or "scipy" (the Python engine on
+scipy's solve_ivp and, for the robot, Pinocchio: what was measured before the compiled engine). The order test
+always runs on scipy's DOP853.
 
 Times are CPU time of this process (``time.process_time``), so other load on the machine inflates them less than
 wall time; the JSON records the machine.
@@ -115,11 +120,12 @@ def ess_hopper(hopper: Hopper, eps: float, z0: float, times: np.ndarray) -> np.n
     return integrator.integrate(np.array([z0, 0.0]), 0.0, float(times[-1]), samples=times).x
 
 
-def ess_hopper_cpu(hopper: Hopper, eps: float, z0: float, seconds: float) -> float:
+def ess_hopper_cpu(hopper: Hopper, eps: float, z0: float, seconds: float, engine: str = "auto") -> float:
     """CPU seconds of the ESS integrator's hopper over [0, seconds] in one call (no samples: what the paper timed
-    against MuJoCo, whose steps it matched with a 2 ms step limit)."""
-    integrator = EssIntegrator(hopper, eps, rtol=1e-8, atol=1e-10, max_step=HOPPER_DT)
+    against MuJoCo, whose steps it matched with a 2 ms step limit); the compiled engine's code is loaded first."""
+    integrator = EssIntegrator(hopper, eps, rtol=1e-8, atol=1e-10, max_step=HOPPER_DT, engine=engine)
     x0 = np.array([z0, 0.0])
+    integrator.advance(x0, 0.0, HOPPER_DT, integrator.start(x0))
     started = time.process_time()
     integrator.advance(x0, 0.0, seconds, integrator.start(x0))
     return time.process_time() - started
@@ -130,7 +136,8 @@ def rms(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.sum((a - b) ** 2, axis=1))))
 
 
-def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: float = HOPPER_SECONDS) -> dict[str, Any]:
+def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: float = HOPPER_SECONDS,
+                       engine: str = "auto") -> dict[str, Any]:  # fmt: skip
     """ESS against MuJoCo and the exact solution on the 1-D hopper (mass 1 kg, k = 1000 N/m, L0 = 1 m, z0 = 2 m)."""
     hopper = Hopper()
     z0 = 2.0 * hopper.leg_length
@@ -142,7 +149,7 @@ def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: floa
     for eps in eps_values:
         x = ess_hopper(hopper, eps, z0, times)
         rows.append({"eps": eps, "rms_vs_mujoco": rms(x, mj), "rms_vs_exact": rms(x, exact),
-                     "cpu_s": ess_hopper_cpu(hopper, eps, z0, seconds)})  # fmt: skip
+                     "cpu_s": ess_hopper_cpu(hopper, eps, z0, seconds, engine)})  # fmt: skip
 
     def excess(log_eps: float) -> float:
         return rms(ess_hopper(hopper, 10.0**log_eps, z0, times), exact) - mujoco_error
@@ -154,7 +161,7 @@ def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: floa
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if excess(mid) < 0.0 else (lo, mid)
         calibrated = 10.0 ** (0.5 * (lo + hi))
-    cal_cpu = ess_hopper_cpu(hopper, calibrated, z0, seconds) if calibrated else None
+    cal_cpu = ess_hopper_cpu(hopper, calibrated, z0, seconds, engine) if calibrated else None
     return {
         "model": {"mass_kg": hopper.mass, "stiffness_N_per_m": hopper.stiffness, "leg_length_m": hopper.leg_length,
                   "z0_m": z0, "seconds": seconds, "sample_dt_s": HOPPER_DT},  # fmt: skip
@@ -197,10 +204,11 @@ def mujoco_plate(plate: Plate, x0: np.ndarray, seconds: float, dt: float = HOPPE
     return time.process_time() - started
 
 
-def ess_plate(plate: Plate, x0: np.ndarray, seconds: float, eps: float) -> tuple[float, dict[str, int]]:
+def ess_plate(plate: Plate, x0: np.ndarray, seconds: float, eps: float,
+              engine: str = "auto") -> tuple[float, dict[str, int]]:  # fmt: skip
     """CPU seconds the ESS integrator takes for ``seconds`` of the plate (steps of at most 2 ms), and its work:
     crossings, projections, splits, ODE solver calls, field evaluations."""
-    integrator = EssIntegrator(plate, eps, rtol=1e-6, atol=1e-9, max_step=HOPPER_DT)
+    integrator = EssIntegrator(plate, eps, rtol=1e-6, atol=1e-9, max_step=HOPPER_DT, engine=engine)
     started = time.process_time()
     memory = integrator.start(x0)
     step = integrator.advance(x0, 0.0, seconds, memory)
@@ -211,12 +219,12 @@ def ess_plate(plate: Plate, x0: np.ndarray, seconds: float, eps: float) -> tuple
 
 
 def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: int = 20, seconds: float = 2.0,
-               seed: int = 0) -> dict[str, Any]:  # fmt: skip
+               seed: int = 0, engine: str = "auto") -> dict[str, Any]:  # fmt: skip
     """Median CPU time per simulated second against the spring count, ESS and MuJoCo, and marginal costs."""
     rng = np.random.default_rng(seed)
     starts = [(float(rng.uniform(2.0, 3.0)), float(rng.uniform(-0.1, 0.1))) for _ in range(conditions)]
     warm = Plate(3)  # load the compiled plate kernels and MuJoCo's first-call work before anything is timed
-    ess_plate(warm, warm.initial(2.0, 0.05), 0.1, eps)
+    ess_plate(warm, warm.initial(2.0, 0.05), 0.1, eps, engine)
     mujoco_plate(warm, warm.initial(2.0, 0.05), 0.1)
     plates = {n: Plate(n, stiffness=PLATE_BED_STIFFNESS / n, damping=PLATE_BED_DAMPING / n) for n in counts}
     ess_times: dict[int, list[float]] = {n: [] for n in counts}
@@ -225,7 +233,7 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
     for height, angle in starts:  # every size per start, so that the machine's changing load hits all sizes alike
         for n in counts:
             x0 = plates[n].initial(height, angle)
-            cpu, done = ess_plate(plates[n], x0, seconds, eps)
+            cpu, done = ess_plate(plates[n], x0, seconds, eps, engine)
             ess_times[n].append(cpu / seconds)
             work[n].append(done)
             mj_times[n].append(mujoco_plate(plates[n], x0, seconds) / seconds)
@@ -252,7 +260,7 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
     low, high = slopes["10-40"]["ess"], slopes["40-100"]["ess"]
     flat = max(low, high) / min(low, high) if min(low, high) > 0 else math.inf
     return {
-        "eps": eps, "seconds": seconds, "conditions": conditions, "seed": seed,
+        "eps": eps, "seconds": seconds, "conditions": conditions, "seed": seed, "engine": engine,
         "bed": {"stiffness_N_per_m": PLATE_BED_STIFFNESS, "damping_N_s_per_m": PLATE_BED_DAMPING, "mass_kg": 1.0,
                 "length_m": 3.0, "span_m": 2.0, "rest_height_m": 1.0},
         "rows": rows, "marginal_between_counts": marginal, "marginal_fit_s_per_s_per_contact": slopes,
@@ -270,15 +278,19 @@ class LoopCase:
     formulation: str
     gains: tuple[float, float] | None = None  # kp, kd replacing the launch file's
     hold: bool = False  # the hold reference in place of the launch file's
+    controller: tuple[tuple[str, Any], ...] = ()  # [controller] keys replacing the launch file's
 
 
-#: The targets' runs. The Coulomb LCP stands on one diagonal pair of feet: with the stand launch file's gains
-#: (kp 150, kd 8) it falls in MuJoCo at 0.69 s (tests/test_closed_loop.py); with kp 1000, kd 60 it stands 2 s there
-#: but its knees spike past the file's velocity guard within 10 s; the trot launch file's controller (the same
-#: gains, activation distance, contact-consistent velocities) holding the standing posture stands 10 s in MuJoCo.
+#: The targets' runs. The Coulomb LCP stands on one diagonal pair of feet: with the stand launch file's controller
+#: as it is (the robot file's gains kp 1000, kd 60; no contact-consistent velocities) a knee spikes past the file's
+#: velocity guard (1.5 × 20 rad/s) within 10 s, in MuJoCo and in ess alike; with ``consistent_contact_velocity``
+#: (q̇_des from the joint velocities that hold the active feet still, as the generic ``stand.toml`` and the trot
+#: file have it) its joints stay below 7 rad/s and it stands 10 s on both, under the same guard.
 LOOP_CASES = (
     LoopCase("stand", "quadruped_stand.toml", "two_stage_qp"),
-    LoopCase("stand", "quadruped_stand.toml", "coulomb_lcp", gains=(1000.0, 60.0)),
+    LoopCase("stand", "quadruped_stand.toml", "coulomb_lcp"),
+    LoopCase("stand (+ consistent_contact_velocity)", "quadruped_stand.toml", "coulomb_lcp",
+             controller=(("consistent_contact_velocity", True),)),  # fmt: skip
     LoopCase("stand (trot file's controller, hold)", "quadruped_trot.toml", "coulomb_lcp", hold=True),
     LoopCase("trot", "quadruped_trot.toml", "two_stage_qp"),
     LoopCase("trot", "quadruped_trot.toml", "coulomb_lcp"),
@@ -286,9 +298,10 @@ LOOP_CASES = (
 
 
 def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
-                simulators: tuple[str, ...] = ("ess", "mujoco")) -> list[dict]:  # fmt: skip
+                simulators: tuple[str, ...] = ("ess", "mujoco"), engine: str = "auto") -> list[dict]:  # fmt: skip
     """The quadruped's standing and trotting runs (``cases``), ``seconds`` each, on each simulator, in process,
-    lock-step: whether it stayed in run mode, how it tracked, and the CPU time of each simulator step."""
+    lock-step: whether it stayed in run mode, how it tracked, its fastest joint, and the CPU time of each simulator
+    step (``engine``: the ess simulator's)."""
     from idcontrol.control.factory import build_core
     from idcontrol.robot.model import RobotModel
     from idcontrol.settings import ReferenceSettings, load_launch
@@ -301,18 +314,23 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
             config = replace(config, bridge=replace(config.bridge, kind=kind))
             if case.hold:
                 config = replace(config, reference=ReferenceSettings("hold"))
+            if case.controller:
+                config = replace(config, controller=replace(config.controller, **dict(case.controller)))
             robot = RobotModel(config.robot)
             core = build_core(config, robot)
             if case.gains is not None:
                 core.set_gains(kp=case.gains[0], kd=case.gains[1])
             core.warm_up()
-            sim = simulator_for(config, robot)
+            sim = simulator_for(config, robot, ess_engine=engine)
             core.start(0.0)
             sim_cpu = core_cpu = 0.0
             ticks, reason, crossings = 0, "duration reached", 0
             x_start = sim.state().q[:3].copy()
+            joints = np.asarray(robot.actuated_dofs, dtype=np.intp)
+            fastest = 0.0
             for _ in range(int(round(seconds / core.dt))):
                 s = sim.state()
+                fastest = max(fastest, float(np.max(np.abs(s.v[joints]), initial=0.0)))
                 started = time.process_time()
                 command = core.tick(s.robot_state(), now=s.t)
                 core_cpu += time.process_time() - started
@@ -329,7 +347,8 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
             row = {
                 "case": case.name, "launch": case.launch, "formulation": case.formulation, "simulator": kind,
                 "gains": list(case.gains) if case.gains else "launch file's", "reference": "hold" if case.hold
-                else config.reference.name, "seconds_run": ticks * core.dt, "end_reason": reason,
+                else config.reference.name, "controller_overrides": dict(case.controller),
+                "seconds_run": ticks * core.dt, "end_reason": reason, "fastest_joint_rad_s": fastest,
                 "completed": ticks * core.dt >= seconds - 0.5 * core.dt, "fell": bool(summary.get("fell")),
                 "tracking_error_rad": summary.get("tracking_error_rad"),
                 "distance_m": float(np.hypot(*(q_end[:2] - x_start[:2]))), "base_height_m": float(q_end[2]),
@@ -337,6 +356,7 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
                 "core_cpu_ms_per_tick": 1e3 * core_cpu / max(ticks, 1),
             }  # fmt: skip
             if kind == "ess":
+                row["engine"] = sim.integrator.engine
                 stats = sim.stats
                 row.update({"rhs_evaluations_per_step": stats.rhs_evaluations / max(ticks, 1),
                             "solver_calls_per_step": stats.integrations / max(ticks, 1), "crossings": crossings,
@@ -347,16 +367,16 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
 
 # ---------------------------------------------------------------------------------------------------- command
 def run(*, quick: bool = False, conditions: int | None = None, closed_loop_seconds: float = 0.0,
-        progress=print) -> dict[str, Any]:  # fmt: skip
+        engine: str = "auto", progress=print) -> dict[str, Any]:  # fmt: skip
     """Every check, in order; ``progress`` gets a line as each one ends."""
     started = time.perf_counter()
-    result: dict[str, Any] = {"machine": machine(), "quick": quick}
+    result: dict[str, Any] = {"machine": machine(), "quick": quick, "engine": engine}
     result["order_test"] = order = order_test(ORDER_EPS[:2] if quick else ORDER_EPS)
     for reading, r in order["readings"].items():
         errors = ", ".join(f"{row['final_error']:.3g}" for row in r["runs"])
         progress(f"order test ({reading}): final-state error {errors} at eps = "
                  f"{', '.join(str(row['eps']) for row in r['runs'])}; log-log slope {r['slope']:.3f}")  # fmt: skip
-    hopper = hopper_calibration(HOPPER_EPS[-3:-1] if quick else HOPPER_EPS, 1.0 if quick else HOPPER_SECONDS)
+    hopper = hopper_calibration(HOPPER_EPS[-3:-1] if quick else HOPPER_EPS, 1.0 if quick else HOPPER_SECONDS, engine)
     result["hopper"] = hopper
     progress(f"hopper: MuJoCo RMS error {hopper['mujoco']['rms_vs_exact']:.3g} ({hopper['mujoco']['cpu_s']:.4f} s); "
              + "; ".join(f"eps {r['eps']:g}: RMS vs MuJoCo {r['rms_vs_mujoco']:.3g}, vs exact {r['rms_vs_exact']:.3g}"
@@ -365,7 +385,7 @@ def run(*, quick: bool = False, conditions: int | None = None, closed_loop_secon
                 if hopper["calibrated_eps"] else "; no eps' in [1e-4, 1e-1]"))  # fmt: skip
     eps = hopper["calibrated_eps"] or 1e-3
     counts = (2, 10, 20) if quick else PLATE_COUNTS
-    plate = plate_cost(eps, counts, conditions or (2 if quick else 30), 1.0 if quick else 2.0)
+    plate = plate_cost(eps, counts, conditions or (2 if quick else 30), 1.0 if quick else 2.0, engine=engine)
     result["plate"] = plate
     for row in plate["rows"]:
         progress(f"plate, {row['contacts']:3d} contacts: ESS {1e3 * row['ess_s_per_s']:.1f} ms, MuJoCo "
@@ -377,12 +397,13 @@ def run(*, quick: bool = False, conditions: int | None = None, closed_loop_secon
         progress(f"plate, marginal cost per contact {name}: ESS {1e6 * slope['ess']:.1f} us, MuJoCo "
                  f"{1e6 * slope['mujoco']:.2f} us per simulated s")  # fmt: skip
     if closed_loop_seconds > 0:
-        result["closed_loop"] = runs = closed_loop(closed_loop_seconds)
+        result["closed_loop"] = runs = closed_loop(closed_loop_seconds, engine=engine)
         for r in runs:
             work = f" ({r['rhs_evaluations_per_step']:.0f} field evaluations)" if r["simulator"] == "ess" else ""
             progress(f"{r['case']} {r['formulation']} on {r['simulator']}: {r['seconds_run']:.1f} s, "
                      f"{r['end_reason']}, fell {r['fell']}, {r['distance_m']:.2f} m, "
-                     f"joint error {r['tracking_error_rad']:.4f} rad; "
+                     f"joint error {r['tracking_error_rad']:.4f} rad, "
+                     f"fastest joint {r['fastest_joint_rad_s']:.1f} rad/s; "
                      f"step {r['sim_cpu_ms_per_step']:.2f} ms CPU{work}, controller {r['core_cpu_ms_per_tick']:.2f} ms")
     result["wall_s"] = time.perf_counter() - started
     return result
