@@ -136,6 +136,34 @@ def coulomb_finish(red, R_w5, R5, z, n):
     return v, tau, f_normal, f_s, f_t, min_gap_rate_of(red, v)
 
 
+@njit(
+    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
+     IN_INDICES, float64),
+    cache=True,
+)  # fmt: skip
+def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt):
+    """The Coulomb LCP's solve in one call: the reduction, the LCP (:func:`coulomb_lcp_data`), Lemke with its
+    Tikhonov fallback (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule), and the motion of the answer
+    (:func:`coulomb_finish`; zero impulses when the LCP has no solution, for the repair).
+
+    Returns (ok: M_uu positive definite, Lemke's outcome (:func:`~idcontrol.solvers.lemke.lemke_regularized_kernel`),
+    v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt).
+    """
+    n = N.shape[0]
+    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    if not ok:
+        Q, q = np.zeros((0, 0)), np.zeros(0)
+        outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
+        empty = np.zeros(0)
+        return False, outcome, empty, empty, empty, empty, empty, 0.0
+    Q, q, R_w5, R5 = coulomb_lcp_data(red)
+    size = q.shape[0]
+    outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
+    z = outcome[1] if outcome[0] else np.zeros(size)
+    v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
+    return True, outcome, v_next, tau, f_normal, f_s, f_t, gap
+
+
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
     """Build the Coulomb-friction LCP (force units; compiled: :func:`coulomb_lcp_data`).
 
@@ -176,27 +204,59 @@ class CoulombLCP(Formulation):
         n = p.n
         arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
                      index_array(p.unactuated, p.m), float(p.dt))  # fmt: skip
+        if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
+            return self._solve_mindiff(p, arguments, started)
+        try:
+            ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_solve(*arguments)
+        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
+            ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_solve(*_contiguous(arguments))
+        if not ok:
+            raise np.linalg.LinAlgError("Matrix is not positive definite")
+        found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
+        size = len(z)
+        cap = 50 * size + 100
+        if found and eps == 0.0:  # the usual case: the plain solve's message, without building the solution
+            lemke_text = lemke_message(status, pivots, rel, entering, size, cap)
+        else:
+            lemke_text = regularized_solution(outcome, np.zeros(size), cap, 1e-2).message
+        return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
+                            started)  # fmt: skip
+
+    def _solve_mindiff(self, p: ContactProblem, arguments: tuple, started: float) -> SolveResult:
+        """Algorithm 3 (``mindiff``): of every LCP solution, the one whose torque is closest to the last tick's."""
+        n = p.n
         try:
             ok, red, Q, q, R_w5, R5 = coulomb_setup(*arguments)
         except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
             ok, red, Q, q, R_w5, R5 = coulomb_setup(*_contiguous(arguments))
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
-        fallback = None
-        if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
-            previous = self._previous_tau
-            lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(red, R_w5, R5, z[: 5 * n])[1], previous)
-            fallback = "mindiff" if lcp.found else None
-            found, z, pivots, lemke_text, eps = lcp.found, lcp.z, lcp.pivots, lcp.message, lcp.regularization
-        else:
-            cap = 50 * len(q) + 100
-            outcome = lemke_regularized_kernel(Q, q, np.ones(len(q)), cap, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-            found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
-            if found and eps == 0.0:  # the usual case: the plain solve's message, without building the solution
-                lemke_text = lemke_message(status, pivots, rel, entering, len(q), cap)
-            else:
-                lcp = regularized_solution(outcome, q, cap, 1e-2)
-                lemke_text = lcp.message
+        previous = self._previous_tau
+        lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(red, R_w5, R5, z[: 5 * n])[1], previous)
+        z = lcp.z if lcp.found else np.zeros(len(q))
+        v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z, n)
+        return self._finish(p, lcp.found, lcp.regularization, lcp.pivots, lcp.message,
+                            "mindiff" if lcp.found else None, v_next, tau, f_normal, f_s, f_t, gap_rate,
+                            started)  # fmt: skip
+
+    def _finish(
+        self,
+        p: ContactProblem,
+        found: bool,
+        eps: float,
+        pivots: int,
+        lemke_text: str,
+        fallback: str | None,
+        v_next: Array,
+        tau: Array,
+        f_normal: Array,
+        f_s: Array,
+        f_t: Array,
+        gap_rate: float,
+        started: float,
+    ) -> SolveResult:
+        """The result of the LCP's answer (zero impulses when it had none: then, and when v⁺ penetrates, the
+        Section 4.5 repair)."""
         unsolvable = not found
         if unsolvable:
             if not self.repair:
@@ -205,10 +265,8 @@ class CoulombLCP(Formulation):
             # Spec item 25: inconsistent q̇_des can leave the LCP without solution; the impulses are set
             # to zero and the Section 4.5 repair must restore non-penetration by changing q̇_des.
             fallback = f"no LCP solution ({lemke_text}); zero impulses, then repair"
-            z = np.zeros(len(q))
         elif eps:
             fallback = f"lemke regularized eps={eps:.1e}"
-        v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z, n)
         repaired = False
         message = f"Lemke: {lemke_text}"
         if unsolvable or (self.repair and gap_rate < -REPAIR_TOL):
