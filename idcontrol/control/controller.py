@@ -178,18 +178,14 @@ class InverseDynamicsController:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (len(r.sphere_names),):
                 raise ShapeError("contact_mask", (len(r.sphere_names),), mask.shape)
-        contacts = self.detector.detect(objects, mask)
-        N, S, T = self.detector.rows(contacts, objects)
         nv = r.nv
-        if self.activation_distance is not None and contacts.n:
-            # predicted gap at the end of the period (movable bodies' velocities enter through their columns)
-            gap = contacts.phi + self.dt * (N[:, :nv] @ v)
-            if self.m > nv:
-                gap += self.dt * (N[:, nv:] @ self._object_velocities(objects))
-            keep = np.flatnonzero(gap <= self.activation_distance)
-            if keep.size < contacts.n:
-                contacts = contacts.subset(keep)
-                N, S, T = N[keep], S[keep], T[keep]
+        if self.activation_distance is None:
+            contacts, N, S, T = self.detector.detect_rows(objects, mask)
+        else:  # only contacts whose predicted gap at the end of the period is within the activation distance
+            velocity = v if self.m == nv else np.concatenate([v, self._object_velocities(objects)])
+            contacts, N, S, T = self.detector.detect_rows(
+                objects, mask, velocity=velocity, dt=self.dt, activation_distance=self.activation_distance
+            )
         self.last_contacts = contacts
         t2 = time.perf_counter()
 
