@@ -12,6 +12,10 @@ Conventions, shared by every shape here:
   orthonormal frame, ŝ × t̂ = n̂.
 
 All arrays are in the world frame unless a name says otherwise; lengths in m.
+
+The geometry is computed by compiled kernels (numba, explicit signatures) behind the shapes' methods, which
+check their inputs; the detection kernel calls the scalar ones (:func:`box_sphere`, :func:`map_sphere`,
+:func:`tangent_frame`) directly.
 """
 
 from __future__ import annotations
