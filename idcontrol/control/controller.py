@@ -122,23 +122,6 @@ def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N,
     return M, f_ext, v_all, qd_des, phi_out
 
 
-@njit((IN_MATRIX, ANY_VECTOR, float64, ANY_VECTOR, IN_MATRIX, float64), cache=True)
-def activated(N, phi, dt, v, v_bodies_flat, distance):
-    """(n,) bool: the contacts whose gap predicted at the end of the period, φ + Δt N v (m), is within ``distance``;
-    v (nv,) the robot's velocity, v_bodies_flat (1, 6b) the movable bodies' (their columns follow the robot's)."""
-    n, m = N.shape
-    nv = v.shape[0]
-    keep = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        s = 0.0
-        for c in range(nv):
-            s += N[i, c] * v[c]
-        for c in range(nv, m):
-            s += N[i, c] * v_bodies_flat[0, c - nv]
-        keep[i] = phi[i] + dt * s <= distance
-    return keep
-
-
 @njit((ANY_VECTOR, ANY_VECTOR, IN_MATRIX, float64, IN_VECTOR, MATRIX, VECTOR), cache=True)
 def body_terms(orientation_xyzw, angular_velocity, inertia_in_body, mass, gravity, M_out, f_out):
     """A movable body's block of M and its f_ext, in [v_com; ω] world coordinates, written into M_out (6, 6) and
@@ -357,18 +340,15 @@ class InverseDynamicsController:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self._sphere_count,):
                 raise ShapeError("contact_mask", (self._sphere_count,), mask.shape)
-        contacts = self.detector.detect(objects, mask)
-        N, S, T = self.detector.rows(contacts, objects)
-        bodies = self.environment.objects
-        if bodies:
+        if self.environment.objects:
             self._body_terms(objects)
-        if self.activation_distance is not None and contacts.n:
-            # the gap predicted at the end of the period (movable bodies' velocities enter through their columns)
-            keep = activated(N, contacts.phi, self.dt, v, self._body_v.reshape(1, -1), self.activation_distance)
-            if not keep.all():
-                keep = np.flatnonzero(keep)
-                contacts = contacts.subset(keep)
-                N, S, T = N[keep], S[keep], T[keep]
+        if self.activation_distance is None:
+            contacts, N, S, T = self.detector.detect_rows(objects, mask)
+        else:  # only contacts whose predicted gap at the end of the period is within the activation distance
+            velocity = v if self.m == r.nv else np.concatenate([v, self._body_v.reshape(-1)])
+            contacts, N, S, T = self.detector.detect_rows(
+                objects, mask, velocity=velocity, dt=self.dt, activation_distance=self.activation_distance
+            )
         self.last_contacts = contacts
         t2 = time.perf_counter()
 
