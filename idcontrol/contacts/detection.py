@@ -38,7 +38,7 @@ from idcontrol.contacts.geometry import (
     tangent_frame,
 )
 from idcontrol.contacts.rows import body_columns, contact_rows, fill_rows, robot_row
-from idcontrol.contacts.world import Environment, ObjectState
+from idcontrol.contacts.world import Environment, ObjectState, rotation_rows
 from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
 from idcontrol.robot.model import RobotModel
 
@@ -496,7 +496,7 @@ class ContactDetector:
                     pose = bodies[b]
                     pose[0] = 1.0
                     pose[1:4] = state.position
-                    pose[4:13] = state.rotation.ravel()
+                    rotation_rows(state.orientation_xyzw, pose[4:13])
         return bodies
 
     def _raise(self, status: int, allowed: object, velocity: object) -> None:

@@ -28,8 +28,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pinocchio as pin
+from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_INDICES, boolean
 from idcontrol.contacts.coupling import COUPLING_THRESHOLD, TOUCHDOWN_WINDOW, coupling_diagnostic, sphere_limbs
 from idcontrol.contacts.detection import ContactSet
 from idcontrol.control.controller import InverseDynamicsController
@@ -80,6 +82,15 @@ class Command:
     clipped: int = 0
     note: str = ""
     event: str = ""
+
+
+@njit(boolean(IN_INDICES), cache=True)
+def on_a_body(body):
+    """Whether any contact is on a movable body (``ContactSet.body`` (n,): −1 for a static surface)."""
+    for b in body:
+        if b >= 0:
+            return True
+    return False
 
 
 class ControlCore:
@@ -416,7 +427,7 @@ class ControlCore:
 
     def _track_grasp(self, contacts, t: float) -> None:
         """An object no sphere has been near for ``drop_ticks`` ticks has been dropped (recorded once)."""
-        touching = bool((contacts.body >= 0).any())
+        touching = on_a_body(contacts.body)
         self._untouched = 0 if touching else self._untouched + 1
         if self._untouched >= self.safety.drop_ticks and self.metrics.dropped_at is None:
             self.metrics.dropped_at = t - (self.safety.drop_ticks - 1) * self.dt
