@@ -44,7 +44,6 @@ from idcontrol.validation import all_finite, check_vector, valid_state
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
 _EMPTY = np.zeros(0)
-_POSE_SHAPES = ((3,), (4,), (3,), (3,))  # a movable body's position, quaternion, linear and angular velocity
 
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
@@ -120,6 +119,17 @@ def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N,
     else:
         phi_out = reduced_penetration(phi, tolerance, gain)
     return M, f_ext, v_all, qd_des, phi_out
+
+
+@njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
+def finite_pose(position, orientation_xyzw, linear_velocity, angular_velocity):
+    """Whether a movable body's pose and twist have their shapes, (3,), (4,), (3,), (3,), and are finite (float64
+    1-D arrays: the signature refuses the rest with a TypeError)."""
+    if position.shape[0] != 3 or orientation_xyzw.shape[0] != 4 or linear_velocity.shape[0] != 3 \
+            or angular_velocity.shape[0] != 3:  # fmt: skip
+        return False
+    return (all_finite(position) and all_finite(orientation_xyzw) and all_finite(linear_velocity)
+            and all_finite(angular_velocity))  # fmt: skip
 
 
 @njit((ANY_VECTOR, ANY_VECTOR, IN_MATRIX, float64, IN_VECTOR, MATRIX, VECTOR), cache=True)
@@ -300,11 +310,10 @@ class InverseDynamicsController:
         for name, body in state.objects.items():
             if name not in self._object_names or type(body) is not ObjectState:
                 return False
-            pose = (body.position, body.orientation_xyzw, body.linear_velocity, body.angular_velocity)
-            if any(type(x) is not np.ndarray or x.dtype != _F64 or x.shape != shape
-                   for x, shape in zip(pose, _POSE_SHAPES, strict=True)):  # fmt: skip
-                return False
-            if not all(all_finite(x) for x in pose):
+            try:
+                if not finite_pose(body.position, body.orientation_xyzw, body.linear_velocity, body.angular_velocity):
+                    return False
+            except TypeError:  # not float64 arrays of the pose's shapes (the compiled check's signature)
                 return False
         return True
 

@@ -132,6 +132,8 @@ class ControlCore:
         self._safe_controller = self.safety.safe_controller  # of the current safe stop
         self._safe_stop_started = 0.0
         self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
+        self._fall_height = self.safety.fall_height_fraction * self._standing_height  # m, world
+        self._cos_fall_tilt = math.cos(self.safety.fall_tilt)
         self._bind_body_watch()
         self.metrics = RunMetrics()
         self._has_objects = bool(controller.environment.objects)
@@ -491,6 +493,19 @@ class ControlCore:
     def _fallen(self, q: Array) -> str:
         """Why the floating base has fallen ('' if it has not): its height below ``fall_height_fraction`` of its
         standing height, its tilt beyond ``fall_tilt``, or a body other than the feet on the ground."""
+        z, x, y = q[2:5].tolist()
+        if z >= self._fall_height and 1.0 - 2.0 * (x * x + y * y) >= self._cos_fall_tilt:
+            clearance = self._ground_clearance
+            for view in self._watched_origins:  # the usual case, in a few µs: upright, and no body on the ground
+                if view[2] < clearance:
+                    break
+            else:
+                if self._watched_origins or not self._watched:
+                    return ""
+        return self._fall_reason(q)
+
+    def _fall_reason(self, q: Array) -> str:
+        """:meth:`_fallen`'s checks one by one, with the reason."""
         x, y = float(q[3]), float(q[4])
         up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world: cos(tilt)
         s = self.safety
