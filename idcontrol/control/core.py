@@ -338,10 +338,10 @@ class ControlCore:
         non_finite = False
         if self.mode in (MODE_IDLE, MODE_STOPPED):  # the protocol's promise: no torque outside run and safe stop
             out.tau, out.clipped = np.zeros(robot.nu), 0
+            self._tau_sent[:] = 0.0
         else:
-            out.tau = self.filter.apply(out.tau, self._tau_sent).copy()
+            out.tau = self.filter.send(out.tau, self._tau_sent)  # the last torque sent becomes this one
             out.clipped, non_finite = self.filter.clipped, self.filter.last_non_finite
-        np.copyto(self._tau_sent, out.tau)
         if non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
             self.stop("non-finite torque command", now, controller="damping")
             out.note, out.event = "non-finite torque command: zeros sent, damping stop", "non_finite"
