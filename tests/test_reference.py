@@ -221,6 +221,36 @@ def test_trot_tilt_levels_the_body_through_the_stance_legs(quadruped):
         assert np.all(targets[high][hind, 2] > targets[low][hind, 2] + 0.005)
 
 
+def test_trot_centres_the_feet_under_the_centre_of_mass_while_standing():
+    """A robot whose centre of mass is off its feet's centroid (the A1's is 34 mm behind it) starts from its
+    standing feet and, by the end of the stand, has them centred under the centre of mass (x-y, base frame),
+    moving continuously; the gait then places its feet about that point."""
+    a1 = RobotModel("a1")
+    gait = TrotGait(a1, stand_time=0.5)
+    q = a1.standing_configuration()
+    q_base = q.copy()
+    q_base[:7] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    com = pin.centerOfMass(a1.model, a1.model.createData(), q_base)
+    feet = np.array(gait.nominal_feet)
+    assert np.linalg.norm(com[:2] - feet[:, :2].mean(axis=0)) > 0.03
+    previous = None
+    for t, target in run(gait, q, 0.5):
+        if t == 0.0:
+            np.testing.assert_allclose(gait.foot_targets_in_base, feet, atol=1e-12)
+            np.testing.assert_allclose(target.q_ref, a1.joint_positions(q), atol=1e-9)
+        if previous is not None and t < 0.5:  # q_ref moves as v_ref says, v_ref as a_ref says (the gait starts at 0.5)
+            assert np.max(np.abs(target.q_ref - previous.q_ref - 0.5 * DT * (target.v_ref + previous.v_ref))) < 1e-5
+            assert np.max(np.abs(target.v_ref - previous.v_ref - 0.5 * DT * (target.a_ref + previous.a_ref))) < 1e-3
+        previous = target
+    centred = gait.foot_targets_in_base
+    np.testing.assert_allclose(centred[:, :2].mean(axis=0), com[:2], atol=1e-6)  # m (the start-up ramp began)
+    np.testing.assert_allclose(centred[:, 2], feet[:, 2], atol=1e-12)
+    flat = TrotGait(a1, stand_time=0.5, centre_under_com=False)
+    for _ in run(flat, q, 0.5):
+        pass
+    np.testing.assert_allclose(flat.foot_targets_in_base, feet, atol=1e-6)
+
+
 def test_trot_waypoints_turn_in_place_then_walk(quadruped):
     """Facing away from the next waypoint the robot turns in place; facing it, it walks forward."""
     gait = TrotGait(quadruped, waypoints=[(0.5, 0.0)], stand_time=0.0)
