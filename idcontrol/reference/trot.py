@@ -86,6 +86,7 @@ MAX_CLOCK_JUMP_S = 1.0
 EARLY_TOUCHDOWN = 0.75
 #: Newton steps per tick at most, and the foot position tolerance, m.
 IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
+_NO_SPHERES = np.zeros(0, dtype=np.intp)
 
 # columns of the per-leg state array
 _PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ, _SEEN = range(15)
@@ -264,28 +265,19 @@ class TrotGait(Reference):
         """Which feet the controller had among its active contacts: a planned stance foot lands when it
         first appears there (until then it keeps descending, see ``touchdown_search_speed``), and a swing foot
         that appears there at the end of its swing lands early."""
-        touching, seen = self._state[:, _TOUCH], self._state[:, _SEEN]
-        touching[:] = 0.0
-        if contacts is not None:
-            for sphere in contacts.sphere.tolist():
-                leg = self._leg_of_sphere[sphere]
-                if leg >= 0:
-                    touching[leg] = 1.0
-        seen[:] = touching
+        observe_feet(self._leg_of_sphere, _NO_SPHERES if contacts is None else contacts.sphere, self._state)
 
     def contact_mask(self) -> Array | None:
         """Only the feet planned in stance, and swing feet in the last quarter of their swing (``early_touchdown``),
-        may touch: a lifting swing foot inside the detection margin carries no predicted force."""
-        s = self._state
-        landing = s[:, _STANCE] + ((self._tau - s[:, _TLAST]) >= self._params[_EARLY] * self.swing_time)
-        for sphere, leg in enumerate(self._leg_of_sphere.tolist()):
-            self._mask[sphere] = leg < 0 or landing[leg] > 0.5
+        may touch: a lifting swing foot inside the detection margin carries no predicted force. (Computed by the
+        last :meth:`sample`, with the plan.)"""
         return self._mask
 
     # ------------------------------------------------------------------ run-time commands
     def telemetry(self) -> dict[str, object]:
         """Gait phase in [0, 1), planned stance per leg (leg order), commanded twist (m/s, m/s, rad/s)."""
-        return {"phase": self.phase, "in_stance": self.in_stance, "command": list(self.command)}
+        stance = (self._state[:, _STANCE] > 0.5).tolist()
+        return {"phase": self.phase, "in_stance": stance, "command": list(self.command)}
 
     RUNTIME_OPTIONS = ("forward_speed", "lateral_speed", "yaw_rate", "waypoints")
 
@@ -391,16 +383,41 @@ class TrotGait(Reference):
         p[_VX], p[_VY], p[_WZ] = self.command
         out = self._template.copy()
         real, ints = self._chain_arrays
-        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out)
+        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out,
+                                 self._leg_of_sphere, self._mask)  # fmt: skip
         self._tau = tau
         return JointTarget(out[0], out[1], out[2])
 
 
 @njit(cache=True)
-def _tick(params, q, state, targets, real, ints, q_legs, out):  # pragma: no cover - compiled
-    """One sample in one compiled call: :func:`plan_feet`, then the legs' inverse kinematics into ``out``."""
+def _tick(params, q, state, targets, real, ints, q_legs, out, leg_of_sphere, mask):  # pragma: no cover - compiled
+    """One sample in one compiled call: :func:`plan_feet`, the legs' inverse kinematics into ``out``, and the
+    contact mask (k,) of :meth:`TrotGait.contact_mask`: a sphere not on a leg, or on a leg in stance or past
+    ``params[_EARLY]`` of its swing."""
     plan_feet(params, q, state, targets)
-    return solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
+    residual = solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
+    for sphere in range(leg_of_sphere.shape[0]):
+        leg = leg_of_sphere[sphere]
+        if leg < 0:
+            mask[sphere] = True
+        else:
+            s = state[leg]
+            landing = s[_STANCE] + ((params[_TAU] - s[_TLAST]) >= params[_EARLY] * params[_TSW])
+            mask[sphere] = landing > 0.5
+    return residual
+
+
+@njit(cache=True)
+def observe_feet(leg_of_sphere, sphere, state):  # pragma: no cover - compiled
+    """Mark in ``state`` (its touch and seen columns) the legs whose feet are among the contacts ``sphere`` (n,)."""
+    for leg in range(state.shape[0]):
+        state[leg, _TOUCH] = 0.0
+    for c in range(sphere.shape[0]):
+        leg = leg_of_sphere[sphere[c]]
+        if leg >= 0:
+            state[leg, _TOUCH] = 1.0
+    for leg in range(state.shape[0]):
+        state[leg, _SEEN] = state[leg, _TOUCH]
 
 
 @njit(cache=True)
