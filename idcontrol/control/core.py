@@ -65,7 +65,9 @@ class Command:
     result : the formulation's solve (None outside run mode or when it threw).
     target, qdd_des : the reference sample and q̈_des (nu,) rad/s² (run mode only).
     contacts : the candidate contacts the solve used (run mode only).
-    formulation : the active formulation's name.  reference : the reference's own telemetry, if any.
+    formulation : the active formulation's name.
+    reference : the reference's own telemetry, if any (built on first access, off the tick's path: read it before
+        the core's next tick, as the daemon and the test harness do when they record the tick).
     clipped : joints whose torque hit a limit this tick.
     note, event : what the guards did this tick, if anything (a rate-limited log line and its kind).
     """
@@ -78,10 +80,20 @@ class Command:
     qdd_des: Array | None = None
     contacts: ContactSet | None = None
     formulation: str = ""
-    reference: dict[str, object] | None = None
     clipped: int = 0
     note: str = ""
     event: str = ""
+    #: the reference whose telemetry :attr:`reference` reports (run mode only)
+    sampled_from: Reference | None = None
+    _reference: dict[str, object] | None = None
+
+    @property
+    def reference(self) -> dict[str, object] | None:
+        """The reference's own telemetry of this tick (e.g. a gait's phase), or None."""
+        if self._reference is None and self.sampled_from is not None:
+            self._reference = self.sampled_from.telemetry()
+            self.sampled_from = None
+        return self._reference
 
 
 @njit(boolean(IN_INDICES), cache=True)
@@ -361,7 +373,7 @@ class ControlCore:
         target = reference.sample(state.t, q, v)
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
         out.target, out.qdd_des = target, qdd_des
-        out.reference = reference.telemetry()
+        out.sampled_from = reference
         self._tracking = tracking
         mask = reference.contact_mask()
         try:
