@@ -25,6 +25,7 @@ IN_MATRIX = types.Array(float64, 2, "C", readonly=True)
 IN_INDICES = types.Array(intp, 1, "C", readonly=True)
 IN_TENSOR = types.Array(float64, 3, "C", readonly=True)
 IN_FLAGS = types.Array(boolean, 2, "C", readonly=True)
+IN_MASK = types.Array(boolean, 1, "C", readonly=True)
 #: any 1-D float64 array (a strided view too), only read
 ANY_VECTOR = types.Array(float64, 1, "A", readonly=True)
 #: any 2-D float64 array (a strided view too), only read

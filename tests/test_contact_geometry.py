@@ -529,3 +529,106 @@ def test_bad_query_inputs_raise():
         tangent_bases(np.zeros(3))
     with pytest.raises(NonFiniteError):
         tangent_bases(np.array([[0.0, 0.0, np.inf]]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the compiled kernels against independent computations
+
+
+def _tangents_by_the_rule(normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The tangent rule of tangent_bases' docstring, written out in numpy: ŝ = projected x̂, the fallback
+    ŝ = ŷ × n̂ / |ŷ × n̂|, and in the band ŝ turned about n̂ toward the fallback by smoothstep of |n̂ₓ|."""
+    n = unit(normals)
+    with np.errstate(invalid="ignore", divide="ignore"):  # x_proj is undefined at ±x̂ (w = 1), fallback at ±ŷ (w = 0)
+        x_proj = unit(np.array([1.0, 0.0, 0.0]) - n[:, :1] * n)
+        fallback = unit(np.cross(np.array([0.0, 1.0, 0.0]), n))
+        u = np.clip((np.abs(n[:, 0]) - COS40) / (COS20 - COS40), 0.0, 1.0)
+        w = u * u * (3.0 - 2.0 * u)
+        sine, cosine = np.einsum("ij,ij->i", np.cross(x_proj, fallback), n), np.einsum("ij,ij->i", x_proj, fallback)
+        angle = np.arctan2(sine, cosine)
+        a = (w * angle)[:, None]
+        blended = np.cos(a) * x_proj + np.sin(a) * np.cross(n, x_proj)
+    s = np.where((w >= 1.0)[:, None], fallback, np.where((w > 0.0)[:, None], blended, x_proj))
+    return s, np.cross(n, s)
+
+
+def test_tangent_frames_equal_the_rule_written_out():
+    """tangent_bases equals an independent numpy statement of its rule (to 1e-12) on random normals, the axes,
+    near the axes and across the blend band, and (s, t, n) is orthonormal and right-handed there."""
+    rng = np.random.default_rng(41)
+    band = np.radians(rng.uniform(15.0, 45.0, 3000))  # angle from ±x, through the blend band
+    azimuth = rng.uniform(0.05, np.pi - 0.05, 3000)  # n_z > 0: off the documented cut
+    side = np.where(rng.uniform(size=3000) < 0.5, -1.0, 1.0)
+    in_band = np.column_stack([side * np.cos(band), np.sin(band) * np.cos(azimuth), np.sin(band) * np.sin(azimuth)])
+    normals = np.vstack([_awkward_normals(rng), in_band, 3.0 * unit(rng.standard_normal((3000, 3)))])
+    s, t = tangent_bases(normals)
+    s_rule, t_rule = _tangents_by_the_rule(normals)
+    np.testing.assert_allclose(s, s_rule, atol=1e-12)
+    np.testing.assert_allclose(t, t_rule, atol=1e-12)
+    assert_frame(unit(normals), s, t)
+
+
+def _random_rotation_and_position(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return random_rotation(rng), rng.uniform(-1.0, 1.0, 3)
+
+
+def test_box_random_poses_match_brute_force_closest_point():
+    """Random boxes, poses and centres (outside and inside): outside, the box point is the closest of dense surface
+    samples (to the sampling step) and the clamped centre, phi is its distance minus r (1e-3 m from the samples,
+    1e-12 from the clamp) and n points from it to the centre; inside, phi = −(least face depth) − r with that
+    face's outward normal."""
+    rng = np.random.default_rng(42)
+    for _ in range(12):
+        half = rng.uniform(0.01, 0.08, 3)
+        box = BoxShape(half_extents=half)
+        samples = _box_surface_samples(half, step=2e-3)
+        R, pos = _random_rotation_and_position(rng)
+        c_box = rng.uniform(-2.0, 2.0, (40, 3)) * half
+        radii = rng.uniform(0.0, 0.02, 40)
+        phi, points, normals = box.sphere_contacts(c_box @ R.T + pos, radii, R, pos)
+        for k in range(40):
+            p, r = c_box[k], radii[k]
+            normal_in_box = R.T @ normals[k]
+            box_point = 2.0 * R.T @ (points[k] - pos) - (p - r * normal_in_box)  # closest box point, box frame
+            if np.any(np.abs(p) > half):
+                distances = np.linalg.norm(samples - p, axis=1)
+                closest = samples[np.argmin(distances)]
+                assert phi[k] == pytest.approx(_box_distance(p, half) - r, abs=1e-12)
+                assert phi[k] == pytest.approx(distances.min() - r, abs=1e-3)
+                np.testing.assert_allclose(box_point, np.clip(p, -half, half), atol=1e-12)
+                assert np.linalg.norm(closest - box_point) <= 3 * 2e-3  # the sampled closest point is next to it
+                np.testing.assert_allclose(normal_in_box, unit(p - box_point), atol=1e-9)
+            else:
+                depth = half - np.abs(p)
+                axis = int(np.argmin(depth))
+                assert phi[k] == pytest.approx(-depth[axis] - r, abs=1e-12)
+                np.testing.assert_allclose(normal_in_box, np.sign(p[axis]) * np.eye(3)[axis], atol=1e-12)
+            assert np.linalg.norm(normals[k]) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_box_ties_pick_the_lowest_axis_then_the_positive_side():
+    """A centre equally deep below several faces (the box centre, a diagonal) gets the lowest such axis, +side."""
+    box = BoxShape(half_extents=np.array([0.05, 0.05, 0.05]))
+    for c, expected in (([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]), ([0.0, 0.01, 0.01], [0.0, 1.0, 0.0]),
+                        ([-0.01, -0.01, 0.0], [-1.0, 0.0, 0.0]), ([0.0, 0.0, -0.02], [0.0, 0.0, -1.0])):  # fmt: skip
+        g = box.sphere_contact(np.array(c), 0.01, np.eye(3), np.zeros(3))
+        np.testing.assert_array_equal(g.normal_in_world, expected)
+
+
+def test_heightmap_random_centres_match_dense_sampling(bumps):
+    """Centres above, below and beside the bumps, and beyond the grid (held border): phi matches dense sampling
+    to 1e-4 m, the terrain point lies on the surface, and no sampled terrain point near it is closer."""
+    rng = np.random.default_rng(43)
+    r = 0.015
+    xy = np.vstack([rng.uniform(-0.3, 0.3, (20, 2)), rng.uniform(0.38, 0.45, (5, 2)) * rng.choice([-1, 1], (5, 2))])
+    z = bumps.heights_at(xy[:, 0], xy[:, 1]) + rng.uniform(-0.01, 0.04, len(xy))
+    centers = np.column_stack([xy, z])
+    phi, points, normals = bumps.sphere_contacts(centers, np.full(len(xy), r))
+    for k, c in enumerate(centers):
+        assert abs(phi[k] - _brute_force_phi(bumps, c, r)) < 1e-4
+        p = 2.0 * points[k] - (c - r * normals[k])  # the terrain point
+        assert p[2] == pytest.approx(bumps.height(p[0], p[1]), abs=1e-12)
+        around = p[:2] + rng.uniform(-0.01, 0.01, (400, 2))
+        nearby = np.column_stack([around, bumps.heights_at(around[:, 0], around[:, 1])])
+        assert np.linalg.norm(nearby - c, axis=1).min() >= np.linalg.norm(c - p) - 1e-9
+        assert np.linalg.norm(normals[k]) == pytest.approx(1.0, abs=1e-14)

@@ -366,3 +366,23 @@ def test_noslip_spread_shares_the_weight_and_stays_complementary(quadruped: Robo
     res = result.residuals
     assert res.dynamics < 1e-8 and res.slip < 1e-10 and res.penetration < 1e-8
     assert res.complementarity < 1e-4 * weight
+
+
+@pytest.mark.parametrize("spread", [1e-6, 1e-2])
+def test_coulomb_spread_shares_the_weight_and_the_repair_keeps_the_feet_on_the_ground(
+    quadruped: RobotModel, spread: float
+) -> None:
+    """With spread ε the Coulomb LCP splits a symmetric stance evenly where Lemke alone returns a vertex; its
+    forces fall short of the weight by about ε, and the repaired answer neither penetrates nor leaves the
+    pyramid, and passes its certificate."""
+    vertex = InverseDynamicsController(quadruped, ground(1.0), "coulomb_lcp")
+    result = vertex.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found and np.count_nonzero(result.f_normal > 1e-6) < 4  # a vertex of the solution set
+    shared = InverseDynamicsController(quadruped, ground(1.0), "coulomb_lcp", formulation_options={"spread": spread})
+    result = shared.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found and not result.certificate, result.message
+    weight = quadruped.total_mass() * G
+    np.testing.assert_allclose(result.f_normal, result.f_normal.mean(), rtol=1e-6)
+    assert 1.0 - 2.0 * spread < result.f_normal.sum() / weight <= 1.0 + 1e-9
+    res = result.residuals
+    assert res.dynamics < 1e-8 and res.penetration <= 1e-7 and res.friction < 1e-10

@@ -137,3 +137,22 @@ def test_the_bench_row_times_the_diagnostic_on_recorded_trot_ticks():
     assert row["ticks"] == 300 and row["contacts_max"] >= 2
     assert 0 < row["p50_us"] <= row["p99_us"] <= row["max_us"]
     assert row["coupling_max"] < 0.01 < 0.2 < row["coupling_held_median"]
+
+
+def test_a_runs_records_carry_the_coupling_diagnostic():
+    """A closed-loop trot's tick records hold the core's coupling diagnostic (asked for after each tick, off the
+    tick's path): both couplings in [0, 1], the held one above the free one wherever two feet on different legs
+    are down, zero with fewer than two contacts, and a flag only where a pair is coupled."""
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+    from tests.conftest import REPO
+
+    run = run_in_process(load_launch(REPO / "launch" / "quadruped_trot.toml"), seconds=1.0)
+    free, held, flagged = run.coupling, run.coupling_held, run.coupled_touchdown
+    contacts = np.isfinite(run.contact_phi).sum(axis=1)  # one candidate contact per foot on flat ground
+    assert free.shape == held.shape == contacts.shape and np.isfinite(free).all()
+    assert ((free >= 0) & (free <= 1) & (held >= 0) & (held <= 1)).all()
+    assert (free[contacts < 2] == 0).all() and (held[contacts < 2] == 0).all()
+    several = contacts >= 2
+    assert several.any() and (held[several] > free[several]).all()
+    assert not flagged[held < 0.1].any()

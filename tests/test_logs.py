@@ -56,7 +56,8 @@ def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dic
         "contact_ids": [f"s{i}/ground" for i in range(n_contacts)], "contact_points": wire.f64(f(n_contacts, 3)),
         "contact_normals": wire.f64(f(n_contacts, 3)), "contact_phi": wire.f64(f(n_contacts)),
         "force_normal": wire.f64(force_normal), "force_world": wire.f64(f(n_contacts, 3)),
-        "sensed_forces": wire.f64(f(4, 3)), "log_dropped": 0,
+        "sensed_forces": wire.f64(f(4, 3)), "log_dropped": 0, "coupling": float(rng.uniform()),
+        "coupling_held": float(rng.uniform()), "coupled_touchdown": bool(seq % 2),
     }  # fmt: skip
 
 
@@ -227,13 +228,14 @@ def test_exports_read_back_with_their_own_readers(run_log: Path, tmp_path: Path)
 
 
 def test_log_info_and_plots(run_log: Path, tmp_path: Path, capsys) -> None:
-    """log info names the robot, both formulations and the deadline misses; plot writes four PNG figures."""
+    """log info names the robot, both formulations and the deadline misses; plot writes five PNG figures."""
     assert main(["log", "info", str(run_log)]) == 0
     out = capsys.readouterr().out
     assert "quadruped" in out and "two_stage_qp" in out and "one_stage_qp" in out and "deadline misses" in out
     assert main(["plot", str(run_log), "-o", str(tmp_path / "plots")]) == 0
     pngs = sorted((tmp_path / "plots").glob("*.png"))
-    assert [p.name for p in pngs] == ["contact_forces.png", "timing.png", "torques.png", "tracking.png"]
+    assert [p.name for p in pngs] == ["contact_forces.png", "coupling.png", "timing.png", "torques.png",
+                                      "tracking.png"]  # fmt: skip
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 

@@ -221,6 +221,60 @@ def test_trot_tilt_levels_the_body_through_the_stance_legs(quadruped):
         assert np.all(targets[high][hind, 2] > targets[low][hind, 2] + 0.005)
 
 
+def test_trot_centres_the_feet_under_the_centre_of_mass_while_standing():
+    """A robot whose centre of mass is off its feet's centroid (the A1's is 34 mm behind it) starts from its
+    standing feet and, by the end of the stand, has them centred under the centre of mass (x-y, base frame),
+    moving continuously; the gait then places its feet about that point."""
+    a1 = RobotModel("a1")
+    gait = TrotGait(a1, stand_time=0.5)
+    q = a1.standing_configuration()
+    q_base = q.copy()
+    q_base[:7] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+    com = pin.centerOfMass(a1.model, a1.model.createData(), q_base)
+    feet = np.array(gait.nominal_feet)
+    assert np.linalg.norm(com[:2] - feet[:, :2].mean(axis=0)) > 0.03
+    previous = None
+    for t, target in run(gait, q, 0.5):
+        if t == 0.0:
+            np.testing.assert_allclose(gait.foot_targets_in_base, feet, atol=1e-12)
+            np.testing.assert_allclose(target.q_ref, a1.joint_positions(q), atol=1e-9)
+        if previous is not None and t < 0.5:  # q_ref moves as v_ref says, v_ref as a_ref says (the gait starts at 0.5)
+            assert np.max(np.abs(target.q_ref - previous.q_ref - 0.5 * DT * (target.v_ref + previous.v_ref))) < 1e-5
+            assert np.max(np.abs(target.v_ref - previous.v_ref - 0.5 * DT * (target.a_ref + previous.a_ref))) < 1e-3
+        previous = target
+    centred = gait.foot_targets_in_base
+    np.testing.assert_allclose(centred[:, :2].mean(axis=0), com[:2], atol=1e-6)  # m (the start-up ramp began)
+    np.testing.assert_allclose(centred[:, 2], feet[:, 2], atol=1e-12)
+    flat = TrotGait(a1, stand_time=0.5, centre_under_com=False)
+    for _ in run(flat, q, 0.5):
+        pass
+    np.testing.assert_allclose(flat.foot_targets_in_base, feet, atol=1e-6)
+
+
+def test_trot_a_swing_foot_that_touches_at_the_end_of_its_swing_lands_early(quadruped):
+    """A swing foot is a contact candidate, and lands when the controller finds it touching, only near the end of
+    its swing; its liftoff stays on the gait's schedule. Early in the swing a touching foot stays in swing."""
+    from types import SimpleNamespace
+
+    lf = quadruped.sphere_names.index("LF_foot")
+    touching = SimpleNamespace(sphere=np.array([lf]))
+    gait = TrotGait(quadruped, stand_time=0.0)  # LF lifts off at once; swing 0.075 s, stance 0.225 s
+    q = quadruped.standing_configuration()
+    for _ in run(gait, q, 0.02):
+        gait.observe_contacts(touching)
+    assert not gait.in_stance[0] and not gait.contact_mask()[lf]  # 27 % into the swing: still lifting
+    for _ in run(gait, q, 0.07, t_start=0.021):
+        gait.observe_contacts(None)  # the controller finds no contact
+    assert not gait.in_stance[0] and gait.contact_mask()[lf]  # 93 %: a candidate contact
+    gait.observe_contacts(touching)
+    gait.sample(0.071, q, np.zeros(quadruped.nv))
+    assert gait.in_stance[0] and gait.landed[0]
+    ground = gait.nominal_feet[0][2]
+    assert gait.foot_targets_in_base[0, 2] == pytest.approx(ground, abs=1e-12)
+    stance = {round(t, 3): gait.in_stance[0] for t, _ in run(gait, q, 0.31, t_start=0.072)}
+    assert stance[0.295] and not stance[0.305]  # lifts off at 0.075 + 0.225 s, as planned
+
+
 def test_trot_waypoints_turn_in_place_then_walk(quadruped):
     """Facing away from the next waypoint the robot turns in place; facing it, it walks forward."""
     gait = TrotGait(quadruped, waypoints=[(0.5, 0.0)], stand_time=0.0)

@@ -28,9 +28,10 @@ the joints that move them, the floating base excluded, are disjoint.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, VECTOR, boolean, float64
 from idcontrol.errors import ShapeError
 from idcontrol.robot.model import RobotModel
 
@@ -162,34 +163,6 @@ def _cholesky(M):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def coupling_diagnostic(N, M, unactuated, sphere, limb_of_sphere, since, now, window, threshold):  # pragma: no cover
-    """The per-tick diagnostic in one compiled call: (coupling, coupling_held, coupled_touchdown).
-
-    N : (n, m) the active contacts' normal rows.  M : (m, m) generalized inertia.
-    unactuated : (n_u,) int, the DoFs free when the joints are held (the problem's unactuated DoFs as an index
-        array: ``index_array(problem.unactuated, problem.m)``, floating base and movable bodies).
-    sphere : (n,) int, each contact's sphere (``ContactSet.sphere``).  limb_of_sphere : (k,) int,
-    :func:`sphere_limbs`.  since : (k,) float, the spheres' touchdown times, updated in place
-    (:func:`touchdown_ages`).  now : s.  window, threshold : as in :func:`delassus_coupling`.
-
-    Returns ``coupling`` (:func:`delassus_coupling`, every joint free), ``coupling_held``
-    (:func:`delassus_coupling_held` on ``unactuated``) and ``coupled_touchdown``, the held model's flag: the
-    pair the controller's prediction couples through the base touched down together.
-    """
-    age = touchdown_ages(sphere, since, now)
-    n = sphere.shape[0]
-    if n < 2:
-        return 0.0, 0.0, False
-    limb = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        limb[i] = limb_of_sphere[sphere[i]]
-    free, _ = delassus_coupling_whitened(_whiten(N, _cholesky(M)), limb, age, window, threshold)
-    Nu, Mu = _held_block(N, M, unactuated)
-    held, flag = delassus_coupling_whitened(_whiten(Nu, _cholesky(Mu)), limb, age, window, threshold)
-    return free, held, flag
-
-
-@njit(cache=True)
 def delassus_coupling(N, M, limb, age, window, threshold):  # pragma: no cover - compiled
     """Coupling of the active contacts through the inverse inertia, and the coupled-touchdown flag.
 
@@ -260,6 +233,38 @@ def touchdown_ages(sphere, since, now):  # pragma: no cover - compiled
     for i in range(n):
         age[i] = now - since[sphere[i]]
     return age
+
+
+@njit(
+    types.Tuple((float64, float64, boolean))(IN_MATRIX, IN_MATRIX, IN_INDICES, IN_INDICES, IN_INDICES, VECTOR, float64,
+                                             float64, float64),
+    cache=True,
+)  # fmt: skip
+def coupling_diagnostic(N, M, unactuated, sphere, limb_of_sphere, since, now, window, threshold):  # pragma: no cover
+    """The per-tick diagnostic in one compiled call: (coupling, coupling_held, coupled_touchdown).
+
+    N : (n, m) the active contacts' normal rows.  M : (m, m) generalized inertia.
+    unactuated : (n_u,) int, the DoFs free when the joints are held (the problem's unactuated DoFs as an index
+        array: ``index_array(problem.unactuated, problem.m)``, floating base and movable bodies).
+    sphere : (n,) int, each contact's sphere (``ContactSet.sphere``).  limb_of_sphere : (k,) int,
+    :func:`sphere_limbs`.  since : (k,) float, the spheres' touchdown times, updated in place
+    (:func:`touchdown_ages`).  now : s.  window, threshold : as in :func:`delassus_coupling`.
+
+    Returns ``coupling`` (:func:`delassus_coupling`, every joint free), ``coupling_held``
+    (:func:`delassus_coupling_held` on ``unactuated``) and ``coupled_touchdown``, the held model's flag: the
+    pair the controller's prediction couples through the base touched down together.
+    """
+    age = touchdown_ages(sphere, since, now)
+    n = sphere.shape[0]
+    if n < 2:
+        return 0.0, 0.0, False
+    limb = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        limb[i] = limb_of_sphere[sphere[i]]
+    free, _ = delassus_coupling_whitened(_whiten(N, _cholesky(M)), limb, age, window, threshold)
+    Nu, Mu = _held_block(N, M, unactuated)
+    held, flag = delassus_coupling_whitened(_whiten(Nu, _cholesky(Mu)), limb, age, window, threshold)
+    return free, held, flag
 
 
 def coupling_check_shapes(N: Array, M: Array, limb: IntArray, age: Array) -> None:

@@ -8,12 +8,14 @@ world axes. Its block of M is diag(m I₃, R I_body Rᵀ) and its f_ext is
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pinocchio as pin
+from numba import njit, types
 from numpy.typing import NDArray
 
+from idcontrol.arrays import ANY_VECTOR, VECTOR
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, HeightMap
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import ObjectConfig
@@ -25,8 +27,20 @@ GRAVITY = np.array([0.0, 0.0, -9.81])
 
 def rotation_from_xyzw(quaternion_xyzw: Array) -> Array:
     """(3, 3) rotation matrix of a quaternion given as (x, y, z, w) (normalized first)."""
-    x, y, z, w = quaternion_xyzw
-    return pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
+    out = np.empty(9)
+    rotation_rows(np.asarray(quaternion_xyzw, dtype=float), out)
+    return out.reshape(3, 3)
+
+
+@njit(types.void(ANY_VECTOR, VECTOR), cache=True)
+def rotation_rows(quaternion_xyzw, out):
+    """Write the (3, 3) rotation of the quaternion (x, y, z, w) (normalized first) row by row into ``out`` (9,)."""
+    x, y, z, w = quaternion_xyzw[0], quaternion_xyzw[1], quaternion_xyzw[2], quaternion_xyzw[3]
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / norm, y / norm, z / norm, w / norm
+    out[0], out[1], out[2] = 1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - z * w), 2.0 * (x * z + y * w)
+    out[3], out[4], out[5] = 2.0 * (x * y + z * w), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - x * w)
+    out[6], out[7], out[8] = 2.0 * (x * z - y * w), 2.0 * (y * z + x * w), 1.0 - 2.0 * (x * x + y * y)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,6 @@ from idcontrol.validation import all_finite, check_vector, valid_state
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
 _EMPTY = np.zeros(0)
-_POSE_SHAPES = ((3,), (4,), (3,), (3,))  # a movable body's position, quaternion, linear and angular velocity
 
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
@@ -122,21 +121,15 @@ def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N,
     return M, f_ext, v_all, qd_des, phi_out
 
 
-@njit((IN_MATRIX, ANY_VECTOR, float64, ANY_VECTOR, IN_MATRIX, float64), cache=True)
-def activated(N, phi, dt, v, v_bodies_flat, distance):
-    """(n,) bool: the contacts whose gap predicted at the end of the period, φ + Δt N v (m), is within ``distance``;
-    v (nv,) the robot's velocity, v_bodies_flat (1, 6b) the movable bodies' (their columns follow the robot's)."""
-    n, m = N.shape
-    nv = v.shape[0]
-    keep = np.empty(n, dtype=np.bool_)
-    for i in range(n):
-        s = 0.0
-        for c in range(nv):
-            s += N[i, c] * v[c]
-        for c in range(nv, m):
-            s += N[i, c] * v_bodies_flat[0, c - nv]
-        keep[i] = phi[i] + dt * s <= distance
-    return keep
+@njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
+def finite_pose(position, orientation_xyzw, linear_velocity, angular_velocity):
+    """Whether a movable body's pose and twist have their shapes, (3,), (4,), (3,), (3,), and are finite (float64
+    1-D arrays: the signature refuses the rest with a TypeError)."""
+    if position.shape[0] != 3 or orientation_xyzw.shape[0] != 4 or linear_velocity.shape[0] != 3 \
+            or angular_velocity.shape[0] != 3:  # fmt: skip
+        return False
+    return (all_finite(position) and all_finite(orientation_xyzw) and all_finite(linear_velocity)
+            and all_finite(angular_velocity))  # fmt: skip
 
 
 @njit((ANY_VECTOR, ANY_VECTOR, IN_MATRIX, float64, IN_VECTOR, MATRIX, VECTOR), cache=True)
@@ -317,11 +310,10 @@ class InverseDynamicsController:
         for name, body in state.objects.items():
             if name not in self._object_names or type(body) is not ObjectState:
                 return False
-            pose = (body.position, body.orientation_xyzw, body.linear_velocity, body.angular_velocity)
-            if any(type(x) is not np.ndarray or x.dtype != _F64 or x.shape != shape
-                   for x, shape in zip(pose, _POSE_SHAPES, strict=True)):  # fmt: skip
-                return False
-            if not all(all_finite(x) for x in pose):
+            try:
+                if not finite_pose(body.position, body.orientation_xyzw, body.linear_velocity, body.angular_velocity):
+                    return False
+            except TypeError:  # not float64 arrays of the pose's shapes (the compiled check's signature)
                 return False
         return True
 
@@ -357,18 +349,15 @@ class InverseDynamicsController:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != (self._sphere_count,):
                 raise ShapeError("contact_mask", (self._sphere_count,), mask.shape)
-        contacts = self.detector.detect(objects, mask)
-        N, S, T = self.detector.rows(contacts, objects)
-        bodies = self.environment.objects
-        if bodies:
+        if self.environment.objects:
             self._body_terms(objects)
-        if self.activation_distance is not None and contacts.n:
-            # the gap predicted at the end of the period (movable bodies' velocities enter through their columns)
-            keep = activated(N, contacts.phi, self.dt, v, self._body_v.reshape(1, -1), self.activation_distance)
-            if not keep.all():
-                keep = np.flatnonzero(keep)
-                contacts = contacts.subset(keep)
-                N, S, T = N[keep], S[keep], T[keep]
+        if self.activation_distance is None:
+            contacts, N, S, T = self.detector.detect_rows(objects, mask)
+        else:  # only contacts whose predicted gap at the end of the period is within the activation distance
+            velocity = v if self.m == r.nv else np.concatenate([v, self._body_v.reshape(-1)])
+            contacts, N, S, T = self.detector.detect_rows(
+                objects, mask, velocity=velocity, dt=self.dt, activation_distance=self.activation_distance
+            )
         self.last_contacts = contacts
         t2 = time.perf_counter()
 

@@ -28,8 +28,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pinocchio as pin
+from numba import njit
 from numpy.typing import NDArray
 
+from idcontrol.arrays import IN_INDICES, boolean
+from idcontrol.contacts.coupling import COUPLING_THRESHOLD, TOUCHDOWN_WINDOW, coupling_diagnostic, sphere_limbs
 from idcontrol.contacts.detection import ContactSet
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.metrics import RunMetrics, tick_means
@@ -38,7 +41,7 @@ from idcontrol.control.safety import SafetyFilter
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
-from idcontrol.formulations.problem import SolveResult
+from idcontrol.formulations.problem import SolveResult, index_array
 from idcontrol.reference import JointTarget, Reference, desired_acceleration, make_reference
 from idcontrol.settings import SafetySettings
 from idcontrol.validation import all_finite, check_option_types
@@ -62,7 +65,9 @@ class Command:
     result : the formulation's solve (None outside run mode or when it threw).
     target, qdd_des : the reference sample and q̈_des (nu,) rad/s² (run mode only).
     contacts : the candidate contacts the solve used (run mode only).
-    formulation : the active formulation's name.  reference : the reference's own telemetry, if any.
+    formulation : the active formulation's name.
+    reference : the reference's own telemetry, if any (built on first access, off the tick's path: read it before
+        the core's next tick, as the daemon and the test harness do when they record the tick).
     clipped : joints whose torque hit a limit this tick.
     note, event : what the guards did this tick, if anything (a rate-limited log line and its kind).
     """
@@ -75,10 +80,29 @@ class Command:
     qdd_des: Array | None = None
     contacts: ContactSet | None = None
     formulation: str = ""
-    reference: dict[str, object] | None = None
     clipped: int = 0
     note: str = ""
     event: str = ""
+    #: the reference whose telemetry :attr:`reference` reports (run mode only)
+    sampled_from: Reference | None = None
+    _reference: dict[str, object] | None = None
+
+    @property
+    def reference(self) -> dict[str, object] | None:
+        """The reference's own telemetry of this tick (e.g. a gait's phase), or None."""
+        if self._reference is None and self.sampled_from is not None:
+            self._reference = self.sampled_from.telemetry()
+            self.sampled_from = None
+        return self._reference
+
+
+@njit(boolean(IN_INDICES), cache=True)
+def on_a_body(body):
+    """Whether any contact is on a movable body (``ContactSet.body`` (n,): −1 for a static surface)."""
+    for b in body:
+        if b >= 0:
+            return True
+    return False
 
 
 class ControlCore:
@@ -120,12 +144,18 @@ class ControlCore:
         self._safe_controller = self.safety.safe_controller  # of the current safe stop
         self._safe_stop_started = 0.0
         self._standing_height = float(robot.standing_configuration()[2]) if robot.floating_base else 0.0
+        self._fall_height = self.safety.fall_height_fraction * self._standing_height  # m, world
+        self._cos_fall_tilt = math.cos(self.safety.fall_tilt)
         self._bind_body_watch()
         self.metrics = RunMetrics()
         self._has_objects = bool(controller.environment.objects)
         self._untouched = 0
         self._formulations: dict[str, Formulation] = {}  # ready instances by name, filled by warm_up
         self._tracking = None  # the last run tick's tracking errors (for the run metrics)
+        # the coupling diagnostic's data: each contact sphere's limb, the unactuated DoFs, the touchdown times
+        self._limb_of_sphere = sphere_limbs(robot)
+        self._unactuated = index_array(controller.unactuated, controller.m)
+        self._touchdowns = np.full(len(robot.sphere_names), np.nan)
         self.last_error = ""
 
     @property
@@ -320,10 +350,10 @@ class ControlCore:
         non_finite = False
         if self.mode in (MODE_IDLE, MODE_STOPPED):  # the protocol's promise: no torque outside run and safe stop
             out.tau, out.clipped = np.zeros(robot.nu), 0
+            self._tau_sent[:] = 0.0
         else:
-            out.tau = self.filter.apply(out.tau, self._tau_sent).copy()
+            out.tau = self.filter.send(out.tau, self._tau_sent)  # the last torque sent becomes this one
             out.clipped, non_finite = self.filter.clipped, self.filter.last_non_finite
-        np.copyto(self._tau_sent, out.tau)
         if non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
             self.stop("non-finite torque command", now, controller="damping")
             out.note, out.event = "non-finite torque command: zeros sent, damping stop", "non_finite"
@@ -343,7 +373,7 @@ class ControlCore:
         target = reference.sample(state.t, q, v)
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
         out.target, out.qdd_des = target, qdd_des
-        out.reference = reference.telemetry()
+        out.sampled_from = reference
         self._tracking = tracking
         mask = reference.contact_mask()
         try:
@@ -411,11 +441,31 @@ class ControlCore:
 
     def _track_grasp(self, contacts, t: float) -> None:
         """An object no sphere has been near for ``drop_ticks`` ticks has been dropped (recorded once)."""
-        touching = bool((contacts.body >= 0).any())
+        touching = on_a_body(contacts.body)
         self._untouched = 0 if touching else self._untouched + 1
         if self._untouched >= self.safety.drop_ticks and self.metrics.dropped_at is None:
             self.metrics.dropped_at = t - (self.safety.drop_ticks - 1) * self.dt
             self.last_error = f"object dropped at t = {self.metrics.dropped_at:.3f} s"
+
+    # ------------------------------------------------------------------ diagnostics, after the command left
+    def coupling(self, out: Command) -> tuple[float, float, bool] | None:
+        """The contact-coupling diagnostic of the tick that gave ``out`` (Pace & Burden's condition 6,
+        :mod:`idcontrol.contacts.coupling`): (coupling with every joint free, coupling through the unactuated DoFs
+        alone, whether a pair coupled so touched down within two ticks of each other), or None without a solved
+        problem. Off the tick's path: the daemon and the test harness ask for it after the command was sent,
+        once per answered tick (it keeps the contacts' touchdown times: a tick not asked about does not advance
+        them). Measured: a few µs a tick on the quadruped (``idcontrol bench --scenarios coupling``)."""
+        result, contacts = out.result, out.contacts
+        if result is None or result.problem is None or contacts is None:
+            return None
+        p = result.problem
+        if p.n != contacts.n or p.m != self.controller.m:
+            return None
+        coupling, held, flag = coupling_diagnostic(
+            p.N, p.M, self._unactuated, contacts.sphere, self._limb_of_sphere, self._touchdowns, out.t,
+            TOUCHDOWN_WINDOW, COUPLING_THRESHOLD,
+        )  # fmt: skip
+        return float(coupling), float(held), bool(flag)
 
     # ------------------------------------------------------------------ falls
     def _bind_body_watch(self) -> None:
@@ -455,6 +505,19 @@ class ControlCore:
     def _fallen(self, q: Array) -> str:
         """Why the floating base has fallen ('' if it has not): its height below ``fall_height_fraction`` of its
         standing height, its tilt beyond ``fall_tilt``, or a body other than the feet on the ground."""
+        z, x, y = q[2:5].tolist()
+        if z >= self._fall_height and 1.0 - 2.0 * (x * x + y * y) >= self._cos_fall_tilt:
+            clearance = self._ground_clearance
+            for view in self._watched_origins:  # the usual case, in a few µs: upright, and no body on the ground
+                if view[2] < clearance:
+                    break
+            else:
+                if self._watched_origins or not self._watched:
+                    return ""
+        return self._fall_reason(q)
+
+    def _fall_reason(self, q: Array) -> str:
+        """:meth:`_fallen`'s checks one by one, with the reason."""
         x, y = float(q[3]), float(q[4])
         up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world: cos(tilt)
         s = self.safety

@@ -121,6 +121,18 @@ class SafetyFilter:
         return -self.damping * v_act
 
     # ------------------------------------------------------------------ every command
+    def send(self, tau: Array, tau_sent: Array) -> Array:
+        """:meth:`apply` against the last torque sent, ``tau_sent`` (nu,), which becomes the result (in place);
+        returns the torque to send, a new array (one compiled call)."""
+        self.last_non_finite, limited, self.clipped, out = guard_and_keep(tau, tau_sent, self.tau_step, self.tau_limit)
+        if self.last_non_finite:
+            self.count("non_finite")
+        if limited:
+            self.count("torque_rate", limited)
+        if self.clipped:
+            self.count("torque_limit", self.clipped)
+        return out
+
     def apply(self, tau: Array, tau_prev: Array | None) -> Array:
         """The torque to send: finite, within ``tau_prev`` ± the rate step, within the torque limits.
 
@@ -205,3 +217,14 @@ def guard_torque(tau, tau_prev, has_prev, step, limit, out):
             clipped += 1
         out[j] = x
     return non_finite, limited, clipped
+
+
+@njit(Tuple((boolean, intp, intp, VECTOR))(ANY_VECTOR, VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
+def guard_and_keep(tau, tau_sent, step, limit):
+    """:func:`guard_torque` of ``tau`` against the last torque sent, ``tau_sent`` (nu,), into a new array, which is
+    also copied into ``tau_sent``: (non_finite, joints rate-limited, joints clipped, the torque to send)."""
+    out = np.empty(tau.shape[0])
+    non_finite, limited, clipped = guard_torque(tau, tau_sent, True, step, limit, out)
+    for j in range(out.shape[0]):
+        tau_sent[j] = out[j]
+    return non_finite, limited, clipped, out

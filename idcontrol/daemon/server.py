@@ -396,7 +396,7 @@ class Daemon:
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
                                     bridge_stopped=message.bridge_stopped, last_late=message.last_late,
-                                    crossings=message.crossings)  # fmt: skip
+                                    crossings=message.crossings, coupling=self.core.coupling(out))  # fmt: skip
         record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped

@@ -26,8 +26,11 @@ from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
 from idcontrol.formulations.problem import ContactProblem, index_array
+from idcontrol.solvers.daqp_native import CHANGED_ALL, COLD, NativeQP
+from idcontrol.solvers.daqp_native import solve as native_solve
 from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, least_norm_lstsq
 from idcontrol.solvers.qp import INFINITY, DenseQP
+from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
 
@@ -256,3 +259,59 @@ def repair_result(M, N, S, T, phi, dt, va, c0, D, momentum, a, u, no_slip, qd_de
         if no_slip:
             violation = max(violation, abs(slip_s), abs(slip_t))
     return v_next, tau, violation, change
+
+
+#: :func:`repair_native` outcomes: repaired; M_uu not positive definite; the QP infeasible; a violation left; a
+#: workspace of other sizes than the problem's (nothing solved)
+REPAIRED, REPAIR_NOT_PD, REPAIR_INFEASIBLE, REPAIR_VIOLATION, REPAIR_SIZES = 0, 1, 2, 3, 4
+
+
+@njit(cache=True)
+def repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip, qd_des, qp):
+    """The Section 4.5 repair (:func:`repair_desired_velocity`) with its QP on the DAQP workspace ``qp`` (nu
+    variables, no bounds, n rows and, with ``no_slip``, 2n equality rows after them), from compiled code.
+
+    Returns (outcome: REPAIRED, REPAIR_NOT_PD, REPAIR_INFEASIBLE, REPAIR_VIOLATION or REPAIR_SIZES; v⁺ (m,); τ (nu,)
+    N·m; the violation left, m/s; max |v⁺_a − q̇_des|, rad/s).
+    """
+    nu = a.shape[0]
+    m = M.shape[0]
+    empty_v, empty_tau = np.full(m, np.nan), np.full(nu, np.nan)
+    ok, C, upper, c0, D, momentum = repair_data(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip)
+    if not ok:
+        return REPAIR_NOT_PD, empty_v, empty_tau, np.inf, np.inf
+    rows = C.shape[0]
+    if qp.n != nu or qp.rows != rows or qp.ms != 0 or qp.equalities != (2 * N.shape[0] if no_slip else 0):
+        return REPAIR_SIZES, empty_v, empty_tau, np.inf, np.inf
+    for i in range(nu):
+        for j in range(nu):
+            qp.H[i, j] = 1.0 if i == j else 0.0
+        qp.f[i] = -qd_des[i]
+    for r in range(rows):
+        for j in range(nu):
+            qp.A[r, j] = C[r, j]
+        qp.lower[r] = -INFINITY
+        qp.upper[r] = upper[r]
+    native_solve(qp, COLD, CHANGED_ALL)
+    if not qp.found or not all_finite(qp.x):
+        return REPAIR_INFEASIBLE, empty_v, empty_tau, np.inf, np.inf
+    v_next, tau, violation, change = repair_result(M, N, S, T, phi, dt, qp.x, c0, D, momentum, a, u, no_slip, qd_des)
+    return (REPAIR_VIOLATION if violation > 1e-6 else REPAIRED), v_next, tau, violation, change
+
+
+def repair_text(outcome: int, violation: float) -> str:
+    """What :func:`repair_native`'s ``outcome`` says, as :func:`repair_desired_velocity`'s messages."""
+    if outcome == REPAIRED:
+        return "desired velocity repaired"
+    if outcome == REPAIR_NOT_PD:
+        return "repair: M_uu is not positive definite"
+    if outcome == REPAIR_INFEASIBLE:
+        return "repair QP infeasible"
+    return f"repair QP left a violation of {violation:.2e} m/s"
+
+
+def repair_workspace(nu: int, n: int, no_slip: bool) -> NativeQP:
+    """A DAQP workspace for :func:`repair_native` (``n`` contacts, ``nu`` actuated DoFs), with DAQP's own tolerance
+    and cap as the Python path has them."""
+    return NativeQP(nu, 3 * n if no_slip else n, bounds=False, equalities=2 * n if no_slip else 0, primal_tol=1e-6,
+                    iter_limit=10000)  # fmt: skip

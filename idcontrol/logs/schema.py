@@ -102,6 +102,13 @@ TICK_FIELDS: tuple[TickField, ...] = (
     TickField("force_normal", "contact", "predicted normal force per contact, N", when="run"),
     TickField("force_world", "contact_rows3", "predicted force on the robot per contact (n, 3), world frame, N "
               "(empty when the solve failed)", when="run"),
+    TickField("coupling", "float", "largest normalized coupling |D_ij|/sqrt(D_ii D_jj) of the Delassus matrix "
+              "N M⁻¹ Nᵀ between contacts on different limbs, every joint free (0: Pace & Burden's condition 6)",
+              when="run"),
+    TickField("coupling_held", "float", "the same through the unactuated DoFs alone (the controller's contact "
+              "model: its joints follow q̇_des)", when="run"),
+    TickField("coupled_touchdown", "bool", "two contacts on different limbs, coupled (held) by at least 0.1, "
+              "touched down within 2 ms of each other, the later on this tick", when="run"),
 )  # fmt: skip
 
 _BY_KIND: dict[str, tuple[str, ...]] = {}
@@ -138,11 +145,14 @@ def tick_record(
     bridge_stopped: bool = False,
     last_late: bool = False,
     crossings: tuple[tuple[str, float, str], ...] = (),
+    coupling: tuple[float, float, bool] | None = None,
 ) -> dict[str, Any]:
     """The tick record of one answered state, with arrays as numpy arrays (see :func:`encode_tick_record`).
 
     ``contact_labels`` : "sphere/surface" of each contact in ``command.contacts`` (the caller caches them).
     ``crossings`` : (label, t, how) of the contact events the bridge reported for the step before this state.
+    ``coupling`` : the core's contact-coupling diagnostic of this tick (:meth:`ControlCore.coupling
+    <idcontrol.control.core.ControlCore.coupling>`), if any.
     """
     record: dict[str, Any] = {
         "seq": seq, "t": state.t, "now": now, "mode": command.mode, "formulation": command.formulation,
@@ -172,6 +182,8 @@ def tick_record(
             "force_normal": result.f_normal,
             "force_world": result.force_in_world if result.force_in_world is not None else np.zeros((0, 3)),
         })  # fmt: skip
+        if coupling is not None:
+            record["coupling"], record["coupling_held"], record["coupled_touchdown"] = coupling
     return record
 
 

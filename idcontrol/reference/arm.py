@@ -28,7 +28,9 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from numba import njit, types
 
+from idcontrol.arrays import ANY_VECTOR, IN_INDICES, MATRIX, VECTOR, float64, intp
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.reference.base import Array, JointTarget, Reference, ramped_sine
 from idcontrol.reference.hold import standing_joint_positions
@@ -126,7 +128,7 @@ class ArmSinusoid(Reference):
         self._t0: float | None = None
         self._hold = self._grasp.copy()  # (nf,) opening a gripping finger holds, m
         self._gap = np.full(len(self._fingers), -np.inf)  # (nf,) last observed fingertip gap; -inf: gripping
-        self._was_gripping = np.ones(len(self._fingers), dtype=bool)
+        self._was_gripping = np.ones(len(self._fingers), dtype=bool)  # (both updated in place by arm_target)
 
     # ------------------------------------------------------------------ contact state
     def observe_contacts(self, contacts: object) -> None:
@@ -135,14 +137,11 @@ class ArmSinusoid(Reference):
         A fingertip without a candidate contact (farther than the detection margin) has an infinite gap.
         Call once per tick, e.g. with ``controller.last_contacts`` after the solve.
         """
-        gap = np.full(len(self._fingers), np.inf)
-        if contacts is not None:
-            fingers = self._sphere_finger[np.asarray(contacts.sphere, dtype=np.intp)]
-            bodies, phis = np.asarray(contacts.body).tolist(), np.asarray(contacts.phi).tolist()
-            for finger, body, phi in zip(fingers.tolist(), bodies, phis, strict=True):
-                if finger >= 0 and body >= 0:
-                    gap[finger] = min(gap[finger], phi)
-        self._gap = gap
+        if contacts is None:
+            self._gap = np.full(len(self._fingers), np.inf)
+        else:
+            self._gap = fingertip_gaps(self._sphere_finger, len(self._fingers), np.asarray(contacts.sphere, np.intp),
+                                       np.asarray(contacts.body, np.intp), np.asarray(contacts.phi, float))  # fmt: skip
 
     @property
     def gripping(self) -> Array:
@@ -154,26 +153,55 @@ class ArmSinusoid(Reference):
         if self._t0 is None:
             self._t0 = t
         y, yd, ydd = ramped_sine(t - self._t0, self.frequency, self.ramp_time)
-        target = np.empty((3, self.nu))
-        np.multiply(self.amplitude, y, out=target[0])
-        target[0] += self.q_center
-        np.multiply(self.amplitude, yd, out=target[1])
-        np.multiply(self.amplitude, ydd, out=target[2])
-        self._fingers_target(target, q)
+        target = arm_target(self.q_center, self.amplitude, y, yd, ydd, np.asarray(q, dtype=float), self._fingers,
+                            self._finger_q, self._finger_upper, self._gap, self._hold, self._was_gripping,
+                            self.contact_tolerance, self.squeeze, self.close_speed, self.approach_time)  # fmt: skip
         return JointTarget(target[0], target[1], target[2])
 
-    def _fingers_target(self, target: Array, q: Array) -> None:
-        """Gripping fingers hold (q_ref = touching opening + squeeze, v_ref = 0); the others close."""
-        q_f = np.asarray(q, dtype=float)[self._finger_q]
-        gripping = self._gap <= self.contact_tolerance
-        self._hold = np.where(gripping & ~self._was_gripping, q_f, self._hold)  # touched again: hold here
-        self._was_gripping = gripping
-        closing = ~gripping & (q_f < self._finger_upper)
-        speed = np.minimum(self.close_speed, np.maximum(self._gap, 0.0) / self.approach_time + 1e-3)
-        q_ref = np.where(gripping, self._hold + self.squeeze, np.where(closing, q_f, self._finger_upper))
-        target[0, self._fingers] = q_ref
-        target[1, self._fingers] = np.where(closing, speed, 0.0)
-        target[2, self._fingers] = 0.0
+
+@njit(
+    MATRIX(ANY_VECTOR, ANY_VECTOR, float64, float64, float64, ANY_VECTOR, IN_INDICES, IN_INDICES, ANY_VECTOR,
+           ANY_VECTOR, VECTOR, types.Array(types.boolean, 1, "C"), float64, float64, float64, float64),
+    cache=True,
+)  # fmt: skip
+def arm_target(q_center, amplitude, y, yd, ydd, q, fingers, finger_q, finger_upper, gap, hold, was_gripping,
+               tolerance, squeeze, close_speed, approach_time):  # fmt: skip
+    """(3, nu) the target (q_ref, v_ref, a_ref): the arm joints at q_center + A·(y, ẏ, ÿ) of the ramped sinusoid;
+    each finger gripping (its gap ≤ ``tolerance``, m) holds the opening where it last touched (``hold``, updated in
+    place when it touches again; q_ref = hold + squeeze, v_ref = 0), the others close at
+    min(close_speed, gap / approach_time + 1 mm/s) from where they are, up to their upper limit
+    (``was_gripping`` (nf,) updated in place)."""
+    nu = q_center.shape[0]
+    target = np.empty((3, nu))
+    for j in range(nu):
+        target[0, j] = q_center[j] + amplitude[j] * y
+        target[1, j] = amplitude[j] * yd
+        target[2, j] = amplitude[j] * ydd
+    for i in range(fingers.shape[0]):
+        q_f = q[finger_q[i]]
+        gripping = gap[i] <= tolerance
+        if gripping and not was_gripping[i]:  # touched again: hold here
+            hold[i] = q_f
+        was_gripping[i] = gripping
+        closing = not gripping and q_f < finger_upper[i]
+        speed = min(close_speed, max(gap[i], 0.0) / approach_time + 1e-3)
+        j = fingers[i]
+        target[0, j] = hold[i] + squeeze if gripping else (q_f if closing else finger_upper[i])
+        target[1, j] = speed if closing else 0.0
+        target[2, j] = 0.0
+    return target
+
+
+@njit(VECTOR(IN_INDICES, intp, IN_INDICES, IN_INDICES, ANY_VECTOR), cache=True)
+def fingertip_gaps(sphere_finger, fingers, sphere, body, phi):
+    """(nf,) each finger's smallest signed distance to a movable body over the contacts ``sphere``, ``body``,
+    ``phi`` (m; +inf for a finger without one), fingers found by ``sphere_finger`` (−1: not a finger's)."""
+    gap = np.full(fingers, np.inf)
+    for c in range(sphere.shape[0]):
+        finger = sphere_finger[sphere[c]]
+        if finger >= 0 and body[c] >= 0:
+            gap[finger] = min(gap[finger], phi[c])
+    return gap
 
 
 class GraspHold(ArmSinusoid):

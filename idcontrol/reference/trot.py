@@ -13,6 +13,14 @@ h₀ = 0.163 m the paper's quadruped's, ``cycle_time`` is 0.3 s · √(h/h₀) (
 0.015 m · h/h₀ and ``touchdown_search_depth`` 0.02 m · h/h₀, ``touchdown_search_speed`` 0.1 m/s · √(h/h₀).
 Values given explicitly are used as they are (SI units).
 
+Centre of mass. Two feet carry the robot at a time, so the gait places the feet about the point under the centre
+of mass: the nominal feet are the standing ones shifted (x-y, base frame) until their centroid is under it, and
+during ``stand_time`` the stance feet move there (quintic in time), that is, the base shifts over its feet. A
+standing posture with the centre of mass off the feet's centroid (the A1's published one: 34 mm behind it)
+otherwise tips the body toward the far side of every diagonal pair (generic trot, 10 s: the A1's two-stage QP
+fell at 1.3 s and now trots at 0.0030 rad, its Coulomb LCP 0.0125 -> 0.0048 rad, HyQ's QP 0.0081 -> 0.0053 rad;
+``centre_under_com = False`` keeps the standing feet).
+
 Frames. The *heading frame* H has its origin at the base origin, z vertical
 and x along the base's heading (the yaw of its x axis). Feet are planned in
 H as if the base stood level at its nominal (standing) height: the ground is
@@ -36,6 +44,16 @@ holds its height; L > 1 strengthens this feedback, L = 0 only tracks the
 ground. The weight of p_H blends in smoothly (quintic, over
 ``blend_fraction`` of the stance) after each touchdown and out before each
 liftoff, so targets stay continuous when the base is tilted.
+
+Touchdown. A swing foot is a contact candidate (``contact_mask``) in the last quarter of its swing, and when
+the controller finds it touching (``observe_contacts``) it lands there and then: its stance starts at the point
+the swing has reached, and its liftoff stays on the schedule. Tracking a swing with a joint PD, a foot arrives
+a few millimetres early or late; masked to the planned touchdown, one that arrived early struck the floor as a
+contact the controller did not model and bounced (HyQ: up to 6 mm, landing 50-100 ms late). Measured on the
+generic trot, 10 s on five quadrupeds, mean joint error: two_stage_qp 0.0030-0.0170 -> 0.0020-0.0054 rad,
+coulomb_lcp 0.0048-0.0140 -> 0.0031-0.0099 rad; from the last half of the swing on, the no-slip LCP's
+quadruped drifted 16 cm sideways in 5 s, hence the last quarter (``early_touchdown = False`` keeps the planned
+touchdowns; the controller's ``activation_distance`` decides when an arriving foot enters its problem).
 
 Timing: time starts at the first :meth:`TrotGait.sample` after
 :meth:`TrotGait.reset`; the robot stands still for ``stand_time``, then trots
@@ -64,14 +82,17 @@ PAPER_WAYPOINTS = ((0.0, 0.0), (0.25, 0.0), (0.0, 0.25), (0.0, -0.25), (-0.25, 0
 #: s: a state whose time is this far ahead of the previous sample restarts the gait from standing, rather than
 #: replaying every gait event in between (a clock that leapt by 1e9 s kept the planner busy for hours).
 MAX_CLOCK_JUMP_S = 1.0
+#: Fraction of the swing after which a foot that touches the ground lands early (``early_touchdown``).
+EARLY_TOUCHDOWN = 0.75
 #: Newton steps per tick at most, and the foot position tolerance, m.
 IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
+_NO_SPHERES = np.zeros(0, dtype=np.intp)
 
 # columns of the per-leg state array
-_PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ = range(14)
+_PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ, _SEEN = range(15)
 # entries of the parameter array
 (_TAU, _TAU_PREV, _VX, _VY, _WZ, _TST, _TSW, _BLEND, _GAIN, _HSTEP, _SSPEED, _SDEPTH, _FEEDBACK,
- _HEIGHT, _AMAX) = range(15)  # fmt: skip
+ _HEIGHT, _AMAX, _SHIFTX, _SHIFTY, _TSTAND, _EARLY) = range(19)  # fmt: skip
 
 
 def _positive(name: str, value: float) -> float:
@@ -98,7 +119,7 @@ class TrotGait(Reference):
     Options (SI units; velocities in the heading frame):
     forward_speed, lateral_speed (m/s), yaw_rate (rad/s) : desired base twist (ẋ, ẏ, θ̇).
     cycle_time (s), duty_factor, step_height (m), touchdown_phases (leg name → phase in [0, 1)).
-    stand_time (s) : standing still before the gait starts.
+    stand_time (s) : standing before the gait starts (the base shifts over the feet: ``centre_under_com``).
     max_linear_acceleration (m/s²), max_yaw_acceleration (rad/s²) : ramp of the commanded twist.
     waypoints : optional [(x, y), ...] in the world frame (m), visited in a loop; ``"paper"`` for Fig. 17's.
     waypoint_tolerance (m), turn_in_place_threshold (rad), heading_gain (1/s), max_yaw_rate (rad/s).
@@ -107,6 +128,8 @@ class TrotGait(Reference):
     touchdown_search_speed (m/s), touchdown_search_depth (m) : a planned stance foot that has not touched keeps
         descending at this speed, at most this deep.
     cycle_time, step_height and the touchdown search default to sizes scaled with the robot (module docstring).
+    centre_under_com : place the feet about the point under the centre of mass (module docstring).
+    early_touchdown : a swing foot found touching in the last quarter of its swing lands early (module docstring).
 
     Telemetry: :attr:`phase`, :attr:`in_stance`, :attr:`foot_targets_in_base`, :attr:`command`.
     """
@@ -138,6 +161,8 @@ class TrotGait(Reference):
         body_feedback: bool = True,
         touchdown_search_speed: float | None = None,
         touchdown_search_depth: float | None = None,
+        centre_under_com: bool = True,
+        early_touchdown: bool = True,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
@@ -171,6 +196,7 @@ class TrotGait(Reference):
             raise ConfigError("trot options: blend_fraction must be in (0, 0.5] and levelling_gain >= 0")
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
         self.body_feedback = bool(body_feedback)
+        self.early_touchdown = bool(early_touchdown)
         self.search_speed = _positive("touchdown_search_speed", 0.1 * math.sqrt(size)
                                       if touchdown_search_speed is None else touchdown_search_speed)  # fmt: skip
         self.search_depth = _positive("touchdown_search_depth", 0.02 * size
@@ -191,6 +217,12 @@ class TrotGait(Reference):
         nominal = np.array([data.oMf[model.getFrameId(leg.end)].translation for leg in legs])  # (4, 3) base frame
         self.nominal_feet = tuple(tuple(float(x) for x in foot) for foot in nominal)
         phases = default_touchdown_phases(self.leg_names, nominal)
+        # the feet's centroid under the centre of mass (x-y, base frame, m): the stance shifts the base by it
+        # while standing, and the gait places its feet about it
+        com = pin.centerOfMass(model, data, q_base)
+        self.com_shift = (com[:2] - nominal[:, :2].mean(axis=0)) if centre_under_com else np.zeros(2)
+        self.centred_feet = nominal.copy()
+        self.centred_feet[:, :2] += self.com_shift
         if touchdown_phases is not None:
             unknown = sorted(set(touchdown_phases) - set(self.leg_names))
             if unknown or not all(0.0 <= float(x) < 1.0 for x in touchdown_phases.values()):
@@ -206,9 +238,9 @@ class TrotGait(Reference):
         self.nu = robot.nu
         self._template = np.zeros((3, robot.nu))
         self._template[0] = robot.joint_positions(q_stand)
-        self._state = np.zeros((4, 14))
-        self._state[:, _NX:_NZ + 1] = nominal
-        self._params = np.zeros(15)
+        self._state = np.zeros((4, 15))
+        self._state[:, _NX:_NZ + 1] = self.centred_feet
+        self._params = np.zeros(19)
         self._targets = np.zeros((4, 9))
         self.ik_residual = 0.0  # the worst foot position error of the last sample's IK, m
 
@@ -231,27 +263,21 @@ class TrotGait(Reference):
 
     def observe_contacts(self, contacts: object) -> None:
         """Which feet the controller had among its active contacts: a planned stance foot lands when it
-        first appears there (until then it keeps descending, see ``touchdown_search_speed``)."""
-        touching = self._state[:, _TOUCH]
-        touching[:] = 0.0
-        if contacts is not None:
-            for sphere in contacts.sphere.tolist():
-                leg = self._leg_of_sphere[sphere]
-                if leg >= 0:
-                    touching[leg] = 1.0
+        first appears there (until then it keeps descending, see ``touchdown_search_speed``), and a swing foot
+        that appears there at the end of its swing lands early."""
+        observe_feet(self._leg_of_sphere, _NO_SPHERES if contacts is None else contacts.sphere, self._state)
 
     def contact_mask(self) -> Array | None:
-        """Only the feet planned in stance may touch: a swing foot inside the detection margin
-        carries no predicted force (it is being lifted or is about to land)."""
-        stance = self._state[:, _STANCE]
-        for sphere, leg in enumerate(self._leg_of_sphere.tolist()):
-            self._mask[sphere] = leg < 0 or stance[leg] > 0.5
+        """Only the feet planned in stance, and swing feet in the last quarter of their swing (``early_touchdown``),
+        may touch: a lifting swing foot inside the detection margin carries no predicted force. (Computed by the
+        last :meth:`sample`, with the plan.)"""
         return self._mask
 
     # ------------------------------------------------------------------ run-time commands
     def telemetry(self) -> dict[str, object]:
         """Gait phase in [0, 1), planned stance per leg (leg order), commanded twist (m/s, m/s, rad/s)."""
-        return {"phase": self.phase, "in_stance": self.in_stance, "command": list(self.command)}
+        stance = (self._state[:, _STANCE] > 0.5).tolist()
+        return {"phase": self.phase, "in_stance": stance, "command": list(self.command)}
 
     RUNTIME_OPTIONS = ("forward_speed", "lateral_speed", "yaw_rate", "waypoints")
 
@@ -305,15 +331,18 @@ class TrotGait(Reference):
         s[:, _STANCE] = 1.0
         s[:, _LANDED] = 1.0  # a planned stance foot that has touched the ground since its touchdown
         s[:, _TOUCH] = 1.0  # each foot among the controller's active contacts at the last tick
+        s[:, _SEEN] = 0.0  # the same, but only as observed (a swing foot never lands early without an observation)
         D = self.duty_factor
         s[:, _TNEXT] = [((phi + D) % 1.0) * self.cycle_time for phi in self.touchdown_phases]  # first liftoff
         self._tau = -self.stand_time
-        self._targets[:, 0:3] = s[:, _NX:_NZ + 1]
+        self._targets[:, 0:3] = self.nominal_feet
         self._q_legs[:] = self._q_standing_legs
         p = self._params  # the constant parameters of plan_feet and the IK
         p[_TST], p[_TSW], p[_BLEND], p[_GAIN] = self.stance_time, self.swing_time, self.blend_time, self.levelling_gain
         p[_HSTEP], p[_SSPEED], p[_SDEPTH] = self.step_height, self.search_speed, self.search_depth
         p[_FEEDBACK], p[_HEIGHT], p[_AMAX] = float(self.body_feedback), self.base_height, self.max_joint_acceleration
+        p[_SHIFTX], p[_SHIFTY], p[_TSTAND] = self.com_shift[0], self.com_shift[1], self.stand_time
+        p[_EARLY] = EARLY_TOUCHDOWN if self.early_touchdown else math.inf
 
     @property
     def foot_targets_in_base(self) -> Array:
@@ -354,16 +383,41 @@ class TrotGait(Reference):
         p[_VX], p[_VY], p[_WZ] = self.command
         out = self._template.copy()
         real, ints = self._chain_arrays
-        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out)
+        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out,
+                                 self._leg_of_sphere, self._mask)  # fmt: skip
         self._tau = tau
         return JointTarget(out[0], out[1], out[2])
 
 
 @njit(cache=True)
-def _tick(params, q, state, targets, real, ints, q_legs, out):  # pragma: no cover - compiled
-    """One sample in one compiled call: :func:`plan_feet`, then the legs' inverse kinematics into ``out``."""
+def _tick(params, q, state, targets, real, ints, q_legs, out, leg_of_sphere, mask):  # pragma: no cover - compiled
+    """One sample in one compiled call: :func:`plan_feet`, the legs' inverse kinematics into ``out``, and the
+    contact mask (k,) of :meth:`TrotGait.contact_mask`: a sphere not on a leg, or on a leg in stance or past
+    ``params[_EARLY]`` of its swing."""
     plan_feet(params, q, state, targets)
-    return solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
+    residual = solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
+    for sphere in range(leg_of_sphere.shape[0]):
+        leg = leg_of_sphere[sphere]
+        if leg < 0:
+            mask[sphere] = True
+        else:
+            s = state[leg]
+            landing = s[_STANCE] + ((params[_TAU] - s[_TLAST]) >= params[_EARLY] * params[_TSW])
+            mask[sphere] = landing > 0.5
+    return residual
+
+
+@njit(cache=True)
+def observe_feet(leg_of_sphere, sphere, state):  # pragma: no cover - compiled
+    """Mark in ``state`` (its touch and seen columns) the legs whose feet are among the contacts ``sphere`` (n,)."""
+    for leg in range(state.shape[0]):
+        state[leg, _TOUCH] = 0.0
+    for c in range(sphere.shape[0]):
+        leg = leg_of_sphere[sphere[c]]
+        if leg >= 0:
+            state[leg, _TOUCH] = 1.0
+    for leg in range(state.shape[0]):
+        state[leg, _SEEN] = state[leg, _TOUCH]
 
 
 @njit(cache=True)
@@ -375,6 +429,15 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
     vx, vy, wz = params[_VX], params[_VY], params[_WZ]
     T_st, T_sw, blend, L = params[_TST], params[_TSW], params[_BLEND], params[_GAIN]
     h_step, s_speed, s_depth = params[_HSTEP], params[_SSPEED], params[_SDEPTH]
+    # while standing (τ < 0) the stance feet start from the standing posture and shift, quintic in time, to the
+    # feet centred under the centre of mass: p = p_centred − δ (1 − σ(u)), u = (τ + T_stand) / T_stand
+    shift_x, shift_y, t_stand = params[_SHIFTX], params[_SHIFTY], params[_TSTAND]
+    lag = lag_d = lag_dd = 0.0  # −(1 − σ), its first and second time derivatives
+    if tau < 0.0 and t_stand > 0.0 and (shift_x != 0.0 or shift_y != 0.0):
+        u = min(max((tau + t_stand) / t_stand, 0.0), 1.0)
+        lag = u * u * u * (10.0 + u * (6.0 * u - 15.0)) - 1.0
+        lag_d = 30.0 * u * u * (1.0 - u) * (1.0 - u) / t_stand
+        lag_dd = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (t_stand * t_stand)
     # measured attitude: R_rp = Rz(−yaw) R, its transpose maps H to B
     z_base, qx, qy, qz, qw = q[2], q[3], q[4], q[5], q[6]
     r00, r01, r02 = 1.0 - 2.0 * (qy * qy + qz * qz), 2.0 * (qx * qy - qz * qw), 2.0 * (qx * qz + qy * qw)
@@ -408,6 +471,18 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
                 s[_LANDED] = 0.0
                 s[_STANCE] = 1.0
             s[_TLAST] = t_a = t_e
+        if s[_STANCE] < 0.5 and s[_SEEN] > 0.5 and tau - s[_TLAST] >= params[_EARLY] * T_sw:
+            # an early touchdown: stance from here, where the swing has brought the foot, on the planned schedule
+            u = (tau - s[_TLAST]) / T_sw
+            x1 = nx + 0.5 * T_st * (vx - wz * ny)
+            y1 = ny + 0.5 * T_st * (vy + wz * nx)
+            h00, h10, h01, h11 = 2 * u**3 - 3 * u**2 + 1, (u**3 - 2 * u**2 + u) * T_sw, 3 * u**2 - 2 * u**3, \
+                (u**3 - u**2) * T_sw  # fmt: skip
+            s[_PX] = h00 * s[_LX] + h10 * s[_LVX] + h01 * x1 + h11 * (-vx + wz * y1)
+            s[_PY] = h00 * s[_LY] + h10 * s[_LVY] + h01 * y1 + h11 * (-vy - wz * x1)
+            s[_TNEXT] += T_st
+            s[_TLAST] = t_a = tau
+            s[_STANCE] = s[_LANDED] = 1.0
         stance = s[_STANCE] > 0.5
         if stance and s[_LANDED] < 0.5:
             if s[_TOUCH] > 0.5 or tau - s[_TLAST] > s_depth / s_speed:
@@ -425,6 +500,10 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             px, py, pz = s[_PX], s[_PY], nz
             vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, 0.0
             axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+            if lag != 0.0 or lag_d != 0.0:  # standing, the base shifting over the feet
+                px, py = px + shift_x * lag, py + shift_y * lag
+                vxh, vyh, axh, ayh = vxh + shift_x * lag_d, vyh + shift_y * lag_d, axh + shift_x * lag_dd, \
+                    ayh + shift_y * lag_dd  # fmt: skip
             since, until = tau - s[_TLAST], s[_TNEXT] - tau
             x = (since if since < until else until) / blend
             if x >= 1.0:

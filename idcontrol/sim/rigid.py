@@ -330,7 +330,7 @@ class RigidSim:
             f[block] = b.body.external_force(b.rotation, b.velocity[3:], self.environment.gravity)
             v[block] = b.velocity
         objects = {b.body.name: b.state() for b in self._bodies} if self._bodies else None
-        contacts = self.detector.detect(objects)
+        contacts, N, S, T = self.detector.detect_rows(objects)
         factor = cho_factor(M, lower=True, check_finite=False)
         v_free = v + dt * cho_solve(factor, f, check_finite=False)
         self._forces[:] = 0.0
@@ -339,7 +339,7 @@ class RigidSim:
             self._loaded = set()
             self._advance(v_free)
             return
-        rows = self.detector.rows(contacts, objects)
+        rows = (N, S, T)
         if self._impact_rng is not None:
             sampled = self._sample_touchdown(contacts, rows, M, v, v_free)
             if sampled is not None:

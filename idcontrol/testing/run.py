@@ -33,6 +33,10 @@ class ClosedLoopRun:
     objects : body name -> (n, 3) movable body positions in world, m (in process only: telemetry has none).
     crossings : the contact events the simulator reported (the ess simulator), in crossing order over the run:
         (t s, label ``"sphere/touchdown"`` or ``"sphere/liftoff"``, how the ESS integrator crossed it).
+    coupling, coupling_held : (n,) the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`): the largest
+        normalized coupling of contacts on different limbs, every joint free and through the unactuated DoFs
+        alone, in [0, 1]; NaN where the tick has none (outside run mode).  coupled_touchdown : (n,) bool, a
+        coupled pair touched down within 2 ms of each other, the later on that tick.
     mu : friction coefficient the controller assumed.
     q_end : (nq,) the state after the last command was applied (over the protocol, when the daemon left run
         mode early, the last recorded state instead).
@@ -61,6 +65,9 @@ class ClosedLoopRun:
     force_sensed: Array
     contact_normal: Array
     contact_phi: Array
+    coupling: Array
+    coupling_held: Array
+    coupled_touchdown: NDArray[np.bool_]
     q_end: Array
     summary: dict[str, object]
     end_reason: str
@@ -157,6 +164,9 @@ class RunRecorder:
         row["force_sensed"].append(np.zeros((k, 3)) if sensed is None else np.reshape(sensed, (k, 3)).copy())
         row["contact_normal"].append(normal)
         row["contact_phi"].append(phi)
+        row["coupling"].append(record.get("coupling", np.nan))
+        row["coupling_held"].append(record.get("coupling_held", np.nan))
+        row["coupled_touchdown"].append(bool(record.get("coupled_touchdown", False)))
         self.timings.append(record.get("timings_us") or {})
         for name, pose in (record.get("objects") or {}).items():
             self.objects.setdefault(name, []).append(np.array(pose["position"], dtype=float))
@@ -189,6 +199,9 @@ class RunRecorder:
             force_sensed=stack("force_sensed", (k, 3)),
             contact_normal=stack("contact_normal", (k, 3)),
             contact_phi=stack("contact_phi", (k,)),
+            coupling=stack("coupling", ()),
+            coupling_held=stack("coupling_held", ()),
+            coupled_touchdown=stack("coupled_touchdown", (), bool),
             objects={name: np.asarray(p) for name, p in self.objects.items()},
             crossings=list(self.crossings),
             **fields,
@@ -198,4 +211,5 @@ class RunRecorder:
 #: The rows of a run; each is a tick record's field (``v`` is ``qd``) or, for the (n, k, ...) ones, its
 #: per-contact fields gathered per contact sphere.
 ROW_KEYS = ("t", "q", "v", "tau", "q_ref", "qdd_des", "mode", "clipped", "found", "compute_us", "force_predicted",
-            "force_sensed", "contact_normal", "contact_phi")  # fmt: skip
+            "force_sensed", "contact_normal", "contact_phi", "coupling", "coupling_held",
+            "coupled_touchdown")  # fmt: skip

@@ -146,7 +146,8 @@ def run_in_process(
         compute_us = (time.perf_counter() - started) * 1e6
         labels = None if out.contacts is None else ["/".join(map(str, c)) for c in out.contacts.ids]
         recorder.add(schema.tick_record(seq=i, state=state, command=out, compute_us=compute_us, now=s.t,
-                                        contact_labels=labels, crossings=s.crossings))  # fmt: skip
+                                        contact_labels=labels, crossings=s.crossings,
+                                        coupling=core.coupling(out)))  # fmt: skip
         if out.mode != MODE_RUN:
             end_reason = core.reason
             break

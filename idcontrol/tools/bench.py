@@ -16,8 +16,9 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
   answers with a command (the daemon's codec, no controller), at 1 kHz;
 * ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
-* ``gap``: the trot workload through the two-stage QP's core, back to back and with 0.5 ms between ticks
-  (sleeping, or spinning on the clock), as a daemon waits for its next state: what the wait costs the tick;
+* ``gap``: the trot workload through the two-stage QP's core, back to back, with 0.5 ms between ticks
+  (sleeping, or spinning on the clock), as a daemon waits for its next state, and with 1 MB written between
+  ticks (other work polluting the caches): what the wait and the work between ticks cost the tick;
 * ``coupling``: the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`) alone, on the states of a
   recorded quadruped trot (MuJoCo, the trot launch file);
 * ``rigid_sim``: one step of the rigid-contact simulator (the bridge's side), the quadruped standing
@@ -381,10 +382,17 @@ def bench_workload(name: str, formulations: list[str]) -> list:
                   f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
                   f"{r.other_us:>6.1f}", flush=True)  # fmt: skip
     return rows
+#: bytes the ``evict`` passes of :func:`bench_gap` write between ticks: twice an L2 cache of 512 KB
+EVICT_BYTES = 1 << 20
+_GAP_NOTES = {"sleep": " (0.5 ms asleep between ticks)", "spin": " (0.5 ms spinning between ticks)",
+              "evict 1 MB": " (1 MB written between ticks, no wait)"}  # fmt: skip
+
+
 def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
     """The recorded trot through the two-stage QP's core tick: back to back, after ``gap_s`` s of sleep, after
-    ``gap_s`` s of spinning on the clock (the tick alone is timed): (label, p50 µs, p99 µs) each, the first
-    200 ticks of each pass left out, the passes interleaved twice."""
+    ``gap_s`` s of spinning on the clock, and back to back with 1 MB written between ticks (what other work
+    between two ticks does to the caches, without waiting); the tick alone is timed: (label, p50 µs, p99 µs)
+    each, the first 200 ticks of each pass left out, the passes interleaved twice."""
     from idcontrol.control.factory import build_core
     from idcontrol.tools.workloads import record
 
@@ -404,6 +412,8 @@ def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
                 end = time.perf_counter() + gap_s
                 while time.perf_counter() < end:
                     pass
+            elif wait == "evict":
+                np.add(scratch, 1.0, out=scratch)
             started = time.perf_counter()
             core.tick(state, now=state.t)
             times[i] = time.perf_counter() - started
@@ -414,9 +424,10 @@ def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
 
     gc.collect()
     gc.freeze()
-    samples: dict[str, list[np.ndarray]] = {"back to back": [], "sleep": [], "spin": []}
+    scratch = np.zeros(EVICT_BYTES // 8)
+    samples: dict[str, list[np.ndarray]] = {"back to back": [], "sleep": [], "spin": [], "evict 1 MB": []}
     for _ in range(2):
-        for label, wait in (("back to back", ""), ("sleep", "sleep"), ("spin", "spin")):
+        for label, wait in (("back to back", ""), ("sleep", "sleep"), ("spin", "spin"), ("evict 1 MB", "evict")):
             samples[label].append(one_pass(wait))
     gc.unfreeze()
     out = []
@@ -525,7 +536,7 @@ def run(
         if scenario == "gap":
             for label, p50, p99 in bench_gap():
                 print(f"gap        trot core tick (two_stage_qp), {label:<12}: p50 {p50:.1f} p99 {p99:.1f} µs"
-                      + ("" if label == "back to back" else " (0.5 ms between ticks)"), flush=True)  # fmt: skip
+                      + _GAP_NOTES.get(label, ""), flush=True)  # fmt: skip
             continue
         if scenario == "transport":
             t = bench_transport(ticks)

@@ -239,10 +239,17 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
             status = admin.request("status")
             if status["mode"] != "run":  # (a real-time bridge stopped the robot: late commands) start again, redo
                 retries += 1
-                log(f"segment {i + 1}: the robot left run mode ({status['reason']}); started again, segment redone")
+                log(f"segment {i + 1}: the robot left run mode ({status['reason']}); the simulator is restarted "
+                    "from its initial state and the segment redone")  # fmt: skip
                 if retries > 3 * segments:
                     raise IdControlError(f"the robot keeps leaving run mode: {status['reason']}")
                 _wait(lambda: (_status(admin) or {}).get("mode") in ("stopped", "idle"), 10.0, "the safe stop")
+                bridge.send_signal(signal.SIGTERM)  # a robot that fell cannot stand up again: a new simulator
+                bridge.wait(timeout=10)
+                _wait(lambda: not (_status(admin) or {}).get("bridge_connected"), 10.0, "the bridge to leave")
+                bridge = subprocess.Popen([*cmd, "bridge", str(config.path)], start_new_session=True,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                _wait(lambda: (_status(admin) or {}).get("bridge_connected"), 60.0, "the new bridge")
                 admin.request("start")
                 time.sleep(1.0)
                 continue

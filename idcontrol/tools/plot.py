@@ -5,7 +5,9 @@
   against the force the simulator measured (when the bridge reported it), x, y and z;
 * ``tracking.png`` — joint position error q_ref − q per joint (run-mode ticks);
 * ``timing.png`` — histograms of the daemon's compute time and the bridge's round trip, with
-  the deadline (one control period) marked.
+  the deadline (one control period) marked;
+* ``coupling.png`` — the contact-coupling diagnostic (Pace & Burden's condition 6) over time, every joint free and
+  through the unactuated DoFs alone, with the ticks flagged for a coupled near-simultaneous touchdown.
 """
 
 from __future__ import annotations
@@ -126,6 +128,25 @@ def plot_timing(log: TickLog, out: Path) -> Path:
     return _save(fig, out / "timing.png")
 
 
+def plot_coupling(log: TickLog, out: Path) -> Path:
+    t, free, held = log.array("t"), log.array("coupling"), log.array("coupling_held")
+    flagged = log.array("coupled_touchdown")
+    fig, (ax,) = _figure(1, f"{log.config.get('robot')}: coupling of contacts on different limbs", 3.0)
+    if free.size and np.isfinite(free).any():
+        ax.plot(t, free, lw=0.8, label="every joint free (the impact)")
+        ax.plot(t, held, lw=0.8, label="unactuated DoFs alone (the controller's model)")
+        hits = np.flatnonzero(flagged.astype(bool)) if flagged.size else np.zeros(0, dtype=int)
+        for i in hits:
+            ax.axvline(t[i], color="C3", lw=0.8, alpha=0.6)
+        if hits.size:
+            ax.plot([], [], color="C3", lw=0.8, label=f"coupled touchdown ({hits.size})")
+        ax.legend(fontsize=7, loc="upper right")
+    ax.set_ylim(0.0, 1.05)
+    ax.set_ylabel("max |D_ij| / √(D_ii D_jj)")
+    ax.set_xlabel("bridge time t (s)")
+    return _save(fig, out / "coupling.png")
+
+
 def plot_log(path: str | Path, output: str | Path | None = None) -> list[Path]:
     """Write every figure of the log at ``path`` into ``output`` (default ``<log stem>_plots/``)."""
     log = read_log(path)
@@ -133,4 +154,4 @@ def plot_log(path: str | Path, output: str | Path | None = None) -> list[Path]:
         raise LogError(f"{path} holds no ticks to plot")
     out = Path(output) if output else Path(path).with_name(f"{Path(path).stem}_plots")
     out.mkdir(parents=True, exist_ok=True)
-    return [plot(log, out) for plot in (plot_torques, plot_contact_forces, plot_tracking, plot_timing)]
+    return [plot(log, out) for plot in (plot_torques, plot_contact_forces, plot_tracking, plot_timing, plot_coupling)]

@@ -11,7 +11,7 @@ formulation), as the states the bridge sent. Each formulation then answers the s
 the whole control core (reference and PD, model, contacts, problem, solve, fallback policy, safety filter,
 run metrics: what the daemon's ``core_tick`` times), its warm starts carried from tick to tick as in the
 daemon: with the options its launch file gives it (``launch``) and with the paper's (``paper``: the
-formulations' defaults, the no-slip LCP's :data:`~idcontrol.formulations.noslip_lcp.PAPER_OPTIONS`).
+formulations' defaults, the LCPs' ``PAPER_OPTIONS``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import numpy as np
 
 from idcontrol.control.factory import build_core
 from idcontrol.control.state import RobotState
-from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
+from idcontrol.formulations.coulomb_lcp import PAPER_OPTIONS as COULOMB_PAPER
+from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS as NOSLIP_PAPER
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig, load_launch
 from idcontrol.sim.launch import simulator_for
@@ -34,6 +35,8 @@ LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
 #: workload name -> (launch file, seconds recorded)
 WORKLOADS: dict[str, tuple[str, float]] = {"trot": ("quadruped_trot.toml", 3.0), "grasp": ("arm_grasp.toml", 3.0)}
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
+#: the paper's exact methods: each formulation's options that turn this project's adaptations off
+PAPER = {"coulomb_lcp": COULOMB_PAPER, "noslip_lcp": NOSLIP_PAPER}
 
 
 @dataclass
@@ -108,7 +111,7 @@ def replay(recording: Recording, formulation: str, variant: str, repeats: int = 
     if variant == "launch":
         options = dict(config.formulations.get(formulation, {}))
     else:  # the paper's method: the formulations' defaults, but the no-slip LCP's adaptations off
-        options = dict(PAPER_OPTIONS) if formulation == "noslip_lcp" else {}
+        options = dict(PAPER.get(formulation, {}))
     controller = replace(config.controller, formulation=formulation, options={})
     config = replace(config, controller=controller, formulations={**config.formulations, formulation: options})
     core = build_core(config, recording.robot)

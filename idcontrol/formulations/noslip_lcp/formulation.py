@@ -31,14 +31,24 @@ import copy
 import time
 
 import numpy as np
+from numba.typed import List
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, map_warm_start
 from idcontrol.formulations.certificate import ContactModel
-from idcontrol.formulations.consistency import repair_desired_velocity, rest_correction
+from idcontrol.formulations.consistency import (
+    REPAIRED,
+    Repair,
+    repair_desired_velocity,
+    repair_text,
+    repair_workspace,
+    rest_correction,
+)
 from idcontrol.formulations.noslip_lcp.stages import BY_ACTIVE_SET, BY_LEMKE, BY_NONE, BY_PPM, noslip_solve
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
 from idcontrol.formulations.reduced import _contiguous
+from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
+from idcontrol.solvers.daqp_native import native_available
 from idcontrol.solvers.ppm import (
     ACTIVE_SET_CAP,
     ACTIVE_SET_UNBOUNDED,
@@ -109,6 +119,9 @@ class NoSlipLCP(Formulation):
         self.share_friction = bool(share_friction)
         # exact complementarity is claimed (and certified) only without the spread, which trades it to ε·f
         self.contact_model = ContactModel(friction="no_slip", complementarity=self.spread == 0.0)
+        #: the repair's DAQP workspaces for the compiled path, by contact count (empty without that path)
+        self._native = native_available()
+        self._repairs = List.empty_list(NATIVE_QP)
         self.reset()
 
     def reset(self) -> None:
@@ -120,15 +133,17 @@ class NoSlipLCP(Formulation):
         p = problem
         ids = p.ids()
         warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
-        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
-                     index_array(p.unactuated, p.m), float(p.dt), warm, float(self.rank_tol), float(self.tol),
-                     self.spread, self.project, self.release_unloaded, self.share_friction)  # fmt: skip
+        a = index_array(p.actuated, p.m)
+        self._repair_workspaces(len(a), p.n)
+        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, a, index_array(p.unactuated, p.m),
+                     float(p.dt), warm, float(self.rank_tol), float(self.tol), self.spread, self.project,
+                     self.release_unloaded, self.share_friction, self.repair, self._repairs)  # fmt: skip
         try:
             outcome = noslip_solve(*arguments)
         except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
             outcome = noslip_solve(*_contiguous(arguments))
         (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S, T, qd_des,
-         violated) = outcome  # fmt: skip
+         violated, fixed) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if self.project or released.any():  # the problem as solved: the certificate checks the rows it kept
@@ -149,7 +164,10 @@ class NoSlipLCP(Formulation):
         if released.any():
             message += f"; {int(released.sum())} unloaded contact(s) released"
         if not found or (self.repair and violated):
-            fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
+            if fixed[0] >= 0:  # repaired inside the solve, on its own DAQP workspace
+                fix = Repair(fixed[0] == REPAIRED, fixed[1], fixed[2], fixed[4], repair_text(fixed[0], fixed[3]))
+            else:
+                fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
             if not fix.found:
                 out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
                 out.fallback = fallback
@@ -160,6 +178,17 @@ class NoSlipLCP(Formulation):
             p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message, started=started,
             consistency_repaired=repaired, fallback=fallback,
         )  # fmt: skip
+
+
+    def _repair_workspaces(self, nu: int, n: int) -> None:
+        """DAQP workspaces for the repair inside the solve, one per contact count up to ``n`` (made once each)."""
+        if self._native and len(self._repairs) < n:
+            for k in range(len(self._repairs) + 1, n + 1):
+                self._repairs.append(repair_workspace(nu, k, True))
+
+    def prepare_repair(self, problem: ContactProblem) -> None:
+        super().prepare_repair(problem)
+        self._repair_workspaces(index_array(problem.actuated, problem.m).shape[0], problem.n)
 
 
 _PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",

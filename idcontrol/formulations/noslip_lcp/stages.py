@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
-from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution
+from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution, repair_native
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
 from idcontrol.formulations.reduced import (
     RECORD,
@@ -27,6 +27,7 @@ from idcontrol.formulations.reduced import (
     velocity_and_inertial_torque,
     velocity_and_torque,
 )
+from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
 from idcontrol.solvers.lemke import lemke_regularized_kernel
 from idcontrol.solvers.ppm import ACTIVE_SET_SOLVED, PPM_SOLVED, active_set_kernel, ppm_kernel
@@ -403,19 +404,25 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
 
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, IN_INDICES, float64, float64, float64, boolean, boolean, boolean),
+     IN_INDICES, float64, IN_INDICES, float64, float64, float64, boolean, boolean, boolean, boolean,
+     types.ListType(NATIVE_QP)),
     cache=True,
 )  # fmt: skip
 def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, project,
-                 release_unloaded, share):  # fmt: skip
+                 release_unloaded, share, repair, repairs):  # fmt: skip
     """The no-slip LCP's solve in one call (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`): ``project``
     q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
     contact left without normal force but with a tangential one removed and the problem solved again (q̇_des
     projected again for the rows kept), until none is left.
 
+    Then, with ``repair``, when v⁺ violates a constraint (penetrates or slips by more than
+    :data:`~idcontrol.formulations.consistency.REPAIR_TOL`) or the LCP had no solution, the Section 4.5 repair on
+    the DAQP workspace ``repairs[n − 1]`` (:func:`~idcontrol.formulations.consistency.repair_native`; none there:
+    not attempted, the caller repairs).
+
     Returns (ok, pivots, active, kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see :func:`_solve_once`), released
-    (n,) bool, S and T as solved, q̇_des as solved, whether v⁺ violates a constraint (penetrates or slips by more
-    than :data:`~idcontrol.formulations.consistency.REPAIR_TOL`)).
+    (n,) bool, S and T as solved, q̇_des as solved, whether v⁺ violates a constraint, the repair: (outcome (−1: not
+    attempted), v⁺, τ, violation left m/s, max change of q̇_des rad/s)).
     """
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des) if project and n else qd_des.copy()
@@ -449,5 +456,9 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
                 slip_t += T_now[c, j] * v_next[j]
             if gap < -REPAIR_TOL or abs(slip_s) > REPAIR_TOL or abs(slip_t) > REPAIR_TOL:
                 violated = True
+    fixed = (-1, v_next, tau, 0.0, 0.0)
+    if ok and repair and n and n <= len(repairs) and (violated or diagnostics[0] == BY_NONE):
+        fixed = repair_native(M, v, f_ext, N, S_now, T_now, phi, dt, f_normal, f_s, f_t, a, u, True, qd,
+                              repairs[n - 1])  # fmt: skip
     return (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S_now, T_now, qd,
-            violated)  # fmt: skip
+            violated, fixed)  # fmt: skip

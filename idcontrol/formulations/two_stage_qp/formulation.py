@@ -357,13 +357,12 @@ class TwoStageQP(Formulation):
         ids = p.ids()
         if p.n == 0:
             return no_contact(self, p, started)
-        stage = None
         if self._native and not self.warm_start:
-            done, stage = self._both_stages(p, started)
+            done = self._both_stages(p, started)
             if done is not None:
                 self._previous_ids, self._previous_mu = ids, p.mu
                 return done
-        stage = stage or StageOne.of(p, self.dissipation)
+        stage = StageOne.of(p, self.dissipation)
         red = stage.red
         if self._structured_applies(p, stage):
             done = self._stages_in_x(p, red, stage, started)
@@ -410,15 +409,15 @@ class TwoStageQP(Formulation):
         message = f"Stage I in x = R̃y; Stage II over a {k}-dimensional optimal set"
         return finish(self, p, y, v_next, tau, False, its, message, started)
 
-    def _both_stages(self, p: ContactProblem, started: float) -> tuple[SolveResult | None, StageOne | None]:
+    def _both_stages(self, p: ContactProblem, started: float) -> SolveResult | None:
         """Both stages in one compiled call on DAQP's C API (:func:`.stages.two_stages`), where the structured path
-        does not apply; (the result, None) or, when that call could not finish (Stage I infeasible, a
-        rank-deficient R̃, the structured path's sizes), (None, Stage I's data) for the QP path to go on from."""
+        does not apply; None when that call could not finish (Stage I infeasible, an R̃ whose rank gives an
+        optimal set of unexpected dimension, the structured path's sizes): the QP path then starts over."""
         n, m = p.n, p.m
         a, u = index_array(p.actuated, m), index_array(p.unactuated, m)
         nu, nb = a.shape[0], u.shape[0]
         if self.structured and 3 * n - nb >= nu + nb:
-            return None, None
+            return None
         mu = p.mu
         key = (n, mu.tobytes())
         qps = self._native_qps.get(key)
@@ -434,24 +433,20 @@ class TwoStageQP(Formulation):
         arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, mu, a, u, float(p.dt),
                      self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)  # fmt: skip
         try:
-            out = two_stages(*arguments)
+            outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = two_stages(*arguments)
         except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            out = two_stages(*_contiguous(arguments))
-        (outcome, red, C_pyramid, H, g, A, lower, upper, R_a, z1, its1, k, solved, its2, y, v_next, tau,
-         gap_rate) = out  # fmt: skip
+            outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = two_stages(*_contiguous(arguments))
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
-            stage = StageOne.__new__(StageOne)
-            stage._set(n, red, C_pyramid, H, g, A, lower, upper, R_a)
-            return None, stage
+            return None
         if k == 0:
             message = "Stage I solution is unique"
         elif solved:
             message = f"Stage II over a {k}-dimensional optimal set"
         else:
             message = f"Stage II failed (daqp exit {qps[1][k - 1].exitflag}); Stage I forces used"
-        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate), None
+        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate)
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).
