@@ -29,9 +29,9 @@ def quick(tmp_path_factory):
 
 
 def test_the_matrix_covers_every_task_simulator_and_formulation():
-    """The full plan has stand and trot on rigid, MuJoCo and Drake and the grasp on MuJoCo and Drake, each ×4."""
+    """The full plan has stand and trot on rigid, MuJoCo, Drake and ESS and the grasp on MuJoCo and Drake, each ×4."""
     cells = plan()
-    assert len(cells) == (3 + 3 + 2) * len(FORMULATIONS)
+    assert len(cells) == (4 + 4 + 2) * len(FORMULATIONS)
     assert {(c.task, c.sim) for c in cells} == {(t, s) for t, sims in SIMULATORS.items() for s in sims}
 
 

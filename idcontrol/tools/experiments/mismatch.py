@@ -1,13 +1,14 @@
-"""``idcontrol experiment mismatch``: how far the controllers' rigid contact predictions are from three simulators.
+"""``idcontrol experiment mismatch``: how far the controllers' rigid contact predictions are from four simulators.
 
 Each formulation that predicts contact forces solves a rigid-contact model every tick. The simulators apply
 their own contact model: ``rigid`` (the paper's impulse LCP, the controller's own model), ``mujoco`` (soft
-constraints, the stiff default) and ``drake`` (SAP compliant point contact, an independent model:
-:mod:`idcontrol.sim.drake`). This experiment runs every cell of
+constraints, the stiff default), ``drake`` (SAP compliant point contact, an independent model:
+:mod:`idcontrol.sim.drake`) and ``ess`` (spring-damper point contacts with bristle friction, crossings in order:
+:mod:`idcontrol.sim.ess`). This experiment runs every cell of
 
-* the quadruped standing (``stand``) and trotting (``trot``) on rigid, MuJoCo and Drake;
+* the quadruped standing (``stand``) and trotting (``trot``) on rigid, MuJoCo, Drake and ESS;
 * the arm holding its box (``grasp``) on MuJoCo and Drake (the rigid simulator is left out: its grasp is
-  the controller's model again);
+  the controller's model again; ESS models no movable bodies);
 
 with each formulation of :data:`FORMULATIONS`, through the test harness (the daemon's control core, in process),
 and measures what the predictions missed. The runs use the shipped launch files: the quadruped's
@@ -39,7 +40,8 @@ from idcontrol.testing.run import ClosedLoopRun
 from idcontrol.tools.experiments.paper import LAUNCH_DIR, force_prediction_error, summed_normal_forces
 
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp", "sensed_id")
-SIMULATORS = {"stand": ("rigid", "mujoco", "drake"), "trot": ("rigid", "mujoco", "drake"), "grasp": ("mujoco", "drake")}
+SIMULATORS = {"stand": ("rigid", "mujoco", "drake", "ess"), "trot": ("rigid", "mujoco", "drake", "ess"),
+              "grasp": ("mujoco", "drake")}  # fmt: skip
 SECONDS = {"stand": 5.0, "trot": 10.0, "grasp": 3.0}
 QUICK_SECONDS = {"stand": 0.5, "trot": 1.5, "grasp": 0.5}
 LAUNCH = {"stand": "quadruped_trot.toml", "trot": "quadruped_trot.toml", "grasp": "arm_grasp.toml"}

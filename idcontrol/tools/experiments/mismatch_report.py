@@ -16,7 +16,8 @@ from idcontrol.tools.experiments.report import Machine
 
 Row = dict[str, Any]
 
-SIM_LABEL = {"rigid": "rigid (impulse LCP)", "mujoco": "MuJoCo (soft constraints)", "drake": "Drake (SAP)"}
+SIM_LABEL = {"rigid": "rigid (impulse LCP)", "mujoco": "MuJoCo (soft constraints)", "drake": "Drake (SAP)",
+             "ess": "ESS (spring-damper, ordered crossings)"}  # fmt: skip
 TASK_LABEL = {"stand": "quadruped standing", "trot": "quadruped trotting (0.2 m/s)", "grasp": "arm holding the box"}
 
 
@@ -107,7 +108,7 @@ def answer(results: list[Row]) -> list[str]:
             continue
         failed = [c["sim"] for c in cells if not succeeded(c)]
         rel = {c["sim"]: c["force_err_rel"] for c in cells}
-        soft = [rel[s] for s in ("mujoco", "drake") if rel.get(s) is not None]
+        soft = [rel[s] for s in ("mujoco", "drake", "ess") if rel.get(s) is not None]
         ranking.append((len(failed), max(soft) - rel["rigid"] if soft and rel["rigid"] is not None else np.inf, f,
                         failed, rel))  # fmt: skip
     if ranking:
@@ -170,6 +171,8 @@ def _plots(results: list[Row], folder: Path) -> list[Path]:
 
 def _setup(results: list[Row]) -> list[str]:
     from idcontrol.sim.drake import DEFAULT_RELAXATION_TIME, DEFAULT_STIFFNESS
+    from idcontrol.sim.ess.backend import DEFAULT_DAMPING as ESS_DAMPING
+    from idcontrol.sim.ess.backend import DEFAULT_STIFFNESS as ESS_STIFFNESS
 
     sink = {r["sim"]: r.get("rest_penetration_m") for r in results if r["task"] == "stand"
             and r["formulation"] == "two_stage_qp" and r.get("rest_penetration_m") is not None}  # fmt: skip
@@ -185,6 +188,8 @@ def _setup(results: list[Row]) -> list[str]:
                  pen("mujoco")],
                 ["Drake", f"SAP compliant point contact, k = {DEFAULT_STIFFNESS:.0e} N/m, τ_d = "
                  f"{DEFAULT_RELAXATION_TIME:g} s, regularized friction (idcontrol.sim.drake)", pen("drake")],
+                ["ESS", f"spring-damper point contact, k = {ESS_STIFFNESS:.0e} N/m, b = {ESS_DAMPING:g} N·s/m, "
+                 "bristle friction, crossings in predicted order (idcontrol.sim.ess)", pen("ess")],
             ]),
             "Penetration: the controller's own contact detection on the simulator's state, mean over the feet and "
             "the last 0.1 s of the stand.", ""]  # fmt: skip
