@@ -210,6 +210,10 @@ class ControlCore:
             for _ in range(ticks):
                 self.controller.solve(state, qdd_des, tracking)
         self.controller.formulation = active
+        contacts = self.controller.last_contacts  # the reference's and the grasp's bookkeeping of the contacts
+        self.reference.observe_contacts(contacts)
+        if self._has_objects and contacts is not None:
+            on_a_body(contacts.body)
         self.reference.reset()
 
     def reset(self) -> None:
