@@ -195,6 +195,12 @@ def _setup(results: list[Row]) -> list[str]:
             "the last 0.1 s of the stand.", ""]  # fmt: skip
 
 
+def _count(n: int) -> str:
+    """``n`` in words up to nine (a report's prose)."""
+    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+    return words[n] if n < len(words) else str(n)
+
+
 def write_report(results: list[Row], path: Path, *, command: str) -> list[Path]:
     """Write the markdown report at ``path`` and its figures beside it; the paths written."""
     folder = path.with_suffix("")
@@ -207,13 +213,15 @@ def write_report(results: list[Row], path: Path, *, command: str) -> list[Path]:
     except PackageNotFoundError:
         drake_version = "not installed"
     by = {(r["task"], r["sim"], r["formulation"]): r for r in results}
-    lines = ["# Model mismatch: rigid contact predictions against three simulators", "",
+    sims = sorted({r["sim"] for r in results})
+    soft = [SIM_LABEL[s].split(" (")[0] for s in sims if s != "rigid"]
+    lines = [f"# Model mismatch: rigid contact predictions against {_count(len(sims))} simulators", "",
              f"Made by `{command}` on {machine.cpu} ({machine.cores} cores, load {machine.load}), {machine.date_utc}, "
              f"{machine.python}, commit {machine.commit}, Drake {drake_version}. Every number below is measured in "
              "that run.", "",
              "A controller that predicts contact forces trusts its rigid model of the world. This report runs each "
-             "formulation against the controller's own rigid model (the rigid simulator) and two independent soft "
-             "ones, and measures how far the predicted contact forces are from the forces each simulator applied, "
+             "formulation against the controller's own rigid model (the rigid simulator) and "
+             f"{_count(len(soft))} independent soft ones ({', '.join(soft)}), and measures how far the predicted contact forces are from the forces each simulator applied, "
              "what that did to tracking and torque smoothness, and whether the robot stayed up and kept the box. "
              "How it is run and what each metric means: `idcontrol/tools/experiments/mismatch.py`.", ""]  # fmt: skip
     lines += answer(results)
