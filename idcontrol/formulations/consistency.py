@@ -22,11 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, types
+from numba.typed import List
 from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
 from idcontrol.formulations.problem import ContactProblem, index_array
-from idcontrol.solvers.daqp_native import CHANGED_ALL, COLD, NativeQP
+from idcontrol.solvers.daqp_native import CHANGED_ALL, COLD, NativeQP, native_available
+from idcontrol.solvers.daqp_native import RECORD as NATIVE_RECORD
 from idcontrol.solvers.daqp_native import solve as native_solve
 from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, least_norm_lstsq
 from idcontrol.solvers.qp import INFINITY, DenseQP
@@ -315,3 +317,22 @@ def repair_workspace(nu: int, n: int, no_slip: bool) -> NativeQP:
     and cap as the Python path has them."""
     return NativeQP(nu, 3 * n if no_slip else n, bounds=False, equalities=2 * n if no_slip else 0, primal_tol=1e-6,
                     iter_limit=10000)  # fmt: skip
+
+
+class RepairWorkspaces:
+    """The repair's DAQP workspaces for the compiled path (:func:`repair_native`), one per contact count 1 … n,
+    each made once; :attr:`by_count` (a typed List, entry n − 1 for n contacts) goes to the compiled solve. Empty
+    when the compiled path's self-check failed (the formulation then repairs through :class:`DenseQP`)."""
+
+    def __init__(self, no_slip: bool) -> None:
+        self.no_slip = no_slip
+        self.native = native_available()
+        self.by_count = List.empty_list(NATIVE_RECORD)
+        self._count = 0  # kept here: a typed List's len() costs ~6 µs from Python
+
+    def cover(self, nu: int, n: int) -> None:
+        """Workspaces for up to ``n`` contacts with ``nu`` actuated DoFs."""
+        if self.native and self._count < n:
+            for k in range(self._count + 1, n + 1):
+                self.by_count.append(repair_workspace(nu, k, self.no_slip))
+            self._count = n

@@ -31,7 +31,6 @@ import time
 
 import numpy as np
 from numba import njit, types
-from numba.typed import List
 from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp
@@ -42,22 +41,22 @@ from idcontrol.formulations.consistency import (
     REPAIR_TOL,
     REPAIRED,
     Repair,
+    RepairWorkspaces,
     repair_desired_velocity,
     repair_native,
     repair_text,
-    repair_workspace,
 )
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
 from idcontrol.formulations.reduced import (
     RECORD,
     ReducedDynamics,
-    _contiguous,
     _reduce,
+    call_compiled,
     min_gap_rate_of,
+    reduction_arguments,
     velocity_and_torque,
 )
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
-from idcontrol.solvers.daqp_native import native_available
 from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import lemke_message, lemke_regularized_kernel, regularized_solution
@@ -246,10 +245,7 @@ class CoulombLCP(Formulation):
         self.spread = float(spread)
         # exact complementarity is claimed (and certified) only without the spread, which trades it to ε·f
         self.contact_model = ContactModel(friction="pyramid", complementarity=self.spread == 0.0)
-        #: the repair's DAQP workspaces for the compiled path, by contact count (empty without that path)
-        self._native = native_available()
-        self._repairs = List.empty_list(NATIVE_QP)
-        self._repair_count = 0
+        self._repairs = RepairWorkspaces(no_slip=False)
         self.reset()
 
     def reset(self) -> None:
@@ -259,16 +255,12 @@ class CoulombLCP(Formulation):
         started = time.perf_counter()
         p = problem
         n = p.n
-        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
-                     index_array(p.unactuated, p.m), float(p.dt))  # fmt: skip
+        arguments = reduction_arguments(p)
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
             return self._solve_mindiff(p, arguments, started)
-        self._repair_workspaces(len(arguments[9]), n)
-        arguments = (*arguments, self.spread, self.repair, self._repairs)
-        try:
-            ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, fixed = coulomb_solve(*arguments)
-        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, fixed = coulomb_solve(*_contiguous(arguments))
+        self._repairs.cover(len(arguments[9]), n)
+        arguments = (*arguments, self.spread, self.repair, self._repairs.by_count)
+        ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, fixed = call_compiled(coulomb_solve, *arguments)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
@@ -281,24 +273,14 @@ class CoulombLCP(Formulation):
         return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
                             started, fixed)  # fmt: skip
 
-    def _repair_workspaces(self, nu: int, n: int) -> None:
-        """DAQP workspaces for the repair inside the solve, one per contact count up to ``n`` (made once each)."""
-        if self._native and self._repair_count < n:  # (a typed List's len() costs ~6 µs from Python)
-            for k in range(self._repair_count + 1, n + 1):
-                self._repairs.append(repair_workspace(nu, k, False))
-            self._repair_count = n
-
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
-        self._repair_workspaces(index_array(problem.actuated, problem.m).shape[0], problem.n)
+        self._repairs.cover(index_array(problem.actuated, problem.m).shape[0], problem.n)
 
     def _solve_mindiff(self, p: ContactProblem, arguments: tuple, started: float) -> SolveResult:
         """Algorithm 3 (``mindiff``): of every LCP solution, the one whose torque is closest to the last tick's."""
         n = p.n
-        try:
-            ok, red, Q, q, R_w5, R5 = coulomb_setup(*arguments)
-        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            ok, red, Q, q, R_w5, R5 = coulomb_setup(*_contiguous(arguments))
+        ok, red, Q, q, R_w5, R5 = call_compiled(coulomb_setup, *arguments)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         previous = self._previous_tau

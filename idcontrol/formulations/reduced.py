@@ -149,16 +149,27 @@ structref.define_boxing(ReducedDynamicsType, ReducedDynamics)
 
 def reduce(problem: ContactProblem) -> ReducedDynamics:
     """The reduced dynamics of ``problem`` (one compiled call); LinAlgError when M_uu is not positive definite."""
-    p = problem
-    arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
-                 index_array(p.unactuated, p.m), float(p.dt))  # fmt: skip
-    try:
-        ok, red = _reduce(*arguments)
-    except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-        ok, red = _reduce(*_contiguous(arguments))
+    ok, red = call_compiled(_reduce, *reduction_arguments(problem))
     if not ok:
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return red
+
+
+def reduction_arguments(problem: ContactProblem) -> tuple:
+    """The arguments every formulation's compiled solve starts with: M, f_ext, v, q̇_des, N, S, T, φ, μ, the
+    actuated and unactuated indices and Δt (the order of :func:`_reduce`)."""
+    p = problem
+    return (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
+            index_array(p.unactuated, p.m), float(p.dt))  # fmt: skip
+
+
+def call_compiled(kernel, *arguments):  # noqa: ANN001, ANN201 - any compiled function and what it returns
+    """``kernel(*arguments)``; an array of another layout or dtype (a strided view, integers) that the kernel's
+    signature refuses is converted (:func:`_contiguous`) and the call made once more."""
+    try:
+        return kernel(*arguments)
+    except TypeError:
+        return kernel(*_contiguous(arguments))
 
 
 def _contiguous(arguments: tuple) -> tuple:

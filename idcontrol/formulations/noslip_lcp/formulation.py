@@ -31,7 +31,6 @@ import copy
 import time
 
 import numpy as np
-from numba.typed import List
 
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, map_warm_start
@@ -39,16 +38,14 @@ from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import (
     REPAIRED,
     Repair,
+    RepairWorkspaces,
     repair_desired_velocity,
     repair_text,
-    repair_workspace,
     rest_correction,
 )
 from idcontrol.formulations.noslip_lcp.stages import BY_ACTIVE_SET, BY_LEMKE, BY_NONE, BY_PPM, noslip_solve
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
-from idcontrol.formulations.reduced import _contiguous
-from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
-from idcontrol.solvers.daqp_native import native_available
+from idcontrol.formulations.reduced import call_compiled, reduction_arguments
 from idcontrol.solvers.ppm import (
     ACTIVE_SET_CAP,
     ACTIVE_SET_UNBOUNDED,
@@ -119,10 +116,7 @@ class NoSlipLCP(Formulation):
         self.share_friction = bool(share_friction)
         # exact complementarity is claimed (and certified) only without the spread, which trades it to ε·f
         self.contact_model = ContactModel(friction="no_slip", complementarity=self.spread == 0.0)
-        #: the repair's DAQP workspaces for the compiled path, by contact count (empty without that path)
-        self._native = native_available()
-        self._repairs = List.empty_list(NATIVE_QP)
-        self._repair_count = 0
+        self._repairs = RepairWorkspaces(no_slip=True)
         self.reset()
 
     def reset(self) -> None:
@@ -134,15 +128,11 @@ class NoSlipLCP(Formulation):
         p = problem
         ids = p.ids()
         warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
-        a = index_array(p.actuated, p.m)
-        self._repair_workspaces(len(a), p.n)
-        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, a, index_array(p.unactuated, p.m),
-                     float(p.dt), warm, float(self.rank_tol), float(self.tol), self.spread, self.project,
-                     self.release_unloaded, self.share_friction, self.repair, self._repairs)  # fmt: skip
-        try:
-            outcome = noslip_solve(*arguments)
-        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            outcome = noslip_solve(*_contiguous(arguments))
+        reduction = reduction_arguments(p)
+        self._repairs.cover(len(reduction[9]), p.n)
+        outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
+                                self.project, self.release_unloaded, self.share_friction, self.repair,
+                                self._repairs.by_count)  # fmt: skip
         (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S, T, qd_des,
          violated, fixed) = outcome  # fmt: skip
         if not ok:
@@ -181,17 +171,9 @@ class NoSlipLCP(Formulation):
             consistency_repaired=repaired, fallback=fallback,
         )  # fmt: skip
 
-
-    def _repair_workspaces(self, nu: int, n: int) -> None:
-        """DAQP workspaces for the repair inside the solve, one per contact count up to ``n`` (made once each)."""
-        if self._native and self._repair_count < n:  # (a typed List's len() costs ~6 µs from Python)
-            for k in range(self._repair_count + 1, n + 1):
-                self._repairs.append(repair_workspace(nu, k, True))
-            self._repair_count = n
-
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
-        self._repair_workspaces(index_array(problem.actuated, problem.m).shape[0], problem.n)
+        self._repairs.cover(index_array(problem.actuated, problem.m).shape[0], problem.n)
 
 
 _PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
@@ -228,4 +210,3 @@ def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
     drift = J_a @ p.qd_des
     V = rest_correction(J_u, drift)
     return p.qd_des + rest_correction(J_a, J_u @ V + drift)
-

@@ -68,7 +68,13 @@ from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import REPAIR_TOL, needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
-from idcontrol.formulations.reduced import ReducedDynamics, _contiguous, contact_velocity_and_torque, reduce
+from idcontrol.formulations.reduced import (
+    ReducedDynamics,
+    call_compiled,
+    contact_velocity_and_torque,
+    reduce,
+    reduction_arguments,
+)
 from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     normal_rows_hold,
     stage_one_target,
@@ -188,12 +194,8 @@ class StageOne:
         """Stage I of ``problem`` with its reduced dynamics (:attr:`red`), both from one compiled call
         (:func:`.stages.stage_one_setup`). Raises ``numpy.linalg.LinAlgError`` when M_uu is not positive definite."""
         p = problem
-        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, p.m),
-                     index_array(p.unactuated, p.m), float(p.dt), dissipation == "contacts", INFINITY)  # fmt: skip
-        try:
-            ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(*arguments)
-        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(*_contiguous(arguments))
+        ok, red, C_pyramid, H, g, A, lower, upper, R_a = call_compiled(
+            stage_one_setup, *reduction_arguments(p), dissipation == "contacts", INFINITY)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         stage = cls.__new__(cls)
@@ -432,10 +434,7 @@ class TwoStageQP(Formulation):
             self._native_qps[key] = qps
         arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, mu, a, u, float(p.dt),
                      self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)  # fmt: skip
-        try:
-            outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = two_stages(*arguments)
-        except TypeError:  # an array of another layout or dtype (a strided view, integers): converted, once
-            outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = two_stages(*_contiguous(arguments))
+        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = call_compiled(two_stages, *arguments)
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
