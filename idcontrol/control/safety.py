@@ -124,13 +124,8 @@ class SafetyFilter:
     def send(self, tau: Array, tau_sent: Array) -> Array:
         """:meth:`apply` against the last torque sent, ``tau_sent`` (nu,), which becomes the result (in place);
         returns the torque to send, a new array (one compiled call)."""
-        self.last_non_finite, limited, self.clipped, out = guard_and_keep(tau, tau_sent, self.tau_step, self.tau_limit)
-        if self.last_non_finite:
-            self.count("non_finite")
-        if limited:
-            self.count("torque_rate", limited)
-        if self.clipped:
-            self.count("torque_limit", self.clipped)
+        non_finite, limited, clipped, out = guard_and_keep(tau, tau_sent, self.tau_step, self.tau_limit)
+        self._book(non_finite, limited, clipped)
         return out
 
     def apply(self, tau: Array, tau_prev: Array | None) -> Array:
@@ -141,16 +136,21 @@ class SafetyFilter:
         """
         out = self._tau
         has_prev = tau_prev is not None
-        self.last_non_finite, limited, self.clipped = guard_torque(
+        non_finite, limited, clipped = guard_torque(
             tau, tau_prev if has_prev else out, has_prev, self.tau_step, self.tau_limit, out
         )
-        if self.last_non_finite:
+        self._book(non_finite, limited, clipped)
+        return out
+
+    def _book(self, non_finite: bool, limited: int, clipped: int) -> None:
+        """Keep a guarded command's outcome (:attr:`last_non_finite`, :attr:`clipped`) and count its interventions."""
+        self.last_non_finite, self.clipped = non_finite, clipped
+        if non_finite:
             self.count("non_finite")
         if limited:
             self.count("torque_rate", limited)
-        if self.clipped:
-            self.count("torque_limit", self.clipped)
-        return out
+        if clipped:
+            self.count("torque_limit", clipped)
 
 
 # ---------------------------------------------------------------------- compiled guards (one call each per tick)
