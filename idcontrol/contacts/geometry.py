@@ -304,6 +304,18 @@ def map_evaluate(grid, x, y):
 
 
 @njit(cache=True)
+def _patch_axis(i, imax, origin, s):
+    """Along one grid axis, cell ``i`` of ``imax`` (−1 and ``imax``: the held-border strips) as (lo, hi, a, b):
+    its bounds, and u = a + b δ, the cell's local coordinate in [0, 1] of δ from its reference line (constant in a
+    strip)."""
+    if i < 0:
+        return -math.inf, origin, 0.0, 0.0
+    if i >= imax:
+        return origin + imax * s, math.inf, 1.0, 0.0
+    return origin + i * s, origin + (i + 1) * s, 0.0, 1.0 / s
+
+
+@njit(cache=True)
 def _map_patch(grid, i, j):
     """Cell (i, j) (−1 and rows − 1, cols − 1: the held-border strips) as (xlo, xhi, ylo, yhi, xr, yr, A, B, C, D).
 
@@ -314,18 +326,8 @@ def _map_patch(grid, i, j):
     imax, jmax = rows - 1, cols - 1
     ic, jc = min(max(i, 0), imax - 1), min(max(j, 0), jmax - 1)
     xr, yr = x0 + ic * s, y0 + jc * s
-    if i < 0:
-        xlo, xhi, au, bu = -math.inf, x0, 0.0, 0.0
-    elif i >= imax:
-        xlo, xhi, au, bu = x0 + imax * s, math.inf, 1.0, 0.0
-    else:
-        xlo, xhi, au, bu = xr, x0 + (i + 1) * s, 0.0, 1.0 / s
-    if j < 0:
-        ylo, yhi, av, bv = -math.inf, y0, 0.0, 0.0
-    elif j >= jmax:
-        ylo, yhi, av, bv = y0 + jmax * s, math.inf, 1.0, 0.0
-    else:
-        ylo, yhi, av, bv = yr, y0 + (j + 1) * s, 0.0, 1.0 / s
+    xlo, xhi, au, bu = _patch_axis(i, imax, x0, s)
+    ylo, yhi, av, bv = _patch_axis(j, jmax, y0, s)
     row0 = start + ic * cols
     row1 = row0 + cols
     h00, h10, h01, h11 = heights[row0 + jc], heights[row1 + jc], heights[row0 + jc + 1], heights[row1 + jc + 1]
