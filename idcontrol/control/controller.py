@@ -232,7 +232,12 @@ class InverseDynamicsController:
         self._actuated_indices.setflags(write=False)
         # the movable bodies' per-tick terms (M blocks, f_ext, velocities), written in place
         b = len(environment.objects)
-        self._body_M, self._body_f, self._body_v = np.zeros((b, 6, 6)), np.zeros((b, 6)), np.zeros((b, 6))
+        # the robot's and the bodies' velocities side by side (the activation filter's (m,) velocity, no copy a
+        # tick); the bodies' twists are written in place through their view
+        self._v_all = np.zeros(self.m)
+        self._v_robot = self._v_all[: r.nv]
+        self._body_M, self._body_f = np.zeros((b, 6, 6)), np.zeros((b, 6))
+        self._body_v = self._v_all[r.nv :].reshape(b, 6)
         self._body_inertias = [np.ascontiguousarray(o.inertia_in_body, dtype=float) for o in environment.objects]
         self._gravity = np.ascontiguousarray(environment.gravity, dtype=float)
         self._sphere_count = len(r.sphere_names)
@@ -354,7 +359,10 @@ class InverseDynamicsController:
         if self.activation_distance is None:
             contacts, N, S, T = self.detector.detect_rows(objects, mask)
         else:  # only contacts whose predicted gap at the end of the period is within the activation distance
-            velocity = v if self.m == r.nv else np.concatenate([v, self._body_v.reshape(-1)])
+            velocity = v
+            if self.m != r.nv:
+                np.copyto(self._v_robot, v)
+                velocity = self._v_all
             contacts, N, S, T = self.detector.detect_rows(
                 objects, mask, velocity=velocity, dt=self.dt, activation_distance=self.activation_distance
             )
