@@ -289,10 +289,7 @@ def _largest_singular_value(R, p, k):
     w = np.empty(p)
     estimate = 0.0
     for _ in range(4):
-        norm = 0.0
-        for c in range(k):
-            norm += x[c] * x[c]
-        norm = math.sqrt(norm)
+        norm = math.sqrt(np.dot(x, x))
         if not norm > 0.0:
             return 0.0
         for i in range(p):  # w = R x / ‖x‖
@@ -300,10 +297,7 @@ def _largest_singular_value(R, p, k):
             for c in range(i, k):
                 s += R[i, c] * x[c]
             w[i] = s / norm
-        estimate = 0.0
-        for i in range(p):
-            estimate += w[i] * w[i]
-        estimate = math.sqrt(estimate)  # ‖R x‖ / ‖x‖ ≤ σ_max
+        estimate = math.sqrt(np.dot(w, w))  # ‖R x‖ / ‖x‖ ≤ σ_max
         for c in range(k):  # x = Rᵀ w
             s = 0.0
             for i in range(min(c + 1, p)):
@@ -319,28 +313,12 @@ def _smallest_singular_value(R, p):
     x = np.empty(p)
     for i in range(p):
         x[i] = (1.0 + i / p) * (1.0 if i % 2 == 0 else -1.0)
+    L = R[:p, :p].T  # RᵀR = L Lᵀ: a Cholesky factor
     growth = 0.0
     for _ in range(3):
-        norm = 0.0
-        for i in range(p):
-            norm += x[i] * x[i]
-        norm = math.sqrt(norm)
-        for i in range(p):
-            x[i] /= norm
-        for i in range(p):  # Rᵀ w = x (forward), in place
-            s = x[i]
-            for c in range(i):
-                s -= R[c, i] * x[c]
-            x[i] = s / R[i, i]
-        for i in range(p - 1, -1, -1):  # R u = w (backward), in place
-            s = x[i]
-            for c in range(i + 1, p):
-                s -= R[i, c] * x[c]
-            x[i] = s / R[i, i]
-        growth = 0.0
-        for i in range(p):
-            growth += x[i] * x[i]
-        growth = math.sqrt(growth)  # ‖(RᵀR)⁻¹ x‖ for a unit x: at most 1 / σ_min²
+        x /= math.sqrt(np.dot(x, x))
+        cholesky_solve_in_place(L, x)
+        growth = math.sqrt(np.dot(x, x))  # ‖(RᵀR)⁻¹ x‖ for a unit x: at most 1 / σ_min²
         if not growth < math.inf:
             return 0.0
     return 1.0 / math.sqrt(growth)
