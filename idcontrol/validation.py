@@ -25,16 +25,20 @@ def all_finite(x):
     return True
 
 
+#: how far |q[3:7]| of a floating base may be from 1 in a valid state
+QUATERNION_NORM_TOLERANCE = 1e-3
+
+
 @njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean), cache=True)
 def valid_state(q, v, forces, floating_base):
-    """True when the state's arrays are finite and, with ``floating_base``, q[3:7] is a unit quaternion to 1e-3:
-    the checks :meth:`~idcontrol.robot.model.RobotModel.check_state` makes, in one call (forces: the sensed forces
-    flattened, or empty)."""
+    """True when the state's arrays are finite and, with ``floating_base``, q[3:7] is a unit quaternion to
+    :data:`QUATERNION_NORM_TOLERANCE`: the checks :meth:`~idcontrol.robot.model.RobotModel.check_state` makes, in
+    one call (forces: the sensed forces flattened, or empty)."""
     if not (all_finite(q) and all_finite(v) and all_finite(forces)):
         return False
     if floating_base:
         norm = math.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
-        if abs(norm - 1.0) > 1e-3:
+        if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
             return False
     return True
 

@@ -13,7 +13,7 @@ from idcontrol.errors import ConfigError, InputError, NameNotFound
 from idcontrol.robot.config import Gains, LimbConfig, RobotConfig, load_robot_config
 from idcontrol.robot.limbs import limbs_from_spheres
 from idcontrol.robot.preflight import preflight
-from idcontrol.validation import check_vector
+from idcontrol.validation import QUATERNION_NORM_TOLERANCE, check_vector
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -262,7 +262,7 @@ class RobotModel:
         v = check_vector("v", v, self.nv)
         if self.floating_base:
             norm = math.hypot(*q[3:7].tolist())
-            if abs(norm - 1.0) > 1e-3:
+            if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
                 raise InputError(f"q[3:7] must be a unit quaternion (x, y, z, w); its norm is {norm:.6f}")
         return q, v
 
