@@ -16,7 +16,7 @@ from idcontrol.logs import foxglove as fox
 from idcontrol.logs.reader import read_log
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import load_launch
-from idcontrol.tools.live import FoxgloveClient, _connect, layout_json, spawn_live
+from idcontrol.tools.live import FoxgloveClient, connect_live, layout_json, spawn_live
 from tests.test_launch import free_ports, launch_file, spawn, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_live_view_serves_every_channel_and_the_log_holds_the_same_topics_and_sc
         bridge = spawn("bridge", str(path))
         wait_for(admin, lambda s: s["bridge_connected"])
         admin.request("start")
-        client = _connect(port, 60.0)
+        client = connect_live(port, 60.0)
         deadline = time.monotonic() + 60.0
         while not client.receives_all() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -111,9 +111,10 @@ class Launch:
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             self._wait_daemon_ready(admin)
             if self.foxglove_port:
-                from idcontrol.tools.live import spawn_live
+                from idcontrol.tools.live import connect_live, spawn_live
 
                 self.live_view = spawn_live(self.config.path, self.foxglove_port)
+                connect_live(self.foxglove_port, 30.0).close()  # serving before the run starts, not during it
             self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:

@@ -230,7 +230,7 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
             on = i % 2 == 1
             if on and live is None:
                 live = spawn_live(config.path, port)
-                client = _connect(port, 30.0)
+                client = connect_live(port, 30.0)
                 _wait(client.receives_all, 30.0, "messages on every channel")
             time.sleep(0.5)
             admin.request("reset_stats")
@@ -305,8 +305,9 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _connect(port: int, timeout: float) -> FoxgloveClient:
-    """A client of the live view on ``port``, once its server accepts connections."""
+def connect_live(port: int, timeout: float) -> FoxgloveClient:
+    """A client of the live view on ``port``, once its server accepts connections (IdControlError after
+    ``timeout`` s)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
