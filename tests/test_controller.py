@@ -19,6 +19,7 @@ from idcontrol.errors import (
     UnknownRobot,
 )
 from idcontrol.formulations import make_formulation
+from idcontrol.formulations.coulomb_lcp import PAPER_OPTIONS as COULOMB_PAPER
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.formulations.two_stage_qp import remap_active_set
 from idcontrol.reference.base import Tracking
@@ -354,10 +355,15 @@ def test_consistent_contact_velocity_stops_a_landing_foot_with_its_own_joints(qu
 
 
 def test_noslip_spread_shares_the_weight_and_stays_complementary(quadruped: RobotModel) -> None:
-    """With spread ε the no-slip LCP splits a symmetric stance evenly (the least-norm solution); w ⟂ f to ε·f."""
-    vertex = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    """The paper's no-slip LCP returns a vertex of a symmetric stance's solution set; with spread ε (the default
+    1e-2 among them) it splits the stance evenly (the least-norm solution); w ⟂ f to ε·f."""
+    vertex = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", formulation_options=PAPER_OPTIONS)
     result = vertex.solve(standing(quadruped), np.zeros(quadruped.nu))
     assert result.found and np.count_nonzero(result.f_normal > 1e-6) < 4  # a vertex of the solution set
+    default = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp")
+    result = default.solve(standing(quadruped), np.zeros(quadruped.nu))
+    assert result.found, result.message
+    np.testing.assert_allclose(result.f_normal, result.f_normal.mean(), rtol=1e-6)
     spread = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", formulation_options={"spread": 1e-6})
     result = spread.solve(standing(quadruped), np.zeros(quadruped.nu))
     assert result.found, result.message
@@ -372,10 +378,10 @@ def test_noslip_spread_shares_the_weight_and_stays_complementary(quadruped: Robo
 def test_coulomb_spread_shares_the_weight_and_the_repair_keeps_the_feet_on_the_ground(
     quadruped: RobotModel, spread: float
 ) -> None:
-    """With spread ε the Coulomb LCP splits a symmetric stance evenly where Lemke alone returns a vertex; its
-    forces fall short of the weight by about ε, and the repaired answer neither penetrates nor leaves the
-    pyramid, and passes its certificate."""
-    vertex = InverseDynamicsController(quadruped, ground(1.0), "coulomb_lcp")
+    """With spread ε the Coulomb LCP splits a symmetric stance evenly where Lemke alone (the paper's method) returns
+    a vertex; its forces do not exceed the weight, fall short of it by at most about ε, and the answer neither
+    penetrates nor leaves the pyramid, and passes its certificate."""
+    vertex = InverseDynamicsController(quadruped, ground(1.0), "coulomb_lcp", formulation_options=COULOMB_PAPER)
     result = vertex.solve(standing(quadruped), np.zeros(quadruped.nu))
     assert result.found and np.count_nonzero(result.f_normal > 1e-6) < 4  # a vertex of the solution set
     shared = InverseDynamicsController(quadruped, ground(1.0), "coulomb_lcp", formulation_options={"spread": spread})

@@ -319,7 +319,7 @@ def _smallest_singular_value(R, p):
         x /= math.sqrt(np.dot(x, x))
         cholesky_solve_in_place(L, x)
         growth = math.sqrt(np.dot(x, x))  # ‖(RᵀR)⁻¹ x‖ for a unit x: at most 1 / σ_min²
-        if not growth < math.inf:
+        if not 0.0 < growth < math.inf:  # singular, or not finite (an overflowed R: 0 from inf entries)
             return 0.0
     return 1.0 / math.sqrt(growth)
 

@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from idcontrol.arrays import IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64, intp
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
+from idcontrol.solvers.dense import least_norm_lstsq
 from idcontrol.solvers.lcp import LCPSolution
 from idcontrol.validation import all_finite
 
@@ -373,6 +374,77 @@ def polish_kernel(M, q, z, clean_tol):
         complementarity = max(complementarity, abs(zc[i] * w[i]))
     rel = max(w_negativity / w_scale, equation / w_scale, complementarity / (z_scale * w_scale))
     return zc, w, rel
+
+
+#: relative tolerance of :func:`nearest_on_face`'s acceptance (z ≥ 0, w ≥ 0 and the face's equations)
+FACE_TOL = 1e-9
+
+
+@njit(types.Tuple((boolean, VECTOR))(IN_MATRIX, IN_VECTOR, IN_VECTOR), cache=True)
+def nearest_on_face(M, q, z):
+    """(accepted, z′): the solution of the exact LCP(q, M) nearest to ``z`` on z's face (its support F free, the rest
+    0): z′_F = z_F + δ, δ the least-norm solution of M_FF δ = −q_F − M_FF z_F (complete orthogonal decomposition),
+    accepted when z′ is a solution (z′ ≥ 0, w = M z′ + q ≥ 0 off F, the face's equations met, each within
+    :data:`FACE_TOL` of the problem's scale), clipped at 0. Not accepted: (False, a copy of ``z``).
+
+    A Tikhonov-regularized solve (M + εI) picks one of an LCP's many solutions (a stance on more contacts than it
+    needs: the load spread over all of them) but misses the exact LCP by about ε; this removes that miss and keeps
+    the load's distribution.
+    """
+    n = q.shape[0]
+    face = np.flatnonzero(z > 0.0)
+    k = face.shape[0]
+    if k == 0:
+        return False, z.copy()
+    A = np.empty((k, k))
+    b = np.empty(k)
+    for i in range(k):
+        t = -q[face[i]]
+        for j in range(k):
+            A[i, j] = M[face[i], face[j]]
+            t -= A[i, j] * z[face[j]]
+        b[i] = t
+    delta = least_norm_lstsq(A, b, 1e-10)
+    out = np.zeros(n)
+    z_scale, m_max, q_max = 1.0, 0.0, 0.0
+    for i in range(k):
+        out[face[i]] = z[face[i]] + delta[i]
+        z_scale = max(z_scale, abs(out[face[i]]))
+    for i in range(n):
+        q_max = max(q_max, abs(q[i]))
+        for j in range(n):
+            m_max = max(m_max, abs(M[i, j]))
+    w_scale = max(1.0, q_max, m_max * z_scale)
+    for i in range(k):
+        if not out[face[i]] >= -FACE_TOL * z_scale:  # NaN too
+            return False, z.copy()
+        out[face[i]] = max(out[face[i]], 0.0)
+    on_face = z > 0.0
+    for i in range(n):
+        w = q[i]
+        for j in range(k):
+            w += M[i, face[j]] * out[face[j]]
+        if not (abs(w) if on_face[i] else -w) <= FACE_TOL * w_scale:  # w_F = 0, w ≥ 0 off F
+            return False, z.copy()
+    return True, out
+
+
+@njit(cache=True)
+def spread_answered_gap(z, q, weight, spread, count):
+    """Whether a Tikhonov-regularized LCP's answer z (M + weight·I on its first ``count`` variables, weight = ε ·
+    a scale of M's diagonal, ε = ``spread``) is the regularization answering an unsolvable LCP(q, M).
+
+    Solvable, the regularized solution moves the exact one by a fraction of about ε: weight · max z ≈ ε |q|.
+    Unsolvable (a gap the variables cannot close: a rigid object squeezed), it is z ≈ −q / weight, so that the
+    regularization term carries q itself: weight · max z ≈ |q|. The test: weight · max z > min(0.5, 10 ε) ‖q‖∞.
+    """
+    largest = 0.0
+    for i in range(count):
+        largest = max(largest, z[i])
+    scale = 0.0
+    for i in range(q.shape[0]):
+        scale = max(scale, abs(q[i]))
+    return weight * largest > min(0.5, 10.0 * spread) * scale
 
 
 @njit(

@@ -57,7 +57,7 @@ from idcontrol.solvers.ppm import (
 )
 
 #: The paper's exact method (Section 4): ``make_formulation("noslip_lcp", **PAPER_OPTIONS)``.
-PAPER_OPTIONS = {"spread": 0.0, "project": False, "release_unloaded": False, "share_friction": False}
+PAPER_OPTIONS = {"spread": 0.0, "rank_tol": 1e-8, "project": False, "release_unloaded": False, "share_friction": False}
 
 
 class NoSlipLCP(Formulation):
@@ -65,15 +65,25 @@ class NoSlipLCP(Formulation):
 
     Parameters
     ----------
-    rank_tol : relative tolerance of Algorithm 1's independence test.
+    rank_tol : relative tolerance of Algorithm 1's independence test (default 1e-3; ``PAPER_OPTIONS``: 1e-8, a
+        rounding-level test). Flat ground gives a stance's tangential rows rank 3 in the base's coordinates
+        (in-plane translation and yaw); feet a few mm apart in height make a fourth row "independent" at a
+        relative 1e-5..1e-4, and holding it asks for opposite tangential forces of 10⁷ N on two feet (a
+        standing A1, Talos' soles, the trot on Drake: the certificate stopped each). At 1e-3 such a row is
+        dependent: the stance gets the in-plane rows it really has.
     tol : absolute LCP tolerance, m/s².
     repair : run the Section 4.5 consistency repair when needed.
-    spread : ε ≥ 0, relative Tikhonov weight on the normal impulses (default 0: the paper's LCP).
-        Standing on more feet than the no-slip constraints need, the LCP has a whole set of
-        solutions and Algorithm 2 returns a vertex of it (two diagonal feet carrying a quadruped);
-        a compliant world (MuJoCo, a real floor) shares the load instead. With ε > 0 the LCP matrix
-        becomes BᵀB + ε·mean(diag BᵀB)·I, whose unique solution tends to the least-norm solution of
-        the original LCP as ε → 0; complementarity then holds to ε·f.
+    spread : ε ≥ 0, relative Tikhonov weight on the normal impulses (default 1e-2; 0 is the paper's LCP).
+        Standing on more feet than the no-slip constraints need, the LCP has a whole set of solutions and
+        Algorithm 2 returns a vertex of it (two diagonal feet carrying a quadruped, a corner of a humanoid's
+        sole); a compliant world (MuJoCo, a real floor) shares the load instead. With ε > 0 the LCP matrix
+        becomes BᵀB + ε·mean(diag BᵀB)·D (D: the contacts whose impulse moves v⁺; a contact the kept rows
+        already hold keeps the paper's row), whose unique solution tends to the least-norm solution of the
+        original LCP as ε → 0. The answer is then the paper's LCP's solution nearest to it on its face (the same
+        load distribution, exact complementarity: :func:`~idcontrol.solvers.lemke.nearest_on_face`); where
+        that face has none, the spread's own (complementarity to ε·f), unless the paper's LCP has no solution
+        at all (:func:`~idcontrol.solvers.lemke.spread_answered_gap`: the spread answered about r/ε), when the
+        paper's answer stands (zero impulses, then the repair).
     project : replace q̇_des, before the solve, by the closest one that lets every contact stand still
         tangentially (:func:`project_desired_velocity`: the least-squares unactuated twist for the stance
         legs' desired motion, then the least-norm change of the actuated velocities that makes it exact).
@@ -97,10 +107,10 @@ class NoSlipLCP(Formulation):
     def __init__(
         self,
         *,
-        rank_tol: float = 1e-8,
+        rank_tol: float = 1e-3,
         tol: float = 1e-10,
         repair: bool = True,
-        spread: float = 0.0,
+        spread: float = 1e-2,
         project: bool = True,
         release_unloaded: bool = True,
         share_friction: bool = True,
@@ -114,7 +124,7 @@ class NoSlipLCP(Formulation):
         self.project = bool(project)
         self.release_unloaded = bool(release_unloaded)
         self.share_friction = bool(share_friction)
-        # exact complementarity is claimed (and certified) only without the spread, which trades it to ε·f
+        # exact complementarity is claimed (and certified) only without the spread, which may trade it to ε·f
         self.contact_model = ContactModel(friction="no_slip", complementarity=self.spread == 0.0)
         self._repairs = RepairWorkspaces(no_slip=True)
         self.reset()

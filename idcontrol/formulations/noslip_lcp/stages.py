@@ -29,7 +29,7 @@ from idcontrol.formulations.reduced import (
 )
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
-from idcontrol.solvers.lemke import lemke_regularized_kernel
+from idcontrol.solvers.lemke import lemke_regularized_kernel, nearest_on_face, spread_answered_gap
 from idcontrol.solvers.ppm import ACTIVE_SET_SOLVED, PPM_SOLVED, active_set_kernel, ppm_kernel
 
 
@@ -343,6 +343,40 @@ def projected_velocity(S, T, a, u, qd_des):
 
 
 @njit(cache=True)
+def _solve_normal_lcp(B, r, warm, tol):
+    """The normal impulses' LCP w = BᵀB z + r (B (rows, n), r (n,)) by Algorithm 2, then its active-set and
+    regularized-Lemke fallbacks: (z (n,), active, found, (the BY_* solver that answered, PPM's status, its active
+    count, the active-set method's status or −1, Lemke's ε or −1, pivots)). Unsolvable: z = 0, BY_NONE."""
+    n = r.shape[0]
+    none = np.zeros(0, dtype=np.intp)
+    trivial = True
+    for c in range(n):
+        if r[c] < -tol:
+            trivial = False
+    by, ppm_status, ppm_active, as_status, lemke_eps, pivots = BY_PPM, PPM_SOLVED, 0, -1, -1.0, 0
+    if trivial:  # z = 0 solves the LCP (also without contacts)
+        return np.zeros(n), none, True, (by, ppm_status, ppm_active, as_status, lemke_eps, pivots)
+    z, w, ppm_status, pivots, active = ppm_kernel(B, r, warm, tol, 2 * n + 20)
+    ppm_active = active.shape[0]
+    found = ppm_status == PPM_SOLVED
+    if not found:
+        by = BY_ACTIVE_SET
+        z, w, as_status, pivots, active = active_set_kernel(B, r, warm, tol, 4 * n + 50)
+        found = as_status == ACTIVE_SET_SOLVED
+    if not found:
+        by = BY_LEMKE
+        outcome = lemke_regularized_kernel(B.T @ B, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
+                                           1e-7)  # fmt: skip
+        found, z, pivots, lemke_eps = outcome[0], outcome[1], outcome[3], outcome[4]
+        active = np.flatnonzero(z > 0.0)
+    if not found:
+        # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are then set to zero
+        # and the Section 4.5 repair must restore the constraints.
+        by, z, active = BY_NONE, np.zeros(n), none
+    return z, active, found, (by, ppm_status, ppm_active, as_status, lemke_eps, pivots)
+
+
+@njit(cache=True)
 def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share):
     """Algorithms 1 and 2 (with their fallbacks) and the linear algebra after them, for tangential rows S, T and
     the desired velocity ``qd_des``. Returns (ok: M_uu positive definite, pivots, active indices, kept rows, f_N,
@@ -355,49 +389,43 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     if not ok:
         return False, 0, none, 0, empty, empty, empty, empty, empty, (BY_NONE, PPM_SOLVED, 0, 0, -1, -1.0)
     data, B, r, kept = noslip_setup(red, rank_tol)
-    if spread > 0.0 and n:  # BᵀB + εI = [B; √ε I]ᵀ [B; √ε I]: Algorithm 2 keeps working on a factor
-        total = 0.0
-        for i in range(B.shape[0]):
-            for c in range(n):
-                total += B[i, c] * B[i, c]
-        weight = spread * max(total / n, 2.2250738585072014e-308)
-        stacked = np.zeros((B.shape[0] + n, n))
-        stacked[: B.shape[0]] = B
-        root = math.sqrt(weight)
+    B_exact, spread_rows, spread_weight = B, False, 0.0
+    if spread > 0.0 and n:  # BᵀB + εD = [B; √ε D]ᵀ [B; √ε D]: Algorithm 2 keeps working on a factor
+        # D: the contacts whose impulse moves v⁺ (a zero column of B: the kept rows already fix that normal, its
+        # impulse is indeterminate and its row stays the paper's; spreading it would answer r/ε for a gap it
+        # cannot close, 10³⁰⁰ N on a grasp whose tangential rows hold the object)
+        total, moving = 0.0, np.zeros(n, dtype=np.bool_)
         for c in range(n):
-            stacked[B.shape[0] + c, c] = root
-        B = stacked
-    trivial = True
-    for c in range(n):
-        if r[c] < -tol:
-            trivial = False
-    by, ppm_status, ppm_active, as_status, lemke_eps, pivots = BY_PPM, PPM_SOLVED, 0, -1, -1.0, 0
-    if trivial:  # z = 0 solves the LCP (also without contacts)
-        z, active, found = np.zeros(n), none, True
-    else:
-        z, w, ppm_status, pivots, active = ppm_kernel(B, r, warm, tol, 2 * n + 20)
-        ppm_active = active.shape[0]
-        found = ppm_status == PPM_SOLVED
-        if not found:
-            by = BY_ACTIVE_SET
-            z, w, as_status, pivots, active = active_set_kernel(B, r, warm, tol, 4 * n + 50)
-            found = as_status == ACTIVE_SET_SOLVED
-        if not found:
-            by = BY_LEMKE
-            outcome = lemke_regularized_kernel(B.T @ B, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
-                                               1e-7)  # fmt: skip
-            found, z, pivots, lemke_eps = outcome[0], outcome[1], outcome[3], outcome[4]
-            active = np.flatnonzero(z > 0.0)
-        if not found:
-            # Spec item 25: inconsistent q̇_des can make the LCP unsolvable; the contact impulses are then set
-            # to zero and the Section 4.5 repair must restore the constraints.
-            by = BY_NONE
-            z = np.zeros(n)
-            active = none
+            column = 0.0
+            for i in range(B.shape[0]):
+                column += B[i, c] * B[i, c]
+            moving[c] = column > 0.0
+            total += column
+        if moving.any():
+            spread_weight = spread * total / np.count_nonzero(moving)
+            root = math.sqrt(spread_weight)
+            stacked = np.zeros((B.shape[0] + np.count_nonzero(moving), n))
+            stacked[: B.shape[0]] = B
+            row = B.shape[0]
+            for c in range(n):
+                if moving[c]:
+                    stacked[row, c] = root
+                    row += 1
+            B, spread_rows = stacked, True
+    z, active, found, diagnostics = _solve_normal_lcp(B, r, warm, tol)
+    refine = found and not spread_rows
+    if spread_rows and found:  # the paper's LCP's solution nearest to the spread's, on its face; none there: the
+        exact, z_face = nearest_on_face(B_exact.T @ B_exact, r, z)  # spread's (ε-near), unless the paper's LCP
+        if exact:  # has no solution and the spread answered about r/ε: then the paper's answer
+            z, active = z_face, np.flatnonzero(z_face > 0.0)
+        elif spread_answered_gap(z, r, spread_weight, spread, n):
+            z, active, found, diagnostics = _solve_normal_lcp(B_exact, r, warm, tol)
+            refine = found
+    by, ppm_status, ppm_active, as_status, lemke_eps, pivots = diagnostics
     f_normal = z.copy()
-    # complementarity in the robot's coordinates, not only the whitened ones (refine: not with spreading rows);
+    # complementarity in the robot's coordinates, not only the whitened ones (refine: a vertex answer's);
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
-    v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, found and spread == 0.0, share and found)
+    v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found)
     return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, B.shape[0],
                                                                          as_status, lemke_eps)  # fmt: skip
 
