@@ -374,6 +374,28 @@ def test_noslip_spread_shares_the_weight_and_stays_complementary(quadruped: Robo
     assert res.complementarity < 1e-4 * weight
 
 
+@pytest.mark.parametrize("name", ["coulomb_lcp", "noslip_lcp"])
+@pytest.mark.parametrize("spread", [1e-6, 1e-2])
+def test_spread_never_answers_an_lcp_without_solution(arm: RobotModel, name: str, spread: float) -> None:
+    """Fingers driven into the rigid box: the paper's LCP has no solution; the regularized one would answer about
+    r/ε (3.75 kN at ε = 1e-2, 37.5 MN at 1e-6). With a spread the answer is the paper's: the forces of the
+    spread-free solve and a repaired, non-penetrating motion within the torque limits."""
+    state = None
+    answers = []
+    for options in ({"spread": 0.0}, {"spread": spread}):
+        controller = InverseDynamicsController(arm, formulation=name, formulation_options=options)
+        state = state or RobotState(q=arm.standing_configuration(), v=np.zeros(arm.nv),
+                                    objects=controller.initial_object_states())  # fmt: skip
+        squeeze = np.zeros(arm.nu)
+        squeeze[-4:] = 50.0
+        answers.append(controller.solve(state, squeeze))
+    paper, spread_result = answers
+    assert spread_result.found and not spread_result.certificate, spread_result.message
+    assert spread_result.residuals.penetration <= 1e-8
+    assert np.abs(spread_result.tau).max() <= arm.torque_limits.max()
+    np.testing.assert_allclose(spread_result.f_normal, paper.f_normal, atol=1e-6 * max(1.0, paper.f_normal.max()))
+
+
 @pytest.mark.parametrize("spread", [1e-6, 1e-2])
 def test_coulomb_spread_shares_the_weight_and_the_repair_keeps_the_feet_on_the_ground(
     quadruped: RobotModel, spread: float
