@@ -18,7 +18,7 @@ from hypothesis.extra.numpy import arrays
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions, mindiff
 from idcontrol.solvers.lcp import lcp_residuals
-from idcontrol.solvers.lemke import lemke, lemke_regularized
+from idcontrol.solvers.lemke import lemke, lemke_regularized, nearest_on_face, spread_answered_gap
 
 Problem = tuple[np.ndarray, np.ndarray]
 
@@ -456,3 +456,24 @@ def test_a_numerically_zero_matrix_is_not_solved_with_an_infinite_z() -> None:
     M, q = B.T @ B, np.array([-58.2, 2424.5, -2148.4, 255.2])
     for solution in (lemke(M, q), lemke_regularized(M, q, original_tol=1e-7)):
         assert not solution.found, solution.message
+
+
+def test_nearest_on_face_removes_the_regularization_and_keeps_the_distribution() -> None:
+    """A degenerate LCP (z₁ + z₂ = 1 on a whole segment): Tikhonov's answer (M + εI) misses it by about ε; the
+    nearest exact solution on the same face meets it to rounding with the same split, and an LCP without a
+    solution on that face (a gap no variable closes) is not answered."""
+    M, q = np.array([[1.0, 1.0], [1.0, 1.0]]), np.array([-1.0, -1.0])
+    eps = 1e-2
+    z_reg = np.linalg.solve(M + eps * np.eye(2), -q)  # both positive: (1/(2+ε), 1/(2+ε))
+    assert abs(z_reg.sum() - 1.0) > eps / 4
+    exact, z = nearest_on_face(M, q, z_reg)
+    assert exact
+    np.testing.assert_allclose(z, [0.5, 0.5], atol=1e-12)
+    assert lcp_residuals(M, q, z).worst <= 1e-12
+    skewed = np.array([0.7, 0.2])
+    exact, z = nearest_on_face(M, q, skewed)
+    assert exact and z[0] - z[1] == pytest.approx(0.5) and z.sum() == pytest.approx(1.0)
+    M0, q0 = np.zeros((1, 1)), np.array([-1.0])
+    assert not nearest_on_face(M0, q0, np.array([100.0]))[0]
+    assert spread_answered_gap(np.array([100.0]), q0, 1e-2, 1e-2, 1)  # 1e-2 · 100 = |q|: the regularization's
+    assert not spread_answered_gap(z_reg, q, eps, eps, 2)  # ε-near a solution

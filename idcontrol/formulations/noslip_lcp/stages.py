@@ -414,9 +414,11 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
             B, spread_rows = stacked, True
     z, active, found, diagnostics = _solve_normal_lcp(B, r, warm, tol)
     refine = found and not spread_rows
-    if spread_rows and found:  # the paper's LCP's solution nearest to the spread's, on its face; none there: the
-        exact, z_face = nearest_on_face(B_exact.T @ B_exact, r, z)  # spread's (ε-near), unless the paper's LCP
-        if exact:  # has no solution and the spread answered about r/ε: then the paper's answer
+    # spread: the paper's LCP's solution nearest to the spread's, on its face; none there: the spread's (ε-near),
+    # unless the paper's LCP has no solution and the spread answered about r/ε: then the paper's answer
+    if spread_rows and found:
+        exact, z_face = nearest_on_face(B_exact.T @ B_exact, r, z)
+        if exact:
             z, active = z_face, np.flatnonzero(z_face > 0.0)
         elif spread_answered_gap(z, r, spread_weight, spread, n):
             z, active, found, diagnostics = _solve_normal_lcp(B_exact, r, warm, tol)
