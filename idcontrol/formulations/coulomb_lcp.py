@@ -240,9 +240,10 @@ class CoulombLCP(Formulation):
         :func:`~idcontrol.solvers.lemke.spread_answered_gap`), so the paper's answer stands there. Measured
         with 1e-2 (``idcontrol experiment robots``, 10 s stands in MuJoCo): no foot unloaded on six legged
         robots, and Talos stands where the paper's method falls at 3.6 s; but the shipped quadruped's stand with
-        kp 1000, kd 60 clips 129 joint-ticks in 2 s against 42 and tracks to 0.017 rad against 0.008 (and
-        answering the exact LCP's solution nearest to the regularized one, as the no-slip LCP does, made that
-        512 and 0.085 rad): it is an option, not the default.
+        kp 1000, kd 60 (tests/test_closed_loop.py; it rocks onto diagonal pairs either way) clips 640 joint-ticks
+        in 2 s against 42 and tracks to 0.10 rad against 0.008, its predicted force jumping onto a hovering foot (729 N
+        predicted, none sensed); answering the exact LCP's solution nearest to the regularized one, as the
+        no-slip LCP does, gave 512 and 0.085 rad. It is an option, not the default.
     """
 
     name = "coulomb_lcp"
