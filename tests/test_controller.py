@@ -380,16 +380,12 @@ def test_spread_never_answers_an_lcp_without_solution(arm: RobotModel, name: str
     """Fingers driven into the rigid box: the paper's LCP has no solution; the regularized one would answer about
     r/ε (3.75 kN at ε = 1e-2, 37.5 MN at 1e-6). With a spread the answer is the paper's: the forces of the
     spread-free solve and a repaired, non-penetrating motion within the torque limits."""
-    state = None
-    answers = []
-    for options in ({"spread": 0.0}, {"spread": spread}):
-        controller = InverseDynamicsController(arm, formulation=name, formulation_options=options)
-        state = state or RobotState(q=arm.standing_configuration(), v=np.zeros(arm.nv),
-                                    objects=controller.initial_object_states())  # fmt: skip
-        squeeze = np.zeros(arm.nu)
-        squeeze[-4:] = 50.0
-        answers.append(controller.solve(state, squeeze))
-    paper, spread_result = answers
+    paper = InverseDynamicsController(arm, formulation=name, formulation_options={"spread": 0.0})
+    spread_controller = InverseDynamicsController(arm, formulation=name, formulation_options={"spread": spread})
+    state = RobotState(q=arm.standing_configuration(), v=np.zeros(arm.nv), objects=paper.initial_object_states())
+    squeeze = np.zeros(arm.nu)
+    squeeze[-4:] = 50.0
+    paper, spread_result = paper.solve(state, squeeze), spread_controller.solve(state, squeeze)
     assert spread_result.found and not spread_result.certificate, spread_result.message
     assert spread_result.residuals.penetration <= 1e-8
     assert np.abs(spread_result.tau).max() <= arm.torque_limits.max()

@@ -401,10 +401,11 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
                 column += B[i, c] * B[i, c]
             moving[c] = column > 0.0
             total += column
-        if moving.any():
-            spread_weight = spread * total / np.count_nonzero(moving)
+        count = np.count_nonzero(moving)
+        if count:
+            spread_weight = spread * total / count
             root = math.sqrt(spread_weight)
-            stacked = np.zeros((B.shape[0] + np.count_nonzero(moving), n))
+            stacked = np.zeros((B.shape[0] + count, n))
             stacked[: B.shape[0]] = B
             row = B.shape[0]
             for c in range(n):

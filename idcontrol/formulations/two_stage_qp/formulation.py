@@ -67,7 +67,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import REPAIR_TOL, needs_repair, repair_desired_velocity
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import (
     ReducedDynamics,
     call_compiled,
@@ -415,8 +415,9 @@ class TwoStageQP(Formulation):
         """Both stages in one compiled call on DAQP's C API (:func:`.stages.two_stages`), where the structured path
         does not apply; None when that call could not finish (Stage I infeasible, an R̃ whose rank gives an
         optimal set of unexpected dimension, the structured path's sizes): the QP path then starts over."""
-        n, m = p.n, p.m
-        a, u = index_array(p.actuated, m), index_array(p.unactuated, m)
+        n = p.n
+        reduction = reduction_arguments(p)
+        a, u = reduction[9], reduction[10]
         nu, nb = a.shape[0], u.shape[0]
         if self.structured and 3 * n - nb >= nu + nb:
             return None
@@ -432,9 +433,8 @@ class TwoStageQP(Formulation):
             if len(self._native_qps) > 256:
                 self._native_qps.clear()
             self._native_qps[key] = qps
-        arguments = (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, mu, a, u, float(p.dt),
-                     self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)  # fmt: skip
-        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = call_compiled(two_stages, *arguments)
+        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = call_compiled(
+            two_stages, *reduction, self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
