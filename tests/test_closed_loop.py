@@ -12,32 +12,43 @@ with the tolerance.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from idcontrol.formulations.coulomb_lcp import PAPER_OPTIONS as COULOMB_PAPER_OPTIONS
 from idcontrol.testing import ClosedLoopRun, loop_config
 
 PENETRATION_TOLERANCE = 0.001  # m, as in launch/quadruped_*.toml
+# launch/stand.toml's: a candidate enters the problem only if it touches within the period; q̇_des holds contacts still
+LAUNCH_CONTACT_SETTINGS = {"activation_distance": 1e-4, "consistent_contact_velocity": True}
 STANDING_ERROR_BOUND = 0.01  # rad
 
 
 def closed_loop(loop, formulation: str, reference: str, seconds: float, gains: tuple[float, float] | None = None,
+                formulation_options: dict | None = None, controller: dict | None = None,
                 **options) -> ClosedLoopRun:  # fmt: skip
-    """The quadruped for ``seconds`` of simulated time (or until the core leaves run mode), μ = 1."""
+    """The quadruped for ``seconds`` of simulated time (or until the core leaves run mode), μ = 1; ``controller``:
+    ControllerSettings fields to replace."""
     config = loop_config("quadruped", formulation=formulation, reference=reference, reference_options=options,
+                         formulation_options=formulation_options,
                          penetration_tolerance=PENETRATION_TOLERANCE)  # fmt: skip
+    if controller:
+        config = replace(config, controller=replace(config.controller, **controller))
     return loop.run(config, seconds, gains=gains)
 
 
-# coulomb_lcp needs stiffer feedback: Lemke puts the weight on one diagonal pair of feet (measured: it falls
-# at 0.69 s with kp = 150, kd = 8 and at 2.2 s with 400/40; it stands with 1000/60, and its torques chatter
+# The Coulomb LCP's paper method (spread 0): Lemke puts the weight on one diagonal pair of feet. It fell at 0.69 s
+# with kp = 150, kd = 8 and at 2.2 s with 400/40; with the robot file's 1000/60 it stands, its torques chattering
 # into the limits now and then (42 clipped joint-ticks in 2 s), as the paper reports.
 @pytest.mark.parametrize(
-    ("formulation", "gains", "max_clips"), [("two_stage_qp", None, 0), ("coulomb_lcp", (1000.0, 60.0), 100)]
+    ("formulation", "options", "max_clips"),
+    [("two_stage_qp", {}, 0), ("coulomb_lcp", COULOMB_PAPER_OPTIONS, 100)],
 )
-def test_quadruped_stands_two_seconds(idcontrol_loop, quadruped, formulation, gains, max_clips):
+def test_quadruped_stands_two_seconds(idcontrol_loop, quadruped, formulation, options, max_clips):
     """Holding the standing pose for 2 s: no fall, small joint error, base where it started, few clips."""
-    run = closed_loop(idcontrol_loop, formulation, "hold", 2.0, gains)
+    run = closed_loop(idcontrol_loop, formulation, "hold", 2.0, formulation_options=options)
     summary = run.summary
     assert run.ticks_in_run == 2000 and run.end_mode == "run" and not summary["fell"], run.end_reason
     assert run.clip_count <= max_clips
@@ -45,6 +56,19 @@ def test_quadruped_stands_two_seconds(idcontrol_loop, quadruped, formulation, ga
     standing = quadruped.standing_configuration()
     assert abs(run.q_end[2] - standing[2]) < 0.005  # m
     assert np.hypot(run.q_end[0] - standing[0], run.q_end[1] - standing[1]) < 0.005  # m, no drift
+
+
+def test_quadruped_stands_on_four_feet_with_coulomb_lcp_defaults(idcontrol_loop):
+    """The Coulomb LCP's defaults (spread 1e-2) with the stand launch file's contact settings: no clipped torque,
+    and every foot carries a share of the weight, predicted and sensed alike (the paper's method loads a
+    diagonal pair). Without ``consistent_contact_velocity`` the default rocks the robot: 490 clips in 2 s."""
+    run = closed_loop(idcontrol_loop, "coulomb_lcp", "hold", 2.0, controller=LAUNCH_CONTACT_SETTINGS)
+    assert run.ticks_in_run == 2000 and not run.summary["fell"], run.end_reason
+    assert run.clip_count == 0
+    assert run.summary["tracking_error_rad"] < STANDING_ERROR_BOUND
+    weight = run.force_sensed[-1, :, 2].sum()
+    assert np.all(run.force_predicted[-1, :, 2] > 0.15 * weight), run.force_predicted[-1, :, 2]
+    assert np.all(run.force_sensed[-1, :, 2] > 0.15 * weight), run.force_sensed[-1, :, 2]
 
 
 def test_quadruped_stands_with_noslip_lcp_defaults(idcontrol_loop):

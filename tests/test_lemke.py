@@ -477,3 +477,16 @@ def test_nearest_on_face_removes_the_regularization_and_keeps_the_distribution()
     assert not nearest_on_face(M0, q0, np.array([100.0]))[0]
     assert spread_answered_gap(np.array([100.0]), q0, 1e-2, 1e-2, 1)  # 1e-2 · 100 = |q|: the regularization's
     assert not spread_answered_gap(z_reg, q, eps, eps, 2)  # ε-near a solution
+
+
+def test_nearest_on_face_raises_a_free_variable_to_meet_the_rows_it_drives() -> None:
+    """z₂ enters none of its face's equations (the Coulomb LCP's λ of an unloaded contact, free there) but keeps
+    row 1 (w₁ = z₂ − 3) nonnegative: the nearest exact solution raises it from the regularized 2.9 to 3, no more."""
+    M = np.array([[2.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    q = np.array([-2.0, -3.0, 0.0])
+    exact, z = nearest_on_face(M, q, np.array([0.99, 0.0, 2.9]))
+    assert exact
+    np.testing.assert_allclose(z, [1.0, 0.0, 3.0], atol=1e-12)
+    assert lcp_residuals(M, q, z).worst <= 1e-12
+    exact, z = nearest_on_face(M, q, np.array([0.99, 0.0, 3.5]))  # already enough: left where it is
+    assert exact and z[2] == 3.5

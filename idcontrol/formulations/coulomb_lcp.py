@@ -13,9 +13,9 @@ the documented fallback. Contacts with μ = ∞ have no λ row: their friction i
 unbounded, i.e. they do not slip.
 
 Standing on more contacts than it needs, the robot makes this LCP degenerate: Lemke returns a vertex of its
-solution set (load on two diagonal feet, a humanoid on one corner of one sole). The ``spread`` option (off by
-default, the paper's method) regularizes the force block so that the solution is unique and shares the load
-(see :class:`CoulombLCP`).
+solution set (load on two diagonal feet, a humanoid on one corner of one sole). The ``spread`` option (1e-2 by
+default; 0 is the paper's method, :data:`PAPER_OPTIONS`) regularizes the force block so that its solution is unique
+and shares the load, then answers the exact solution nearest to it (see :class:`CoulombLCP`).
 
 Lemke cannot be warm-started usefully, so successive ticks may pick different
 but equally valid force distributions (torque chatter). For a few contacts,
@@ -62,6 +62,7 @@ from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import (
     lemke_message,
     lemke_regularized_kernel,
+    nearest_on_face,
     regularized_solution,
     spread_answered_gap,
 )
@@ -163,12 +164,13 @@ def coulomb_finish(red, R_w5, R5, z, n):
     cache=True,
 )  # fmt: skip
 def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repair, repairs):
-    """The Coulomb LCP's solve in one call: the reduction, the LCP (:func:`coulomb_lcp_data`, its force block
-    regularized by ``spread``: see :class:`CoulombLCP`), Lemke with its Tikhonov fallback
-    (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule), the motion of the answer (:func:`coulomb_finish`;
-    zero impulses when the LCP has no solution) and, with ``repair``, when that motion penetrates a contact or the
-    LCP had no solution, the Section 4.5 repair on the DAQP workspace ``repairs[n − 1]``
-    (:func:`~idcontrol.formulations.consistency.repair_native`; none there: not attempted, the caller repairs).
+    """The Coulomb LCP's solve in one call: the reduction, the LCP (:func:`coulomb_lcp_data`), Lemke with its
+    Tikhonov fallback (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule; with ``spread``, first on the
+    regularized LCP, then its nearest exact solution or the paper's: see :class:`CoulombLCP`), the motion of the
+    answer (:func:`coulomb_finish`; zero impulses when the LCP has no solution) and, with ``repair``, when that
+    motion penetrates a contact or the LCP had no solution, the Section 4.5 repair on the DAQP workspace
+    ``repairs[n − 1]`` (:func:`~idcontrol.formulations.consistency.repair_native`; none there: not attempted, the
+    caller repairs).
 
     Returns (ok: M_uu positive definite, Lemke's outcome (:func:`~idcontrol.solvers.lemke.lemke_regularized_kernel`),
     v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt, the repair: (outcome (−1: not attempted), v⁺, τ, violation left m/s,
@@ -192,11 +194,19 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
             Q[i, i] += weight
     outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
     z = outcome[1] if outcome[0] else np.zeros(size)
-    if weight > 0.0 and outcome[0] and spread_answered_gap(z, q, weight, spread, 5 * n):
-        for i in range(5 * n):  # the paper's LCP has no solution: its own answer (none: zero impulses, the repair)
+    if weight > 0.0 and outcome[0]:
+        for i in range(5 * n):  # back to the paper's LCP
             Q[i, i] -= weight
-        outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-        z = outcome[1] if outcome[0] else np.zeros(size)
+        # its solution nearest to the spread's, on the same face (exact, the load still shared); none there: the
+        # spread's (ε-near), unless the paper's LCP has no solution and the spread answered about r/ε: then the
+        # paper's own answer (none: zero impulses, then the repair)
+        exact, z_face = nearest_on_face(Q, q, z)
+        if exact:
+            z = z_face
+        elif spread_answered_gap(z, q, weight, spread, 5 * n):
+            outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
+                                               1e-7)  # fmt: skip
+            z = outcome[1] if outcome[0] else np.zeros(size)
     v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
     fixed = (-1, v_next, tau, 0.0, 0.0)
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
@@ -229,27 +239,28 @@ class CoulombLCP(Formulation):
     mindiff : use Algorithm 3 when the problem has at most ``mindiff_max_contacts`` contacts.
     repair : run the Section 4.5 consistency repair when needed.
     spread : ε ≥ 0, a relative Tikhonov weight ε · mean(diag of the normal block) added to the LCP matrix on the
-        5n force variables (not on the pyramid's λ rows); default 0, the paper's method. Standing on more feet
-        than the robot needs, the LCP has a set of solutions and Lemke returns a vertex of it: two diagonal feet
-        carrying a quadruped, one corner of a flat sole carrying a humanoid (which tips onto it), tangential forces
-        at the pyramid's edges squeezing the stance feet together. With ε > 0 the regularized LCP has one
-        solution, which shares the load and tends to the least-norm solution of the paper's LCP as ε → 0. The
-        price: complementarity and non-penetration hold to ε·f (the predicted forces fall short of the weight by
-        about ε), so the Section 4.5 repair adjusts q̇_des on every loaded tick. Where the paper's LCP has no
-        solution (a rigid object squeezed) the regularized answer is about r/ε (3.75 kN on the shipped grasp:
-        :func:`~idcontrol.solvers.lemke.spread_answered_gap`), so the paper's answer stands there. Measured
-        with 1e-2 (``idcontrol experiment robots``, 10 s stands in MuJoCo): no foot unloaded on six legged
-        robots, and Talos stands where the paper's method falls at 3.6 s; but the shipped quadruped's stand with
-        kp 1000, kd 60 (tests/test_closed_loop.py; it rocks onto diagonal pairs either way) clips 640 joint-ticks
-        in 2 s against 42 and tracks to 0.10 rad against 0.008, its predicted force jumping onto a hovering foot (729 N
-        predicted, none sensed); answering the exact LCP's solution nearest to the regularized one, as the
-        no-slip LCP does, gave 512 and 0.085 rad. It is an option, not the default.
+        5n force variables (not on the pyramid's λ rows), to choose among the LCP's solutions; default 1e-2, 0 is
+        the paper's method. Standing on more feet than the robot needs, the LCP has a set of solutions and Lemke
+        returns a vertex of it: two diagonal feet carrying a quadruped, one corner of a flat sole carrying a
+        humanoid (which tips onto it), tangential forces at the pyramid's edges squeezing the stance feet
+        together. With ε > 0 the regularized LCP has one solution, which shares the load; the answer is the
+        paper's LCP's exact solution nearest to it on the same face
+        (:func:`~idcontrol.solvers.lemke.nearest_on_face`), so the weight is carried exactly and complementarity
+        holds. Where that face holds no exact solution the regularized answer stands (complementarity to ε·f, so
+        exact complementarity is claimed only with spread 0), unless the paper's LCP has no solution at all (a
+        rigid object squeezed: the regularized answer is about r/ε, 3.75 kN on the shipped grasp,
+        :func:`~idcontrol.solvers.lemke.spread_answered_gap`); then the paper's own answer is used. Measured
+        (``idcontrol experiment robots``, MuJoCo, the launch files' contact settings): with 1e-2 six legged
+        robots stand 10 s with every foot loaded and five quadrupeds trot; with 0 four of them stand with a foot
+        unloaded and Talos falls at 3.6 s. It needs ``consistent_contact_velocity`` (docs/locomotion.md): without
+        it the quadruped's stand rocks onto diagonal pairs with either answer and the shared answer loads a
+        hovering foot, 490 clipped joint-ticks in 2 s against the paper's 42.
     """
 
     name = "coulomb_lcp"
 
     def __init__(
-        self, *, mindiff: bool = False, mindiff_max_contacts: int = 2, repair: bool = True, spread: float = 0.0
+        self, *, mindiff: bool = False, mindiff_max_contacts: int = 2, repair: bool = True, spread: float = 1e-2
     ) -> None:
         if not spread >= 0.0:
             raise ConfigError(f"coulomb_lcp option spread must be >= 0, got {spread!r}")

@@ -384,8 +384,10 @@ FACE_TOL = 1e-9
 def nearest_on_face(M, q, z):
     """(accepted, z′): the solution of the exact LCP(q, M) nearest to ``z`` on z's face (its support F free, the rest
     0): z′_F = z_F + δ, δ the least-norm solution of M_FF δ = −q_F − M_FF z_F (complete orthogonal decomposition),
-    accepted when z′ is a solution (z′ ≥ 0, w = M z′ + q ≥ 0 off F, the face's equations met, each within
-    :data:`FACE_TOL` of the problem's scale), clipped at 0. Not accepted: (False, a copy of ``z``).
+    a variable of F in none of F's equations raised just enough to meet the rows off F it enters positively
+    (the Coulomb LCP's λ of an unloaded contact, free there), accepted when z′ is a solution (z′ ≥ 0,
+    w = M z′ + q ≥ 0 off F, the face's equations met, each within :data:`FACE_TOL` of the problem's scale),
+    clipped at 0. Not accepted: (False, a copy of ``z``).
 
     A Tikhonov-regularized solve (M + εI) picks one of an LCP's many solutions (a stance on more contacts than it
     needs: the load spread over all of them) but misses the exact LCP by about ε; this removes that miss and keeps
@@ -420,6 +422,27 @@ def nearest_on_face(M, q, z):
             return False, z.copy()
         out[face[i]] = max(out[face[i]], 0.0)
     on_face = z > 0.0
+    # a face variable in none of the face's equations is free there (the Coulomb LCP's λ of an unloaded contact):
+    # raise it just enough that the rows off the face it enters positively are met
+    for j in range(k):
+        free = True
+        for i in range(k):
+            if A[i, j] != 0.0:
+                free = False
+                break
+        if not free:
+            continue
+        c = face[j]
+        need = out[c]
+        for i in range(n):
+            if on_face[i] or not M[i, c] > 0.0:
+                continue
+            w = q[i]
+            for f in range(k):
+                w += M[i, face[f]] * out[face[f]]
+            if w < 0.0:
+                need = max(need, out[c] - w / M[i, c])
+        out[c] = need
     for i in range(n):
         w = q[i]
         for j in range(k):

@@ -221,7 +221,8 @@ def write_report(results: list[Row], path: Path, *, command: str) -> list[Path]:
              "that run.", "",
              "A controller that predicts contact forces trusts its rigid model of the world. This report runs each "
              "formulation against the controller's own rigid model (the rigid simulator) and "
-             f"{_count(len(soft))} independent soft ones ({', '.join(soft)}), and measures how far the predicted contact forces are from the forces each simulator applied, "
+             f"{_count(len(soft))} independent soft ones ({', '.join(soft)}), and measures how far the predicted "
+             "contact forces are from the forces each simulator applied, "
              "what that did to tracking and torque smoothness, and whether the robot stayed up and kept the box. "
              "How it is run and what each metric means: `idcontrol/tools/experiments/mismatch.py`.", ""]  # fmt: skip
     lines += answer(results)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.formulations.coulomb_lcp import PAPER_OPTIONS as COULOMB_PAPER_OPTIONS
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig, load_launch
 from idcontrol.sim.base import Simulator
@@ -76,7 +77,9 @@ class ControllerSpec:
 
     friction : "terrain" uses the terrain's μ (the launch file's finite μ where the terrain has none: a
         Coulomb model needs one), "inf" assumes no slip.
-    trot_options : formulation options on the trot (the grasp runs every formulation with its defaults).
+    options : formulation options in every experiment (the Coulomb LCP's ``PAPER_OPTIONS``: the paper's method,
+        not this project's default spread).
+    trot_options : formulation options on the trot, over ``options``.
     sensed_delay : extra ticks of delay on the simulator's forces (a state's forces are already one step old).
     paper : one of the paper's controllers; False for this project's variants, which run the trot only.
     """
@@ -85,6 +88,7 @@ class ControllerSpec:
     label: str
     formulation: str
     friction: str = "terrain"
+    options: dict[str, Any] = field(default_factory=dict)
     trot_options: dict[str, Any] = field(default_factory=dict)
     sensed_delay: int = 0
     paper: bool = True
@@ -129,13 +133,13 @@ TERRAINS: dict[str, tuple[Terrain, ...]] = {
 
 #: The no-slip LCP's options on the trot: the least-squares spread and rank tolerance it needs for the
 #: rank-deficient no-slip rows of the stance feet (without them it fell at 0.19 s on rigid μ = 0.1, standing, and
-#: at 0.78 s on μ = ∞). On the grasp they break it (predicted forces of 1e300 N; it stopped at once at μ = ∞).
+#: at 0.78 s on μ = ∞). They are its defaults now; the trot names them so that the run does not change with them.
 NOSLIP_OPTIONS = {"spread": 1e-2, "rank_tol": 1e-3}
 
 CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec("qp_mu", "ID(tᵢ)_QP,μ", "two_stage_qp"),
     ControllerSpec("qp_inf", "ID(tᵢ)_QP,∞", "two_stage_qp", friction="inf"),
-    ControllerSpec("lcp_mu", "ID(tᵢ)_LCP,μ", "coulomb_lcp"),
+    ControllerSpec("lcp_mu", "ID(tᵢ)_LCP,μ", "coulomb_lcp", options=COULOMB_PAPER_OPTIONS),
     ControllerSpec("lcp_inf", "ID(tᵢ)_LCP,∞", "noslip_lcp", friction="inf", trot_options=NOSLIP_OPTIONS),
     ControllerSpec("pid", "PID", "pid"),
     ControllerSpec("sensed_1", "ID(tᵢ₋₁)", "sensed_id"),
@@ -200,7 +204,7 @@ def run_config(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> LaunchConfig:
     c, t = spec.controller, spec.terrain
     mu = terrain_mu(t)
     controller_mu = math.inf if c.friction == "inf" else (mu if math.isfinite(mu) else base.controller.mu)
-    options = dict(c.trot_options) if spec.experiment == "trot" else {}
+    options = {**c.options, **c.trot_options} if spec.experiment == "trot" else dict(c.options)
     controller = replace(base.controller, formulation=c.formulation, mu=controller_mu, options=options)
     if t.penetration_tolerance is not None:
         controller = replace(controller, penetration_tolerance=t.penetration_tolerance)
