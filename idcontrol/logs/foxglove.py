@@ -216,6 +216,11 @@ class FoxgloveView:
     def feed(self, record: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
         """One decoded tick record (:func:`idcontrol.logs.schema.decode_tick_record`); returns (topic, message,
         log time in Unix ns) for each message due now (none between decimation instants)."""
+        return self.draw(record) if self.count(record) else []
+
+    def count(self, record: dict[str, Any]) -> bool:
+        """Count one tick record in the deadline statistics (its scalars only: the wire map as unpacked will do,
+        undecoded); whether a decimation instant is due with it, to :meth:`draw` it."""
         w = self._window
         w[0] += 1
         late = bool(record.get("last_late"))
@@ -231,8 +236,13 @@ class FoxgloveView:
         now = float(record["now"])
         slot = math.floor(now * self.rate + 1e-6)
         if slot <= self._slot:
-            return []
+            return False
         self._slot = slot
+        return True
+
+    def draw(self, record: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
+        """The messages of a decoded record that :meth:`count` found due: (topic, message, log time in Unix ns)."""
+        now = float(record["now"])
         ns = int((now + self.clock_offset) * 1e9)
         out = [
             (TF_TOPIC, self._transforms(np.asarray(record["q"], dtype=float), ns), ns),

@@ -81,9 +81,11 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
                     raw = sub.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                try:
-                    record = schema.decode_tick_record(msgpack.unpackb(raw, raw=False))
-                    messages = view.feed(record)
+                try:  # every record counts in the deadline statistics; only a due one is decoded and drawn
+                    message = msgpack.unpackb(raw, raw=False)
+                    if not view.count(message):
+                        continue
+                    messages = view.draw(schema.decode_tick_record(message))
                 except Exception as e:  # a record the view cannot draw: skip it, keep serving
                     print(f"idcontrol live view: record skipped ({type(e).__name__}: {e})", file=sys.stderr)
                     continue
