@@ -60,11 +60,11 @@ from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import (
+    SPREAD_UNSOLVABLE,
     lemke_message,
     lemke_regularized_kernel,
-    nearest_on_face,
     regularized_solution,
-    spread_answered_gap,
+    settle_spread,
 )
 
 Array = NDArray[np.float64]
@@ -158,6 +158,15 @@ def coulomb_finish(red, R_w5, R5, z, n):
     return v, tau, f_normal, f_s, f_t, min_gap_rate_of(red, v)
 
 
+@njit(cache=True)
+def _lemke(Q, q):
+    """Lemke with its Tikhonov fallback (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule): (its outcome,
+    :func:`~idcontrol.solvers.lemke.lemke_regularized_kernel`; z, zero impulses when the LCP has no solution)."""
+    size = q.shape[0]
+    outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
+    return outcome, (outcome[1] if outcome[0] else np.zeros(size))
+
+
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
      IN_INDICES, float64, float64, boolean, types.ListType(NATIVE_QP)),
@@ -184,7 +193,6 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
         outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
         return False, outcome, empty, empty, empty, empty, empty, 0.0, (-1, empty, empty, 0.0, 0.0)
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
-    size = q.shape[0]
     weight = 0.0
     if spread > 0.0 and n:  # ε · mean(diag of the normal block) on the 5n force variables' diagonal
         for i in range(n):
@@ -192,21 +200,13 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
         weight *= spread / n
         for i in range(5 * n):
             Q[i, i] += weight
-    outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-    z = outcome[1] if outcome[0] else np.zeros(size)
+    outcome, z = _lemke(Q, q)
     if weight > 0.0 and outcome[0]:
         for i in range(5 * n):  # back to the paper's LCP
             Q[i, i] -= weight
-        # its solution nearest to the spread's, on the same face (exact, the load still shared); none there: the
-        # spread's (ε-near), unless the paper's LCP has no solution and the spread answered about r/ε: then the
-        # paper's own answer (none: zero impulses, then the repair)
-        exact, z_face = nearest_on_face(Q, q, z)
-        if exact:
-            z = z_face
-        elif spread_answered_gap(z, q, weight, spread, 5 * n):
-            outcome = lemke_regularized_kernel(Q, q, np.ones(size), 50 * size + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
-                                               1e-7)  # fmt: skip
-            z = outcome[1] if outcome[0] else np.zeros(size)
+        verdict, z = settle_spread(Q, q, z, weight, spread, 5 * n)
+        if verdict == SPREAD_UNSOLVABLE:  # the paper's own answer (none: zero impulses, then the repair)
+            outcome, z = _lemke(Q, q)
     v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
     fixed = (-1, v_next, tau, 0.0, 0.0)
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):

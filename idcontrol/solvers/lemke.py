@@ -470,6 +470,28 @@ def spread_answered_gap(z, q, weight, spread, count):
     return weight * largest > min(0.5, 10.0 * spread) * scale
 
 
+#: :func:`settle_spread`'s verdicts on a regularized answer
+SPREAD_EXACT, SPREAD_NEAR, SPREAD_UNSOLVABLE = 0, 1, 2
+
+
+@njit(cache=True)
+def settle_spread(M, q, z, weight, spread, count):
+    """What a Tikhonov-regularized LCP's answer z (M + weight·I on its first ``count`` variables, weight = ε · a
+    scale of M's diagonal, ε = ``spread``) gives for the exact LCP(q, M), as (verdict, z′):
+
+    * SPREAD_EXACT: z′ is the exact solution nearest to z on z's face (:func:`nearest_on_face`);
+    * SPREAD_NEAR: that face holds none; z′ = z, ε-near one;
+    * SPREAD_UNSOLVABLE: the regularization answered an LCP without solution (:func:`spread_answered_gap`);
+      z′ = z, which the caller replaces by the exact LCP's own answer.
+    """
+    exact, z_face = nearest_on_face(M, q, z)
+    if exact:
+        return SPREAD_EXACT, z_face
+    if spread_answered_gap(z, q, weight, spread, count):
+        return SPREAD_UNSOLVABLE, z
+    return SPREAD_NEAR, z
+
+
 @njit(
     types.Tuple((intp, VECTOR, VECTOR, intp, float64, intp))(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp),
     cache=True,

@@ -29,7 +29,7 @@ from idcontrol.formulations.reduced import (
 )
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
-from idcontrol.solvers.lemke import lemke_regularized_kernel, nearest_on_face, spread_answered_gap
+from idcontrol.solvers.lemke import SPREAD_EXACT, SPREAD_UNSOLVABLE, lemke_regularized_kernel, settle_spread
 from idcontrol.solvers.ppm import ACTIVE_SET_SOLVED, PPM_SOLVED, active_set_kernel, ppm_kernel
 
 
@@ -418,10 +418,10 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     # spread: the paper's LCP's solution nearest to the spread's, on its face; none there: the spread's (ε-near),
     # unless the paper's LCP has no solution and the spread answered about r/ε: then the paper's answer
     if spread_rows and found:
-        exact, z_face = nearest_on_face(B_exact.T @ B_exact, r, z)
-        if exact:
-            z, active = z_face, np.flatnonzero(z_face > 0.0)
-        elif spread_answered_gap(z, r, spread_weight, spread, n):
+        verdict, z = settle_spread(B_exact.T @ B_exact, r, z, spread_weight, spread, n)
+        if verdict == SPREAD_EXACT:
+            active = np.flatnonzero(z > 0.0)
+        elif verdict == SPREAD_UNSOLVABLE:
             z, active, found, diagnostics = _solve_normal_lcp(B_exact, r, warm, tol)
             refine = found
     by, ppm_status, ppm_active, as_status, lemke_eps, pivots = diagnostics
