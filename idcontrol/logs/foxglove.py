@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
+from idcontrol.logs.schema import decode_tick_record
 from idcontrol.robot.model import RobotModel
 
 #: Messages per second of the daemon's clock on every topic but the model's (1 Hz).
@@ -214,13 +215,13 @@ class FoxgloveView:
         return {topic: (name, schema_bytes(topic)) for topic, (name, _) in SCHEMAS.items()}
 
     def feed(self, record: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-        """One decoded tick record (:func:`idcontrol.logs.schema.decode_tick_record`); returns (topic, message,
-        log time in Unix ns) for each message due now (none between decimation instants)."""
-        return self.draw(record) if self.count(record) else []
+        """One tick record, as unpacked from the wire or decoded; returns (topic, message, log time in Unix ns) for
+        each message due now (none between decimation instants). Every record counts in the deadline
+        statistics; only a due one is decoded (:func:`idcontrol.logs.schema.decode_tick_record`) and drawn."""
+        return self._draw(decode_tick_record(record)) if self._count(record) else []
 
-    def count(self, record: dict[str, Any]) -> bool:
-        """Count one tick record in the deadline statistics (its scalars only: the wire map as unpacked will do,
-        undecoded); whether a decimation instant is due with it, to :meth:`draw` it."""
+    def _count(self, record: dict[str, Any]) -> bool:
+        """Count one record's scalars in the deadline statistics; whether a decimation instant is due with it."""
         w = self._window
         w[0] += 1
         late = bool(record.get("last_late"))
@@ -240,8 +241,8 @@ class FoxgloveView:
         self._slot = slot
         return True
 
-    def draw(self, record: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-        """The messages of a decoded record that :meth:`count` found due: (topic, message, log time in Unix ns)."""
+    def _draw(self, record: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
+        """The messages of a decoded record found due: (topic, message, log time in Unix ns)."""
         now = float(record["now"])
         ns = int((now + self.clock_offset) * 1e9)
         out = [

@@ -158,8 +158,7 @@ class SegmentedLog:
 
     def _add_foxglove(self, record: dict[str, Any]) -> None:
         try:
-            # every record counts in the deadline statistics; only a due one is decoded and drawn
-            messages = self.view.draw(schema.decode_tick_record(record)) if self.view.count(record) else []
+            messages = self.view.feed(record)
         except Exception as e:  # a record the view cannot draw (say, another robot's sizes) ends the view, not the log
             print(f"idcontrol log writer: Foxglove topics stop ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
             self.view = None

@@ -28,7 +28,6 @@ import numpy as np
 import zmq
 
 from idcontrol.errors import ConfigError, IdControlError
-from idcontrol.logs import schema
 from idcontrol.logs.foxglove import LIVE_RATE_HZ, FoxgloveView
 from idcontrol.settings import LaunchConfig
 from idcontrol.tools.fuzz import free_ports
@@ -81,11 +80,8 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
                     raw = sub.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                try:  # every record counts in the deadline statistics; only a due one is decoded and drawn
-                    message = msgpack.unpackb(raw, raw=False)
-                    if not view.count(message):
-                        continue
-                    messages = view.draw(schema.decode_tick_record(message))
+                try:
+                    messages = view.feed(msgpack.unpackb(raw, raw=False))
                 except Exception as e:  # a record the view cannot draw: skip it, keep serving
                     print(f"idcontrol live view: record skipped ({type(e).__name__}: {e})", file=sys.stderr)
                     continue
