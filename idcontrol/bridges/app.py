@@ -12,8 +12,9 @@ from idcontrol.settings import LaunchConfig
 from idcontrol.sim.launch import simulator_for
 
 
-def run_bridge_process(config: LaunchConfig) -> int:
-    """Build the launch file's simulator and serve it to the daemon until SIGTERM/SIGINT."""
+def run_bridge_process(config: LaunchConfig, hello_timeout_s: float = 10.0) -> int:
+    """Build the launch file's simulator and serve it to the daemon until SIGTERM/SIGINT; ``hello_timeout_s``:
+    how long to wait for the daemon to answer the first hello."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s bridge %(levelname)s %(message)s")
     robot = RobotModel(config.robot)
     b = config.bridge
@@ -21,4 +22,5 @@ def run_bridge_process(config: LaunchConfig) -> int:
     enter_realtime(config.realtime, "bridge")
     return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
                       substeps=b.substeps, late_limit=b.late_limit, spin_us=config.realtime.spin_us,
-                      curve=KeyDirectory(config.curve_keys) if config.curve_keys else None)  # fmt: skip
+                      curve=KeyDirectory(config.curve_keys) if config.curve_keys else None,
+                      hello_timeout_s=hello_timeout_s)  # fmt: skip

@@ -99,6 +99,8 @@ class BridgeLoop(Driver):
         self.report.base_position = [float(x) for x in s.q[:3]] if self.model.floating_base else []
 
 
-def run_bridge(sim: Simulator, robot: RobotModel, endpoint: str, duration: float | None = None, **options) -> int:
-    """Run a bridge process: hello, serve, print the report as one JSON line on stdout."""
-    return BridgeLoop(sim, robot, endpoint, **options).main(duration)
+def run_bridge(sim: Simulator, robot: RobotModel, endpoint: str, duration: float | None = None,
+               hello_timeout_s: float = 10.0, **options) -> int:
+    """Run a bridge process: hello (waiting up to ``hello_timeout_s`` s for the daemon), serve, print the report as
+    one JSON line on stdout."""
+    return BridgeLoop(sim, robot, endpoint, **options).main(duration, hello_timeout_s)

@@ -322,7 +322,7 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
 def _bridge(args: argparse.Namespace) -> int:
     from idcontrol.bridges.app import run_bridge_process
 
-    return run_bridge_process(_load(args))
+    return run_bridge_process(_load(args), args.hello_timeout)
 
 
 def _driver(args: argparse.Namespace) -> int:
@@ -547,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     daemon.set_defaults(func=_daemon)
     bridge = sub.add_parser("bridge", help="run only the simulator bridge of a launch file")
     _add_launch_args(bridge)
+    bridge.add_argument("--hello-timeout", type=float, default=10.0, metavar="S",
+                        help="how long to wait for the daemon to answer, s (default 10)")
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
     _add_robot_commands(sub)

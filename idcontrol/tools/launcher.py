@@ -70,17 +70,25 @@ class Launch:
         self._bridge_stopped = False
         self._interrupted = False
 
+    #: s the daemon may take to answer its admin channel (importing, loading the robot, compiled kernels' caches)
+    DAEMON_READY_TIMEOUT_S = 60.0
+    #: s the bridge, started with the daemon, waits for the daemon's welcome: longer than the daemon may take
+    BRIDGE_HELLO_TIMEOUT_S = DAEMON_READY_TIMEOUT_S + 30.0
+
     def _spawn(self, role: str, stdout: int | None = None, extra: tuple[str, ...] = ()) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "idcontrol", role, str(self.config.path), *self.overrides, *extra]
         if role == "bridge" and self.driver_command:
             cmd = driver_command(self.driver_command, self.config.endpoints.control, self.config.path)
         return subprocess.Popen(cmd, stdout=stdout, start_new_session=True)
 
-    def _wait_daemon_ready(self, admin: AdminClient, timeout: float = 60.0) -> dict[str, Any]:
+    def _wait_daemon_ready(self, admin: AdminClient, timeout: float = DAEMON_READY_TIMEOUT_S) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.daemon.poll() is not None:
                 raise IdControlError(f"the daemon exited with code {self.daemon.returncode} before it was ready")
+            if self.bridge is not None and self.bridge.poll() is not None:
+                raise IdControlError(f"the bridge exited with code {self.bridge.returncode} before the daemon was "
+                                     "ready")
             try:
                 return admin.request("status", timeout=0.5)
             except TimeoutError:
@@ -108,14 +116,24 @@ class Launch:
         started_wall = time.monotonic()
         bridge_report: dict[str, Any] = {}
         try:
+            # The processes start together: each takes seconds to import and load its robot, and this project's
+            # own bridge and live view wait for the daemon by themselves. A robot driver starts once the daemon
+            # answers, since its wait for the daemon may be short.
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
-            self._wait_daemon_ready(admin)
+            if not self.driver_command:
+                self.bridge = self._spawn("bridge", stdout=subprocess.PIPE,
+                                          extra=("--hello-timeout", f"{self.BRIDGE_HELLO_TIMEOUT_S:g}"))
             if self.foxglove_port:
-                from idcontrol.tools.live import connect_live, spawn_live
+                from idcontrol.tools.live import spawn_live
 
                 self.live_view = spawn_live(self.config.path, self.foxglove_port)
+            self._wait_daemon_ready(admin)
+            if self.live_view is not None:
+                from idcontrol.tools.live import connect_live
+
                 connect_live(self.foxglove_port, 30.0).close()  # serving before the run starts, not during it
-            self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
+            if self.bridge is None:
+                self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:
                 self.prepare(admin)
