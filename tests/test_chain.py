@@ -7,6 +7,7 @@ import pinocchio as pin
 import pytest
 
 from idcontrol.reference.chain import build_chains, chain_drift, chain_point, chain_pose, pack, solve_limbs
+from idcontrol.reference import make_reference
 from idcontrol.robot.limbs import joint_chain
 from idcontrol.robot.model import RobotModel
 
@@ -24,8 +25,38 @@ def test_chain_kinematics_equal_pinocchios(name: str):
     """End point and rotation, Jacobian (linear and angular) and J̇q̇ of every limb equal Pinocchio's frame placement,
     LOCAL_WORLD_ALIGNED frame Jacobian and classical acceleration (1e-12) on 20 random configurations and velocities
     (base at the origin, at rest)."""
+    worst = _worst_chain_errors(RobotModel(name))
+    assert np.all(worst < 1e-12), worst
+
+
+def test_unaligned_joint_axes_give_pinocchios_kinematics_and_the_same_trot(tmp_path):
+    """Joint axes that are not +x, +y or +z (Pinocchio's RevoluteUnaligned joints, as in ANYmal C's published URDF;
+    here the quadruped's hip abduction axes negated) give the same limb kinematics as Pinocchio (1e-12), and the
+    trot reference, which solves the legs with them, gives the shipped quadruped's targets with those joints'
+    signs flipped (1e-9) over a second of walking."""
+    shipped = RobotModel("quadruped")
+    urdf = shipped.config.urdf_path.read_text()
+    assert urdf.count('<axis xyz="1 0 0"/>') == 4  # the four HAA joints
+    (tmp_path / "flipped.urdf").write_text(urdf.replace('<axis xyz="1 0 0"/>', '<axis xyz="-1 0 0"/>'))
+    text = shipped.config.path.read_text()
+    (tmp_path / "robot.toml").write_text(text.replace('urdf = "quadruped.urdf"', 'urdf = "flipped.urdf"'))
+    flipped = RobotModel(str(tmp_path / "robot.toml"))
+    kinds = {flipped.model.joints[j].shortname() for j in range(2, flipped.model.njoints)}
+    assert "JointModelRevoluteUnaligned" in kinds
+    worst = _worst_chain_errors(flipped)
+    assert np.all(worst < 1e-12), worst
+    sign = np.array([-1.0 if name.endswith("HAA") else 1.0 for name in flipped.actuated_joints])
+    references = [make_reference("trot", robot) for robot in (shipped, flipped)]
+    q, v = shipped.standing_configuration(), np.zeros(shipped.nv)
+    for t in np.arange(0.0, 1.0, 0.01):
+        mine, theirs = (r.sample(float(t), q, v) for r in references)
+        for a, b in zip(mine, theirs, strict=True):
+            assert np.all(np.isfinite(b)) and np.allclose(b, sign * a, rtol=0.0, atol=1e-9)
+
+
+def _worst_chain_errors(robot: RobotModel) -> np.ndarray:
+    """The largest errors (position/rotation, Jacobians, drift) of every limb's chain against Pinocchio."""
     rng = np.random.default_rng(7)
-    robot = RobotModel(name)
     m, d = robot.model, robot.model.createData()
     limbs = limbs_of(robot)
     q0 = robot.standing_configuration()
@@ -56,7 +87,7 @@ def test_chain_kinematics_equal_pinocchios(name: str):
                                            np.max(np.abs(rot - d.oMf[fid].rotation))),
                                        max(np.max(np.abs(jac - J)), np.max(np.abs(jac6 - J6))),
                                        np.max(np.abs(chain_drift(chains, i, qc, vc) - acc.vector))])  # fmt: skip
-    assert np.all(worst < 1e-12), worst
+    return worst
 
 
 @pytest.mark.parametrize("name", ["quadruped", "hyq", "arm"])

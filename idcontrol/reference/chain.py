@@ -69,7 +69,7 @@ def _joint_axis(model: pin.Model, joint: int) -> tuple[int, tuple[float, float, 
             if rest in _AXES:
                 return kind, _AXES[rest]
             if rest in ("evoluteUnaligned", "rismaticUnaligned"):
-                axis = np.asarray(j.axis, dtype=float)
+                axis = np.asarray(j.extract().axis, dtype=float)  # the generic JointModel does not expose it
                 return kind, tuple(float(x) for x in axis / np.linalg.norm(axis))  # type: ignore[return-value]
     raise ConfigError(f"joint {model.names[joint]!r} ({name}): limb kinematics need revolute or prismatic joints")
 
