@@ -71,6 +71,24 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
         log.info("%s ZeroMQ I/O thread: SCHED_FIFO priority %d", role, io_priority)
 
 
+def enter_background(role: str) -> str:
+    """Let the calling process, and the threads it starts afterwards, run only on CPU time that nothing else
+    wants (``role`` names it in the log): SCHED_IDLE where Linux offers it, else the largest nice value. For
+    observers of a run (the live view): on a machine with no CPU to spare they fall behind, the loop does not.
+    Returns the policy it got ("idle", "nice 19" or "normal")."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        got = "idle"
+    except (OSError, AttributeError):
+        try:
+            os.nice(19 - os.nice(0))
+            got = "nice 19"
+        except OSError:
+            got = "normal"
+    log.info("%s runs at %s priority (only on CPU time the run does not use)", role, got)
+    return got
+
+
 #: Open PM QoS requests of this process: a request lasts as long as its file stays open.
 _latency_requests: list = []
 

@@ -4,6 +4,7 @@ log writer, and a client speaking the Foxglove WebSocket protocol."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -98,6 +99,8 @@ def test_live_view_serves_every_channel_and_the_log_holds_the_same_topics_and_sc
         forces = {e["id"]: e["arrows"] for e in client.message(fox.FORCES_TOPIC)["entities"]}
         assert len(forces["forces/predicted"]) == 4 and len(forces["forces/sensed"]) == 4
         assert client.message(fox.DEADLINES_TOPIC)["ticks_total"] > 100
+        if hasattr(os, "SCHED_IDLE"):  # an observer: it runs only on CPU time the daemon and bridge leave
+            assert os.sched_getscheduler(live.pid) == os.SCHED_IDLE
         schemas_live = {c["topic"]: (c["schemaName"], json.loads(c["schema"])) for c in client.channels.values()}
         admin.request("stop")
         wait_for(admin, lambda s: s["mode"] == "stopped")

@@ -234,6 +234,31 @@ def test_a_cpu_latency_request_is_written_and_held_or_its_refusal_said(tmp_path,
     assert "could not request a CPU latency of 0 µs" in caplog.text
 
 
+def test_an_observer_enters_idle_priority_for_itself_and_the_threads_it_starts():
+    """enter_background puts the calling thread under SCHED_IDLE (Linux), and a thread it starts afterwards
+    inherits it; the caller's other threads keep their policy."""
+    import threading
+
+    from idcontrol.realtime import enter_background
+
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    seen: dict[str, int] = {}
+
+    def observer() -> None:
+        seen["got"] = enter_background("test observer") == "idle"
+        child = threading.Thread(target=lambda: seen.update(child=os.sched_getscheduler(0)))
+        child.start()
+        child.join()
+        seen["self"] = os.sched_getscheduler(0)
+
+    thread = threading.Thread(target=observer)
+    thread.start()
+    thread.join()
+    assert seen == {"got": True, "child": os.SCHED_IDLE, "self": os.SCHED_IDLE}
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE
+
+
 def test_a_spinning_daemon_rests_as_much_as_the_kernels_real_time_budget_requires(tmp_path):
     """The share of each period a spinning daemon blocks: the part of sched_rt_period_us that
     sched_rt_runtime_us leaves to other tasks, plus 1 %; none when the budget is off or unreadable."""

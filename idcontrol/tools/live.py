@@ -1,7 +1,8 @@
 """The live view: a Foxglove WebSocket server fed from the daemon's telemetry, off the tick path.
 
 ``idcontrol live FILE [--port 8765]`` (or ``idcontrol launch FILE --foxglove [PORT]``, or ``[telemetry] foxglove =
-PORT`` in the launch file) runs it as its own process: it subscribes to the daemon's telemetry socket, wakes every
+PORT`` in the launch file) runs it as its own process, at idle CPU priority (``SCHED_IDLE``: it only gets CPU time
+the daemon, the bridge and their I/O do not want): it subscribes to the daemon's telemetry socket, wakes every
 1/50 s, takes every record that arrived meanwhile (each one counts in the deadline statistics), and publishes the
 messages of :class:`~idcontrol.logs.foxglove.FoxgloveView` (50 Hz) with ``foxglove-sdk``'s WebSocket server on
 127.0.0.1. The daemon only publishes its records as it always does; a slow viewer loses records, it never slows
@@ -47,7 +48,12 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
                stop: threading.Event | None = None) -> int:  # fmt: skip
     """Serve the live view of ``config``'s daemon until SIGINT/SIGTERM (or ``stop`` is set); returns 0."""
     foxglove = _foxglove()
+    from idcontrol.realtime import enter_background
     from idcontrol.robot.model import RobotModel
+
+    priority = "normal"
+    if threading.current_thread() is threading.main_thread():  # a process of its own (not a test's thread)
+        priority = enter_background("live view")  # before its threads start (ZeroMQ's, the server's): they inherit it
 
     if not config.endpoints.telemetry:
         raise ConfigError(f"{config.path}: the live view needs the daemon's telemetry endpoint ([endpoints] telemetry)")
@@ -70,8 +76,8 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    print(f"idcontrol live view: ws://127.0.0.1:{server.port} (Foxglove: Open connection, Foxglove WebSocket)",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(f"idcontrol live view: ws://127.0.0.1:{server.port} (Foxglove: Open connection, Foxglove WebSocket); "
+          f"{priority} CPU priority", file=sys.stderr, flush=True)  # fmt: skip
     interval = 1.0 / rate_hz
     try:
         while not stop.wait(interval):  # one wake-up per message instant, however many records came
@@ -110,8 +116,9 @@ class FoxgloveClient:
     #: The protocol's names: foxglove-sdk's servers speak it as foxglove.sdk.v1, older servers as foxglove.websocket.v1.
     SUBPROTOCOLS = ("foxglove.sdk.v1", "foxglove.websocket.v1")
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, background: bool = False) -> None:
         self.url = url
+        self.background = background  # its thread runs at idle CPU priority, as the view does
         self.connection: Any = None
         self.channels: dict[int, dict[str, Any]] = {}
         self.subscriptions: dict[int, str] = {}  # subscription id -> topic
@@ -132,6 +139,11 @@ class FoxgloveClient:
 
     def _run(self, timeout: float) -> None:
         from websockets.sync.client import connect
+
+        if self.background:
+            from idcontrol.realtime import enter_background
+
+            enter_background("Foxglove client")  # this thread only (Linux schedules threads)
 
         try:
             with connect(self.url, subprotocols=list(self.SUBPROTOCOLS), open_timeout=timeout,
@@ -228,7 +240,7 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
             on = i % 2 == 1
             if on and live is None:
                 live = spawn_live(config.path, port)
-                client = connect_live(port, 30.0)
+                client = connect_live(port, 30.0, background=True)  # an observer, as the view
                 _wait(client.receives_all, 30.0, "messages on every channel")
             time.sleep(0.5)
             admin.request("reset_stats")
@@ -303,13 +315,13 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def connect_live(port: int, timeout: float) -> FoxgloveClient:
+def connect_live(port: int, timeout: float, background: bool = False) -> FoxgloveClient:
     """A client of the live view on ``port``, once its server accepts connections (IdControlError after
-    ``timeout`` s)."""
+    ``timeout`` s); ``background``: its thread at idle CPU priority."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return FoxgloveClient(f"ws://127.0.0.1:{port}")
+            return FoxgloveClient(f"ws://127.0.0.1:{port}", background=background)
         except OSError:
             if time.monotonic() > deadline:
                 raise IdControlError(f"the live view did not accept a connection on port {port}") from None
