@@ -56,6 +56,44 @@ def test_no_contact_torques_equal_rnea_on_a_fixed_base(arm: RobotModel, name: st
 
 
 @pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
+def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_velocity(arm: RobotModel, tmp_path,
+                                                                                  name: str) -> None:  # fmt: skip
+    """A robot whose URDF declares joint damping D and dry friction F (``<dynamics>``, as MuJoCo simulates them):
+    without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + F sat(q̇_ref / FRICTION_VELOCITY),
+    q̇_ref = q̇ + the tracking's velocity error (1e-9); without a tracking record, RNEA alone."""
+    from idcontrol.control.controller import FRICTION_VELOCITY
+
+    urdf = arm.config.urdf_path.read_text()
+    assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
+    for k in range(urdf.count("<dynamics")):  # a different pair on each joint
+        urdf = urdf.replace('<dynamics damping="0.0" friction="0.0"/>',
+                            f'<dynamics damping="{0.5 + k}" friction="{0.2 * (k + 1)}"/>', 1)  # fmt: skip
+    (tmp_path / "damped.urdf").write_text(urdf)
+    text = arm.config.path.read_text().replace(f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "damped.urdf"')
+    (tmp_path / "robot.toml").write_text(text)
+    damped = RobotModel(str(tmp_path / "robot.toml"))
+    D, F = damped.model.damping[damped.actuated_dofs], damped.model.friction[damped.actuated_dofs]
+    assert np.all(D > 0) and np.all(F > 0)
+    controller = InverseDynamicsController(damped, Environment(), name)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        q = damped.standing_configuration() + 0.1 * rng.standard_normal(damped.nq)
+        v = rng.standard_normal(damped.nv)
+        qdd = rng.standard_normal(damped.nu)
+        velocity_error = 0.02 * rng.standard_normal(damped.nu)
+        velocity_error[0] = -v[damped.actuated_dofs[0]] + 0.3 * FRICTION_VELOCITY  # |q̇_ref| below it
+        tracking = Tracking(np.zeros(damped.nu), velocity_error)
+        state = RobotState(q=q, v=v, sensed_forces=np.zeros((4, 3)))
+        rnea = pin.rnea(damped.model, damped.model.createData(), q, v, qdd)
+        v_ref = v[damped.actuated_dofs] + velocity_error
+        passive = D * v_ref + F * np.clip(v_ref / FRICTION_VELOCITY, -1.0, 1.0)
+        result = controller.solve(state, qdd, tracking)
+        assert result.found and result.contact_count == 0
+        np.testing.assert_allclose(result.tau, rnea + passive, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(controller.solve(state, qdd).tau, rnea, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
 @pytest.mark.parametrize("mu", [0.0, 0.1, 1.0, np.inf])
 def test_standing_quadruped_is_held_by_predicted_forces(quadruped: RobotModel, name: str, mu: float) -> None:
     """Standing still, the predicted normal forces carry the weight and every model residual is ≤ 1e-8."""

@@ -44,6 +44,9 @@ from idcontrol.validation import all_finite, check_vector, valid_state
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
 _EMPTY = np.zeros(0)
+#: rad/s: a joint's dry friction (the URDF's ``<dynamics friction>``) is compensated in full beyond this speed and
+#: in proportion to the speed below it
+FRICTION_VELOCITY = 0.01
 
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
@@ -244,6 +247,12 @@ class InverseDynamicsController:
         self._q_shape, self._v_shape, self._forces_shape = (r.nq,), (r.nv,), (self._sphere_count, 3)
         self._floating = bool(r.floating_base)
         self._object_names = frozenset(o.name for o in environment.objects)
+        # the URDF's joint damping (N·m·s/rad) and dry friction (N·m), which the motors must overcome: added to
+        # h(q, v) (None: the robot declares neither, and h is Pinocchio's alone)
+        damping, friction = np.asarray(r.model.damping, dtype=float), np.asarray(r.model.friction, dtype=float)
+        self._passive = (damping, friction) if np.any(damping) or np.any(friction) else None
+        self._h = np.zeros(r.nv)
+        self._actuated_dofs = np.asarray(r.actuated_dofs, dtype=np.intp)
         self._warm_up()
 
     @staticmethod
@@ -371,7 +380,7 @@ class InverseDynamicsController:
 
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
         M, f_ext, v_all, qd_des, phi = assemble_problem(
-            r.M, r.bias, v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T, contacts.phi,
+            r.M, self._bias(v, tracking), v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T, contacts.phi,
             self._actuated_indices, self.dt, self.consistent_contact_velocity, self.penetration_tolerance,
             self.penetration_gain,
         )  # fmt: skip
@@ -390,6 +399,23 @@ class InverseDynamicsController:
         problem.kp, problem.kd, problem.ki = gains.kp, gains.kd, gains.ki  # the pid baseline
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
+
+    def _bias(self, v: Array, tracking: Tracking | None) -> Array:
+        """(nv,) h(q, v) at the last model update plus the torques the motors must add against the URDF's joint
+        damping and dry friction at the reference's velocity q̇_ref = q̇ + the tracking's velocity error:
+        D q̇_ref + F sat(q̇_ref / :data:`FRICTION_VELOCITY`). A feed-forward: fed back from the measured q̇, the
+        damping term would undo a simulator's implicit damping explicitly, which a light link with strong damping
+        does not survive at 1 kHz (D Δt / I > 2), and at rest the measured q̇'s sign is noise. None without a
+        tracking record."""
+        if self._passive is None or tracking is None:
+            return self.robot.bias
+        damping, friction = self._passive
+        dofs = self._actuated_dofs
+        h = self._h
+        np.copyto(h, self.robot.bias)
+        v_ref = v[dofs] + tracking.velocity_error
+        h[dofs] += damping[dofs] * v_ref + friction[dofs] * np.clip(v_ref / FRICTION_VELOCITY, -1.0, 1.0)
+        return h
 
     def _body_terms(self, objects: Mapping[str, ObjectState]) -> None:
         """The movable bodies' blocks of M, f_ext and velocities (world) for this tick, in place."""

@@ -35,7 +35,8 @@ Published URDFs (:meth:`MujocoSim._adapt`):
 * continuous joints are unlimited hinges, as the controller's revolute joints without limits.
 
 Every such change, and every difference between this model and the controller's (total and body masses,
-joint limits, the URDF's joint damping and friction, which the controller does not model), is listed in
+joint limits, the URDF's joint damping and friction, which MuJoCo simulates and the controller only adds as a
+feed-forward at the reference's velocity), is listed in
 :attr:`MujocoSim.model_differences` and logged as a warning when the simulator is built.
 
 Contact model (chosen to match the controller's rigid Coulomb contact):
@@ -360,8 +361,9 @@ class MujocoSim:
                     passive[what].append(f"{name} {value:g}")
         for what, joints in passive.items():
             if joints:
-                out.append(f"the URDF's joint {what} acts in MuJoCo, the controller does not model it: "
-                           + ", ".join(joints))  # fmt: skip
+                how = ("the controller adds it at the reference's velocity (a feed-forward)" if what != "armature"
+                       else "the controller does not model it")  # fmt: skip
+                out.append(f"the URDF's joint {what} acts in MuJoCo, {how}: " + ", ".join(joints))
         return out
 
     def _index_state(self, pin_names: list[str]) -> None:
