@@ -59,10 +59,9 @@ def test_no_contact_torques_equal_rnea_on_a_fixed_base(arm: RobotModel, name: st
 def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_velocity(arm: RobotModel, tmp_path,
                                                                                   name: str) -> None:  # fmt: skip
     """A robot whose URDF declares joint damping D and dry friction F (``<dynamics>``, as MuJoCo simulates them):
-    without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + F sat(q̇_ref / FRICTION_VELOCITY),
-    q̇_ref = q̇ + the tracking's velocity error (1e-9); without a tracking record, RNEA alone."""
-    from idcontrol.control.controller import FRICTION_VELOCITY
-
+    without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + clip(M_jj q̇_ref / Δt, −F, F) on
+    each joint, q̇_ref = q̇ + the tracking's velocity error (1e-9), so the friction term is ±F at speed and less
+    near rest; without a tracking record, RNEA alone."""
     urdf = arm.config.urdf_path.read_text()
     assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
     for k in range(urdf.count("<dynamics")):  # a different pair on each joint
@@ -72,25 +71,32 @@ def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_veloci
     text = arm.config.path.read_text().replace(f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "damped.urdf"')
     (tmp_path / "robot.toml").write_text(text)
     damped = RobotModel(str(tmp_path / "robot.toml"))
-    D, F = damped.model.damping[damped.actuated_dofs], damped.model.friction[damped.actuated_dofs]
+    dofs = damped.actuated_dofs
+    D, F = damped.model.damping[dofs], damped.model.friction[dofs]
     assert np.all(D > 0) and np.all(F > 0)
     controller = InverseDynamicsController(damped, Environment(), name)
     rng = np.random.default_rng(3)
+    saturated = 0
     for _ in range(5):
         q = damped.standing_configuration() + 0.1 * rng.standard_normal(damped.nq)
         v = rng.standard_normal(damped.nv)
         qdd = rng.standard_normal(damped.nu)
         velocity_error = 0.02 * rng.standard_normal(damped.nu)
-        velocity_error[0] = -v[damped.actuated_dofs[0]] + 0.3 * FRICTION_VELOCITY  # |q̇_ref| below it
+        velocity_error[0] = -v[dofs[0]] + 1e-4  # a joint all but at rest: less than F
         tracking = Tracking(np.zeros(damped.nu), velocity_error)
         state = RobotState(q=q, v=v, sensed_forces=np.zeros((4, 3)))
-        rnea = pin.rnea(damped.model, damped.model.createData(), q, v, qdd)
-        v_ref = v[damped.actuated_dofs] + velocity_error
-        passive = D * v_ref + F * np.clip(v_ref / FRICTION_VELOCITY, -1.0, 1.0)
+        data = damped.model.createData()
+        rnea = pin.rnea(damped.model, data, q, v, qdd)
+        inertia = np.diagonal(pin.crba(damped.model, data, q))[dofs]
+        v_ref = v[dofs] + velocity_error
+        friction = np.clip(inertia * v_ref / controller.dt, -F, F)
+        assert abs(friction[0]) < F[0]
+        saturated += int(np.sum(np.abs(friction) == F))
         result = controller.solve(state, qdd, tracking)
         assert result.found and result.contact_count == 0
-        np.testing.assert_allclose(result.tau, rnea + passive, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(result.tau, rnea + D * v_ref + friction, rtol=0, atol=1e-9)
         np.testing.assert_allclose(controller.solve(state, qdd).tau, rnea, rtol=0, atol=1e-9)
+    assert saturated > 0  # the full ±F was met too
 
 
 @pytest.mark.parametrize("name", CONTACT_FORMULATIONS)

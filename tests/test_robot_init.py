@@ -94,6 +94,49 @@ def test_init_reports_what_it_could_not_infer_and_refuses_to_overwrite(tmp_path:
         init_robot(urdf, srdf, tmp_path / "solo")
 
 
+def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_state_that_omits_a_few(
+        tmp_path: Path):  # fmt: skip
+    """A fixed base without an SRDF state: the neutral posture with every joint at least min(0.25 rad, a quarter of
+    its range) inside its limits (a joint whose range excludes 0, one whose limit is 0). With an SRDF whose only
+    state leaves out the fingers (as Panda's leaves out its mimic finger): that state, the fingers as without it.
+    The posture then holds through a joint sinusoid (no limit guard)."""
+    text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()
+    text = text.replace('lower="-2.0" upper="2.0"', 'lower="-2.0" upper="-0.3"', 1)  # arm_j2: excludes 0
+    text = text.replace('lower="-2.0" upper="2.0"', 'lower="0.0" upper="2.0"', 1)  # arm_j4: 0 on its limit
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(text)
+    model = pin.buildModelFromUrdf(str(urdf))
+
+    def posture(robot_dir: Path) -> dict[str, float]:
+        return tomllib.loads((robot_dir / "robot.toml").read_text())["standing"]["joints"]
+
+    plain = posture(init_robot(str(urdf), None, tmp_path / "plain").path.parent)
+    for name, value in plain.items():
+        j = model.joints[model.getJointId(name)]
+        lo, hi = model.lowerPositionLimit[j.idx_q], model.upperPositionLimit[j.idx_q]
+        margin = min(0.25, 0.25 * (hi - lo))
+        assert lo + margin - 1e-12 <= value <= hi - margin + 1e-12, (name, value, lo, hi)
+    assert plain["arm_j2"] == pytest.approx(-0.55) and plain["arm_j4"] == pytest.approx(0.25)
+    arm_joints = {f"arm_j{k}": 0.1 * k - 0.9 for k in range(1, 8)}
+    arm_joints.update(arm_j2=-1.0, arm_j4=1.0)
+    srdf = tmp_path / "arm.srdf"
+    srdf.write_text('<robot name="arm"><group_state name="ready" group="arm">'
+                    + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in arm_joints.items())
+                    + "</group_state></robot>")  # fmt: skip
+    robot_dir = init_robot(str(urdf), str(srdf), tmp_path / "srdf").path.parent
+    ready = posture(robot_dir)
+    assert {n: ready[n] for n in arm_joints} == pytest.approx(arm_joints)
+    assert {n: ready[n] for n in ready if n not in arm_joints} == pytest.approx(
+        {n: plain[n] for n in plain if n not in arm_joints})
+    assert "group state 'ready'" in (robot_dir / "robot.toml").read_text()
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "joint_sinusoid.toml")
+    run = run_in_process(launch.with_overrides(robot=str(robot_dir)), 1.0)
+    assert run.end_reason == "duration reached" and run.summary["tracking_error_rad"] < 0.005
+
+
 def test_init_names_an_actuated_joint_without_effort_limit(tmp_path: Path):
     """A URDF joint without <limit effort> is an error naming it."""
     text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()

@@ -44,9 +44,6 @@ from idcontrol.validation import all_finite, check_vector, valid_state
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
 _EMPTY = np.zeros(0)
-#: rad/s: a joint's dry friction (the URDF's ``<dynamics friction>``) is compensated in full beyond this speed and
-#: in proportion to the speed below it
-FRICTION_VELOCITY = 0.01
 
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
@@ -402,10 +399,12 @@ class InverseDynamicsController:
 
     def _bias(self, v: Array, tracking: Tracking | None) -> Array:
         """(nv,) h(q, v) at the last model update plus the torques the motors must add against the URDF's joint
-        damping and dry friction at the reference's velocity q̇_ref = q̇ + the tracking's velocity error:
-        D q̇_ref + F sat(q̇_ref / :data:`FRICTION_VELOCITY`). A feed-forward: fed back from the measured q̇, the
-        damping term would undo a simulator's implicit damping explicitly, which a light link with strong damping
-        does not survive at 1 kHz (D Δt / I > 2), and at rest the measured q̇'s sign is noise. None without a
+        damping D and dry friction F at the reference's velocity q̇_ref = q̇ + the tracking's velocity error:
+        D q̇_ref + clip(M_jj q̇_ref / Δt, −F, F) on each actuated joint j. A feed-forward: fed back from the
+        measured q̇, the damping term would undo a simulator's implicit damping explicitly, which a light link
+        with strong damping does not survive at 1 kHz (D Δt / M_jj > 2). The friction term is capped by the
+        torque that takes the joint from rest to q̇_ref in one period: near a reversal, and on a light joint (a
+        gripper), a full ±F that the real friction does not yet oppose would throw the joint. None without a
         tracking record."""
         if self._passive is None or tracking is None:
             return self.robot.bias
@@ -414,7 +413,8 @@ class InverseDynamicsController:
         h = self._h
         np.copyto(h, self.robot.bias)
         v_ref = v[dofs] + tracking.velocity_error
-        h[dofs] += damping[dofs] * v_ref + friction[dofs] * np.clip(v_ref / FRICTION_VELOCITY, -1.0, 1.0)
+        inertia = np.diagonal(self.robot.M)[dofs]
+        h[dofs] += damping[dofs] * v_ref + np.clip(inertia * v_ref / self.dt, -friction[dofs], friction[dofs])
         return h
 
     def _body_terms(self, objects: Mapping[str, ObjectState]) -> None:

@@ -8,7 +8,10 @@ What is inferred, in order (each step prints what it found, or what it could not
    distal link (a foot or sole fixed below a shank counts). On a floating base the limbs whose ends are lowest
    in the standing posture are legs; on a fixed base, joints that branch together off one body are fingers.
 3. **The standing posture.** The SRDF's group state ``--state`` (default: ``standing``; else a state that sets
-   the floating root joint, or on a fixed base one that sets every joint). Otherwise a solve: each leg's
+   the floating root joint, or on a fixed base one that sets every joint, else the one that sets most of them,
+   at least half: an arm's state often leaves out its gripper's and mimic joints). A fixed base without one
+   takes the neutral posture with every joint at least 0.25 rad (or a quarter of its range) inside its limits,
+   as are the joints a state leaves out. Otherwise a solve: each leg's
    contact point under its hip at 3/4 of the straight leg's reach, knees bent into their joint limits (the
    bend, among a few candidates per leg, that stays farthest inside the limits, knees toward the body centre on
    a tie), the feet shifted together until the centre of mass is over their centroid. Either way the base is
@@ -50,6 +53,9 @@ REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
 STANDING_REACH = 0.75
 #: Radius of the corner spheres of a flat foot, m (at most a tenth of the sole's smaller side).
 CORNER_RADIUS = 0.005
+#: A fixed-base robot's posture keeps each joint this far inside its limits (rad or m; at most a quarter of the
+#: range), so that a joint sinusoid about it meets no limit.
+POSTURE_LIMIT_MARGIN = 0.25
 GRAVITY = 9.81
 
 
@@ -225,8 +231,11 @@ def _srdf_states(path: Path) -> list[tuple[str, set[str]]]:
     return [(s.get("name", ""), {j.get("name", "") for j in s.findall("joint")}) for s in root.findall("group_state")]
 
 
-def _srdf_posture(model: pin.Model, srdf: Path, state: str | None, floating: bool) -> tuple[np.ndarray | None, str]:
-    """The configuration of the SRDF group state to stand in, and which state it was ('' when none fits)."""
+def _srdf_posture(model: pin.Model, srdf: Path, state: str | None,
+                  floating: bool) -> tuple[np.ndarray | None, str, list[str]]:  # fmt: skip
+    """The configuration of the SRDF group state to stand in, which state it was ('' when none fits) and the
+    movable joints it leaves unset (a fixed base's state may leave out up to half of them: a gripper's, a mimic
+    finger's; those are placed as in :func:`_neutral_inside_limits`)."""
     states = _srdf_states(srdf)
     names = [n for n, _ in states]
     if state is not None:
@@ -238,15 +247,22 @@ def _srdf_posture(model: pin.Model, srdf: Path, state: str | None, floating: boo
     else:
         actuated = set(movable_joint_names(model))
         fits = [n for n, joints in states if ("root_joint" in joints if floating else actuated <= joints)]
+        if not fits and not floating:  # an arm's state that leaves out a few joints (a gripper's, a mimic finger)
+            covered = sorted(((len(actuated & joints), n) for n, joints in states if actuated & joints), reverse=True)
+            if covered and covered[0][0] >= 0.5 * len(actuated):
+                fits = [covered[0][1]]
         if not fits:
-            return None, ""
+            return None, "", []
         chosen = fits[0]
     try:
         pin.loadReferenceConfigurations(model, str(srdf), False)
     except (RuntimeError, ValueError) as e:
         raise ConfigError(f"{srdf}: Pinocchio could not read its group states: {e}") from None
     q = np.array(model.referenceConfigurations[chosen], dtype=float)
-    return q, chosen
+    unset = sorted(set(movable_joint_names(model)) - dict(states)[chosen]) if not floating else []
+    if unset:  # Pinocchio left them at their neutral value: moved inside their limits as in the neutral posture
+        q = _neutral_inside_limits(model, q, [model.getJointId(n) for n in unset])
+    return q, chosen, unset
 
 
 # ---------------------------------------------------------------------------------------------------- posture
@@ -254,6 +270,23 @@ def _finite_limits(model: pin.Model, joint: int) -> tuple[float, float]:
     j = model.joints[joint]
     lo, hi = float(model.lowerPositionLimit[j.idx_q]), float(model.upperPositionLimit[j.idx_q])
     return (lo if lo > -1e10 else -math.inf), (hi if hi < 1e10 else math.inf)
+
+
+def _neutral_inside_limits(model: pin.Model, q: np.ndarray, joints: list[int] | None = None) -> np.ndarray:
+    """``q`` with each one-coordinate joint of ``joints`` (default: all) kept at least
+    min(:data:`POSTURE_LIMIT_MARGIN`, a quarter of its range) inside its limits: a posture the joint references
+    can move about without meeting a limit or the limit guard."""
+    q = q.copy()
+    for j in range(1, model.njoints) if joints is None else joints:
+        if model.joints[j].nq != 1:
+            continue
+        lo, hi = _finite_limits(model, j)
+        if hi < lo:
+            continue
+        margin = min(POSTURE_LIMIT_MARGIN, 0.25 * (hi - lo)) if math.isfinite(hi - lo) else POSTURE_LIMIT_MARGIN
+        k = model.joints[j].idx_q
+        q[k] = min(max(q[k], lo + margin), hi - margin)
+    return q
 
 
 def _into_limits(model: pin.Model, q: np.ndarray, notes: list[str]) -> np.ndarray:
@@ -518,7 +551,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     limbs = _limbs(probe)
     q_probe = pin.neutral(probe)
     if srdf_path is not None:
-        q_srdf, _ = _srdf_posture(probe, Path(srdf_path), state, True)
+        q_srdf, _, _ = _srdf_posture(probe, Path(srdf_path), state, True)
         if q_srdf is not None:
             q_probe = q_srdf
     if base is None:
@@ -542,13 +575,22 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
 
     # 2. the standing posture and the legs
     q, source = pin.neutral(model), "the neutral configuration"
+    if not floating:  # an arm holds this posture and moves about it (a legged robot's posture is solved below)
+        q = _neutral_inside_limits(model, q)
+        moved = [str(model.names[j]) for j in range(1, model.njoints)
+                 if model.joints[j].nq == 1 and q[model.joints[j].idx_q] != pin.neutral(model)[model.joints[j].idx_q]]
+        if moved:
+            source += f", with {', '.join(moved)} moved inside their limits"
     if srdf_path is not None:
-        q_srdf, chosen = _srdf_posture(model, Path(srdf_path), state, floating)
+        q_srdf, chosen, unset = _srdf_posture(model, Path(srdf_path), state, floating)
         if q_srdf is not None:
             q, source = _into_limits(model, q_srdf, notes), f"the SRDF's group state {chosen!r}"
+            if unset:
+                source += f" (it leaves {', '.join(unset)} unset: placed as in the neutral posture)"
         else:
             notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
-                         + ("the root joint); solved instead" if floating else "every joint); the neutral one"))
+                         + ("the root joint); solved instead" if floating else "half of the joints or more); the "
+                            "neutral one"))  # fmt: skip
     legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs) if floating else []
     for limb in legs:
         limb.kind = "leg"
