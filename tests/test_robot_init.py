@@ -82,6 +82,34 @@ def test_init_solves_a_standing_posture_without_an_srdf(tmp_path: Path):
     assert np.all(np.abs(joints[knees]) > 1.0)  # bent, not straight
 
 
+def test_soles_of_corner_collision_spheres_give_a_contact_sphere_at_each_corner(tmp_path: Path):
+    """Unitree's G1, whose feet collide through four 5 mm spheres at the corners of each sole: init takes every
+    one of them at its URDF offset (not only the lowest, a toe 12 cm ahead of the ankle, which left the centre of
+    mass outside the support); the solved posture has the centre of mass inside the support and every joint
+    inside its limits, and the humanoid stands on its soles in MuJoCo."""
+    urdf = f"{ERD}/g1_description/urdf/g1_29dof_rev_1_0.urdf"
+    result = init_robot(urdf, None, tmp_path / "g1")
+    robot = RobotModel(str(result.path))
+    assert len(robot.sphere_names) == 8
+    corners = {(-0.05, 0.025), (-0.05, -0.025), (0.12, 0.03), (0.12, -0.03)}
+    for sphere in robot.config.contact_spheres:
+        assert sphere.radius == pytest.approx(0.005)
+        x, y, z = sphere.offset_in_frame
+        assert (round(x, 3), round(y, 3)) in corners and z == pytest.approx(-0.03)
+    np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-4)
+    assert not any("outside the support" in note for note in result.not_inferred)
+    q = robot.standing_configuration()
+    m = robot.model
+    idx = [m.joints[m.getJointId(n)].idx_q for n in robot.actuated_joints]
+    assert np.all(q[idx] >= m.lowerPositionLimit[idx]) and np.all(q[idx] <= m.upperPositionLimit[idx])
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "stand.toml")
+    run = run_in_process(launch.with_overrides(robot=str(result.path.parent)), 1.0)
+    assert run.end_reason == "duration reached" and not run.summary["fell"]
+
+
 def test_init_reports_what_it_could_not_infer_and_refuses_to_overwrite(tmp_path: Path, capsys):
     """Solo12's placeholder effort limits (1000 N·m) are flagged; an existing robot.toml is kept without --force;
     the command prints what it inferred and the next command."""

@@ -18,7 +18,8 @@ What is inferred, in order (each step prints what it found, or what it could not
    then moved so the lowest contact sphere touches z = 0, and feet left above the ground are put on it by
    inverse kinematics.
 4. **Contact candidates.** For each leg (and each finger), the collision geometry of its distal body in the
-   standing posture: its lowest collision sphere as is; a flat bottom (a sole wider than a tenth of the leg)
+   standing posture: its lowest collision sphere as is (all of them, when three or more near the bottom span a
+   sole wider than a tenth of the leg: its corners); a flat bottom (a sole wider than a tenth of the leg)
    as four corner spheres; any other shape as a sphere fitted to its lowest points. Without collision geometry
    the visual geometry is used, and without any, a sphere at the end frame (reported).
 5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it).
@@ -166,7 +167,17 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
         lows = [(float(np.min(p[:, 2]) - (r or 0.0)), i) for i, (p, r, _) in enumerate(chunks)]
         z_min, lowest = min(lows)
         points, radius, obj_name = chunks[lowest]
-        if radius is not None:  # a collision sphere (or capsule end) is the bottom: take it as it is
+        if radius is not None:  # a collision sphere (or capsule end) is the bottom: take it as it is ...
+            balls = [i for i, (_, r, _) in enumerate(chunks) if r is not None]
+            spread = float(np.max(np.ptp(np.concatenate([chunks[i][0] for i in balls])[:, :2], axis=0)))
+            # near the bottom: within a few mm, or as far as a sole of that size tilted by 20° reaches
+            tolerance = max(0.005, 0.03 * leg_length, math.sin(math.radians(20.0)) * spread)
+            near = [chunks[i] for z, i in sorted(lows) if z <= z_min + tolerance and chunks[i][1] is not None]
+            centres = np.array([p[np.argmin(p[:, 2])] for p, _, _ in near])
+            if down is None and len(near) >= 3 and min(np.ptp(centres[:, :2] @ oMf.rotation[:2, :2], axis=0)) > \
+                    max(0.05 * leg_length, 0.02):  # ... or a sole's corner spheres (G1): every one of them
+                return [Sphere(f"{limb}_{k}", frame, r, oMf.actInv(c), f"a corner sphere {name!r} of its {source} sole")
+                        for k, (c, (_, r, name)) in enumerate(zip(centres, near, strict=True))], ""  # fmt: skip
             centre = points[np.argmin(points[:, 2])]
             offset = oMf.actInv(centre)
             return [Sphere(limb, frame, radius, offset, f"its {source} sphere {obj_name!r}")], ""
@@ -642,7 +653,8 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             limb.spheres = spheres
             fid = model.getFrameId(limb.end)
             point = np.mean([s.offset for s in spheres], axis=0)
-            placed.append(_Leg(limb, fid, point, spheres[0].radius, len(spheres) > 1))
+            # a sole is kept level where the leg can turn it (roll and pitch besides its position: five joints)
+            placed.append(_Leg(limb, fid, point, spheres[0].radius, len(spheres) > 1 and len(limb.joints) >= 5))
         return placed
 
     placed = find_spheres(q)
@@ -731,9 +743,14 @@ def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
             p = data.oMf[leg.frame].act(leg.point)
             targets.append(np.array([p[0], p[1], leg.radius]))
         q, residual = _place_feet(model, q, legs, targets)
-        worst = max(gaps)
-        notes.append(f"standing posture: feet up to {1e3 * worst:.1f} mm above the ground; put on it by inverse "
-                     f"kinematics (residual {residual:.1e} m)")  # fmt: skip
+        pin.framesForwardKinematics(model, data, q)
+        left = max(min(float(data.oMf[leg.frame].act(s.offset)[2]) - s.radius for s in leg.limb.spheres)
+                   for leg in legs)  # fmt: skip
+        if max(gaps) > 1e-4 or left > 1e-4:
+            notes.append(f"standing posture: feet up to {1e3 * max(gaps):.1f} mm above the ground; put on it by "
+                         f"inverse kinematics, {1e3 * left:.1f} mm left (residual {residual:.1e} m)")  # fmt: skip
+        if left > 1e-4:
+            source += f"; a foot {1e3 * left:.1f} mm above the ground"
     pin.framesForwardKinematics(model, data, q)
     com = pin.centerOfMass(model, data, q)
     feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
