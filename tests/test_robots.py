@@ -163,3 +163,29 @@ def test_experiment_robots_runs_the_matrix_and_writes_the_readme_tables(tmp_path
     readme.write_text("no markers")
     with pytest.raises(ConfigError, match="markers"):
         write_readme_tables(readme, "table")
+
+
+def test_a_run_stopped_before_its_first_run_tick_reports_no_metrics():
+    """A run whose guard stopped it at its first tick (a posture outside the joint limits, say) prints no
+    tracking error and no unloaded feet, which would read as a perfect stand, in the launch summary and the
+    matrix's lines."""
+    from idcontrol.tools.experiments.robots import describe
+    from idcontrol.tools.launcher import format_summary
+
+    stopped = {"task": "stand", "robot": "r", "formulation": "two_stage_qp", "seconds": 10.0, "sim_seconds": 0.001,
+               "wall_seconds": 1.0, "ticks": 0, "completed": False, "tracking_error_rad": 0.0, "fell": False,
+               "fall_cause": None, "end_reason": "limit guard: joint j4 at +0.0000 outside [-3.07, -0.07]",
+               "clipped": 0}  # fmt: skip
+    line = describe(stopped)
+    assert "no tick in run mode" in line and "0.0000 rad" not in line and "stopped: limit guard" in line
+    summary = {"robot": "r", "formulation": "two_stage_qp", "bridge_mode": "lockstep", "end": "limit guard",
+               "sim_time_s": 0.0, "wall_time_s": 1.0, "ticks": 3, "mode_ticks": {"stopped": 3},
+               "deadline_misses": 0, "long_roundtrips": 0, "on_deadline_fraction": 1.0,
+               "compute_us": {"p50": 100.0, "p99": 100.0, "max": 100.0},
+               "roundtrip_us": {"p50": 300.0, "p99": 300.0, "max": 300.0}, "phase_mean_us": {},
+               "tracking_error_rad": 0.0, "velocity_error_rad_s": 0.0, "tau_rate_mean": 0.0, "tau_mean": 0.0,
+               "fell": False, "interventions": {}, "base_travel_m": None}  # fmt: skip
+    text = format_summary(summary)
+    assert "n/a (no tick in run mode)" in text and "0.0000 rad" not in text
+    summary["mode_ticks"] = {"run": 2, "stopped": 1}
+    assert "0.0000 rad" in format_summary(summary)

@@ -311,6 +311,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         return f"p50 {d['p50']:.0f}  p99 {d['p99']:.0f}  max {d['max']:.0f} µs"
 
     ticks = summary["ticks"]
+    ran = (summary.get("mode_ticks") or {}).get("run", 0) > 0  # metrics of a run that never ran are no result
     rows = [
         ("robot / formulation", f"{summary['robot']} / {summary['formulation']} ({summary['bridge_mode']})"),
         ("ended", summary["end"]),
@@ -320,8 +321,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("compute", q(summary["compute_us"])),
         ("round trip", q(summary["roundtrip_us"]) if not math.isnan(summary["roundtrip_us"]["p50"]) else "n/a"),
         ("mean per tick", _phase_line(summary.get("phase_mean_us") or {})),
-        ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"),
-        ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m"),
+        ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"
+         if ran else "n/a (no tick in run mode)"),
+        ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m" if ran else "n/a"),
         ("fell", f"yes: {summary.get('fall_cause') or 'fell'}" if summary["fell"] else "no"),
         ("solves not used", _failures_line(summary.get("interventions") or {})),
     ]

@@ -95,7 +95,7 @@ def run_one(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> dict[str, Any]:
         "tracking_error_rad": float(run.summary["tracking_error_rad"]), "fell": bool(run.summary["fell"]),
         "fall_cause": run.summary.get("fall_cause"), "end_reason": run.end_reason, "clipped": run.clip_count,
     }  # fmt: skip
-    if robot.legs and spec.task != "trot":
+    if robot.legs and spec.task != "trot" and run.ticks_in_run:
         out["unloaded_feet"] = _unloaded_feet(run)
     if spec.task == "trot" and run.n:
         moving = run.t >= TROT_START
@@ -179,7 +179,8 @@ def describe(r: dict[str, Any]) -> str:
     """One line per run."""
     if "error" in r:
         return f"raised {r['error']}"
-    head = f"{r['sim_seconds']:.2f} s in {r['wall_seconds']:.0f} s wall, {r['tracking_error_rad']:.4f} rad"
+    head = f"{r['sim_seconds']:.2f} s in {r['wall_seconds']:.0f} s wall, " + (
+        f"{r['tracking_error_rad']:.4f} rad" if r["ticks"] else "no tick in run mode")
     if r["fell"]:
         head += f", FELL at {r['sim_seconds']:.2f} s ({r['fall_cause']})"
     elif not r["completed"]:
