@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -126,6 +127,11 @@ class Launch:
             if self.foxglove_port:
                 from idcontrol.tools.live import spawn_live
 
+                if self.config.realtime.spin_us > 0 and len(os.sched_getaffinity(0)) <= 2:
+                    print("idcontrol: warning: the live view shares two CPUs with a spinning daemon and bridge; "
+                          "measured so, the loop stalled for up to 48 ms (late commands, the watchdog), as the "
+                          "kernel's real-time throttling would. Set [realtime] spin_us = 0, give it a third CPU, or "
+                          "watch a lock-step run (docs/benchmarks.md)", file=sys.stderr)  # fmt: skip
                 self.live_view = spawn_live(self.config.path, self.foxglove_port)
             self._wait_daemon_ready(admin)
             if self.live_view is not None:
