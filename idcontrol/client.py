@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        config = load_launch(args.launch_file)
+        config = load_launch(args.launch_file, check_formulations=False)  # the daemon checked them
         with AdminClient.for_launch(config) as admin:
             deadline = time.monotonic() + args.wait
             while True:
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 if time.monotonic() > deadline:
                     waited_for = "the daemon" if status is None else "the bridge"
-                    raise IdControlError(f"{waited_for} did not answer within {args.wait:.0f} s")
+                    raise IdControlError(f"{waited_for} did not answer within {args.wait:g} s")
                 time.sleep(0.2)
             reply = status if args.request == "status" else admin.request(args.request)
     except IdControlError as e:

@@ -504,8 +504,10 @@ def _friction(value: Any, where: str) -> float:
     return number
 
 
-def load_launch(path: str | Path) -> LaunchConfig:
-    """Read and validate a launch file (robot existence, names, rates, endpoints)."""
+def load_launch(path: str | Path, *, check_formulations: bool = True) -> LaunchConfig:
+    """Read and validate a launch file (robot existence, names, rates, endpoints). ``check_formulations=False``
+    skips checking the formulations' names and options, which loads every formulation's compiled kernels (about
+    2 s): for a client that only needs the endpoints and credentials (``python -m idcontrol.client``)."""
     path = Path(path)
     if not path.is_file():
         raise RobotFileNotFound(str(path), "launch file")
@@ -513,12 +515,12 @@ def load_launch(path: str | Path) -> LaunchConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return parse_launch(data, path)
+    return parse_launch(data, path, check_formulations=check_formulations)
 
 
-def parse_launch(data: dict[str, Any], path: Path) -> LaunchConfig:
+def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool = True) -> LaunchConfig:
     """Validate a launch file's tables (as ``tomllib`` reads them); ``path`` names it in errors and anchors
-    its relative paths."""
+    its relative paths (``check_formulations``: see :func:`load_launch`)."""
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
                  "realtime", "formulations", "telemetry"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
@@ -539,7 +541,8 @@ def parse_launch(data: dict[str, Any], path: Path) -> LaunchConfig:
         raise ConfigError(f"{path}: objects must be true or false")
     controller = ControllerSettings(**_fields(_section(data, "controller", path), ControllerSettings,
                                               f"{path} [controller]"))  # fmt: skip
-    _check_formulation(controller.formulation)
+    if check_formulations:
+        _check_formulation(controller.formulation)
     rate = _positive(controller.rate_hz, f"{path}: controller.rate_hz")
     if not 10.0 <= rate <= 10000.0:
         raise ConfigError(f"{path}: controller.rate_hz = {rate} outside 10 .. 10000 Hz")
@@ -594,12 +597,13 @@ def parse_launch(data: dict[str, Any], path: Path) -> LaunchConfig:
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
     realtime.check(f"{path}")
-    formulations = _formulation_tables(_section(data, "formulations", path), path)
+    formulations = _formulation_tables(_section(data, "formulations", path), path, check_formulations)
     telemetry = TelemetrySettings(**_fields(_section(data, "telemetry", path), TelemetrySettings,
                                             f"{path} [telemetry]")).check(f"{path}", endpoints)  # fmt: skip
     config = LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
                           curve_keys, realtime, formulations, telemetry)  # fmt: skip
-    _check_options(config, controller.formulation)
+    if check_formulations:
+        _check_options(config, controller.formulation)
     return config
 
 
@@ -647,10 +651,12 @@ def _check_safety_tables(safety: SafetySettings, robot: str) -> None:
         safety.for_robot(RobotModel(robot))
 
 
-def _formulation_tables(table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
-    """The ``[formulations.NAME]`` tables, each checked by building that formulation with it."""
+def _formulation_tables(table: dict[str, Any], path: Path, check_names: bool = True) -> dict[str, dict[str, Any]]:
+    """The ``[formulations.NAME]`` tables (their names checked unless ``check_names``; :func:`_check_options`
+    checks their options by building each formulation)."""
     for name, options in table.items():
-        _check_formulation(name)
+        if check_names:
+            _check_formulation(name)
         if not isinstance(options, dict):
             raise ConfigError(f"{path}: [formulations.{name}] must be a table of options")
     return {name: dict(options) for name, options in table.items()}

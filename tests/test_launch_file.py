@@ -121,6 +121,18 @@ spread = 0.01
     assert overridden.formulation_options("two_stage_qp") == {"dissipation": "contacts", "ridge": 1e-5}
 
 
+def test_a_client_reads_the_endpoints_without_checking_the_formulations(tmp_path):
+    """load_launch(check_formulations=False), for a client that only needs the endpoints, takes a file whose
+    formulation names or options would be refused; the default check refuses them."""
+    for text in (GOOD.replace('formulation = "two_stage_qp"', 'formulation = "magic_qp"'),
+                 GOOD.replace("[reference]", "[formulations.two_stage_qp]\nnot_an_option = 1\n[reference]")):
+        path = write(tmp_path, text)
+        with pytest.raises(ConfigError):
+            load_launch(path)
+        config = load_launch(path, check_formulations=False)
+        assert config.endpoints.admin == "tcp://127.0.0.1:15556"
+
+
 def test_missing_launch_file_names_the_path(tmp_path):
     with pytest.raises(RobotFileNotFound, match="nowhere.toml"):
         load_launch(tmp_path / "nowhere.toml")
