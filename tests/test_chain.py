@@ -6,8 +6,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from idcontrol.reference.chain import build_chains, chain_drift, chain_point, chain_pose, pack, solve_limbs
 from idcontrol.reference import make_reference
+from idcontrol.reference.chain import build_chains, chain_drift, chain_point, chain_pose, pack, solve_limbs
 from idcontrol.robot.limbs import joint_chain
 from idcontrol.robot.model import RobotModel
 

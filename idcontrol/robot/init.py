@@ -19,7 +19,7 @@ What is inferred, in order (each step prints what it found, or what it could not
    inverse kinematics.
 4. **Contact candidates.** For each leg (and each finger), the collision geometry of its distal body in the
    standing posture: its lowest collision sphere as is (all of them, when three or more near the bottom span a
-   sole wider than a tenth of the leg: its corners); a flat bottom (a sole wider than a tenth of the leg)
+   sole wider than 2 cm and a twentieth of the leg: its corners); a flat bottom (a sole wider than a tenth of the leg)
    as four corner spheres; any other shape as a sphere fitted to its lowest points. Without collision geometry
    the visual geometry is used, and without any, a sphere at the end frame (reported).
 5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it).
