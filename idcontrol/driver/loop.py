@@ -271,6 +271,7 @@ class Driver:
         """Open the session: show the credential, check that the daemon serves the same robot and speaks protocol
         version 1; returns its ``welcome``. ProtocolError when refused, TimeoutError when no daemon answers."""
         deadline = time.monotonic() + timeout_s
+        refused: ProtocolError | None = None
         while time.monotonic() < deadline and not self._stop:
             if not self._send_hello():
                 time.sleep(0.1)
@@ -279,9 +280,17 @@ class Driver:
                 message = wire.unpack(self.socket.recv(), ("welcome", "error"))
                 if message["type"] == "error":
                     code = str(message.get("code"))
-                    raise ProtocolError(code, f"daemon refused the driver ({code}): {message.get('message')}")
+                    refused = ProtocolError(code, f"daemon refused the driver ({code}): {message.get('message')}")
+                    if code == "unauthorized" and self.token is None and self.curve is None:
+                        # a credential file left by an earlier daemon, read before this one wrote its own: read
+                        # it again until the timeout
+                        time.sleep(0.1)
+                        continue
+                    raise refused
                 self._welcomed(message)
                 return message
+        if refused is not None:
+            raise refused
         raise TimeoutError(f"no daemon answered at {self.endpoint} within {timeout_s} s")
 
     def _welcomed(self, message: dict[str, Any]) -> None:
