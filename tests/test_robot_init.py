@@ -165,6 +165,18 @@ def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_
     assert run.end_reason == "duration reached" and run.summary["tracking_error_rad"] < 0.005
 
 
+def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):
+    """Joint names with dots (Allegro's ``joint_0.0``) are written as quoted keys: the robot file loads, with the
+    same gains and posture under each name."""
+    text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text().replace('"arm_j', '"arm.j')
+    urdf = tmp_path / "dotted.urdf"
+    urdf.write_text(text)
+    robot = RobotModel(str(init_robot(str(urdf), None, tmp_path / "dotted").path))
+    assert "arm.j1" in robot.actuated_joints
+    table = tomllib.loads((tmp_path / "dotted" / "robot.toml").read_text())
+    assert set(table["standing"]["joints"]) == set(robot.actuated_joints)
+
+
 def test_init_names_an_actuated_joint_without_effort_limit(tmp_path: Path):
     """A URDF joint without <limit effort> is an error naming it."""
     text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()

@@ -33,8 +33,10 @@ The robot file is written with comments saying where each value came from.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -526,8 +528,13 @@ def _vec(v) -> str:
     return "[" + ", ".join(_fmt(float(x)) for x in v) + "]"
 
 
+def _key(name: str) -> str:
+    """A TOML key for a joint name: bare when TOML allows it, else quoted (Allegro's ``joint_0.0``)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
 def _table(values: dict[str, float]) -> str:
-    return "{ " + ", ".join(f"{k} = {_fmt(v)}" for k, v in values.items()) + " }"
+    return "{ " + ", ".join(f"{_key(k)} = {_fmt(v)}" for k, v in values.items()) + " }"
 
 
 def _urdf_spec(urdf: str, out: Path) -> str:
