@@ -72,10 +72,11 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
 
 
 def enter_background(role: str) -> str:
-    """Let the calling thread (Linux schedules threads; called first in a process's main thread: the process), and
-    the threads it starts afterwards, run only on CPU time that nothing else wants (``role`` names it in the log): SCHED_IDLE where Linux offers it, else the largest nice value. For
-    observers of a run (the live view): on a machine with no CPU to spare they fall behind, the loop does not.
-    Returns the policy it got ("idle", "nice 19" or "normal")."""
+    """Let the calling thread (Linux schedules threads; called first in a process's main thread: the process)
+    and the threads it starts afterwards run only on CPU time that nothing else wants (``role`` names it in the
+    log): SCHED_IDLE where Linux offers it, else the largest nice value. For observers of a run (the live view):
+    on a machine with no CPU to spare they fall behind, the loop does not. Returns the policy it got ("idle",
+    "nice 19" or "normal")."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         got = "idle"
