@@ -244,12 +244,13 @@ class InverseDynamicsController:
         self._q_shape, self._v_shape, self._forces_shape = (r.nq,), (r.nv,), (self._sphere_count, 3)
         self._floating = bool(r.floating_base)
         self._object_names = frozenset(o.name for o in environment.objects)
-        # the URDF's joint damping (N·m·s/rad) and dry friction (N·m), which the motors must overcome: added to
-        # h(q, v) (None: the robot declares neither, and h is Pinocchio's alone)
-        damping, friction = np.asarray(r.model.damping, dtype=float), np.asarray(r.model.friction, dtype=float)
-        self._passive = (damping, friction) if np.any(damping) or np.any(friction) else None
-        self._h = np.zeros(r.nv)
-        self._actuated_dofs = np.asarray(r.actuated_dofs, dtype=np.intp)
+        # the URDF's joint damping (N·m·s/rad) and dry friction (N·m) of the actuated joints, which the motors must
+        # overcome: added to h(q, v) (None: the robot declares neither, and h is Pinocchio's alone)
+        damping = np.asarray(r.model.damping, dtype=float)[self.actuated]
+        friction = np.asarray(r.model.friction, dtype=float)[self.actuated]
+        self._passive = (damping, friction, -friction) if np.any(damping) or np.any(friction) else None
+        self._h = np.zeros(r.nv)  # buffers of _bias, written each tick
+        self._v_ref, self._friction_torque = np.zeros(r.nu), np.zeros(r.nu)
         self._warm_up()
 
     @staticmethod
@@ -408,13 +409,17 @@ class InverseDynamicsController:
         tracking record."""
         if self._passive is None or tracking is None:
             return self.robot.bias
-        damping, friction = self._passive
-        dofs = self._actuated_dofs
-        h = self._h
+        damping, friction, no_friction = self._passive
+        dofs = self.actuated  # a slice on the usual robot: views, nothing allocated
+        h, v_ref, torque = self._h, self._v_ref, self._friction_torque
         np.copyto(h, self.robot.bias)
-        v_ref = v[dofs] + tracking.velocity_error
-        inertia = np.diagonal(self.robot.M)[dofs]
-        h[dofs] += damping[dofs] * v_ref + np.clip(inertia * v_ref / self.dt, -friction[dofs], friction[dofs])
+        np.add(v[dofs], tracking.velocity_error, out=v_ref)
+        np.multiply(np.diagonal(self.robot.M)[dofs], v_ref, out=torque)
+        torque /= self.dt
+        np.clip(torque, no_friction, friction, out=torque)
+        np.multiply(damping, v_ref, out=v_ref)  # v_ref is not needed any more: D q̇_ref + the friction term
+        v_ref += torque
+        h[dofs] += v_ref
         return h
 
     def _body_terms(self, objects: Mapping[str, ObjectState]) -> None:

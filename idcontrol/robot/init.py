@@ -174,7 +174,7 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             spread = float(np.max(np.ptp(np.concatenate([chunks[i][0] for i in balls])[:, :2], axis=0)))
             # near the bottom: within a few mm, or as far as a sole of that size tilted by 20° reaches
             tolerance = max(0.005, 0.03 * leg_length, math.sin(math.radians(20.0)) * spread)
-            near = [chunks[i] for z, i in sorted(lows) if z <= z_min + tolerance and chunks[i][1] is not None]
+            near = [chunks[i] for z, i in sorted(lows) if z <= z_min + tolerance and i in balls]
             centres = np.array([p[np.argmin(p[:, 2])] for p, _, _ in near])
             if down is None and len(near) >= 3 and min(np.ptp(centres[:, :2] @ oMf.rotation[:2, :2], axis=0)) > \
                     max(0.05 * leg_length, 0.02):  # ... or a sole's corner spheres (G1): every one of them
@@ -594,9 +594,9 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     # 2. the standing posture and the legs
     q, source = pin.neutral(model), "the neutral configuration"
     if not floating:  # an arm holds this posture and moves about it (a legged robot's posture is solved below)
-        q = _neutral_inside_limits(model, q)
+        neutral, q = q, _neutral_inside_limits(model, q)
         moved = [str(model.names[j]) for j in range(1, model.njoints)
-                 if model.joints[j].nq == 1 and q[model.joints[j].idx_q] != pin.neutral(model)[model.joints[j].idx_q]]
+                 if model.joints[j].nq == 1 and q[model.joints[j].idx_q] != neutral[model.joints[j].idx_q]]
         if moved:
             source += f", with {', '.join(moved)} moved inside their limits"
     if srdf_path is not None:
