@@ -92,6 +92,55 @@ def test_a_placeholder_link_fixed_to_a_physical_body_is_a_warning(tmp_path):
     assert robot.preflight.repairable_links == ("tip",)
 
 
+def three_joint_urdf(tmp_path: Path) -> Path:
+    """A fixed-base arm whose shoulder is two hinges about one point: a link 'knuckle' without <inertial> between
+    joints j1 and j2, then a link 'rod' (a zero principal moment: a thin rod along z) moved by j2, then 'hand'."""
+    rod = ('<link name="rod"><inertial><origin xyz="0 0 0.1"/><mass value="0.5"/><inertia ixx="0.002" ixy="0" '
+           'ixz="0" iyy="0.002" iyz="0" izz="0"/></inertial></link>')  # fmt: skip
+    limit = '<limit lower="-2" upper="2" effort="10" velocity="5"/>'
+    links = [LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01), '<link name="knuckle"/>', rod,
+             LINK.format(name="hand", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01)]  # fmt: skip
+    joints = [JOINT.format(name="j1", kind="revolute", parent="base", child="knuckle", limit=limit),
+              JOINT.format(name="j2", kind="revolute", parent="knuckle", child="rod", limit=limit)
+              .replace('<origin xyz="0 0 0.2"/><axis xyz="0 1 0"/>', '<origin xyz="0 0 0"/><axis xyz="1 0 0"/>'),
+              JOINT.format(name="j3", kind="revolute", parent="rod", child="hand", limit=limit)]  # fmt: skip
+    path = tmp_path / "three_joint.urdf"
+    path.write_text('<robot name="three_joint">' + "".join(links + joints) + "</robot>")
+    return path
+
+
+def test_what_the_controller_accepts_and_mujoco_rejects_is_a_warning_and_repairable(tmp_path):
+    """A massless link between two joints and a rod's zero principal moment are physical for the controller (its
+    mass matrix is regular), so they are warnings; MuJoCo rejects both, so both links are listed as repairable."""
+    robot = RobotModel(str(robot_file(tmp_path, three_joint_urdf(tmp_path))))
+    assert robot.preflight.ok
+    robot.update(np.array([0.3, -0.2, 0.1]), np.zeros(3))
+    np.linalg.cholesky(robot.M)
+    found = {f.where: f.message for f in robot.preflight.warnings}
+    assert set(found) == {"link 'knuckle'", "link 'rod'"}, robot.preflight.format()
+    assert "has no mass" in found["link 'knuckle'"] and "one below 1e-14" in found["link 'rod'"]
+    assert sorted(robot.preflight.repairable_links) == ["knuckle", "rod"]
+
+
+def test_mujoco_builds_a_massless_link_and_a_rod_only_when_asked_to_repair_them(tmp_path):
+    """Without [sim] repair_inertia MuJoCo's refusal becomes a ConfigError naming both links; with it the
+    simulator builds, each change is listed, the massless link gets 1e-6 of the robot's mass, and a
+    configuration set in MuJoCo reads back."""
+    from idcontrol.sim.mujoco import REPAIR_MASS_FRACTION, MujocoSim
+
+    urdf = three_joint_urdf(tmp_path)
+    with pytest.raises(ConfigError, match=r"\['knuckle', 'rod'\]|\['rod', 'knuckle'\]"):
+        MujocoSim(str(robot_file(tmp_path, urdf)))
+    sim = MujocoSim(str(robot_file(tmp_path, urdf, "[sim]\nrepair_inertia = true\n")))
+    repaired = [line for line in sim.model_differences if "inertia repaired" in line]
+    assert len(repaired) == 2 and any("'knuckle'" in line and "mass 0 ->" in line for line in repaired)
+    assert sim.model.body("knuckle").mass[0] == pytest.approx(REPAIR_MASS_FRACTION * sim.robot.total_mass())
+    assert sim.model.body("rod").inertia.min() > 0 and sim.model.body("rod").mass[0] == 0.5
+    q = np.array([0.3, -0.2, 0.1])
+    sim.reset(q)
+    np.testing.assert_allclose(sim.state().q, q, atol=1e-12)
+
+
 def test_an_actuated_joint_without_effort_limit_is_an_error_unless_the_robot_file_gives_one(tmp_path):
     """No <limit effort> on an actuated joint fails, naming the joint; [limits.torque] supplies it."""
     urdf = two_link_urdf(tmp_path, effort="0")

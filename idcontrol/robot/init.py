@@ -803,10 +803,10 @@ def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, p
               "# The URDF's effort limits: " + ", ".join(f"{k} {_fmt(v)}" for k, v in efforts.items()),
               "[limits.torque]", ""]  # fmt: skip
     if report.repairable_links:
-        lines += ["# Placeholder links with an inertia no rigid body has (MuJoCo rejects them): "
+        lines += ["# Links MuJoCo rejects (`idcontrol robot check` says why): "
                   + ", ".join(report.repairable_links) + ".",
-                  "# The simulator replaces each by the nearest physical inertia and lists the change at start;",
-                  "# the controller uses the merged bodies, whose inertias are physical.",
+                  "# The simulator gives each the nearest inertia it accepts and lists the change at start; the",
+                  "# controller uses the merged bodies, which are physical.",
                   "[sim]", "repair_inertia = true", ""]  # fmt: skip
     for limb in limbs:
         lines += ["[[limbs]]", f'name = "{limb.name}"', f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',

@@ -16,10 +16,16 @@ Errors (the robot does not load):
 * a joint, frame or limb named in the robot file that the model does not have;
 * joint limits with lower > upper.
 
-Warnings (reported, the robot loads): a link whose own inertia is not physical but whose body's is (a
-massless placeholder fixed to a real link, as many published URDFs have). The controller uses the body;
-MuJoCo checks each link and rejects it unless the robot file's ``[sim] repair_inertia`` asks for the
-nearest physical inertia (each change is listed when the simulator starts).
+Warnings (reported, the robot loads): what the controller's model accepts and MuJoCo rejects unless the robot
+file's ``[sim] repair_inertia`` asks for the nearest physical inertia (each change is listed when the simulator
+starts). MuJoCo checks
+
+* each link's own inertia: a link whose own inertia is not physical while its body's is (a massless placeholder
+  fixed to a real link, as many published URDFs have), or has a principal moment below
+  :data:`MUJOCO_MIN_MOMENT` (a rod, a point mass: physical, the limit of a thin body);
+* each moving body: a body without mass or with a principal moment below :data:`MUJOCO_MIN_BODY` (a massless
+  link between two joints, as URDFs build a ball joint from three hinges). The controller needs only a regular
+  mass matrix, which the bodies beyond such a link give it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, parse_floats, r
 
 #: Relative tolerance of the inertia checks (of the largest principal moment).
 INERTIA_TOL = 1e-6
+#: MuJoCo's compiler rejects a link's own inertia whose smallest principal moment is below this (kg·m², absolute).
+MUJOCO_MIN_MOMENT = 1e-14
+#: ... and a moving body (its links fused) whose mass (kg) or a principal moment (kg·m²) is below this (mjMINVAL).
+MUJOCO_MIN_BODY = 1e-15
 
 
 class PreflightError(ConfigError):
@@ -180,8 +190,21 @@ def _check_links(report: PreflightReport, urdf: UrdfFile) -> dict[str, str]:
             if x is not None:
                 values[key] = float(x[0])
         if len(values) == 6:
-            defects[link.name] = inertia_defect(_inertia_matrix(values))
+            inertia = _inertia_matrix(values)
+            defects[link.name] = inertia_defect(inertia) or _mujoco_link_defect(inertia)
     return defects
+
+
+def _mujoco_link_defect(inertia: np.ndarray) -> str:
+    """Why MuJoCo rejects a link's own physical (3, 3) inertia (kg·m²), or '': a principal moment below
+    :data:`MUJOCO_MIN_MOMENT` when the inertia is not all zero (an all-zero one MuJoCo takes as absent)."""
+    if not np.any(inertia):
+        return ""
+    moments = np.linalg.eigvalsh(inertia)
+    if moments[0] >= MUJOCO_MIN_MOMENT:
+        return ""
+    shown = ", ".join(f"{x:.6g}" for x in moments)
+    return f"principal moments ({shown}) kg·m²: one below {MUJOCO_MIN_MOMENT:g} (a rod or a point mass)"
 
 
 def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
@@ -239,9 +262,24 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
             if defect and j not in bad_bodies:
                 repairable.append(link)
                 report.warn(f"link {link!r}", "inertial/inertia",
-                            f"{defect}; fixed to the body of joint {model.names[j]!r}, whose merged inertia is "
+                            f"{defect}; part of the body of joint {model.names[j]!r}, whose merged inertia is "
                             "physical (the controller uses it); MuJoCo rejects the link unless the robot file's "
                             "[sim] repair_inertia = true")  # fmt: skip
+    for j in range(1, model.njoints):
+        inertia = model.inertias[j]
+        moments = np.linalg.eigvalsh(np.asarray(inertia.inertia))
+        if j in bad_bodies or (inertia.mass >= MUJOCO_MIN_BODY and moments[0] >= MUJOCO_MIN_BODY):
+            continue
+        link = _child_link(model, urdf, j, bodies[j])
+        if link is None or link in repairable:
+            continue
+        repairable.append(link)
+        what = "no mass" if inertia.mass < MUJOCO_MIN_BODY else (
+            "principal moments (" + ", ".join(f"{x:.6g}" for x in moments) + ") kg·m² (a point mass or a rod)")
+        report.warn(f"link {link!r}", "inertial",
+                    f"the body moved by joint {model.names[j]!r} has {what}; the controller's mass matrix is regular "
+                    "without it (the bodies beyond carry it), MuJoCo rejects such a moving body unless the robot "
+                    "file's [sim] repair_inertia = true")  # fmt: skip
     report.repairable_links = tuple(repairable)
     data = model.createData()
     M = pin.crba(model, data, pin.neutral(model))
@@ -253,6 +291,14 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
                  if sum(model.inertias[k].mass for k in _subtree(model, j)) <= 0.0]  # fmt: skip
         report.error("model", "mass matrix", "is singular at the neutral configuration"
                      + (f": joints {light} move no mass" if light else ""))  # fmt: skip
+
+
+def _child_link(model: pin.Model, urdf: UrdfFile, joint: int, links: list[str]) -> str | None:
+    """The URDF link a joint moves (the root link for a floating base's root joint): MuJoCo's body."""
+    name = str(model.names[joint])
+    if name in urdf.joints:
+        return urdf.joints[name].child
+    return links[0] if links else None
 
 
 def _subtree(model: pin.Model, joint: int) -> list[int]:

@@ -29,9 +29,11 @@ Published URDFs (:meth:`MujocoSim._adapt`):
 * ``package://<name>/...`` meshes are found in a folder ``<name>`` above the URDF;
 * a mesh MuJoCo cannot decode (COLLADA ``.dae``: it reads ``.stl``, ``.obj``, ``.msh``) is dropped with the
   geoms that show it: they only display, since the contacts are the robot file's spheres;
-* a placeholder link whose inertia no rigid body has (MuJoCo rejects it; the preflight names it) is replaced by
-  the nearest physical inertia only when the robot file says ``[sim] repair_inertia = true``: the principal
-  moments are raised until they are positive and satisfy the triangle inequality;
+* a link MuJoCo rejects (the preflight names each: a placeholder whose inertia no rigid body has, a rod's or a
+  point mass's zero principal moment, a massless link between two joints) is given the nearest inertia MuJoCo
+  accepts only when the robot file says ``[sim] repair_inertia = true``: the principal moments are raised to
+  :data:`REPAIR_MIN_MOMENT` at least and until they satisfy the triangle inequality, and a moving body without
+  mass gets :data:`REPAIR_MASS_FRACTION` of the robot's mass;
 * continuous joints are unlimited hinges, as the controller's revolute joints without limits.
 
 Every such change, and every difference between this model and the controller's (total and body masses,
@@ -80,11 +82,13 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
+from idcontrol.robot.preflight import MUJOCO_MIN_BODY
 from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
@@ -104,16 +108,17 @@ _LOG = logging.getLogger(__name__)
 _DIVERGENCE_WARNINGS = np.array(
     [mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC],
     dtype=np.intp,
-)
-
-
+)#: A repaired link's principal moments are at least this (kg·m²): ten times the least MuJoCo accepts.
+REPAIR_MIN_MOMENT = 1e-13
+#: A moving body without mass is given this fraction of the robot's mass when its inertia is repaired.
+REPAIR_MASS_FRACTION = 1e-6
 
 
 def _physical_moments(moments: Array) -> Array:
-    """Principal moments (ascending, kg·m²) raised to the nearest a rigid body has: positive (at least 1e-9 of the
-    largest) and I₁ + I₂ ≥ I₃ (the two smaller raised together by half the shortfall each, and 1e-6 of I₃ more,
-    as MuJoCo's compiler checks the inequality in floating point)."""
-    out = np.maximum(np.sort(moments), 1e-9 * max(float(np.max(moments)), 1e-12))
+    """Principal moments (ascending, kg·m²) raised to the nearest a rigid body has that MuJoCo accepts: at least
+    1e-9 of the largest and :data:`REPAIR_MIN_MOMENT`, and I₁ + I₂ ≥ I₃ (the two smaller raised together by half
+    the shortfall each, and 1e-6 of I₃ more, as MuJoCo's compiler checks the inequality in floating point)."""
+    out = np.maximum(np.sort(moments), max(1e-9 * float(np.max(moments)), REPAIR_MIN_MOMENT))
     shortfall = out[2] * (1.0 + 1e-6) - out[0] - out[1]
     if shortfall > 0:
         out[0] += 0.5 * shortfall
@@ -326,9 +331,14 @@ class MujocoSim:
             repaired = _physical_moments(moments)
             fixed = (axes * repaired) @ axes.T
             body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+            mass = f"mass {body.mass:g} kg"
+            joint = r.model.frames[r.model.getFrameId(name, pin.FrameType.BODY)].parentJoint
+            if joint > 0 and r.model.inertias[joint].mass < MUJOCO_MIN_BODY:  # a moving body without mass
+                body.mass = REPAIR_MASS_FRACTION * r.total_mass()
+                mass = f"mass 0 -> {body.mass:.3g} kg ({REPAIR_MASS_FRACTION:g} of the robot's)"
             changes.append(f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
                            f"({', '.join(f'{x:.3g}' for x in moments)}) -> ({', '.join(f'{x:.3g}' for x in repaired)})"
-                           f" kg·m², mass {body.mass:g} kg")  # fmt: skip
+                           f" kg·m², {mass}")  # fmt: skip
         return changes
 
     def _compare(self) -> list[str]:
