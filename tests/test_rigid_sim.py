@@ -361,6 +361,24 @@ def test_the_daemon_and_the_rigid_bridge_see_the_same_height_map(tmp_path):
     assert 0.0 < surface.shape.heights.max() <= 0.03
 
 
+def test_the_controller_has_ground_where_the_simulators_have_it_under_a_floating_base_only():
+    """A fixed base's URDF z = 0 is its mount, not a floor: neither its controller's world nor the rigid, MuJoCo
+    and launch-built simulators have ground there (a ground in the controller alone would predict contacts for an
+    arm reaching below its mount, which no simulator has). A floating base has it in all of them."""
+    from idcontrol.sim.launch import simulator_for
+    from idcontrol.sim.mujoco import MujocoSim
+
+    config = load_launch(LAUNCH / "joint_sinusoid.toml")
+    for name, grounded in (("arm", False), ("ur5", False), ("quadruped", True)):
+        robot = RobotModel(name)
+        world = world_for(robot, config.with_overrides(robot=name), 1.0)
+        assert len(world.surfaces) == grounded, name
+        assert len(RigidSim(robot).environment.surfaces) == grounded, name
+        rigid = simulator_for(replace(config, bridge=replace(config.bridge, kind="rigid")), robot)
+        assert len(rigid.environment.surfaces) == grounded, name
+        assert MujocoSim(robot).has_floor == grounded, name
+
+
 def test_launch_runs_the_quadruped_on_the_rigid_height_map(tmp_path):
     """`idcontrol launch` runs daemon + rigid bridge lock-step over loopback on the height map: no fall, 0.5 s."""
     path, _ = launch_file(tmp_path, "quadruped_stand_rigid", **{'terrain = "flat"': 'terrain = "height_map"'})
