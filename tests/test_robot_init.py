@@ -165,6 +165,61 @@ def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_
     assert run.end_reason == "duration reached" and run.summary["tracking_error_rad"] < 0.005
 
 
+def leaning_arm(tmp_path: Path, shoulder_effort: float) -> Path:
+    """The shipped arm with its shoulder arm_j2 limited to [0.8, 2] rad (so its posture leans: 27 N·m of gravity at
+    arm_j2) and an effort limit of ``shoulder_effort`` N·m there."""
+    text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()
+    text = text.replace('lower="-2.0" upper="2.0"', 'lower="0.8" upper="2.0"', 1)
+    first, rest = text.split('effort="80.0"', 1)
+    rest = rest.replace('effort="80.0"', f'effort="{shoulder_effort}"', 1)  # the second joint's: arm_j2
+    urdf = tmp_path / "leaning.urdf"
+    urdf.write_text(first + 'effort="80.0"' + rest)
+    return urdf
+
+
+def hold_ratios(robot: RobotModel) -> dict[str, float]:
+    """|gravity torque| / torque limit per actuated joint at the robot file's standing posture."""
+    q = robot.standing_configuration()
+    g = pin.computeGeneralizedGravity(robot.model, robot.model.createData(), q)[robot.actuated_dofs]
+    return dict(zip(robot.actuated_joints, np.abs(g) / robot.torque_limits, strict=True))
+
+
+def test_an_arm_whose_neutral_posture_needs_more_than_its_torque_limits_gets_one_it_can_hold(tmp_path: Path):
+    """Leaning, the shoulder needs 27 N·m against a 25 N·m limit: init turns the other joints until each needs at
+    most half its limit, inside the joint limits and with every joint above the mount; the arm then holds a joint
+    sinusoid with the file as written."""
+    urdf = leaning_arm(tmp_path, 25.0)
+    model = pin.buildModelFromUrdf(str(urdf))
+    result = init_robot(str(urdf), None, tmp_path / "out")
+    assert result.blockers == [] and "to hold gravity within 50%" in result.inferred[2]
+    robot = RobotModel(str(result.path))
+    assert max(hold_ratios(robot).values()) <= 0.5 + 1e-3, hold_ratios(robot)
+    q = robot.standing_configuration()
+    assert np.all(q >= model.lowerPositionLimit) and np.all(q <= model.upperPositionLimit)
+    data = model.createData()
+    pin.forwardKinematics(model, data, q)
+    assert min(data.oMi[j].translation[2] for j in range(1, model.njoints)) >= 0.05 - 1e-6
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "joint_sinusoid.toml")
+    run = run_in_process(launch.with_overrides(robot=str(result.path.parent)), 1.0)
+    assert run.end_reason == "duration reached" and run.summary["tracking_error_rad"] < 0.005
+
+
+def test_a_posture_that_cannot_be_held_is_written_listed_and_the_command_fails(tmp_path: Path, capsys):
+    """With a 3 N·m shoulder no posture inside the limits holds the arm: the file is written, the reason names the
+    joint and both torques, and `robot init` exits 1 without proposing the launch. A floating base without legs
+    is the same."""
+    urdf = leaning_arm(tmp_path, 3.0)
+    assert main(["robot", "init", str(urdf), "--out", str(tmp_path / "weak")]) == 1
+    out = capsys.readouterr().out
+    assert (tmp_path / "weak" / "robot.toml").is_file()
+    assert "cannot hold its posture as written" in out and "arm_j2" in out and "> 3 N·m" in out
+    assert "next:" not in out and "not ready" in out
+    assert init_robot(str(urdf), None, tmp_path / "floating", base="floating").blockers[0].startswith("legs: none")
+
+
 def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):
     """Joint names with dots (Allegro's ``joint_0.0``) are written as quoted keys: the robot file loads, with the
     same gains and posture under each name."""

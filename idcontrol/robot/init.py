@@ -27,7 +27,10 @@ What is inferred, in order (each step prints what it found, or what it could not
    K_d = 60 s⁻¹ at a 0.163 m standing height) with time scaled by √(height / 0.163 m) (Froude scaling), and
    the ``pid`` baseline's torque gains from the mass matrix's diagonal at the standing posture.
 
-The robot file is written with comments saying where each value came from.
+The robot file is written with comments saying where each value came from. When the posture it holds cannot
+be held as written (a joint outside its limits, the centre of mass outside the feet's support polygon, a joint
+that needs more than its torque limit, a floating base without legs), the file is still written, each reason is
+listed in :attr:`InitResult.blockers`, and the command exits with status 1 instead of proposing the launch.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ CORNER_RADIUS = 0.005
 #: A fixed-base robot's posture keeps each joint this far inside its limits (rad or m; at most a quarter of the
 #: range), so that a joint sinusoid about it meets no limit.
 POSTURE_LIMIT_MARGIN = 0.25
+#: A fixed base's neutral posture whose gravity torque exceeds this fraction of a joint's limit is turned to one
+#: that needs less (the rest of the limit is left for the motion about it).
+HOLD_FRACTION = 0.5
+#: ... keeping its joints and limb ends this far above the ground plane z = 0 (m).
+GROUND_CLEARANCE = 0.05
 GRAVITY = 9.81
 
 
@@ -89,6 +97,8 @@ class InitResult:
     inferred: list[str]
     not_inferred: list[str]
     report: PreflightReport
+    #: Why the written posture cannot be held as written (empty: it can); the command then exits non-zero.
+    blockers: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------------- geometry
@@ -285,6 +295,61 @@ def _finite_limits(model: pin.Model, joint: int) -> tuple[float, float]:
     return (lo if lo > -1e10 else -math.inf), (hi if hi < 1e10 else math.inf)
 
 
+def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float], ends: list[int]) -> np.ndarray:
+    """A fixed base's posture near ``q`` whose gravity torque is within :data:`HOLD_FRACTION` of each joint's
+    limit where it can be (``efforts``: N·m by joint name), its joints kept inside their limits as
+    :func:`_neutral_inside_limits` keeps them, and the joint origins and the limbs' end frames ``ends`` kept
+    :data:`GROUND_CLEARANCE` above the ground z = 0 (or no lower than in ``q``): least squares on the torque
+    excess over that fraction and the shortfall in height (per 0.1 m), plus 10⁻⁶ · ‖q − q₀‖² to stay near ``q``,
+    by L-BFGS-B with Pinocchio's gravity derivatives and Jacobians."""
+    from scipy.optimize import minimize
+
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, q)
+    points = [("joint", j) for j in range(1, model.njoints)] + [("frame", f) for f in ends]
+
+    def heights(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """z of each point (m) and its Jacobian (n_points, nv)."""
+        pin.computeJointJacobians(model, data, x)
+        pin.updateFramePlacements(model, data)
+        z, J = [], []
+        for kind, i in points:
+            if kind == "joint":
+                z.append(data.oMi[i].translation[2])
+                J.append(pin.getJointJacobian(model, data, i, pin.LOCAL_WORLD_ALIGNED)[2])
+            else:
+                z.append(data.oMf[i].translation[2])
+                J.append(pin.getFrameJacobian(model, data, i, pin.LOCAL_WORLD_ALIGNED)[2])
+        return np.array(z), np.array(J)
+
+    floor = np.minimum(heights(q)[0], GROUND_CLEARANCE)
+    limit = np.full(model.nv, np.inf)
+    for name, effort in efforts.items():
+        limit[model.joints[model.getJointId(name)].idx_v] = effort
+    bounds = []
+    for j in range(1, model.njoints):
+        lo, hi = _finite_limits(model, j)
+        if hi >= lo and math.isfinite(hi - lo):
+            margin = min(POSTURE_LIMIT_MARGIN, 0.25 * (hi - lo))
+            bounds.append((lo + margin, hi - margin))
+        else:
+            bounds.append((lo + POSTURE_LIMIT_MARGIN if math.isfinite(lo) else None,
+                           hi - POSTURE_LIMIT_MARGIN if math.isfinite(hi) else None))  # fmt: skip
+    if model.nq != model.nv or len(bounds) != model.nq:  # one coordinate per joint only
+        return q
+
+    def cost(x: np.ndarray) -> tuple[float, np.ndarray]:
+        ratio = pin.computeGeneralizedGravity(model, data, x) / limit
+        excess = np.maximum(np.abs(ratio) - 0.9 * HOLD_FRACTION, 0.0)  # aimed below: a penalty stops short of it
+        dg = pin.computeGeneralizedGravityDerivatives(model, data, x)
+        z, Jz = heights(x)
+        short = np.maximum(floor - z, 0.0) / 0.1
+        grad = (2.0 * excess * np.sign(ratio) / limit) @ dg - (2.0 * short / 0.1) @ Jz + 2e-6 * (x - q)
+        return float(excess @ excess + short @ short + 1e-6 * (x - q) @ (x - q)), grad
+
+    return minimize(cost, q, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-14, "gtol": 1e-12}).x
+
+
 def _neutral_inside_limits(model: pin.Model, q: np.ndarray, joints: list[int] | None = None) -> np.ndarray:
     """``q`` with each one-coordinate joint of ``joints`` (default: all) kept at least
     min(:data:`POSTURE_LIMIT_MARGIN`, a quarter of its range) inside its limits: a posture the joint references
@@ -432,8 +497,6 @@ def _solve_standing(model: pin.Model, legs: list[_Leg], notes: list[str]) -> np.
             raise ConfigError(f"leg {leg.limb.name}: no posture puts its foot {height:.3f} m below its hip; "
                               "give the standing posture in an SRDF (--srdf)")  # fmt: skip
         q = best[1]
-        if best[0][0] < 0:
-            notes.append(f"leg {leg.limb.name}: the solved standing posture is outside its joint limits")
     for _ in range(5):  # feet shifted together until the centre of mass is over their centroid
         com = pin.centerOfMass(model, data, q)
         shift = com[:2] - np.mean([t[:2] for t in targets], axis=0)
@@ -618,9 +681,10 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     for limb in limbs:
         if limb.kind == "other" and not floating:
             limb.kind = "arm"
+    blockers = []
     if floating and not legs:
-        notes.append("legs: none found (no two limbs end together at the bottom); the robot file has no contact "
-                     "spheres and the robot cannot stand")  # fmt: skip
+        blockers.append("legs: none found (no two limbs end together at the bottom); the robot file has no contact "
+                        "spheres and the robot cannot stand (--base fixed for a robot bolted down)")  # fmt: skip
 
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
@@ -674,6 +738,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         q, _ = _ground_feet(model, q, placed[: len(legs)], source, [])
         placed = find_spheres(q)
         q, source = _ground_feet(model, q, placed[: len(legs)], source, notes)
+    posture_line = len(inferred)
     inferred.append(f"standing posture: {source}")
 
     # 4. report the limbs
@@ -699,6 +764,20 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
     gravity = pin.computeGeneralizedGravity(model, data, robot_q)
     static = {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+    if not floating and source.startswith("the neutral configuration") and any(
+        static[n] > HOLD_FRACTION * efforts[n] for n in actuated
+    ):
+        lighter = _lighter_posture(model, robot_q, efforts, [model.getFrameId(limb.end) for limb in limbs])
+        gravity = pin.computeGeneralizedGravity(model, data, lighter)
+        lighter_static = {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+        if max(lighter_static[n] / efforts[n] for n in actuated) < max(static[n] / efforts[n] for n in actuated):
+            moved = [str(model.names[j]) for j in range(1, model.njoints) if model.joints[j].nq == 1
+                     and abs(lighter[model.joints[j].idx_q] - robot_q[model.joints[j].idx_q]) > 0.01]  # fmt: skip
+            source += (f"; then {', '.join(moved)} turned to hold gravity within {HOLD_FRACTION:.0%} of their torque "
+                       "limits (neutral needs more)")  # fmt: skip
+            robot_q, static = lighter, lighter_static
+            placed = find_spheres(robot_q)
+            inferred[posture_line] = f"standing posture: {source}"
     if floating and legs:
         static = _standing_torques(model, robot_q, placed[: len(legs)], actuated)
     worst = max(static.values(), default=0.0)
@@ -706,9 +785,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         notes.append(f"torque limits: the URDF's efforts ({_fmt(min(efforts.values()))} N·m and more) exceed 100 "
                      f"times what standing needs (at most {worst:.3g} N·m): they may be placeholders; set the "
                      "actuators' real limits in [limits.torque]")  # fmt: skip
-    over = [n for n in actuated if static[n] > efforts[n]]
-    if over:
-        notes.append(f"torque limits: standing needs more than the limit at {over}")
+    blockers += _cannot_hold(model, robot_q, placed[: len(legs)], static, efforts)
 
     # 6. gains
     height = float(robot_q[2]) if floating and legs else size
@@ -731,7 +808,38 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
                   pid_kp, pid_kd, report, source, command, efforts)  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-    return InitResult(target, text, inferred, notes, report)
+    return InitResult(target, text, inferred, notes, report, blockers)
+
+
+def _cannot_hold(model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict[str, float],
+                 efforts: dict[str, float]) -> list[str]:  # fmt: skip
+    """Why posture ``q`` cannot be held as written: a joint outside its limits (the limit guard stops a run at its
+    first tick), the centre of mass outside the feet's support polygon, a joint that needs more than its torque
+    limit (``torque``: |τ| holding ``q``, N·m)."""
+    out = []
+    outside = []
+    for j in range(1, model.njoints):
+        if model.joints[j].nq == 1:
+            lo, hi = _finite_limits(model, j)
+            x = float(q[model.joints[j].idx_q])
+            if not lo - 1e-9 <= x <= hi + 1e-9:
+                outside.append(f"{model.names[j]} {x:.4g} not in [{lo:.4g}, {hi:.4g}]")
+    if outside:
+        out.append("standing posture: outside the joint limits (the limit guard would stop a run at its first "
+                   "tick): " + ", ".join(outside))  # fmt: skip
+    if legs:
+        data = model.createData()
+        pin.framesForwardKinematics(model, data, q)
+        com = pin.centerOfMass(model, data, q)
+        feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
+        margin = _support_margin(feet, com[:2])
+        if margin < 0:
+            out.append(f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the feet's support "
+                       "polygon (it falls)")  # fmt: skip
+    over = [f"{n} {torque[n]:.3g} > {efforts[n]:.3g} N·m" for n in efforts if torque[n] > efforts[n]]
+    if over:
+        out.append("torque limits: holding the standing posture needs more than the limit: " + ", ".join(over))
+    return out
 
 
 def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
@@ -762,8 +870,6 @@ def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
     com = pin.centerOfMass(model, data, q)
     feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
     margin = _support_margin(feet, com[:2])
-    if margin < 0:
-        notes.append(f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the support polygon")
     return q, source + f"; base at {q[2]:.4f} m, feet on z = 0, centre of mass {margin * 1e3:.0f} mm inside the support"
 
 

@@ -477,6 +477,12 @@ def _robot_init(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for finding in result.report.warnings:
         print(f"preflight warning: {finding.where} {finding.field}: {finding.message}")
+    if result.blockers:
+        print("cannot hold its posture as written (edit the robot file, or give a posture with --srdf/--state):")
+        for line in result.blockers:
+            print(f"  {line}")
+        print(f"not ready: fix {result.path}, then: idcontrol launch launch/stand.toml --robot {result.path.parent}")
+        return 1
     print(f"next: idcontrol launch launch/stand.toml --robot {result.path.parent}")
     return 0
 
