@@ -82,6 +82,32 @@ def test_init_solves_a_standing_posture_without_an_srdf(tmp_path: Path):
     assert np.all(np.abs(joints[knees]) > 1.0)  # bent, not straight
 
 
+def test_a_floating_base_takes_a_state_that_sets_every_joint_and_an_srdf_for_other_names_is_said(tmp_path: Path):
+    """An A1 SRDF state that sets every leg joint but not the root joint is the posture (its joint values), the
+    feet then put on z = 0; an SRDF whose states name joints the URDF lacks (a prefix) is reported by name; a
+    missing SRDF is an error that says SRDF."""
+    urdf = f"{ERD}/a1_description/urdf/a1.urdf"
+    model = RobotModel(str(init_robot(urdf, None, tmp_path / "plain").path)).model
+    joints = [str(model.names[j]) for j in range(2, model.njoints)]
+    values = {n: (0.0 if "hip" in n else 0.9 if "thigh" in n else -1.7) for n in joints}
+    srdf = tmp_path / "a1.srdf"
+    srdf.write_text('<robot name="a1"><group_state name="crouch" group="all">'
+                    + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in values.items())
+                    + "</group_state></robot>")  # fmt: skip
+    result = init_robot(urdf, str(srdf), tmp_path / "crouch")
+    assert "group state 'crouch'" in result.inferred[2] and result.blockers == []
+    robot = RobotModel(str(result.path))
+    got = dict(zip(robot.actuated_joints, robot.joint_positions(robot.standing_configuration()), strict=True))
+    assert got == pytest.approx(values)
+    np.testing.assert_allclose(feet_heights(robot).min(), 0.0, atol=1e-6)
+    prefixed = tmp_path / "prefixed.srdf"
+    prefixed.write_text(srdf.read_text().replace('joint name="', 'joint name="a1/'))
+    result = init_robot(urdf, str(prefixed), tmp_path / "prefixed")
+    assert any("name joints the URDF does not have: a1/FL_calf_joint" in line for line in result.not_inferred)
+    with pytest.raises(ConfigError, match="SRDF not found"):
+        init_robot(urdf, f"{ERD}/a1_description/srdf/none.srdf", tmp_path / "none")
+
+
 def test_soles_of_corner_collision_spheres_give_a_contact_sphere_at_each_corner(tmp_path: Path):
     """Unitree's G1, whose feet collide through four 5 mm spheres at the corners of each sole: init takes every
     one of them at its URDF offset (not only the lowest, a toe 12 cm ahead of the ankle, which left the centre of

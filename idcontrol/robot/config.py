@@ -165,8 +165,8 @@ def resolve_robot_file(name_or_path: str | os.PathLike[str]) -> Path:
     raise UnknownRobot(str(name_or_path), available_robots())
 
 
-def resolve_urdf(spec: str, config_path: Path) -> Path:
-    """The URDF named in a robot.toml.
+def resolve_urdf(spec: str, config_path: Path, what: str = "URDF") -> Path:
+    """The URDF named in a robot.toml (or another robot description file: ``what`` names it in the error).
 
     A plain path is relative to the robot.toml. ``share:<package>/<path>``
     names a file that a Python package installed under ``cmeel.prefix/share``
@@ -180,10 +180,10 @@ def resolve_urdf(spec: str, config_path: Path) -> Path:
             if candidate.is_file():
                 return candidate
         package = relative.split("/", 1)[0]
-        raise RobotFileNotFound(f"{spec} (is the Python package providing {package!r} installed?)", "URDF")
+        raise RobotFileNotFound(f"{spec} (is the Python package providing {package!r} installed?)", what)
     urdf_path = (config_path.parent / spec).resolve()
     if not urdf_path.is_file():
-        raise RobotFileNotFound(str(urdf_path), "URDF")
+        raise RobotFileNotFound(str(urdf_path), what)
     return urdf_path
 
 

@@ -8,7 +8,7 @@ What is inferred, in order (each step prints what it found, or what it could not
    distal link (a foot or sole fixed below a shank counts). On a floating base the limbs whose ends are lowest
    in the standing posture are legs; on a fixed base, joints that branch together off one body are fingers.
 3. **The standing posture.** The SRDF's group state ``--state`` (default: ``standing``; else a state that sets
-   the floating root joint, or on a fixed base one that sets every joint, else the one that sets most of them,
+   every joint or the floating root joint, else on a fixed base the one that sets most of them,
    at least half: an arm's state often leaves out its gripper's and mimic joints). A fixed base without one
    takes the neutral posture with every joint at least 0.25 rad (or a quarter of its range) inside its limits,
    as are the joints a state leaves out. Otherwise a solve: each leg's
@@ -254,6 +254,16 @@ def _srdf_states(path: Path) -> list[tuple[str, set[str]]]:
     return [(s.get("name", ""), {j.get("name", "") for j in s.findall("joint")}) for s in root.findall("group_state")]
 
 
+def _srdf_unknown_joints(model: pin.Model, srdf: Path) -> str:
+    """'; its states name joints the URDF does not have: ...' (the first five), or '' when it names none."""
+    known = {str(n) for n in model.names}
+    unknown = sorted({j for _, joints in _srdf_states(srdf) for j in joints} - known)
+    if not unknown:
+        return ""
+    shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    return f"; its states name joints the URDF does not have: {shown} (an SRDF for another URDF or naming prefix?)"
+
+
 def _srdf_posture(model: pin.Model, srdf: Path, state: str | None,
                   floating: bool) -> tuple[np.ndarray | None, str, list[str]]:  # fmt: skip
     """The configuration of the SRDF group state to stand in, which state it was ('' when none fits) and the
@@ -269,7 +279,9 @@ def _srdf_posture(model: pin.Model, srdf: Path, state: str | None,
         chosen = "standing"
     else:
         actuated = set(movable_joint_names(model))
-        fits = [n for n, joints in states if ("root_joint" in joints if floating else actuated <= joints)]
+        # a state that sets every joint (a floating base's also by its root joint; without one the feet are put
+        # on the ground afterwards as for any posture)
+        fits = [n for n, joints in states if actuated <= joints or (floating and "root_joint" in joints)]
         if not fits and not floating:  # an arm's state that leaves out a few joints (a gripper's, a mimic finger)
             covered = sorted(((len(actuated & joints), n) for n, joints in states if actuated & joints), reverse=True)
             if covered and covered[0][0] >= 0.5 * len(actuated):
@@ -621,7 +633,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     notes: list[str] = []
     srdf_path = Path(srdf) if srdf else None
     if srdf_path is not None and not srdf_path.is_file():
-        srdf_path = resolve_urdf(srdf, Path.cwd() / "robot.toml") if srdf.startswith("share:") else srdf_path
+        srdf_path = resolve_urdf(srdf, Path.cwd() / "robot.toml", "SRDF") if srdf.startswith("share:") else srdf_path
         if not Path(srdf_path).is_file():
             raise ConfigError(f"SRDF not found: {srdf}")
 
@@ -670,8 +682,8 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
                 source += f" (it leaves {', '.join(unset)} unset: placed as in the neutral posture)"
         else:
             notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
-                         + ("the root joint); solved instead" if floating else "half of the joints or more); the "
-                            "neutral one"))  # fmt: skip
+                         + ("the root joint or every joint); solved instead" if floating else "half of the joints or "
+                            "more); the neutral one") + _srdf_unknown_joints(model, Path(srdf_path)))  # fmt: skip
     legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs) if floating else []
     for limb in legs:
         limb.kind = "leg"
