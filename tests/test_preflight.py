@@ -141,6 +141,22 @@ def test_mujoco_builds_a_massless_link_and_a_rod_only_when_asked_to_repair_them(
     np.testing.assert_allclose(sim.state().q, q, atol=1e-12)
 
 
+def test_a_mimic_joint_is_a_warning_and_moves_independently_in_mujoco_as_in_the_controller(tmp_path):
+    """j2 <mimic>s j1: the preflight warns of it; MuJoCo's import would couple the two by an equality constraint,
+    which the controller's model does not have: the simulator drops it, says so, and j2 then moves alone."""
+    from idcontrol.sim.mujoco import MujocoSim
+
+    urdf = two_link_urdf(tmp_path)
+    urdf.write_text(urdf.read_text().replace('<parent link="upper"/>', '<mimic joint="j1"/><parent link="upper"/>'))
+    robot = RobotModel(str(robot_file(tmp_path, urdf)))
+    assert [(f.where, f.field) for f in robot.preflight.warnings] == [("joint 'j2'", "mimic")]
+    sim = MujocoSim(robot)
+    assert sim.model.neq == 0
+    assert any("<mimic> of 'j1' is not simulated" in line for line in sim.model_differences)
+    sim.reset(np.array([0.0, 0.5]))
+    np.testing.assert_allclose(sim.state().q, [0.0, 0.5], atol=1e-12)
+
+
 def test_an_actuated_joint_without_effort_limit_is_an_error_unless_the_robot_file_gives_one(tmp_path):
     """No <limit effort> on an actuated joint fails, naming the joint; [limits.torque] supplies it."""
     urdf = two_link_urdf(tmp_path, effort="0")

@@ -217,6 +217,10 @@ def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
             axis = _number(report, where, "axis/xyz", joint.axis, 3, required=False)
             if axis is not None and not np.linalg.norm(axis) > 0:
                 report.error(where, "axis/xyz", "is the zero vector")
+        if joint.mimic is not None and joint.type in ONE_DOF:
+            report.warn(where, "mimic", f"mimics joint {joint.mimic!r} in the URDF; the controller (and its MuJoCo "
+                        "simulator) move it as an independent joint: actuate both, or leave it out of "
+                        "actuated_joints only if something else drives it")  # fmt: skip
         limit = joint.limit
         if limit is None:
             continue

@@ -54,6 +54,7 @@ class UrdfJoint:
     limit: dict[str, str | None] | None  # lower, upper, effort, velocity; None: no <limit>
     damping: str | None
     friction: str | None
+    mimic: str | None = None  # the joint it mimics (<mimic joint>), None: none
 
 
 @dataclass
@@ -109,6 +110,7 @@ def read_urdf(path: str | Path) -> UrdfFile:
     for joint in robot.findall("joint"):
         parent, child = joint.find("parent"), joint.find("child")
         axis, limit, dynamics = joint.find("axis"), joint.find("limit"), joint.find("dynamics")
+        mimic = joint.find("mimic")
         name = joint.get("name", "")
         out.joints[name] = UrdfJoint(
             name=name,
@@ -120,6 +122,7 @@ def read_urdf(path: str | Path) -> UrdfFile:
             limit=_attrs(limit, ("lower", "upper", "effort", "velocity")) if limit is not None else None,
             damping=dynamics.get("damping") if dynamics is not None else None,
             friction=dynamics.get("friction") if dynamics is not None else None,
+            mimic=mimic.get("joint") if mimic is not None else None,
         )
     children = {j.child for j in out.joints.values()}
     roots = [name for name in out.links if name not in children]

@@ -34,7 +34,9 @@ Published URDFs (:meth:`MujocoSim._adapt`):
   accepts only when the robot file says ``[sim] repair_inertia = true``: the principal moments are raised to
   :data:`REPAIR_MIN_MOMENT` at least and until they satisfy the triangle inequality, and a moving body without
   mass gets :data:`REPAIR_MASS_FRACTION` of the robot's mass;
-* continuous joints are unlimited hinges, as the controller's revolute joints without limits.
+* continuous joints are unlimited hinges, as the controller's revolute joints without limits;
+* a ``<mimic>`` joint, which MuJoCo's import couples to the joint it mimics by an equality constraint, is left
+  independent, as the controller's model has it (the preflight warns of it).
 
 Every such change, and every difference between this model and the controller's (total and body masses,
 joint limits, the URDF's joint damping and friction, which MuJoCo simulates and the controller only adds as a
@@ -315,6 +317,11 @@ class MujocoSim:
                 spec.delete(mesh)
             changes.append(f"{len(dropped)} mesh geom(s) dropped: MuJoCo cannot decode {', '.join(kinds)} "
                            f"({len(unreadable)} mesh file(s)); they only display (the contact spheres collide)")
+        mimics = [e for e in spec.equalities if e.type == mujoco.mjtEq.mjEQ_JOINT]  # the URDF's <mimic> joints
+        for equality in mimics:
+            changes.append(f"joint {equality.name1!r}: the URDF's <mimic> of {equality.name2!r} is not simulated; "
+                           "it moves independently, as in the controller's model")  # fmt: skip
+            spec.delete(equality)
         bad = r.preflight.repairable_links
         if bad and not r.config.sim.repair_inertia:
             raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia no rigid body has, which "
