@@ -122,6 +122,16 @@ def test_what_the_controller_accepts_and_mujoco_rejects_is_a_warning_and_repaira
     assert sorted(robot.preflight.repairable_links) == ["knuckle", "rod"]
 
 
+def test_a_point_mass_written_with_rounding_noise_is_no_error(tmp_path):
+    """Principal moments within 1e-15 kg·m² of zero (iCub writes ixx = iyy = -5.42101e-20) are a point mass, not
+    an impossible body: the robot loads, with the warning that MuJoCo needs the repair."""
+    noise = ("-5.42101e-20", "-5.42101e-20", "0")
+    robot = RobotModel(str(robot_file(tmp_path, two_link_urdf(tmp_path, inertia=noise))))
+    assert robot.preflight.ok and "upper" in robot.preflight.repairable_links
+    urdf = two_link_urdf(tmp_path, inertia=("-1e-14", "0", "0"))  # ten times the tolerance: an error
+    assert ("link 'upper'", "inertial/inertia") in errors(preflight(load_robot_config(robot_file(tmp_path, urdf))))
+
+
 def test_mujoco_builds_a_massless_link_and_a_rod_only_when_asked_to_repair_them(tmp_path):
     """Without [sim] repair_inertia MuJoCo's refusal becomes a ConfigError naming both links; with it the
     simulator builds, each change is listed, the massless link gets 1e-6 of the robot's mass, and a

@@ -43,6 +43,9 @@ from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, parse_floats, r
 
 #: Relative tolerance of the inertia checks (of the largest principal moment).
 INERTIA_TOL = 1e-6
+#: ... and absolute (kg·m²): a moment this close to zero is zero (a point mass written with rounding noise, as
+#: iCub's -5.4e-20 kg·m²).
+INERTIA_ABS_TOL = 1e-15
 #: MuJoCo's compiler rejects a link's own inertia whose smallest principal moment is below this (kg·m², absolute).
 MUJOCO_MIN_MOMENT = 1e-14
 #: ... and a moving body (its links fused) whose mass (kg) or a principal moment (kg·m²) is below this (mjMINVAL).
@@ -163,7 +166,7 @@ def inertia_defect(inertia: np.ndarray) -> str:
     """Why a (3, 3) rotational inertia (kg·m², about the centre of mass) is not a rigid body's, or ''."""
     moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
     scale = max(float(np.max(np.abs(moments))), 1e-300)
-    tol = INERTIA_TOL * scale
+    tol = max(INERTIA_TOL * scale, INERTIA_ABS_TOL)
     shown = ", ".join(f"{x:.6g}" for x in moments)
     if moments[0] < -tol:
         return f"not positive semi-definite: principal moments ({shown}) kg·m²"
