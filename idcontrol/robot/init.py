@@ -664,6 +664,9 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     model = report.model
     limbs = _limbs(model)
     actuated = movable_joint_names(model)
+    if not actuated:
+        raise ConfigError(f"{urdf_path}: no movable joint (every joint is fixed): there is nothing for a joint-torque "
+                          "controller to drive")  # fmt: skip
     inferred.append(f"actuated joints: {len(actuated)} (every movable joint): {', '.join(actuated)}")
 
     # 2. the standing posture and the legs
@@ -770,7 +773,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         efforts[j_name] = float(model.effortLimit[j.idx_v])
     missing = [n for n, e in efforts.items() if not e > 0]
     if missing:
-        raise ConfigError(f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort>) in the "
+        raise ConfigError(f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort> > 0) in the "
                           "URDF; add them there, or write the robot file by hand with [limits.torque]")  # fmt: skip
     distinct = ", ".join(_fmt(e) for e in sorted(set(efforts.values())))
     inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
