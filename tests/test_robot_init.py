@@ -246,6 +246,14 @@ def test_a_posture_that_cannot_be_held_is_written_listed_and_the_command_fails(t
     assert init_robot(str(urdf), None, tmp_path / "floating", base="floating").blockers[0].startswith("legs: none")
 
 
+def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
+    """Bolt, a biped on two point feet: its support is a segment, on which nothing stands still; init says so
+    (before, it measured the centre of mass against the nearer foot and proposed the launch, and Bolt fell)."""
+    result = init_robot(f"{ERD}/bolt_description/robots/bolt.urdf", f"{ERD}/bolt_description/srdf/bolt.srdf",
+                        tmp_path / "bolt")  # fmt: skip
+    assert any("a point or a line" in line for line in result.blockers), result.blockers
+
+
 def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):
     """Joint names with dots (Allegro's ``joint_0.0``) are written as quoted keys: the robot file loads, with the
     same gains and posture under each name."""

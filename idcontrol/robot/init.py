@@ -67,6 +67,8 @@ POSTURE_LIMIT_MARGIN = 0.25
 HOLD_FRACTION = 0.5
 #: ... keeping its joints and limb ends this far above the ground plane z = 0 (m).
 GROUND_CLEARANCE = 0.05
+#: A support polygon narrower than this (m) is a line: nothing stands still on it.
+SUPPORT_MIN_WIDTH = 0.01
 GRAVITY = 9.81
 
 
@@ -520,16 +522,31 @@ def _solve_standing(model: pin.Model, legs: list[_Leg], notes: list[str]) -> np.
 
 
 def _support_margin(points: np.ndarray, com: np.ndarray) -> float:
-    """Signed distance of ``com`` (x, y) inside the convex hull of ``points`` (k, 2), m (negative: outside)."""
-    if len(points) < 3:
-        return -float(np.min(np.linalg.norm(points - com, axis=1))) if len(points) else -math.inf
+    """Signed distance of ``com`` (x, y) inside the convex hull of ``points`` (k, 2), m (negative: outside; at
+    most 0 when the hull is a point or a segment: the distance to it)."""
+    if not len(points):
+        return -math.inf
     hull = _convex_hull(points)
+    if _support_width(hull) < SUPPORT_MIN_WIDTH:  # a point or a line: the distance to its ends' segment
+        ends = hull[[0, -1]] if len(hull) > 1 else np.vstack([hull[0], hull[0]])
+        edge = ends[1] - ends[0]
+        s = float(np.clip((com - ends[0]) @ edge / max(float(edge @ edge), 1e-24), 0.0, 1.0))
+        return -float(np.linalg.norm(com - ends[0] - s * edge))
     margin = math.inf
     for a, b in zip(hull, np.roll(hull, -1, axis=0), strict=True):
         edge = b - a
         normal = np.array([edge[1], -edge[0]]) / max(np.linalg.norm(edge), 1e-12)  # outward for a ccw hull
         margin = min(margin, -float(normal @ (com - a)))
     return margin
+
+
+def _support_width(hull: np.ndarray) -> float:
+    """Width of a convex polygon (its area over its longest edge), m; 0 for a point or a segment."""
+    if len(hull) < 3:
+        return 0.0
+    x, y = hull[:, 0], hull[:, 1]
+    area = 0.5 * abs(float(x @ np.roll(y, -1) - y @ np.roll(x, -1)))
+    return area / max(float(np.max(np.linalg.norm(hull - np.roll(hull, -1, axis=0), axis=1))), 1e-12)
 
 
 def _convex_hull(points: np.ndarray) -> np.ndarray:
@@ -848,7 +865,11 @@ def _cannot_hold(model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict
         com = pin.centerOfMass(model, data, q)
         feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
         margin = _support_margin(feet, com[:2])
-        if margin < 0:
+        width = _support_width(_convex_hull(feet))
+        if width < SUPPORT_MIN_WIDTH:
+            out.append(f"standing posture: the feet's support is a point or a line ({width * 1e3:.1f} mm wide; point "
+                       "feet side by side): no posture stands still on it without a balance controller")  # fmt: skip
+        elif margin < 0:
             out.append(f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the feet's support "
                        "polygon (it falls)")  # fmt: skip
     over = [f"{n} {torque[n]:.3g} > {efforts[n]:.3g} N·m" for n in efforts if torque[n] > efforts[n]]
