@@ -246,6 +246,20 @@ def test_a_posture_that_cannot_be_held_is_written_listed_and_the_command_fails(t
     assert init_robot(str(urdf), None, tmp_path / "floating", base="floating").blockers[0].startswith("legs: none")
 
 
+def test_wheels_on_the_base_are_no_fingers(tmp_path: Path):
+    """Two continuous wheel joints off the shipped arm's base (a mobile manipulator, as TIAGo): the arm's four
+    fingers stay its fingers, the wheels are not (before, they were taken as fingers and given fingertips)."""
+    wheels = "".join(
+        f'<link name="wheel_{side}"><inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" '
+        f'iyz="0" izz="0.01"/></inertial></link><joint name="wheel_{side}_joint" type="continuous"><parent '
+        f'link="arm_base"/><child link="wheel_{side}"/><origin xyz="0 {y} 0"/><axis xyz="0 1 0"/><limit '
+        f'effort="10" velocity="10"/></joint>' for side, y in (("l", 0.2), ("r", -0.2)))  # fmt: skip
+    urdf = tmp_path / "mobile.urdf"
+    urdf.write_text((SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text().replace("</robot>", wheels + "</robot>"))
+    robot = RobotModel(str(init_robot(str(urdf), None, tmp_path / "mobile").path))
+    assert robot.config.fingers == ("finger_1", "finger_2", "finger_3", "finger_4")
+
+
 def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     """Bolt, a biped on two point feet: its support is a segment, on which nothing stands still; init says so
     (before, it measured the centre of mass against the nearer foot and proposed the launch, and Bolt fell)."""

@@ -605,10 +605,16 @@ def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb]) -> list
 
 
 def _fingers(model: pin.Model, limbs: list[Limb]) -> list[Limb]:
-    """Leaf joints that branch together off one body (at least two), on a fixed-base robot: fingers."""
+    """Leaf joints that branch together off one moving body (at least two), on a fixed-base robot: fingers. A
+    finger closes within its limits: a joint without finite limits (a wheel's continuous joint) is none, nor is
+    one fixed to the base itself (a mobile base's wheels)."""
     by_parent: dict[int, list[Limb]] = {}
     for limb in limbs:
-        by_parent.setdefault(model.parents[limb.joints[-1]], []).append(limb)
+        joint = limb.joints[-1]
+        lo, hi = _finite_limits(model, joint)
+        if model.parents[joint] == 0 or not math.isfinite(hi - lo):
+            continue
+        by_parent.setdefault(model.parents[joint], []).append(limb)
     return [limb for group in by_parent.values() if len(group) >= 2 for limb in group]
 
 
