@@ -19,6 +19,12 @@ def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
 
+def _compile(args: argparse.Namespace) -> int:
+    from idcontrol.tools.compile import main as compile_main
+
+    return compile_main(args.jobs)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from idcontrol.formulations import available_formulations
     from idcontrol.tools.bench import DEFAULT_FORMULATIONS, FIG19_CONTACTS, run
@@ -217,8 +223,10 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _launch(args: argparse.Namespace) -> int:
+    from idcontrol.tools.compile import ensure_compiled
     from idcontrol.tools.launcher import launch
 
+    ensure_compiled()  # before loading the launch file, whose formulation check imports the kernels
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
     return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
@@ -243,6 +251,9 @@ def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
 
 
 def _daemon(args: argparse.Namespace) -> int:
+    from idcontrol.tools.compile import ensure_compiled
+
+    ensure_compiled()  # a first start (a new container): in parallel, with progress, not silently in the import
     from idcontrol.daemon.app import run_daemon
 
     config = _load(args)
@@ -536,6 +547,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--tsid-script", default=None, metavar="PATH",
                        help="the TSID reference script --tsid-python runs (Solo12 standing, in that venv)")
     bench.set_defaults(func=_bench)
+    compile_ = sub.add_parser("compile", help="build the compiled kernels into numba's cache in parallel (before a "
+                              "first start: an image, a CI machine)")  # fmt: skip
+    compile_.add_argument("--jobs", type=_positive_int, default=None, help="worker processes (default: the CPUs)")
+    compile_.set_defaults(func=_compile)
     launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes")
     _add_launch_args(launch)
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")

@@ -1,0 +1,69 @@
+"""`idcontrol compile` and the first-start check: numba's cache layout, which modules an import would compile, and
+a parallel compile that imports each module with only what it needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from numba.core.caching import _CacheLocator
+
+from idcontrol.tools.compile import cache_folder, kernel_modules
+
+ROOT = Path(__file__).resolve().parents[1] / "idcontrol"
+
+
+def run(code: str, cache: Path) -> str:
+    """``code`` in a fresh interpreter whose numba cache is ``cache``; its stdout."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+
+
+def test_the_cache_folder_is_where_numba_writes(tmp_path, monkeypatch):
+    """Under NUMBA_CACHE_DIR, the folder numba's locator names; without it, __pycache__ beside the source."""
+    source = ROOT / "solvers" / "lemke.py"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert cache_folder(source) == tmp_path / _CacheLocator.get_suitable_cache_subpath(str(source))
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert cache_folder(source) == source.parent / "__pycache__"
+
+
+def test_the_module_graph_is_acyclic_and_closed():
+    """Every module a numba-using module needs first is itself one, and an order exists that compiles each after
+    what it needs (the scheduler's premise)."""
+    needs = kernel_modules()
+    assert "idcontrol.solvers.lemke" in needs and "idcontrol.formulations.noslip_lcp.stages" in needs
+    assert all(deps <= needs.keys() and name not in deps for name, deps in needs.items())
+    done: set[str] = set()
+    while len(done) < len(needs):
+        ready = {m for m, deps in needs.items() if m not in done and deps <= done}
+        assert ready, f"a cycle among {sorted(set(needs) - done)}"
+        done |= ready
+    pyramid = needs["idcontrol.formulations.two_stage_qp.pyramid_dual"]
+    assert "idcontrol.formulations.noslip_lcp.stages" not in pyramid  # not through the formulations' registry
+
+
+def test_a_cold_cache_is_seen_and_a_parallel_compile_fills_it(tmp_path):
+    """With an empty cache every module whose import compiles is stale (lazily compiled ones never are);
+    compiling formulations.certificate in two processes compiles it and what it needs, each imported under an
+    empty `idcontrol.formulations` package (not its __init__, which imports every formulation); afterwards those
+    are no longer stale while the others still are."""
+    check = "import json; from idcontrol.tools.compile import stale_modules; print(json.dumps(stale_modules()))"
+    before = json.loads(run(check, tmp_path))
+    target = "idcontrol.formulations.certificate"
+    assert {target, "idcontrol.solvers.lemke", "idcontrol.validation"} <= set(before)
+    assert not any(m.startswith("idcontrol.sim.ess") for m in before)  # compiled on first call, not at import
+    out = run("from idcontrol.tools.compile import compile_all\n"
+              f"for r in compile_all(2, only={{'{target}'}}): print(r.module, repr(r.error))", tmp_path)
+    lines = sorted(out.splitlines())
+    assert lines == sorted(f"{m} ''" for m in ("idcontrol.arrays", "idcontrol.validation", target)), out
+    after = json.loads(run(check, tmp_path))
+    assert set(after) == set(before) - {target, "idcontrol.validation"}
+    stubbed = run("import sys\nfrom idcontrol.tools.compile import _import\n"
+                  f"print(_import('{target}', frozenset()).error == '', "
+                  "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
+                  "'idcontrol.formulations.coulomb_lcp' in sys.modules)", tmp_path)  # fmt: skip
+    assert stubbed.split() == ["True", "False", "False"]
