@@ -167,17 +167,23 @@ def test_a_mimic_joint_is_a_warning_and_moves_independently_in_mujoco_as_in_the_
     np.testing.assert_allclose(sim.state().q, [0.0, 0.5], atol=1e-12)
 
 
-def test_a_robot_without_a_movable_joint_is_an_error_in_init_and_when_it_loads(tmp_path):
-    """Every joint fixed (a drone's URDF): `robot init` and loading a robot file both say there is nothing to
-    drive, instead of writing or loading a robot with no actuated joint."""
+def test_a_robot_without_a_movable_joint_is_an_error_in_init_and_for_a_controller(tmp_path):
+    """Every joint fixed (a drone's URDF): `robot init` refuses to write a robot file, and a controller refuses
+    a hand-written one, saying there is nothing to drive. The robot itself loads: the simulators drop such bodies
+    (the tests' block)."""
+    from idcontrol.control.factory import build_core
     from idcontrol.robot.init import init_robot
+    from idcontrol.settings import load_launch
+    from tests.conftest import REPO
 
     urdf = two_link_urdf(tmp_path)
     urdf.write_text(urdf.read_text().replace('type="revolute"', 'type="fixed"'))
     with pytest.raises(ConfigError, match="no movable joint"):
         init_robot(str(urdf), None, tmp_path / "out")
-    with pytest.raises(PreflightError, match="actuated_joints: no actuated joint"):
-        RobotModel(str(robot_file(tmp_path, urdf)))
+    path = robot_file(tmp_path, urdf)
+    assert RobotModel(str(path)).nu == 0
+    with pytest.raises(ConfigError, match="no actuated joint.*nothing for a joint-torque controller"):
+        build_core(load_launch(REPO / "launch" / "stand.toml").with_overrides(robot=str(path)))
 
 
 def test_an_actuated_joint_without_effort_limit_is_an_error_unless_the_robot_file_gives_one(tmp_path):

@@ -7,6 +7,7 @@ from dataclasses import replace
 from idcontrol.contacts.world import Environment, MovableBody
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
+from idcontrol.errors import ConfigError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig
@@ -26,6 +27,9 @@ def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment
 
 def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> ControlCore:
     robot = robot or RobotModel(config.robot)
+    if robot.nu == 0:  # a body the simulators can drop (a block) is a robot file, but nothing to control
+        raise ConfigError(f"robot {robot.name!r} has no actuated joint (its URDF has no movable joint, or its robot "
+                          "file lists none): there is nothing for a joint-torque controller to drive")  # fmt: skip
     c = config.controller
     controller = InverseDynamicsController(
         robot, world_for(robot, config, c.mu), c.formulation, dt=c.dt,

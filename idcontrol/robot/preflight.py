@@ -13,7 +13,6 @@ Errors (the robot does not load):
   (as Pinocchio and MuJoCo merge them); the error names the links;
 * a mass matrix that is singular at the neutral configuration (a joint that moves no mass);
 * an actuated joint without an effort limit (URDF ``<limit effort>`` > 0, or the robot file's ``[limits.torque]``);
-* no actuated joint at all (a URDF whose joints are all fixed);
 * a joint, frame or limb named in the robot file that the model does not have;
 * joint limits with lower > upper.
 
@@ -394,9 +393,6 @@ def preflight(config: RobotConfig) -> PreflightReport:
         _check_names(report, report.model, config)
         movable = movable_joint_names(report.model)
         report.actuated = tuple(config.actuated_joints) if config.actuated_joints is not None else tuple(movable)
-        if not report.actuated:
-            report.error("robot file", "actuated_joints", "no actuated joint (the URDF has no movable joint, or the "
-                         "robot file lists none): there is nothing for a joint-torque controller to drive")  # fmt: skip
     return report
 
 
