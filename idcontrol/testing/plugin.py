@@ -22,12 +22,17 @@ TRANSPORTS = ("in_process", "protocol")
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Before any conftest imports the controller: compile what numba's cache lacks, in parallel and with a line
-    per module (a fresh machine, a CI run), instead of inside that import, serially and silently. With
-    pytest-xdist this runs in the controlling process first, so that the workers load the kernels."""
+    per module (a fresh machine, a CI run), instead of inside that import, serially and silently. Under
+    pytest-xdist it runs in the controlling process only, before the workers start."""
     if not hasattr(early_config, "workerinput"):
         from idcontrol.tools.compile import ensure_compiled
 
-        ensure_compiled()
+        capture = early_config.pluginmanager.getplugin("capturemanager")
+        if capture is None:
+            ensure_compiled()
+            return
+        with capture.global_and_fixture_disabled():  # its progress on the terminal, not in pytest's capture
+            ensure_compiled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
