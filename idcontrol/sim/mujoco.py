@@ -110,7 +110,8 @@ _LOG = logging.getLogger(__name__)
 _DIVERGENCE_WARNINGS = np.array(
     [mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC],
     dtype=np.intp,
-)#: A repaired link's principal moments are at least this (kg·m²): ten times the least MuJoCo accepts.
+)
+#: A repaired link's principal moments are at least this (kg·m²): ten times the least MuJoCo accepts.
 REPAIR_MIN_MOMENT = 1e-13
 #: A moving body without mass is given this fraction of the robot's mass when its inertia is repaired.
 REPAIR_MASS_FRACTION = 1e-6
@@ -324,9 +325,9 @@ class MujocoSim:
             spec.delete(equality)
         bad = r.preflight.repairable_links
         if bad and not r.config.sim.repair_inertia:
-            raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia no rigid body has, which "
-                              f"MuJoCo rejects (see `idcontrol robot check {r.config.path}`); set [sim] "
-                              "repair_inertia = true in the robot file to simulate the nearest physical ones")
+            raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia MuJoCo rejects (see "
+                              f"`idcontrol robot check {r.config.path}`); set [sim] "
+                              "repair_inertia = true in the robot file to simulate the nearest it accepts")
         for name in bad:
             body = spec.body(name)
             if body is None:

@@ -5,9 +5,6 @@
 * ``idcontrol_loop``: runs a launch configuration in closed loop; ``.run`` uses the transport chosen on
   the command line (``--idcontrol-transport in_process|protocol``, default in_process), ``.in_process`` and
   ``.over_protocol`` pick one explicitly.
-
-Before the first conftest loads, the kernels numba's cache lacks are compiled in parallel
-(:func:`idcontrol.tools.compile.ensure_compiled`).
 """
 
 from __future__ import annotations
@@ -17,22 +14,6 @@ from typing import Any
 import pytest
 
 TRANSPORTS = ("in_process", "protocol")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Before any conftest imports the controller: compile what numba's cache lacks, in parallel and with a line
-    per module (a fresh machine, a CI run), instead of inside that import, serially and silently. Under
-    pytest-xdist it runs in the controlling process only, before the workers start."""
-    if not hasattr(early_config, "workerinput"):
-        from idcontrol.tools.compile import ensure_compiled
-
-        capture = early_config.pluginmanager.getplugin("capturemanager")
-        if capture is None:
-            ensure_compiled()
-            return
-        with capture.global_and_fixture_disabled():  # its progress on the terminal, not in pytest's capture
-            ensure_compiled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

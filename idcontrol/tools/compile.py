@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 PACKAGE = "idcontrol"
 _USES_NUMBA = re.compile(r"^(import numba|from numba)", re.MULTILINE)  # at the top level
@@ -183,13 +184,16 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
 def stale_modules() -> list[str]:
     """The modules whose import compiles kernels and that have no cache index at least as new as their source:
     the ones an import would compile (a first start on this machine, or an edited source). Judged by files alone,
-    without importing numba (a launch pays this check: a few milliseconds)."""
+    without importing numba (a launch pays this check: a few milliseconds). Where numba would cache elsewhere (a
+    read-only install without ``NUMBA_CACHE_DIR``: its user-wide folder), nothing is judged stale."""
     root = Path(__file__).resolve().parents[1]
     out = []
     for name, path in _modules(root).items():
         if not _USES_NUMBA.search(path.read_text()) or not _compiles_at_import(path):
             continue
         folder = cache_folder(path)
+        if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(path.parent, os.W_OK):
+            continue
         stamps = [f.stat().st_mtime for f in folder.glob(f"{path.stem}.*.nbi")] if folder.is_dir() else []
         if max(stamps, default=-1.0) < path.stat().st_mtime:
             out.append(name)
@@ -212,12 +216,13 @@ def _compiles_at_import(path: Path) -> bool:
     return _SIGNATURE_FIRST.search(path.read_text()) is not None
 
 
-def ensure_compiled(stream=sys.stderr) -> None:
-    """Compile, with progress on ``stream``, when modules are missing from the cache: a launch's processes then
-    load them in seconds instead of each compiling them for minutes (past the launcher's start-up timeouts)."""
+def ensure_compiled(stream: TextIO | None = None) -> None:
+    """Compile, with progress on ``stream`` (default: the standard error at the call), when modules are missing
+    from the cache: a launch's processes then load them in seconds instead of compiling them in their imports."""
     stale = stale_modules()
     if not stale:
         return
+    stream = stream or sys.stderr
     print(f"idcontrol: {len(stale)} compiled module(s) are not in numba's cache (a first start on this machine, or "
           "edited sources): compiling them once, in parallel (`idcontrol compile` does it ahead)", file=stream,
           flush=True)  # fmt: skip
@@ -227,7 +232,7 @@ def ensure_compiled(stream=sys.stderr) -> None:
         status = f"FAILED: {result.error}" if result.error else f"{result.seconds:.1f} s"
         print(f"idcontrol:   [{done}/{total}] {result.module} {status}", file=stream, flush=True)
 
-    compile_all(None, report)
+    compile_all(None, report, only=set(stale))
     print(f"idcontrol: compiled in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
 
 
