@@ -62,8 +62,8 @@ def test_a_cold_cache_is_seen_and_a_parallel_compile_fills_it(tmp_path):
     assert lines == sorted(f"{m} ''" for m in ("idcontrol.arrays", "idcontrol.validation", target)), out
     after = json.loads(run(check, tmp_path))
     assert set(after) == set(before) - {target, "idcontrol.validation"}
-    stubbed = run("import sys\nfrom idcontrol.tools.compile import _import\n"
-                  f"print(_import('{target}', frozenset()).error == '', "
+    stubbed = run("import sys\nfrom idcontrol.tools.compile import _import, _Package\n"
+                  f"print(_import('{target}', _Package.read().stubs('{target}')).error == '', "
                   "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
                   "'idcontrol.formulations.coulomb_lcp' in sys.modules)", tmp_path)  # fmt: skip
     assert stubbed.split() == ["True", "False", "False"]

@@ -48,11 +48,11 @@ def _modules(root: Path) -> dict[str, Path]:
     return out
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+def _imports(name: str, text: str, path: Path, known: set[str]) -> set[str]:
     """The package's modules that module ``name`` imports, anywhere in it (static: its AST). ``import a.b.c`` and
     ``from a.b import c`` (c a module) count as a.b.c alone: :func:`_import` stubs the packages between; ``from
     a.b import x`` (x a name) counts as the package a.b itself, whose ``__init__`` then runs."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = ast.parse(text, str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
@@ -74,64 +74,58 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return out
 
 
-def _packages(root: Path) -> dict[str, Path]:
-    """The package and its subpackages (folders with an ``__init__.py``), by dotted name."""
-    return {name: path.parent for name, path in _modules(root).items() if path.name == "__init__.py"}
+@dataclass(frozen=True)
+class _Package:
+    """The package's modules read once: their files, what each imports (:func:`_imports`), which use numba."""
+
+    paths: dict[str, Path]
+    imports: dict[str, set[str]]
+    numba: frozenset[str]
+
+    @classmethod
+    def read(cls, root: Path | None = None) -> _Package:
+        paths = _modules(root or Path(__file__).resolve().parents[1])
+        texts = {name: path.read_text() for name, path in paths.items()}
+        imports = {name: _imports(name, texts[name], paths[name], set(paths)) for name in paths}
+        return cls(paths, imports, frozenset(n for n, text in texts.items() if _USES_NUMBA.search(text)))
+
+    def closure(self, name: str) -> set[str]:
+        """Every module ``name`` imports, directly or through others."""
+        seen, stack = set(), list(self.imports[name])
+        while stack:
+            dep = stack.pop()
+            if dep in seen or dep == name:
+                continue
+            seen.add(dep)
+            stack.extend(self.imports.get(dep, ()))
+        return seen
+
+    def stubs(self, module: str) -> dict[str, str]:
+        """The packages (name -> folder) whose ``__init__`` importing ``module`` does not need."""
+        needed = self.closure(module) | {module}
+        return {name: str(path.parent) for name, path in self.paths.items()
+                if path.name == "__init__.py" and name not in needed}  # fmt: skip
 
 
 def kernel_modules(root: Path | None = None) -> dict[str, set[str]]:
     """The package's modules that use numba, each with the numba-using modules it needs first (transitively,
     through modules that do not use numba, and through a package's ``__init__`` only where a name is imported
     from it)."""
-    root = root or Path(__file__).resolve().parents[1]
-    paths = _modules(root)
-    known = set(paths)
-    direct = {name: _imports(name, path, known) for name, path in paths.items()}
-    numba = {name for name, path in paths.items() if _USES_NUMBA.search(path.read_text())}
-    out = {}
-    for name in sorted(numba):
-        out[name] = _closure(name, direct) & numba
-    return out
+    package = _Package.read(root)
+    return {name: package.closure(name) & package.numba for name in sorted(package.numba)}
 
 
-def _closure(name: str, direct: dict[str, set[str]]) -> set[str]:
-    seen, stack = set(), list(direct[name])
-    while stack:
-        dep = stack.pop()
-        if dep in seen or dep == name:
-            continue
-        seen.add(dep)
-        stack.extend(direct.get(dep, ()))
-    return seen
-
-
-def _critical_paths(needs: dict[str, set[str]], cost: dict[str, float]) -> dict[str, float]:
-    """Per module, its cost plus the costliest chain of modules that wait for it (source size stands for
-    compile time: the largest kernels' modules compile longest)."""
-    out: dict[str, float] = {}
-
-    def longest(module: str) -> float:
-        if module not in out:
-            waiting = [m for m, deps in needs.items() if module in deps]
-            out[module] = cost[module] + max((longest(m) for m in waiting), default=0.0)
-        return out[module]
-
-    for module in needs:
-        longest(module)
-    return out
-
-
-def _import(module: str, real_packages: frozenset[str]) -> Compiled:
-    """Worker (a fresh process per module): import ``module`` (compiling what the cache lacks), the package
-    ``__init__`` files it does not need replaced by empty packages, so that it imports only its own needs."""
+def _import(module: str, stubs: dict[str, str]) -> Compiled:
+    """Worker (a fresh process per module): import ``module`` (compiling what the cache lacks), with the packages
+    of ``stubs`` (name -> folder: those whose ``__init__`` it does not need) empty, so that it imports only its own
+    needs."""
     import types
 
     start = time.perf_counter()
-    root = Path(__file__).resolve().parents[1]
-    for name, folder in _packages(root).items():
-        if name not in real_packages and name != module and name not in sys.modules:
+    for name, folder in stubs.items():
+        if name not in sys.modules:
             stub = types.ModuleType(name)
-            stub.__path__ = [str(folder)]
+            stub.__path__ = [folder]
             sys.modules[name] = stub
     try:
         importlib.import_module(module)
@@ -145,29 +139,25 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
     """Import every numba-using module of the package (or those of ``only`` and what they need) in ``jobs`` worker
     processes (default: the CPUs this process may run on), each once the modules it needs are done;
     ``report(result, done, total)`` after each."""
-    root = Path(__file__).resolve().parents[1]
-    paths = _modules(root)
-    direct = {name: _imports(name, path, set(paths)) for name, path in paths.items()}
-    packages = set(_packages(root))
-    needs = kernel_modules(root)
+    package = _Package.read()
+    needs = {name: package.closure(name) & package.numba for name in sorted(package.numba)}
     if only is not None:
         keep = set(only).union(*(needs[m] for m in only))
         needs = {m: deps for m, deps in needs.items() if m in keep}
-    real = {m: frozenset(_closure(m, direct) & packages) for m in needs}  # package __init__s a module needs
+    waiting = {m: sum(m in deps for deps in needs.values()) for m in needs}  # how many modules wait for it
     jobs = max(1, jobs or len(os.sched_getaffinity(0)))
-    path = _critical_paths(needs, {m: paths[m].stat().st_size for m in needs})
     done: dict[str, Compiled] = {}
     running: dict[Future, str] = {}
     results = []
     with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
         while len(done) < len(needs):
             ready = [m for m in needs if m not in done and m not in running.values() and needs[m] <= done.keys()]
-            ready.sort(key=lambda m: -path[m])  # the longest chain of work first
+            ready.sort(key=lambda m: -waiting[m])  # the module most others wait for first
             for module in ready[: jobs - len(running)]:
-                running[pool.submit(_import, module, real[module])] = module
-            if not running:  # a cycle among the modules: import the rest in one go
+                running[pool.submit(_import, module, package.stubs(module))] = module
+            if not running:  # a cycle among the modules: import the rest in one go, with their packages
                 for module in [m for m in needs if m not in done]:
-                    done[module] = result = _import(module, frozenset(packages))
+                    done[module] = result = _import(module, {})
                     results.append(result)
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -189,8 +179,9 @@ def stale_modules() -> list[str]:
     root = Path(__file__).resolve().parents[1]
     out = []
     for name, path in _modules(root).items():
-        if not _USES_NUMBA.search(path.read_text()) or not _compiles_at_import(path):
-            continue
+        text = path.read_text()
+        if not _USES_NUMBA.search(text) or _SIGNATURE_FIRST.search(text) is None:
+            continue  # no kernel its import compiles (one declared with its signature; the others compile lazily)
         folder = cache_folder(path)
         if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(path.parent, os.W_OK):
             continue
@@ -210,12 +201,6 @@ def cache_folder(source: Path) -> Path:
     return folder / "__pycache__"
 
 
-def _compiles_at_import(path: Path) -> bool:
-    """Whether a module declares a kernel with its signature (``@njit(SIGNATURE, cache=True)``), which its import
-    compiles or loads (kernels without one compile on their first call)."""
-    return _SIGNATURE_FIRST.search(path.read_text()) is not None
-
-
 def ensure_compiled(stream: TextIO | None = None) -> None:
     """Compile, with progress on ``stream`` (default: the standard error at the call), when modules are missing
     from the cache: a launch's processes then load them in seconds instead of compiling them in their imports."""
@@ -227,13 +212,18 @@ def ensure_compiled(stream: TextIO | None = None) -> None:
           "edited sources): compiling them once, in parallel (`idcontrol compile` does it ahead)", file=stream,
           flush=True)  # fmt: skip
     start = time.perf_counter()
+    compile_all(None, _reporter(stream, "idcontrol:   "), only=set(stale))
+    print(f"idcontrol: compiled in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
+
+
+def _reporter(stream: TextIO, prefix: str) -> Callable[[Compiled, int, int], None]:
+    """A line per module done: its count, name and seconds, or why it failed."""
 
     def report(result: Compiled, done: int, total: int) -> None:
-        status = f"FAILED: {result.error}" if result.error else f"{result.seconds:.1f} s"
-        print(f"idcontrol:   [{done}/{total}] {result.module} {status}", file=stream, flush=True)
+        status = f"FAILED: {result.error}" if result.error else f"{result.seconds:6.1f} s"
+        print(f"{prefix}[{done:2d}/{total}] {result.module:<50} {status}", file=stream, flush=True)
 
-    compile_all(None, report, only=set(stale))
-    print(f"idcontrol: compiled in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
+    return report
 
 
 def main(jobs: int | None) -> int:
@@ -242,12 +232,7 @@ def main(jobs: int | None) -> int:
     print(f"compiling the kernels of {PACKAGE} into numba's cache ({cache}), "
           f"{jobs or len(os.sched_getaffinity(0))} process(es)", flush=True)  # fmt: skip
     start = time.perf_counter()
-
-    def report(result: Compiled, done: int, total: int) -> None:
-        status = f"FAILED: {result.error}" if result.error else f"{result.seconds:6.1f} s"
-        print(f"  [{done:2d}/{total}] {result.module:<50} {status}", flush=True)
-
-    results = compile_all(jobs, report)
+    results = compile_all(jobs, _reporter(sys.stdout, "  "))
     failed = [r for r in results if r.error]
     print(f"{len(results) - len(failed)} module(s) ready, {len(failed)} failed, in {time.perf_counter() - start:.1f} s "
           f"wall ({sum(r.seconds for r in results):.1f} s in the workers)")  # fmt: skip
