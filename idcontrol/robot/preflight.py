@@ -95,6 +95,7 @@ class PreflightReport:
     floating_base: bool = False
     actuated: tuple[str, ...] = ()
     repairable_links: tuple[str, ...] = ()  # links whose own inertia a simulator must repair
+    massless_links: tuple[str, ...] = ()  # ... of them, those whose moving body has no mass at all
 
     @property
     def errors(self) -> list[Finding]:
@@ -167,12 +168,15 @@ def inertia_defect(inertia: np.ndarray) -> str:
     moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
     scale = max(float(np.max(np.abs(moments))), 1e-300)
     tol = max(INERTIA_TOL * scale, INERTIA_ABS_TOL)
-    shown = ", ".join(f"{x:.6g}" for x in moments)
     if moments[0] < -tol:
-        return f"not positive semi-definite: principal moments ({shown}) kg·m²"
+        return f"not positive semi-definite: {_principal(moments)}"
     if moments[0] + moments[1] < moments[2] - tol:
-        return f"principal moments ({shown}) kg·m² violate the triangle inequality I1 + I2 >= I3"
+        return f"{_principal(moments)} violate the triangle inequality I1 + I2 >= I3"
     return ""
+
+
+def _principal(moments: np.ndarray) -> str:
+    return "principal moments (" + ", ".join(f"{x:.6g}" for x in moments) + ") kg·m²"
 
 
 def _check_links(report: PreflightReport, urdf: UrdfFile) -> dict[str, str]:
@@ -206,8 +210,7 @@ def _mujoco_link_defect(inertia: np.ndarray) -> str:
     moments = np.linalg.eigvalsh(inertia)
     if moments[0] >= MUJOCO_MIN_MOMENT:
         return ""
-    shown = ", ".join(f"{x:.6g}" for x in moments)
-    return f"principal moments ({shown}) kg·m²: one below {MUJOCO_MIN_MOMENT:g} (a rod or a point mass)"
+    return f"{_principal(moments)}: one below {MUJOCO_MIN_MOMENT:g} (a rod or a point mass)"
 
 
 def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
@@ -262,7 +265,7 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
             names = ", ".join(repr(n) for n in links)
             report.error(f"link {links[0]!r}", "inertial/inertia",
                          f"the body moved by joint {model.names[j]!r} (links {names}): {defect}")  # fmt: skip
-    repairable = []
+    repairable, massless = [], []
     for j, links in bodies.items():
         for link in links:
             defect = link_defects.get(link, "")
@@ -281,13 +284,15 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
         if link is None or link in repairable:
             continue
         repairable.append(link)
+        if inertia.mass < MUJOCO_MIN_BODY:
+            massless.append(link)
         what = "no mass" if inertia.mass < MUJOCO_MIN_BODY else (
-            "principal moments (" + ", ".join(f"{x:.6g}" for x in moments) + ") kg·m² (a point mass or a rod)")
+            f"{_principal(moments)} (a point mass or a rod)")
         report.warn(f"link {link!r}", "inertial",
                     f"the body moved by joint {model.names[j]!r} has {what}; the controller's mass matrix is regular "
                     "without it (the bodies beyond carry it), MuJoCo rejects such a moving body unless the robot "
                     "file's [sim] repair_inertia = true")  # fmt: skip
-    report.repairable_links = tuple(repairable)
+    report.repairable_links, report.massless_links = tuple(repairable), tuple(massless)
     data = model.createData()
     M = pin.crba(model, data, pin.neutral(model))
     M = np.triu(M) + np.triu(M, 1).T

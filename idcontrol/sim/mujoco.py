@@ -84,13 +84,11 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
-import pinocchio as pin
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
-from idcontrol.robot.preflight import MUJOCO_MIN_BODY
 from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
@@ -340,8 +338,7 @@ class MujocoSim:
             fixed = (axes * repaired) @ axes.T
             body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
             mass = f"mass {body.mass:g} kg"
-            joint = r.model.frames[r.model.getFrameId(name, pin.FrameType.BODY)].parentJoint
-            if joint > 0 and r.model.inertias[joint].mass < MUJOCO_MIN_BODY:  # a moving body without mass
+            if name in r.preflight.massless_links:  # a moving body without mass
                 body.mass = REPAIR_MASS_FRACTION * r.total_mass()
                 mass = f"mass 0 -> {body.mass:.3g} kg ({REPAIR_MASS_FRACTION:g} of the robot's)"
             changes.append(f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
