@@ -318,8 +318,9 @@ def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float],
     by L-BFGS-B with Pinocchio's gravity derivatives and Jacobians."""
     from scipy.optimize import minimize
 
+    if model.nq != model.nv:  # one coordinate per joint only
+        return q
     data = model.createData()
-    pin.framesForwardKinematics(model, data, q)
     points = [("joint", j) for j in range(1, model.njoints)] + [("frame", f) for f in ends]
 
     def heights(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -340,17 +341,7 @@ def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float],
     limit = np.full(model.nv, np.inf)
     for name, effort in efforts.items():
         limit[model.joints[model.getJointId(name)].idx_v] = effort
-    bounds = []
-    for j in range(1, model.njoints):
-        lo, hi = _finite_limits(model, j)
-        if hi >= lo and math.isfinite(hi - lo):
-            margin = min(POSTURE_LIMIT_MARGIN, 0.25 * (hi - lo))
-            bounds.append((lo + margin, hi - margin))
-        else:
-            bounds.append((lo + POSTURE_LIMIT_MARGIN if math.isfinite(lo) else None,
-                           hi - POSTURE_LIMIT_MARGIN if math.isfinite(hi) else None))  # fmt: skip
-    if model.nq != model.nv or len(bounds) != model.nq:  # one coordinate per joint only
-        return q
+    bounds = [tuple(x if math.isfinite(x) else None for x in _posture_range(model, j)) for j in range(1, model.njoints)]
 
     def cost(x: np.ndarray) -> tuple[float, np.ndarray]:
         ratio = pin.computeGeneralizedGravity(model, data, x) / limit
@@ -372,13 +363,20 @@ def _neutral_inside_limits(model: pin.Model, q: np.ndarray, joints: list[int] | 
     for j in range(1, model.njoints) if joints is None else joints:
         if model.joints[j].nq != 1:
             continue
-        lo, hi = _finite_limits(model, j)
-        if hi < lo:
+        low, high = _posture_range(model, j)
+        if high < low:  # limits with lower > upper (the preflight's error)
             continue
-        margin = min(POSTURE_LIMIT_MARGIN, 0.25 * (hi - lo)) if math.isfinite(hi - lo) else POSTURE_LIMIT_MARGIN
         k = model.joints[j].idx_q
-        q[k] = min(max(q[k], lo + margin), hi - margin)
+        q[k] = min(max(q[k], low), high)
     return q
+
+
+def _posture_range(model: pin.Model, joint: int) -> tuple[float, float]:
+    """Where a fixed base's posture keeps a one-coordinate joint: min(:data:`POSTURE_LIMIT_MARGIN`, a quarter of
+    its range) inside each finite limit (rad or m; ±inf where there is none)."""
+    lo, hi = _finite_limits(model, joint)
+    margin = min(POSTURE_LIMIT_MARGIN, 0.25 * (hi - lo)) if math.isfinite(hi - lo) else POSTURE_LIMIT_MARGIN
+    return lo + margin, hi - margin
 
 
 def _into_limits(model: pin.Model, q: np.ndarray, notes: list[str]) -> np.ndarray:
@@ -800,14 +798,12 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
                           "URDF; add them there, or write the robot file by hand with [limits.torque]")  # fmt: skip
     distinct = ", ".join(_fmt(e) for e in sorted(set(efforts.values())))
     inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
-    gravity = pin.computeGeneralizedGravity(model, data, robot_q)
-    static = {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+    static = _gravity_torques(model, data, robot_q, actuated)
     if not floating and source.startswith("the neutral configuration") and any(
         static[n] > HOLD_FRACTION * efforts[n] for n in actuated
     ):
         lighter = _lighter_posture(model, robot_q, efforts, [model.getFrameId(limb.end) for limb in limbs])
-        gravity = pin.computeGeneralizedGravity(model, data, lighter)
-        lighter_static = {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+        lighter_static = _gravity_torques(model, data, lighter, actuated)
         if max(lighter_static[n] / efforts[n] for n in actuated) < max(static[n] / efforts[n] for n in actuated):
             moved = [str(model.names[j]) for j in range(1, model.njoints) if model.joints[j].nq == 1
                      and abs(lighter[model.joints[j].idx_q] - robot_q[model.joints[j].idx_q]) > 0.01]  # fmt: skip
@@ -913,6 +909,12 @@ def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
     feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
     margin = _support_margin(feet, com[:2])
     return q, source + f"; base at {q[2]:.4f} m, feet on z = 0, centre of mass {margin * 1e3:.0f} mm inside the support"
+
+
+def _gravity_torques(model: pin.Model, data: pin.Data, q: np.ndarray, actuated: list[str]) -> dict[str, float]:
+    """|τ| per actuated joint holding ``q`` against gravity alone, N·m."""
+    gravity = pin.computeGeneralizedGravity(model, data, q)
+    return {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
 
 
 def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuated: list[str]) -> dict[str, float]:
