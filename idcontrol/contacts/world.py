@@ -159,6 +159,24 @@ class Environment:
             return cls.rough_ground(mu, max_height, seed, objects)
         raise NameNotFound("terrain", terrain, ["flat", "height_map"])
 
+    @classmethod
+    def around(
+        cls,
+        floating_base: bool,
+        mu: float,
+        terrain: str = "flat",
+        *,
+        seed: int = 0,
+        max_height: float = 0.03,
+        objects: tuple[MovableBody, ...] = (),
+    ) -> Environment:
+        """The world a robot is in, the same for its controller and every simulator: the terrain (:meth:`ground`)
+        under a floating base; none under a fixed base, whose URDF z = 0 is its mount, not a floor (an arm may
+        reach below it); the movable bodies either way."""
+        if not floating_base:
+            return cls((), objects)
+        return cls.ground(mu, terrain, seed=seed, max_height=max_height, objects=objects)
+
     def object_index(self, name: str) -> int:
         for i, o in enumerate(self.objects):
             if o.name == name:

@@ -172,8 +172,8 @@ class InverseDynamicsController:
     Parameters
     ----------
     robot : the robot model (or a robot name / robot.toml path).
-    environment : surfaces and movable bodies; default: flat ground with μ = 1
-        and the robot configuration's ``[[objects]]``.
+    environment : surfaces and movable bodies; default: flat ground with μ = 1 under a floating base (none under
+        a fixed one: :meth:`Environment.around`) and the robot configuration's ``[[objects]]``.
     formulation : a registered name (see :func:`idcontrol.formulations.available_formulations`) or instance.
     dt : control period Δt, s.
     margin, samples_per_contact : contact detection (see :class:`ContactDetector`).
@@ -204,7 +204,7 @@ class InverseDynamicsController:
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         if environment is None:
             objects = tuple(MovableBody(o) for o in self.robot.config.objects)
-            environment = Environment.flat_ground(1.0, objects)
+            environment = Environment.around(self.robot.floating_base, 1.0, objects=objects)
         if not dt > 0:
             raise ConfigError(f"control period dt must be > 0 s, got {dt}")
         if not penetration_tolerance >= 0:

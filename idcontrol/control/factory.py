@@ -14,15 +14,12 @@ from idcontrol.settings import LaunchConfig
 
 
 def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment:
-    """The bridge's terrain (flat ground or its height map) under a floating base, plus, when the launch file asks,
-    the robot file's movable bodies; all with friction ``mu``. A fixed base has no ground, as in the simulators:
-    its URDF's z = 0 is where it is bolted down, not a floor, and a ground there would predict contacts an arm
-    reaching below its mount never meets."""
+    """The bridge's terrain (flat ground or its height map) under a floating base (:meth:`Environment.around`),
+    plus, when the launch file asks, the robot file's movable bodies; all with friction ``mu``."""
     objects = tuple(MovableBody(replace(o, mu=mu)) for o in robot.config.objects) if config.objects else ()
-    if not robot.floating_base:
-        return Environment((), objects)
     b = config.bridge
-    return Environment.ground(mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height, objects=objects)
+    return Environment.around(robot.floating_base, mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height,
+                              objects=objects)
 
 
 def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> ControlCore:

@@ -18,9 +18,10 @@ def simulator_for(config: LaunchConfig, robot: RobotModel, *, ess_engine: str = 
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
         # the controller's terrain (idcontrol.control.factory.world_for) with the simulator's friction
-        ground = Environment.ground(b.mu, b.terrain, seed=b.terrain_seed, max_height=b.terrain_height)
+        world = Environment.around(robot.floating_base, b.mu, b.terrain, seed=b.terrain_seed,
+                                   max_height=b.terrain_height)  # fmt: skip
         return RigidSim(robot, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
-                        environment=ground if robot.floating_base else None, impact_sampling=b.impact_sampling,
+                        environment=world, impact_sampling=b.impact_sampling,
                         impact_seed=b.impact_seed)  # fmt: skip
     if b.kind == "drake":
         from idcontrol.sim.drake import DrakeSim  # the optional extra: imported only when asked for

@@ -234,7 +234,7 @@ class RigidSim:
             objects = tuple(MovableBody(o if object_mu is None else replace(o, mu=object_mu))
                             for o in r.config.objects)  # fmt: skip
         if environment is None:
-            environment = Environment.flat_ground(mu, objects) if r.floating_base else Environment((), objects)
+            environment = Environment.around(r.floating_base, mu, objects=objects)
         elif objects:
             if environment.objects:
                 raise ConfigError("with_objects adds the robot's objects to an environment that already has some")
