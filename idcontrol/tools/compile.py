@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from idcontrol.errors import IdControlError
+
 PACKAGE = "idcontrol"
 _USES_NUMBA = re.compile(r"^(import numba|from numba)", re.MULTILINE)  # at the top level
 #: a jit decorator whose first argument is positional (a signature), not a keyword or nothing
@@ -100,6 +102,10 @@ class _Package:
             stack.extend(self.imports.get(dep, ()))
         return seen
 
+    def kernels(self) -> dict[str, set[str]]:
+        """The numba-using modules, each with the numba-using modules it imports (directly or through others)."""
+        return {name: self.closure(name) & self.numba for name in sorted(self.numba)}
+
     def stubs(self, module: str) -> dict[str, str]:
         """The packages (name -> folder) whose ``__init__`` importing ``module`` does not need."""
         needed = self.closure(module) | {module}
@@ -111,8 +117,7 @@ def kernel_modules(root: Path | None = None) -> dict[str, set[str]]:
     """The package's modules that use numba, each with the numba-using modules it needs first (transitively,
     through modules that do not use numba, and through a package's ``__init__`` only where a name is imported
     from it)."""
-    package = _Package.read(root)
-    return {name: package.closure(name) & package.numba for name in sorted(package.numba)}
+    return _Package.read(root).kernels()
 
 
 def _import(module: str, stubs: dict[str, str]) -> Compiled:
@@ -140,7 +145,7 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
     processes (default: the CPUs this process may run on), each once the modules it needs are done;
     ``report(result, done, total)`` after each."""
     package = _Package.read()
-    needs = {name: package.closure(name) & package.numba for name in sorted(package.numba)}
+    needs = package.kernels()
     if only is not None:
         keep = set(only).union(*(needs[m] for m in only))
         needs = {m: deps for m, deps in needs.items() if m in keep}
@@ -155,11 +160,9 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
             ready.sort(key=lambda m: -waiting[m])  # the module most others wait for first
             for module in ready[: jobs - len(running)]:
                 running[pool.submit(_import, module, package.stubs(module))] = module
-            if not running:  # a cycle among the modules: import the rest in one go, with their packages
-                for module in [m for m in needs if m not in done]:
-                    done[module] = result = _import(module, {})
-                    results.append(result)
-                break
+            if not running:  # nothing ready and nothing to wait for: the rest import one another
+                raise IdControlError(f"the kernel modules {sorted(set(needs) - set(done))} import one another; "
+                                     "compile them by importing idcontrol")  # fmt: skip
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 running.pop(future)
