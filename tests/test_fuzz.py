@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import msgpack
 import numpy as np
+import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idcontrol import protocol as wire
+from idcontrol.robot.model import RobotModel
+from idcontrol.tools import fuzz
 from tests.test_daemon import Harness
 
 STATE_KEYS = ["v", "type", "seq", "t", "q", "qd", "contact_forces", "objects", "last_rtt_us", "bridge_stopped",
@@ -98,3 +102,29 @@ def test_fuzz_command_reports_no_crash_against_a_daemon_process(tmp_path):
     assert report["messages"] == 3000 and report["valid_states"] > 0
     assert report["crashes"] == 0 and report["bad_replies"] == 0 and report["internal_errors"] == 0
     assert report["commands"] > 0 and report["replies"] > 3000 // 4 and sum(report["errors"].values()) > 500
+
+
+def test_a_daemon_that_stops_reading_is_reported_with_its_fate_instead_of_hanging_the_fuzzer(tmp_path, monkeypatch):
+    """A send nobody reads gives up after the send timeout (it blocked forever when a daemon died mid-run), and
+    the problem names the daemon's exit code and quotes what it printed."""
+    monkeypatch.setattr(fuzz, "SEND_TIMEOUT_MS", 200)
+    ctx = zmq.Context()
+    port = fuzz.free_ports(1)[0]
+    dealer = fuzz._connect(ctx, f"tcp://127.0.0.1:{port}")  # nothing listens there: the queue never drains
+    try:
+        started = time.monotonic()
+        sent = 0
+        while sent < 100_000 and fuzz._send(dealer, b"state"):  # ZeroMQ queues up to its high-water mark
+            sent += 1
+        assert sent < 100_000 and time.monotonic() - started < 5.0
+    finally:
+        dealer.close(linger=0)
+        ctx.term()
+    output = tmp_path / "daemon.log"
+    with output.open("wb") as sink:
+        daemon = subprocess.Popen([sys.executable, "-c", "print('binding the control socket failed'); exit(3)"],
+                                  stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+    daemon.wait(timeout=30)
+    checker = fuzz.ReplyChecker(RobotModel("quadruped"), fuzz.FuzzReport())
+    checker.daemon, checker.daemon_output = daemon, output
+    assert checker.daemon_fate() == "; exit code 3: binding the control socket failed"

@@ -50,6 +50,11 @@ telemetry = "tcp://127.0.0.1:{telemetry}"
 """
 
 
+#: how long a send may wait for the daemon to read (ms) before the daemon counts as dead or hung
+SEND_TIMEOUT_MS = 2000
+#: lines of the daemon's output quoted in a problem when it died or went silent
+DAEMON_OUTPUT_LINES = 8
+
 #: A message over the size limit: ZeroMQ drops it and closes that connection, so it goes on a side socket.
 OVERSIZED = b"\x00" * (wire.MAX_MESSAGE_BYTES + 1)
 
@@ -232,6 +237,20 @@ class ReplyChecker:
         self.limit = robot.torque_limits
         self.nu = robot.nu
         self.report = report
+        self.daemon: subprocess.Popen | None = None  # the daemon process and the file its output goes to
+        self.daemon_output: Path | None = None
+
+    def daemon_fate(self) -> str:
+        """'; exit code C' or '; still running', and the last lines the daemon printed."""
+        if self.daemon is None:
+            return ""
+        code = self.daemon.poll()
+        fate = "; still running" if code is None else f"; exit code {code}"
+        try:
+            lines = self.daemon_output.read_text(errors="replace").strip().splitlines()[-DAEMON_OUTPUT_LINES:]
+        except (OSError, AttributeError):
+            lines = []
+        return fate + (": " + " | ".join(lines) if lines else ", nothing printed")
 
     def problem(self, text: str) -> None:
         if len(self.report.first_problems) < 20:
@@ -287,32 +306,45 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
         path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name, control=control, admin=admin_port,
                                                telemetry=telemetry))  # fmt: skip
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-        daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        daemon_output = Path(tmp) / "daemon.log"  # what the daemon said, quoted in the report if it dies
+        with daemon_output.open("wb") as sink:
+            daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
+                                      stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
         ctx = zmq.Context()
         endpoint = f"tcp://127.0.0.1:{control}"
         dealer = _connect(ctx, endpoint)
         admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx, credential_for=endpoint)
+        checker.daemon, checker.daemon_output = daemon, daemon_output
         try:
-            _wait_ready(admin, daemon)
+            try:
+                _wait_ready(admin, daemon)
+            except IdControlError as e:
+                raise IdControlError(f"{e}{checker.daemon_fate()}") from None
             token = Credential.of_daemon(endpoint).token
             mutator.token = token
             admin_mutator = AdminMutator(robot, np.random.default_rng(seed + 1), token)
             hello = wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep", token)
-            dealer.send(hello)
+            _send(dealer, hello)
             started = time.monotonic()
             commands_at_check = 0
             last_print = started
             while report.messages < messages:
                 n = min(burst, messages - report.messages)
+                sent = 0
                 for _ in range(n):
                     raw, valid = mutator.message()
                     if raw is OVERSIZED:
                         _send_oversized(ctx, endpoint)
-                    else:
-                        dealer.send(raw)
+                    elif not _send(dealer, raw):
+                        break
                     report.valid_states += valid
-                report.messages += n
+                    sent += 1
+                report.messages += sent
+                if sent < n:  # the daemon stopped reading: it died or hangs
+                    report.crashes += 1
+                    checker.problem(f"the daemon stopped reading its control socket (a send waited "
+                                    f"{SEND_TIMEOUT_MS / 1e3:g} s){checker.daemon_fate()}")  # fmt: skip
+                    break
                 while dealer.poll(5 if report.messages % (16 * burst) else 50):
                     checker.check(dealer.recv())
                 for _ in range(max(1, n // 8)):
@@ -320,7 +352,7 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                         checker.check(admin.request_raw(admin_mutator.request()))
                     except TimeoutError as e:
                         report.crashes += 1
-                        checker.problem(f"admin request unanswered: {e}; exit code {daemon.poll()}")
+                        checker.problem(f"admin request unanswered: {e}{checker.daemon_fate()}")
                         break
                     report.admin_requests += 1
                 if report.messages % (16 * burst) < burst:
@@ -329,7 +361,7 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                     if report.commands == commands_at_check:
                         # a bit flip may have made a huge seq acceptable: every later state is stale in this
                         # session, so open a new one (its seq numbers start afresh)
-                        dealer.send(hello)
+                        _send(dealer, hello)
                         report.reconnects += 1
                     commands_at_check = report.commands
                 if progress and time.monotonic() - last_print > 10.0:
@@ -358,8 +390,18 @@ def _connect(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
     dealer.setsockopt(zmq.RCVHWM, 0)
+    dealer.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)  # a daemon that stops reading must not hang the fuzzer
     dealer.connect(endpoint)
     return dealer
+
+
+def _send(dealer: zmq.Socket, raw: bytes) -> bool:
+    """Send ``raw``; False when the send queue stayed full for ``SEND_TIMEOUT_MS`` (nobody reads it)."""
+    try:
+        dealer.send(raw)
+        return True
+    except zmq.Again:
+        return False
 
 
 def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:
@@ -394,7 +436,7 @@ def _alive(admin: AdminClient, daemon: subprocess.Popen, report: FuzzReport, che
         return True
     except (TimeoutError, IdControlError) as e:
         report.crashes += 1
-        checker.problem(f"daemon unresponsive: {type(e).__name__}: {e}; exit code {daemon.poll()}")
+        checker.problem(f"daemon unresponsive: {type(e).__name__}: {e}{checker.daemon_fate()}")
         return False
 
 
