@@ -205,6 +205,7 @@ def realtime_harness(quadruped):
     h.close()
 
 
+@pytest.mark.timing
 def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness):
     """No state for 20 ms in run mode: safe stop, measured from the last state."""
     harness = realtime_harness

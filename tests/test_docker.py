@@ -72,6 +72,18 @@ def test_image_installs_with_the_readme_command_that_ci_runs():
     assert command.replace("pip install -e", "pip install -q -e") in ci
 
 
+
+def test_ci_runs_the_readme_test_command_and_it_runs_the_timing_tests_alone():
+    """.ci/run ends with the README's test command; the tests marked ``timing`` are left out of the parallel run
+    and run on their own after it."""
+    commands = re.findall(r"^    (python3 -m venv .*)$", (REPO / "README.md").read_text(), flags=re.M)
+    (test_command,) = [c.split(" && ", 2)[2] for c in commands if " -m pytest" in c]
+    ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci.endswith(" && " + test_command)
+    parallel, alone = test_command.split(" && ")
+    assert "-n auto" in parallel and "-m 'not timing'" in parallel and alone.endswith("-m pytest -q -m timing")
+
+
 def test_dockerfile_copies_existing_paths_and_has_both_targets():
     """Every COPY source exists; pyproject.toml, its readme and the package are copied before the install;
     the daemon and bridge targets run ``idcontrol daemon`` / ``idcontrol bridge`` on a shipped launch file."""

@@ -25,6 +25,7 @@ def realtime_harness(quadruped):
     h.close()
 
 
+@pytest.mark.timing
 def test_daemon_watchdog_stops_about_20_ms_after_the_last_state_and_resumes_only_on_start(realtime_harness):
     """Five times: states stop arriving in run mode; the daemon leaves run within the 20 ms watchdog plus a
     few ms (measured from the last state's send); later states get safe_stop/stopped until an explicit start."""
@@ -87,6 +88,7 @@ def test_a_throwing_formulation_inside_the_daemon_holds_then_safe_stops_and_the_
         h.close()
 
 
+@pytest.mark.timing
 def test_killed_daemon_makes_the_realtime_bridge_stop_within_20_periods_and_a_restart_needs_a_start(
     tmp_path, quadruped
 ):

@@ -117,6 +117,7 @@ def test_segments_rotate_by_size_and_no_file_is_overwritten(tmp_path: Path) -> N
         LogRecorder(path, {})
 
 
+@pytest.mark.timing
 def test_full_queue_drops_and_counts_records_without_blocking(tmp_path: Path) -> None:
     """With the writer stalled the tick's enqueue never waits; dropped records are counted, the rest written."""
     recorder = LogRecorder(tmp_path / "q.mcap", {"robot": "quadruped"}, ring_bytes=1 << 20)
@@ -239,6 +240,7 @@ def test_log_info_and_plots(run_log: Path, tmp_path: Path, capsys) -> None:
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 
+@pytest.mark.timing
 def test_sigkill_of_daemon_and_writer_keeps_every_flushed_tick(tmp_path: Path) -> None:
     """After kill -9 of the daemon's whole process group, every tick older than the last flush reads back."""
     path = tmp_path / "killed.mcap"
