@@ -11,6 +11,9 @@ from numba.core.registry import CPUDispatcher
 
 from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
+from idcontrol.control.state import RobotState
+from idcontrol.errors import ConfigError
+from idcontrol.reference import available_references
 from idcontrol.settings import load_launch
 from idcontrol.sim.mujoco import MujocoSim
 from tests.conftest import REPO
@@ -58,3 +61,33 @@ def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
     assert {k: n for k, n in now.items() if n != loaded.get(k, 0)} == {}
     assert slowest < 0.02, f"slowest solve {slowest * 1e3:.1f} ms"
     assert np.isfinite(core.metrics.tau_abs_sum)
+
+
+def test_a_warmed_up_core_switches_to_any_reference_its_robot_can_run_without_loading_a_kernel():
+    """Warm-up primes every kind of reference that builds for the robot, not only the launch file's: after a
+    switch (admin ``set_reference`` while idle) the first run ticks load no kernel either (a cold cache compiled
+    the trot's planner inside the first tick, for seconds)."""
+    config = load_launch(REPO / "launch" / "quadruped_stand.toml")
+    core = build_core(config)
+    robot = core.robot
+    core.warm_up()
+    loaded = compiled_specializations()
+    q, v = robot.standing_configuration(), np.zeros(robot.nv)
+    switched = []
+    for name in available_references():
+        if name == core.reference.name:
+            continue
+        try:
+            core.set_reference(name, {})
+        except ConfigError:  # a kind this robot cannot run (the arm's references on a quadruped)
+            continue
+        switched.append(name)
+        core.start(0.0)
+        for k in range(5):
+            core.tick(RobotState(q, v, t=k * core.dt), now=k * core.dt)
+        assert core.mode == "run", (name, core.reason)
+        core.stop("next reference", 0.0)
+        core.expire(1e9)  # the safe stop's timeout: stopped, where another reference may be set
+    assert {"trot", "sway"} <= set(switched)
+    now = compiled_specializations()
+    assert {k: n for k, n in now.items() if n != loaded.get(k, 0)} == {}

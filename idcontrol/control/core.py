@@ -42,7 +42,7 @@ from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, InputError, InvalidTransition
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import SolveResult, index_array
-from idcontrol.reference import JointTarget, Reference, desired_acceleration, make_reference
+from idcontrol.reference import JointTarget, Reference, available_references, desired_acceleration, make_reference
 from idcontrol.settings import SafetySettings
 from idcontrol.validation import all_finite, check_option_types
 
@@ -215,6 +215,22 @@ class ControlCore:
         if self._has_objects and contacts is not None:
             on_a_body(contacts.body)
         self.reference.reset()
+        self._prime_references(q, v, contacts)
+
+    def _prime_references(self, q: Array, v: Array, contacts: ContactSet | None) -> None:
+        """Sample once, at the standing posture, every other kind of reference that builds for the robot with its
+        defaults, and drop it: their compiled planners are loaded (or compiled, on a cold cache) now, so that a
+        switch to any of them (admin ``set_reference``) costs its first tick nothing more."""
+        for name in available_references():
+            if name == self.reference.name:
+                continue
+            try:
+                reference = make_reference(name, self.robot)
+            except ConfigError:  # a kind this robot cannot run (a trot for an arm)
+                continue
+            reference.sample(0.0, q, v)
+            reference.contact_mask()
+            reference.observe_contacts(contacts)
 
     def reset(self) -> None:
         """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold
