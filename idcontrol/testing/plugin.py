@@ -5,6 +5,10 @@
 * ``idcontrol_loop``: runs a launch configuration in closed loop; ``.run`` uses the transport chosen on
   the command line (``--idcontrol-transport in_process|protocol``, default in_process), ``.in_process`` and
   ``.over_protocol`` pick one explicitly.
+
+A run in several processes (pytest-xdist's ``-n``) first compiles what numba's cache lacks, once and in parallel
+(:func:`idcontrol.tools.compile.ensure_compiled`), in the controlling process: each worker would otherwise compile
+every kernel again in its own imports.
 """
 
 from __future__ import annotations
@@ -14,6 +18,18 @@ from typing import Any
 import pytest
 
 TRANSPORTS = ("in_process", "protocol")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With pytest-xdist workers (``-n N`` or ``-n auto``), before they start: compile the kernels numba's cache
+    lacks, with a line per module. One process compiles them all at import anyway, so a serial run is left as
+    it is."""
+    workers = getattr(early_config.known_args_namespace, "numprocesses", None)
+    if workers and workers != 1 and not hasattr(early_config, "workerinput"):
+        from idcontrol.tools.compile import ensure_compiled
+
+        ensure_compiled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
