@@ -33,6 +33,7 @@ def compiled_specializations() -> dict[str, int]:
     return counts
 
 
+@pytest.mark.timing  # its 20 ms bound on a solve needs a core of its own (48 ms beside a second pytest worker)
 @pytest.mark.parametrize("formulation", ["two_stage_qp", "noslip_lcp", "coulomb_lcp", "one_stage_qp"])
 def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
     """The launch file's trot in MuJoCo, 1.2 s (standing, then the gait's four, three and two feet down): no

@@ -29,7 +29,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     if workers and workers != 1 and not hasattr(early_config, "workerinput"):
         from idcontrol.tools.compile import ensure_compiled
 
-        ensure_compiled()
+        capture = early_config.pluginmanager.getplugin("capturemanager")
+        if capture is None:
+            ensure_compiled()
+            return
+        with capture.global_and_fixture_disabled():  # the progress lines on the terminal, as they come
+            ensure_compiled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
