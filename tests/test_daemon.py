@@ -220,6 +220,7 @@ def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness
     assert elapsed < 0.020 + 0.030  # the watchdog plus poll granularity and admin latency on a loaded machine
 
 
+@pytest.mark.timing
 def test_a_spinning_daemon_answers_every_state_and_still_serves_admin(quadruped):
     """spin_us (polling for the next state without sleeping before it is due): 300 states at 1 kHz all
     answered in order, admin requests answered in between, and the watchdog still stops a run whose
