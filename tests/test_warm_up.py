@@ -13,7 +13,7 @@ from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError
-from idcontrol.reference import available_references
+from idcontrol.reference import REFERENCES, Reference, available_references
 from idcontrol.settings import load_launch
 from idcontrol.sim.mujoco import MujocoSim
 from tests.conftest import REPO
@@ -92,3 +92,22 @@ def test_a_warmed_up_core_switches_to_any_reference_its_robot_can_run_without_lo
     assert {"trot", "sway"} <= set(switched)
     now = compiled_specializations()
     assert {k: n for k, n in now.items() if n != loaded.get(k, 0)} == {}
+
+
+def test_a_kind_of_reference_that_cannot_run_on_the_robot_does_not_stop_the_warm_up(monkeypatch):
+    """Priming the other kinds of reference is best effort: one that raises anything while it is built or sampled
+    for this robot is left unprimed, and the core warms up and runs its own reference."""
+
+    class Broken(Reference):
+        name = "broken"
+
+        def __init__(self, robot):  # noqa: ANN001 - the registry's signature
+            raise RuntimeError("a planner with a bug")
+
+    monkeypatch.setitem(REFERENCES, "broken", Broken)
+    core = build_core(load_launch(REPO / "launch" / "quadruped_stand.toml"))
+    core.warm_up()
+    core.start(0.0)
+    robot = core.robot
+    out = core.tick(RobotState(robot.standing_configuration(), np.zeros(robot.nv), t=0.0), now=0.0)
+    assert core.mode == "run" and out.result.found

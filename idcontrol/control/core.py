@@ -226,11 +226,11 @@ class ControlCore:
                 continue
             try:
                 reference = make_reference(name, self.robot)
-            except ConfigError:  # a kind this robot cannot run (a trot for an arm)
-                continue
-            reference.sample(0.0, q, v)
-            reference.contact_mask()
-            reference.observe_contacts(contacts)
+                reference.sample(0.0, q, v)
+                reference.contact_mask()
+                reference.observe_contacts(contacts)
+            except Exception:  # noqa: BLE001 - a kind this robot cannot run (a trot for an arm) is not primed; chosen,
+                continue  # it says why then. Priming must not stop a robot from starting with the reference it uses.
 
     def reset(self) -> None:
         """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold

@@ -246,10 +246,12 @@ class ReplyChecker:
             return ""
         code = self.daemon.poll()
         fate = "; still running" if code is None else f"; exit code {code}"
-        try:
-            lines = self.daemon_output.read_text(errors="replace").strip().splitlines()[-DAEMON_OUTPUT_LINES:]
-        except (OSError, AttributeError):
-            lines = []
+        lines: list[str] = []
+        if self.daemon_output is not None:
+            try:
+                lines = self.daemon_output.read_text(errors="replace").strip().splitlines()[-DAEMON_OUTPUT_LINES:]
+            except OSError:
+                pass
         return fate + (": " + " | ".join(lines) if lines else ", nothing printed")
 
     def problem(self, text: str) -> None:
@@ -324,7 +326,8 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
             mutator.token = token
             admin_mutator = AdminMutator(robot, np.random.default_rng(seed + 1), token)
             hello = wire.encode_hello(robot.name, robot.nq, robot.nv, robot.nu, "lockstep", token)
-            _send(dealer, hello)
+            if not _send(dealer, hello):
+                raise IdControlError(f"the daemon does not read its control socket{checker.daemon_fate()}")
             started = time.monotonic()
             commands_at_check = 0
             last_print = started
