@@ -592,7 +592,7 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
 
     endpoints = Endpoints(**_fields(_section(data, "endpoints", path), Endpoints, f"{path} [endpoints]"))
     endpoints.check(curve=curve_keys is not None)
-    used = [endpoint for _, endpoint in endpoints.items()]
+    used = [endpoint for _, endpoint in endpoints.items() if not endpoint.endswith(":*")]  # ":*": a port each
     if len(set(used)) != len(used):
         raise ConfigError(f"{path}: endpoints must differ, got {used}")
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))

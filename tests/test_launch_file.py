@@ -96,6 +96,19 @@ def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, wor
         load_launch(write(tmp_path, GOOD.replace(old, new, 1)))
 
 
+
+def test_wildcard_ports_may_repeat_and_each_socket_gets_its_own(tmp_path):
+    """``tcp://127.0.0.1:*`` on every endpoint is allowed (the system gives each socket a free port, and the daemon's
+    ready line names them); the same fixed port twice is not."""
+    text = GOOD
+    for port in ("15555", "15556", "15557"):
+        text = text.replace(f"127.0.0.1:{port}", "127.0.0.1:*")
+    endpoints = load_launch(write(tmp_path, text)).endpoints
+    assert endpoints.control == endpoints.admin == endpoints.telemetry == "tcp://127.0.0.1:*"
+    with pytest.raises(ConfigError, match="differ"):
+        load_launch(write(tmp_path, GOOD.replace("127.0.0.1:15557", "127.0.0.1:15556")))
+
+
 def test_formulation_tables_reach_every_formulation_the_daemon_builds(tmp_path):
     """[formulations.NAME] options apply at start-up, after --formulation, and to the instance a run-time
     switch swaps in; controller.options override them for the launch formulation."""

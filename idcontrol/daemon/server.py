@@ -197,8 +197,9 @@ class Daemon:
         gc.collect()
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
-        log.info("daemon ready: robot %s, formulation %s, control %s, admin %s", self.shape.robot,
-                 self.core.formulation_name, self.endpoints.control, self.endpoints.admin)  # fmt: skip
+        bound = self.bound  # the ports themselves where the launch file says ":*"
+        log.info("daemon ready: robot %s, formulation %s, control %s, admin %s, telemetry %s", self.shape.robot,
+                 self.core.formulation_name, bound["control"], bound["admin"], bound.get("telemetry", "none"))
         try:
             while True:
                 if self.spin_s and time.monotonic() - self._last_state_time < 2.0 * self.core.dt:

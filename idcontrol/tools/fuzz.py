@@ -1,12 +1,12 @@
 """``idcontrol fuzz``: hammer a real daemon process on loopback with malformed and hostile control messages.
 
-The daemon runs as its own process (``idcontrol daemon`` on a launch file with free loopback ports). One
-DEALER sends bursts of messages, most of them broken in one way (random bytes, truncated or bit-flipped
-msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields, duplicate, old or
-far-ahead sequence numbers, garbage objects, hellos for other robots or with a wrong credential, now and then
-a message over the size limit, sent from a connection of its own since ZeroMQ closes it) and some valid
-states, so that the controller runs too. After each burst, admin requests in the protocol's own encodings go
-to the admin channel, most of them wrong in one field (gains as float64 bytes of the wrong length, strings
+The daemon runs as its own process (``idcontrol daemon`` on a launch file that lets it choose its loopback ports,
+read from its ready line). One DEALER sends bursts of messages, most of them broken in one way (random bytes,
+truncated or bit-flipped msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields,
+duplicate, old or far-ahead sequence numbers, garbage objects, hellos for other robots or with a wrong
+credential, now and then a message over the size limit, sent from a connection of its own since ZeroMQ closes
+it) and some valid states, so that the controller runs too. After each burst, admin requests in the protocol's own
+encodings go to the admin channel, most of them wrong in one field (gains as float64 bytes of the wrong length, strings
 where numbers belong, oversized strings, unknown fields and options, a missing or wrong credential). Every
 reply is checked: an ``error`` with a documented code other than ``internal``, an ``ok``, or a ``command``
 whose torque is finite and within the robot's limits. Every few bursts the admin channel must answer (and a
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -44,10 +45,12 @@ formulation = "two_stage_qp"
 [reference]
 name = "hold"
 [endpoints]
-control = "tcp://127.0.0.1:{control}"
-admin = "tcp://127.0.0.1:{admin}"
-telemetry = "tcp://127.0.0.1:{telemetry}"
+control = "tcp://127.0.0.1:*"
+admin = "tcp://127.0.0.1:*"
+telemetry = "tcp://127.0.0.1:*"
 """
+#: the daemon's start-up line naming the ports it bound (its launch file lets it choose them)
+READY = re.compile(r"daemon ready: .*control (tcp://\S+), admin (tcp://\S+),")
 
 
 #: how long a send may wait for the daemon to read (ms) before the daemon counts as dead or hung
@@ -302,26 +305,24 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
     report = FuzzReport()
     checker = ReplyChecker(robot, report)
     mutator = Mutator(robot, np.random.default_rng(seed))
-    control, admin_port, telemetry = free_ports(3)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzz.toml"
-        path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name, control=control, admin=admin_port,
-                                               telemetry=telemetry))  # fmt: skip
+        path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name))
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
         daemon_output = Path(tmp) / "daemon.log"  # what the daemon said, quoted in the report if it dies
         with daemon_output.open("wb") as sink:
             daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
                                       stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
-        ctx = zmq.Context()
-        endpoint = f"tcp://127.0.0.1:{control}"
-        dealer = _connect(ctx, endpoint)
-        admin = AdminClient(f"tcp://127.0.0.1:{admin_port}", timeout=5.0, context=ctx, credential_for=endpoint)
         checker.daemon, checker.daemon_output = daemon, daemon_output
         try:
-            try:
-                _wait_ready(admin, daemon)
-            except IdControlError as e:
-                raise IdControlError(f"{e}{checker.daemon_fate()}") from None
+            endpoint, admin_endpoint = _bound_endpoints(daemon, daemon_output, checker)
+        except BaseException:
+            daemon.kill()
+            raise
+        ctx = zmq.Context()
+        dealer = _connect(ctx, endpoint)
+        admin = AdminClient(admin_endpoint, timeout=5.0, context=ctx, credential_for=endpoint)
+        try:
             token = Credential.of_daemon(endpoint).token
             mutator.token = token
             admin_mutator = AdminMutator(robot, np.random.default_rng(seed + 1), token)
@@ -416,17 +417,20 @@ def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:
     side.close()
 
 
-def _wait_ready(admin: AdminClient, daemon: subprocess.Popen, timeout: float = 60.0) -> None:
+def _bound_endpoints(daemon: subprocess.Popen, output: Path, checker: ReplyChecker,
+                     timeout: float = 300.0) -> tuple[str, str]:  # fmt: skip
+    """(control, admin) endpoints from the daemon's ready line, once it has bound its sockets and warmed up (the
+    ports are the daemon's choice: ports picked here and bound later may be taken by another process meanwhile).
+    ``timeout`` s allows for compiling the kernels on a first start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        found = READY.search(output.read_text(errors="replace"))
+        if found:
+            return found.group(1), found.group(2)
         if daemon.poll() is not None:
-            raise IdControlError(f"the daemon exited with code {daemon.returncode} before it was ready")
-        try:
-            admin.request("status", timeout=0.5)
-            return
-        except TimeoutError:
-            continue
-    raise IdControlError(f"the daemon did not answer within {timeout:.0f} s")
+            raise IdControlError(f"the daemon exited before it was ready{checker.daemon_fate()}")
+        time.sleep(0.05)
+    raise IdControlError(f"the daemon was not ready within {timeout:.0f} s{checker.daemon_fate()}")
 
 
 def _alive(admin: AdminClient, daemon: subprocess.Popen, report: FuzzReport, checker: ReplyChecker) -> bool:
