@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -128,3 +129,14 @@ def test_a_daemon_that_stops_reading_is_reported_with_its_fate_instead_of_hangin
     checker = fuzz.ReplyChecker(RobotModel("quadruped"), fuzz.FuzzReport())
     checker.daemon, checker.daemon_output = daemon, output
     assert checker.daemon_fate() == "; exit code 3: binding the control socket failed"
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_range_outgoing_connections_draw_from():
+    """Ports for a daemon started later: each one binds, none repeats, and none lies in the ephemeral range where
+    any client's connect() could take it first."""
+    ports = fuzz.free_ports(64)
+    assert len(set(ports)) == 64
+    assert all(p < fuzz._ephemeral_low() for p in ports)
+    for port in ports[:8]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
