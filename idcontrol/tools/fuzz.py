@@ -272,6 +272,11 @@ class ReplyChecker:
         self.daemon: subprocess.Popen | None = None  # the daemon process and the file its output goes to
         self.daemon_output: Path | None = None
 
+    def crash(self, what: str) -> None:
+        """Count a crash: the daemon died or went silent; ``what`` showed it, with the daemon's fate."""
+        self.report.crashes += 1
+        self.problem(what + self.daemon_fate())
+
     def daemon_fate(self) -> str:
         """'; exit code C' or '; still running', and the last lines the daemon printed."""
         if self.daemon is None:
@@ -374,9 +379,8 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                     sent += 1
                 report.messages += sent
                 if sent < n:  # the daemon stopped reading: it died or hangs
-                    report.crashes += 1
-                    checker.problem(f"the daemon stopped reading its control socket (a send waited "
-                                    f"{SEND_TIMEOUT_MS / 1e3:g} s){checker.daemon_fate()}")  # fmt: skip
+                    checker.crash(f"the daemon stopped reading its control socket (a send waited "
+                                  f"{SEND_TIMEOUT_MS / 1e3:g} s)")  # fmt: skip
                     break
                 while dealer.poll(5 if report.messages % (16 * burst) else 50):
                     checker.check(dealer.recv())
@@ -384,12 +388,11 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                     try:
                         checker.check(admin.request_raw(admin_mutator.request()))
                     except TimeoutError as e:
-                        report.crashes += 1
-                        checker.problem(f"admin request unanswered: {e}{checker.daemon_fate()}")
+                        checker.crash(f"admin request unanswered: {e}")
                         break
                     report.admin_requests += 1
                 if report.messages % (16 * burst) < burst:
-                    if not _alive(admin, daemon, report, checker):
+                    if not _alive(admin, report, checker):
                         break
                     if report.commands == commands_at_check:
                         # a bit flip may have made a huge seq acceptable: every later state is stale in this
@@ -403,7 +406,7 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                           f"{report.bad_replies} bad replies", file=sys.stderr, flush=True)  # fmt: skip
             while dealer.poll(200):
                 checker.check(dealer.recv())
-            _alive(admin, daemon, report, checker)
+            _alive(admin, report, checker)
             report.wall_s = time.monotonic() - started
             report.messages_per_s = report.messages / max(report.wall_s, 1e-9)
         finally:
@@ -462,7 +465,7 @@ def _bound_endpoints(daemon: subprocess.Popen, output: Path, checker: ReplyCheck
     raise IdControlError(f"the daemon was not ready within {timeout:.0f} s{checker.daemon_fate()}")
 
 
-def _alive(admin: AdminClient, daemon: subprocess.Popen, report: FuzzReport, checker: ReplyChecker) -> bool:
+def _alive(admin: AdminClient, report: FuzzReport, checker: ReplyChecker) -> bool:
     """The daemon answers status (and is started again when it has stopped); a crash is counted otherwise."""
     try:
         status = admin.request("status")
@@ -471,8 +474,7 @@ def _alive(admin: AdminClient, daemon: subprocess.Popen, report: FuzzReport, che
             report.restarts += 1
         return True
     except (TimeoutError, IdControlError) as e:
-        report.crashes += 1
-        checker.problem(f"daemon unresponsive: {type(e).__name__}: {e}{checker.daemon_fate()}")
+        checker.crash(f"daemon unresponsive: {type(e).__name__}: {e}")
         return False
 
 
