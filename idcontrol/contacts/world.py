@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -161,21 +162,15 @@ class Environment:
 
     @classmethod
     def around(
-        cls,
-        floating_base: bool,
-        mu: float,
-        terrain: str = "flat",
-        *,
-        seed: int = 0,
-        max_height: float = 0.03,
-        objects: tuple[MovableBody, ...] = (),
+        cls, floating_base: bool, mu: float, terrain: str = "flat", *, objects: tuple[MovableBody, ...] = (),
+        **terrain_options: Any,
     ) -> Environment:
-        """The world a robot is in, the same for its controller and every simulator: the terrain (:meth:`ground`)
-        under a floating base; none under a fixed base, whose URDF z = 0 is its mount, not a floor (an arm may
-        reach below it); the movable bodies either way."""
+        """The world a robot is in, the same for its controller and every simulator: the terrain of :meth:`ground`
+        (``terrain`` and its ``seed``, ``max_height``) under a floating base; none under a fixed base, whose URDF
+        z = 0 is its mount, not a floor (an arm may reach below it); the movable bodies either way."""
         if not floating_base:
             return cls((), objects)
-        return cls.ground(mu, terrain, seed=seed, max_height=max_height, objects=objects)
+        return cls.ground(mu, terrain, objects=objects, **terrain_options)
 
     def object_index(self, name: str) -> int:
         for i, o in enumerate(self.objects):
