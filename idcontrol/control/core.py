@@ -224,13 +224,15 @@ class ControlCore:
         for name in available_references():
             if name == self.reference.name:
                 continue
+            # best effort: a kind this robot cannot run (a trot for an arm) stays unprimed and says why when chosen;
+            # priming must not stop a robot from starting with the reference it uses
             try:
                 reference = make_reference(name, self.robot)
                 reference.sample(0.0, q, v)
                 reference.contact_mask()
                 reference.observe_contacts(contacts)
-            except Exception:  # noqa: BLE001 - a kind this robot cannot run (a trot for an arm) is not primed; chosen,
-                continue  # it says why then. Priming must not stop a robot from starting with the reference it uses.
+            except Exception:  # noqa: BLE001
+                continue
 
     def reset(self) -> None:
         """Back to idle as if just built (warm starts, the reference's phase and the fallback policy's hold

@@ -139,10 +139,15 @@ def _import(module: str, stubs: dict[str, str]) -> Compiled:
     return Compiled(module, time.perf_counter() - start)
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on: the default number of workers."""
+    return len(os.sched_getaffinity(0))
+
+
 def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], None] | None = None,
                 only: set[str] | None = None) -> list[Compiled]:  # fmt: skip
     """Import every numba-using module of the package (or those of ``only`` and what they need) in ``jobs`` worker
-    processes (default: the CPUs this process may run on), each once the modules it needs are done;
+    processes (default: :func:`_cpus`), each once the modules it needs are done;
     ``report(result, done, total)`` after each."""
     package = _Package.read()
     needs = package.kernels()
@@ -150,7 +155,7 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
         keep = set(only).union(*(needs[m] for m in only))
         needs = {m: deps for m, deps in needs.items() if m in keep}
     waiting = {m: sum(m in deps for deps in needs.values()) for m in needs}  # how many modules wait for it
-    jobs = max(1, jobs or len(os.sched_getaffinity(0)))
+    jobs = max(1, jobs or _cpus())
     done: dict[str, Compiled] = {}
     running: dict[Future, str] = {}
     results = []
@@ -185,9 +190,9 @@ def stale_modules() -> list[str]:
         text = path.read_text()
         if not _USES_NUMBA.search(text) or _SIGNATURE_FIRST.search(text) is None:
             continue  # no kernel its import compiles (one declared with its signature; the others compile lazily)
-        folder = cache_folder(path)
         if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(path.parent, os.W_OK):
             continue
+        folder = cache_folder(path)
         stamps = [f.stat().st_mtime for f in folder.glob(f"{path.stem}.*.nbi")] if folder.is_dir() else []
         if max(stamps, default=-1.0) < path.stat().st_mtime:
             out.append(name)
@@ -233,7 +238,7 @@ def main(jobs: int | None) -> int:
     """``idcontrol compile``: progress on stdout, a summary; exit 1 when a module failed to import."""
     cache = os.environ.get("NUMBA_CACHE_DIR", "beside the sources (__pycache__)")
     print(f"compiling the kernels of {PACKAGE} into numba's cache ({cache}), "
-          f"{jobs or len(os.sched_getaffinity(0))} process(es)", flush=True)  # fmt: skip
+          f"{jobs or _cpus()} process(es)", flush=True)  # fmt: skip
     start = time.perf_counter()
     results = compile_all(jobs, _reporter(sys.stdout, "  "))
     failed = [r for r in results if r.error]
