@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from idcontrol import protocol as wire
 from idcontrol.robot.model import RobotModel
-from idcontrol.tools import fuzz
+from idcontrol.tools import fuzz, ports
 from tests.test_daemon import Harness
 
 STATE_KEYS = ["v", "type", "seq", "t", "q", "qd", "contact_forces", "objects", "last_rtt_us", "bridge_stopped",
@@ -110,7 +110,7 @@ def test_a_daemon_that_stops_reading_is_reported_with_its_fate_instead_of_hangin
     the problem names the daemon's exit code and quotes what it printed."""
     monkeypatch.setattr(fuzz, "SEND_TIMEOUT_MS", 200)
     ctx = zmq.Context()
-    port = fuzz.free_ports(1)[0]
+    port = ports.free_ports(1)[0]
     dealer = fuzz._connect(ctx, f"tcp://127.0.0.1:{port}")  # nothing listens there: the queue never drains
     try:
         started = time.monotonic()
@@ -134,9 +134,9 @@ def test_a_daemon_that_stops_reading_is_reported_with_its_fate_instead_of_hangin
 def test_free_ports_are_distinct_bindable_and_outside_the_range_outgoing_connections_draw_from():
     """Ports for a daemon started later: each one binds, none repeats, and none lies in the ephemeral range where
     any client's connect() could take it first."""
-    ports = fuzz.free_ports(64)
-    assert len(set(ports)) == 64
-    assert all(p < fuzz._ephemeral_low() for p in ports)
-    for port in ports[:8]:
+    picked = ports.free_ports(64)
+    assert len(set(picked)) == 64
+    assert all(p < ports._ephemeral_low() for p in picked)
+    for port in picked[:8]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))

@@ -21,7 +21,7 @@ from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
-from idcontrol.tools.fuzz import free_ports
+from idcontrol.tools.ports import free_ports
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 SUMMARY_KEYS = {"ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",

@@ -45,7 +45,7 @@ from idcontrol.client import AdminClient
 from idcontrol.errors import IdControlError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
-from idcontrol.tools.fuzz import free_ports
+from idcontrol.tools.ports import free_ports
 
 ROBOT = "quadruped"
 LATE_LIMIT = 20

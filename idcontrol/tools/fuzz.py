@@ -15,13 +15,10 @@ stopped daemon is started again). A crash is the daemon process exiting or its a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -83,45 +80,6 @@ class FuzzReport:
     wall_s: float = 0.0
     messages_per_s: float = 0.0
     first_problems: list[str] = field(default_factory=list)
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct loopback TCP ports free now, for a daemon started later, drawn at random below the system's
-    ephemeral range. A port the system picks (binding port 0) lies in that range, from which every outgoing
-    connection also takes its local port: any client's connect() could take it before the daemon, seconds later,
-    binds it. Below the range, only another process drawing the same number can."""
-    low, high = _PICK_RANGE[0], min(_PICK_RANGE[1], _ephemeral_low() - 1)
-    if high - low < 100 * n:  # an ephemeral range reaching this low: the system's own picks
-        with contextlib.ExitStack() as stack:
-            sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
-            for s in sockets:
-                s.bind(("127.0.0.1", 0))
-            return [s.getsockname()[1] for s in sockets]
-    rng = random.SystemRandom()
-    ports: list[int] = []
-    while len(ports) < n:
-        port = rng.randint(low, high)
-        if port in ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
-
-
-#: the ports :func:`free_ports` draws from, below the ephemeral range
-_PICK_RANGE = (20000, 32767)
-
-
-def _ephemeral_low() -> int:
-    """The lowest port of the system's ephemeral range (Linux; 32768, its default, elsewhere)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 class Mutator:

@@ -31,7 +31,7 @@ import zmq
 from idcontrol.errors import ConfigError, IdControlError
 from idcontrol.logs.foxglove import LIVE_RATE_HZ, FoxgloveView
 from idcontrol.settings import LaunchConfig
-from idcontrol.tools.fuzz import free_ports
+from idcontrol.tools.ports import free_ports
 
 DEFAULT_PORT = 8765
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from idcontrol.client import AdminClient
 from idcontrol.settings import load_launch
-from idcontrol.tools.fuzz import free_ports
 from idcontrol.tools.launcher import Launch
+from idcontrol.tools.ports import free_ports
 
 LAUNCH_TEMPLATE = """
 robot = "quadruped"
