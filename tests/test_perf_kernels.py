@@ -13,7 +13,7 @@ from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 
 
-@pytest.mark.parametrize("name", ["quadruped", "arm"])
+@pytest.mark.parametrize("name", ["quadruped", "arm", "talos"])
 def test_frame_jacobians_and_placements_match_pinocchio(name: str) -> None:
     """RobotModel.update's frame Jacobians equal getFrameJacobian(LOCAL_WORLD_ALIGNED), its origins oMf (1e-12)."""
     robot = RobotModel(name)
