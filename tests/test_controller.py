@@ -7,7 +7,7 @@ import pinocchio as pin
 import pytest
 
 from idcontrol.contacts.world import Environment, ObjectState
-from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.controller import FRICTION_RAMP, InverseDynamicsController
 from idcontrol.control.state import RobotState
 from idcontrol.errors import (
     InputError,
@@ -59,9 +59,9 @@ def test_no_contact_torques_equal_rnea_on_a_fixed_base(arm: RobotModel, name: st
 def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_velocity(arm: RobotModel, tmp_path,
                                                                                   name: str) -> None:  # fmt: skip
     """A robot whose URDF declares joint damping D and dry friction F (``<dynamics>``, as MuJoCo simulates them):
-    without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + clip(M_jj q̇_ref / Δt, −F, F) on
-    each joint, q̇_ref = q̇ + the tracking's velocity error (1e-9), so the friction term is ±F at speed and less
-    near rest; without a tracking record, RNEA alone."""
+    without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + clip(M_jj q̇_ref / (r Δt), −F, F)
+    on each joint (r = FRICTION_RAMP), q̇_ref = q̇ + the tracking's velocity error (1e-9), so the friction term is
+    ±F at speed and less near rest; without a tracking record, RNEA alone."""
     urdf = arm.config.urdf_path.read_text()
     assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
     for k in range(urdf.count("<dynamics")):  # a different pair on each joint
@@ -82,14 +82,14 @@ def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_veloci
         v = rng.standard_normal(damped.nv)
         qdd = rng.standard_normal(damped.nu)
         velocity_error = 0.02 * rng.standard_normal(damped.nu)
-        velocity_error[0] = -v[dofs[0]] + 1e-4  # a joint all but at rest: less than F
+        velocity_error[0] = -v[dofs[0]] + 1e-5  # a joint all but at rest: less than F
         tracking = Tracking(np.zeros(damped.nu), velocity_error)
         state = RobotState(q=q, v=v, sensed_forces=np.zeros((4, 3)))
         data = damped.model.createData()
         rnea = pin.rnea(damped.model, data, q, v, qdd)
         inertia = np.diagonal(pin.crba(damped.model, data, q))[dofs]
         v_ref = v[dofs] + velocity_error
-        friction = np.clip(inertia * v_ref / controller.dt, -F, F)
+        friction = np.clip(inertia * v_ref / (FRICTION_RAMP * controller.dt), -F, F)
         assert abs(friction[0]) < F[0]
         saturated += int(np.sum(np.abs(friction) == F))
         result = controller.solve(state, qdd, tracking)

@@ -45,6 +45,12 @@ Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
 _EMPTY = np.zeros(0)
 
+#: Fraction of a period in which the URDF-friction feed-forward would take a joint from rest to the reference's
+#: velocity: the feed-forward is clip(M_jj q̇_ref / (FRICTION_RAMP Δt), −F, F). Over stiff dry friction a joint
+#: driven with less than F sticks: at a whole period, TIAGo Pro's wrist (F = 1 N·m, M_jj = 5e-4 kg·m²) stood still;
+#: at a hundredth, reversals threw light joints. Measurements: docs/robots.md, "Joint damping and friction".
+FRICTION_RAMP = 0.1
+
 
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
 def reduced_penetration(phi, tolerance, gain):
@@ -404,9 +410,9 @@ class InverseDynamicsController:
         D q̇_ref + clip(M_jj q̇_ref / Δt, −F, F) on each actuated joint j. A feed-forward: fed back from the
         measured q̇, the damping term would undo a simulator's implicit damping explicitly, which a light link
         with strong damping does not survive at 1 kHz (D Δt / M_jj > 2). The friction term is capped by the
-        torque that takes the joint from rest to q̇_ref in one period: near a reversal, and on a light joint (a
-        gripper), a full ±F that the real friction does not yet oppose would throw the joint. None without a
-        tracking record."""
+        torque that takes the joint from rest to q̇_ref in :data:`FRICTION_RAMP` of a period: near a reversal a
+        full ±F that the real friction does not yet oppose would throw a light joint, and a joint driven with less
+        than F sticks. None without a tracking record."""
         if self._passive is None or tracking is None:
             return self.robot.bias
         damping, friction, no_friction = self._passive
@@ -415,7 +421,7 @@ class InverseDynamicsController:
         np.copyto(h, self.robot.bias)
         np.add(v[dofs], tracking.velocity_error, out=v_ref)
         np.multiply(np.diagonal(self.robot.M)[dofs], v_ref, out=torque)
-        torque /= self.dt
+        torque /= FRICTION_RAMP * self.dt
         np.clip(torque, no_friction, friction, out=torque)
         np.multiply(damping, v_ref, out=v_ref)  # v_ref is not needed any more: D q̇_ref + the friction term
         v_ref += torque
