@@ -48,7 +48,7 @@ _EMPTY = np.zeros(0)
 #: Fraction of a period in which the URDF-friction feed-forward would take a joint from rest to the reference's
 #: velocity: the feed-forward is clip(M_jj q̇_ref / (FRICTION_RAMP Δt), −F, F). Over stiff dry friction a joint
 #: driven with less than F sticks: at a whole period, TIAGo Pro's wrist (F = 1 N·m, M_jj = 5e-4 kg·m²) stood still;
-#: at a hundredth, reversals threw light joints. Measurements: docs/robots.md, "Joint damping and friction".
+#: at a hundredth, reversals threw light joints. Measured: docs/robots.md, "MuJoCo from a published URDF".
 FRICTION_RAMP = 0.1
 
 
@@ -407,12 +407,12 @@ class InverseDynamicsController:
     def _bias(self, v: Array, tracking: Tracking | None) -> Array:
         """(nv,) h(q, v) at the last model update plus the torques the motors must add against the URDF's joint
         damping D and dry friction F at the reference's velocity q̇_ref = q̇ + the tracking's velocity error:
-        D q̇_ref + clip(M_jj q̇_ref / Δt, −F, F) on each actuated joint j. A feed-forward: fed back from the
-        measured q̇, the damping term would undo a simulator's implicit damping explicitly, which a light link
-        with strong damping does not survive at 1 kHz (D Δt / M_jj > 2). The friction term is capped by the
-        torque that takes the joint from rest to q̇_ref in :data:`FRICTION_RAMP` of a period: near a reversal a
-        full ±F that the real friction does not yet oppose would throw a light joint, and a joint driven with less
-        than F sticks. None without a tracking record."""
+        D q̇_ref + clip(M_jj q̇_ref / (r Δt), −F, F) on each actuated joint j, r = :data:`FRICTION_RAMP`. A
+        feed-forward: fed back from the measured q̇, the damping term would undo a simulator's implicit damping
+        explicitly, which a light link with strong damping does not survive at 1 kHz (D Δt / M_jj > 2). The
+        friction term is the torque that takes the joint from rest to q̇_ref in r periods, capped at ±F: near a
+        reversal a full ±F that the real friction does not yet oppose would throw a light joint, and a joint driven
+        with less than F sticks. None without a tracking record."""
         if self._passive is None or tracking is None:
             return self.robot.bias
         damping, friction, no_friction = self._passive
