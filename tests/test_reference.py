@@ -417,6 +417,26 @@ def test_joint_sinusoid_swings_any_robots_chosen_joints_inside_their_limits():
         JointSinusoid(RobotModel("quadruped"))
 
 
+def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_limit(tmp_path):
+    """A joint rated 0.05 rad/s in the URDF swings 2π f A = 0.05 rad/s (A = 0.008 rad at 1 Hz) and is listed as
+    reduced; joints rated 2-2.5 rad/s keep the 0.1 rad asked for (0.63 rad/s peak)."""
+    from idcontrol.reference import JointSinusoid
+
+    arm = RobotModel("arm")
+    urdf = arm.config.urdf_path.read_text()
+    first, rest = urdf.split('velocity="2.0"', 1)
+    (tmp_path / "slow.urdf").write_text(first + 'velocity="0.05"' + rest)  # the first joint, arm_j1
+    (tmp_path / "robot.toml").write_text(arm.config.path.read_text().replace(
+        f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "slow.urdf"'))  # fmt: skip
+    slow = RobotModel(str(tmp_path / "robot.toml"))
+    ref = JointSinusoid(slow, amplitude=0.1, frequency=1.0)
+    a = dict(zip(slow.actuated_joints, ref.amplitude, strict=True))
+    assert a["arm_j1"] == pytest.approx(0.05 / (2 * np.pi)) and "arm_j1" in ref.reduced
+    assert a["arm_j3"] == pytest.approx(0.1) and "arm_j3" not in ref.reduced
+    peak = max(abs(ref.sample(t, slow.standing_configuration(), None).v_ref[0]) for t in np.arange(0.0, 2.0, 1e-3))
+    assert peak <= 0.05 + 1e-9  # the start-up envelope never speeds it past 2π f A
+
+
 def test_grasp_hold_takes_the_fingers_of_the_robot_file(arm):
     """The arm's fingers come from its robot file; a robot without fingers is a ConfigError."""
     from idcontrol.reference import GraspHold

@@ -233,6 +233,20 @@ def test_an_arm_whose_neutral_posture_needs_more_than_its_torque_limits_gets_one
     assert run.end_reason == "duration reached" and run.summary["tracking_error_rad"] < 0.005
 
 
+def test_arms_held_up_at_the_end_of_their_range_are_turned_down_past_the_hump_of_gravitys_torque(tmp_path: Path):
+    """PR2 (example-robot-data): moved inside its limits, its neutral posture holds both upper arms up at the end
+    of their shoulders' range with 29.2 of 30 N·m, and lifting them further would lighten them, so a local
+    solve from there stays; init also solves from the middle of each joint's range and finds arms that need at
+    most half of each torque limit."""
+    result = init_robot(f"{ERD}/pr2_description/urdf/pr2.urdf", f"{ERD}/pr2_description/srdf/pr2.srdf",
+                        tmp_path / "pr2")  # fmt: skip
+    assert result.blockers == [], result.blockers
+    robot = RobotModel(str(result.path))
+    ratios = hold_ratios(robot)
+    assert max(ratios.values()) <= 0.5 + 1e-3, max(ratios.items(), key=lambda item: item[1])
+    assert ratios["l_shoulder_lift_joint"] <= 0.5 + 1e-3 and ratios["r_shoulder_lift_joint"] <= 0.5 + 1e-3
+
+
 def test_a_posture_that_cannot_be_held_is_written_listed_and_the_command_fails(tmp_path: Path, capsys):
     """With a 3 N·m shoulder no posture inside the limits holds the arm: the file is written, the reason names the
     joint and both torques, and `robot init` exits 1 without proposing the launch. A floating base without legs
@@ -266,6 +280,30 @@ def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     result = init_robot(f"{ERD}/bolt_description/robots/bolt.urdf", f"{ERD}/bolt_description/srdf/bolt.srdf",
                         tmp_path / "bolt")  # fmt: skip
     assert any("a point or a line" in line for line in result.blockers), result.blockers
+
+
+def test_a_joint_whose_limit_gives_no_range_has_none_in_both_models_and_the_robot_stands(tmp_path: Path):
+    """example-robot-data's `quadruped`: its knees' <limit> gives effort and velocity only, which urdfdom reads as
+    the range [0, 0] (a knee that cannot bend) and MuJoCo as no limits. Both models now read no limits, the
+    preflight warns of each such joint, and init's posture (knees bent) stands 1 s in MuJoCo (before, init
+    refused it: 'BL_KFE 1.499 not in [0, 0]')."""
+    result = init_robot(f"{ERD}/quadruped_description/urdf/quadruped.urdf", None, tmp_path / "q")
+    assert result.blockers == [], result.blockers
+    assert sum("lower and upper are equal" in w.message for w in result.report.warnings) == 4, result.report.warnings
+    robot = RobotModel(str(result.path))
+    knee = robot.model.joints[robot.model.getJointId("BL_KFE")].idx_q
+    assert robot.model.lowerPositionLimit[knee] < -1e300 and robot.model.upperPositionLimit[knee] > 1e300
+    hip = robot.model.joints[robot.model.getJointId("BL_HFE")].idx_q
+    assert (robot.model.lowerPositionLimit[hip], robot.model.upperPositionLimit[hip]) == (-10.0, 10.0)
+    from idcontrol.settings import load_launch
+    from idcontrol.sim.mujoco import MujocoSim
+    from idcontrol.testing.runners import run_in_process
+
+    assert not any("limit" in change for change in MujocoSim(robot).model_differences)
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "stand.toml")
+    run = run_in_process(launch.with_overrides(robot=str(result.path.parent)), 1.0)
+    assert run.end_reason == "duration reached" and not run.summary["fell"]
+    assert run.summary["tracking_error_rad"] < 0.001
 
 
 def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):

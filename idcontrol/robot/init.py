@@ -315,7 +315,8 @@ def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float],
     :func:`_neutral_inside_limits` keeps them, and the joint origins and the limbs' end frames ``ends`` kept
     :data:`GROUND_CLEARANCE` above the ground z = 0 (or no lower than in ``q``): least squares on the torque
     excess over that fraction and the shortfall in height (per 0.1 m), plus 10⁻⁶ · ‖q − q₀‖² to stay near ``q``,
-    by L-BFGS-B with Pinocchio's gravity derivatives and Jacobians."""
+    by L-BFGS-B with Pinocchio's gravity derivatives and Jacobians; from ``q``, and when that stays over the
+    fraction (PR2's shoulders, held up at the end of their range) also from the middle of each joint's range."""
     from scipy.optimize import minimize
 
     if model.nq != model.nv:  # one coordinate per joint only
@@ -352,7 +353,17 @@ def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float],
         grad = (2.0 * excess * np.sign(ratio) / limit) @ dg - (2.0 * short / 0.1) @ Jz + 2e-6 * (x - q)
         return float(excess @ excess + short @ short + 1e-6 * (x - q) @ (x - q)), grad
 
-    return minimize(cost, q, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-14, "gtol": 1e-12}).x
+    def solve(start: np.ndarray) -> tuple[float, np.ndarray]:
+        found = minimize(cost, start, jac=True, method="L-BFGS-B", bounds=bounds,
+                         options={"ftol": 1e-14, "gtol": 1e-12})  # fmt: skip
+        return float(found.fun), found.x
+
+    best = solve(q)
+    if best[0] > 1e-6:  # still over the fraction: gravity's torque has a hump between q and the light postures
+        middle = np.array([0.5 * (lo + hi) if lo is not None and hi is not None else x
+                           for (lo, hi), x in zip(bounds, q, strict=True)])  # fmt: skip
+        best = min(best, solve(middle), key=lambda found: found[0])
+    return best[1]
 
 
 def _neutral_inside_limits(model: pin.Model, q: np.ndarray, joints: list[int] | None = None) -> np.ndarray:

@@ -39,7 +39,7 @@ import pinocchio as pin
 
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import RobotConfig
-from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, parse_floats, read_urdf
+from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, equal_limits, parse_floats, read_urdf
 
 #: Relative tolerance of the inertia checks (of the largest principal moment).
 INERTIA_TOL = 1e-6
@@ -237,6 +237,9 @@ def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
                 bounds[key] = float(x[0])
         if joint.type != "continuous" and "lower" in bounds and "upper" in bounds and bounds["lower"] > bounds["upper"]:
             report.error(where, "limit", f"lower {bounds['lower']} > upper {bounds['upper']}")
+        if equal_limits(joint):
+            report.warn(where, "limit", f"lower and upper are equal ({bounds.get('lower', 0.0):g}; an absent one is "
+                        "0): read as no position limits, as MuJoCo reads them; give the joint's range if it has one")
         for key in ("effort", "velocity"):
             if bounds.get(key, 0.0) < 0:
                 report.error(where, f"limit/{key}", f"is negative: {bounds[key]}")

@@ -3,10 +3,14 @@
 urdfdom, the parser behind Pinocchio, reports a malformed number on stderr and carries on with a
 default (a NaN mass becomes 0), so the raw text is read here first (:func:`read_urdf`) for the
 preflight to check (:mod:`idcontrol.robot.preflight`). :func:`build_model` then builds the
-Pinocchio model with one change: a ``continuous`` joint becomes a ``revolute`` joint without
-position limits, so every one-DoF joint has one position coordinate (the angle, rad) instead of
-Pinocchio's (cos, sin) pair. MuJoCo's URDF import makes the same joint an unlimited hinge, so
-both models keep one coordinate per joint.
+Pinocchio model with two changes, both as MuJoCo's URDF import reads the file:
+
+* a ``continuous`` joint becomes a ``revolute`` joint without position limits, so every one-DoF joint
+  has one position coordinate (the angle, rad) instead of Pinocchio's (cos, sin) pair; MuJoCo makes the
+  same joint an unlimited hinge;
+* a ``revolute`` or ``prismatic`` joint whose limits are equal (:func:`equal_limits`: usually a ``<limit>``
+  without ``lower`` and ``upper``, which urdfdom reads as 0 and 0, a joint that could not move) has no
+  position limits; MuJoCo leaves a joint whose range is empty unlimited.
 """
 
 from __future__ import annotations
@@ -141,10 +145,26 @@ def parse_floats(text: str | None, n: int) -> np.ndarray | None:
     return values if values.shape == (n,) else None
 
 
+def equal_limits(joint: UrdfJoint) -> bool:
+    """Whether a revolute or prismatic joint's ``<limit>`` gives equal lower and upper bounds (an absent one
+    counts as 0, as urdfdom reads it): read as no position limits (see the module's notes)."""
+    if joint.type not in ("revolute", "prismatic") or joint.limit is None:
+        return False
+    lower, upper = parse_floats(joint.limit["lower"] or "0", 1), parse_floats(joint.limit["upper"] or "0", 1)
+    return lower is not None and upper is not None and float(lower[0]) == float(upper[0])
+
+
 def model_xml(urdf: UrdfFile) -> str:
-    """The URDF text Pinocchio builds from: continuous joints as revolute joints without position limits."""
+    """The URDF text Pinocchio builds from: continuous joints as revolute joints without position limits, and
+    no position limits on a joint whose limits are equal (:func:`equal_limits`)."""
     root = copy.deepcopy(urdf.tree.getroot())  # the parsed file stays as written
     for joint in root.findall("joint"):
+        written = urdf.joints.get(joint.get("name", ""))
+        if written is not None and equal_limits(written):
+            limit = joint.find("limit")
+            limit.set("lower", repr(-UNBOUNDED))
+            limit.set("upper", repr(UNBOUNDED))
+            continue
         if joint.get("type") != "continuous":
             continue
         joint.set("type", "revolute")
