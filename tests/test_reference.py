@@ -462,3 +462,30 @@ def test_a_trot_whose_clock_leaps_restarts_from_standing_at_once(quadruped):
     target = gait.sample(1e7, q, v)
     assert time.perf_counter() - started < 0.05
     assert gait.phase == 0.0 and np.all(np.isfinite(target.q_ref))
+
+
+def test_a_trot_speed_along_an_axis_no_leg_can_step_along_is_refused_and_the_other_axis_trots(tmp_path):
+    """example-robot-data's `quadruped` turns every hip and knee about the base's x axis: its feet move in the y-z
+    plane only. A forward_speed is a ConfigError naming the axis (it trotted in place before); lateral_speed trots
+    it along y, 0.15 m/s or more once trotting, in lock-step MuJoCo."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from idcontrol.reference import TrotGait
+    from idcontrol.robot.init import init_robot
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    result = init_robot("share:example-robot-data/robots/quadruped_description/urdf/quadruped.urdf", None,
+                        tmp_path / "q")  # fmt: skip
+    robot = RobotModel(str(result.path))
+    with pytest.raises(ConfigError, match="forward_speed = 0.2 m/s: no leg .* along the base's x axis"):
+        TrotGait(robot)
+    TrotGait(robot, forward_speed=0.0, lateral_speed=0.2)
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "trot.toml")
+    launch = launch.with_overrides(robot=str(result.path))
+    options = {**launch.reference.options, "forward_speed": 0.0, "lateral_speed": 0.2}
+    run = run_in_process(replace(launch, reference=replace(launch.reference, options=options)), 2.5)
+    assert run.end_reason == "duration reached" and not run.summary["fell"]
+    speed = (run.q[-1, 1] - run.q[1000, 1]) / (run.t[-1] - run.t[1000])
+    assert speed >= 0.15 and abs(run.q[-1, 0]) < 0.02, (speed, run.q[-1, :2])

@@ -216,6 +216,7 @@ class TrotGait(Reference):
         pin.framesForwardKinematics(model, data, q_base)
         nominal = np.array([data.oMf[model.getFrameId(leg.end)].translation for leg in legs])  # (4, 3) base frame
         self.nominal_feet = tuple(tuple(float(x) for x in foot) for foot in nominal)
+        _check_step_directions(robot, legs, q_base, forward_speed, lateral_speed)
         phases = default_touchdown_phases(self.leg_names, nominal)
         # the feet's centroid under the centre of mass (x-y, base frame, m): the stance shifts the base by it
         # while standing, and the gait places its feet about it
@@ -387,6 +388,31 @@ class TrotGait(Reference):
                                  self._leg_of_sphere, self._mask)  # fmt: skip
         self._tau = tau
         return JointTarget(out[0], out[1], out[2])
+
+
+def _check_step_directions(robot: RobotModel, legs: Sequence, q_base: Array, forward: float, lateral: float) -> None:
+    """ConfigError when a commanded speed needs the feet to move along a base axis (x forward, y lateral) that no
+    leg's joints can move its foot along at the standing posture: example-robot-data's `quadruped`, whose hips and
+    knees all turn about x, trotted in place at a forward command."""
+    model = robot.model
+    data = model.createData()
+    pin.computeJointJacobians(model, data, q_base)
+    pin.updateFramePlacements(model, data)
+    reach = np.zeros(2)  # per base axis x, y: the best leg's fraction of a unit foot motion its joints can make
+    for leg in legs:
+        J = pin.getFrameJacobian(model, data, model.getFrameId(leg.end), pin.LOCAL_WORLD_ALIGNED)[:3]
+        J = J[:, [model.joints[model.getJointId(name)].idx_v for name in leg.joints]]
+        for axis in range(2):
+            goal = np.eye(3)[axis]
+            made = J @ np.linalg.lstsq(J, goal, rcond=None)[0]
+            reach[axis] = max(reach[axis], float(made @ goal))
+    for axis, (speed, option) in enumerate(((forward, "forward_speed"), (lateral, "lateral_speed"))):
+        if speed != 0.0 and reach[axis] < 0.5:
+            other = "lateral_speed" if axis == 0 else "forward_speed"
+            raise ConfigError(f"trot option {option} = {speed:g} m/s: no leg of {robot.name!r} can move its foot "
+                              f"along the base's {'xy'[axis]} axis at the standing posture (its joints turn about "
+                              f"it), so the trot would step in place; set {option} = 0 and command {other} if "
+                              "the legs step along the other axis")  # fmt: skip
 
 
 @njit(cache=True)
