@@ -306,6 +306,25 @@ def test_a_joint_whose_limit_gives_no_range_has_none_in_both_models_and_the_robo
     assert run.summary["tracking_error_rad"] < 0.001
 
 
+def test_a_humanoids_flat_mesh_soles_get_corner_spheres_and_it_stands(tmp_path: Path):
+    """Alexander (example-robot-data, legs only): its feet are meshes with 21 x 9 cm flat soles on 0.94 m legs.
+    Each gets four corner spheres (before, a sole narrower than a tenth of the leg was taken for a point, and init
+    refused the posture: 'a point or a line'), and it stands 1 s in MuJoCo with the file as written."""
+    result = init_robot(f"{ERD}/alexander_description/urdf/alexander_v1.lowerBodyOnly.urdf",
+                        f"{ERD}/alexander_description/srdf/alexander.srdf", tmp_path / "alexander")  # fmt: skip
+    assert result.blockers == [], result.blockers
+    robot = RobotModel(str(result.path))
+    assert len(robot.legs) == 2 and len(robot.sphere_names) == 8
+    np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-3)
+    from idcontrol.settings import load_launch
+    from idcontrol.testing.runners import run_in_process
+
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "stand.toml")
+    run = run_in_process(launch.with_overrides(robot=str(result.path.parent)), 1.0)
+    assert run.end_reason == "duration reached" and not run.summary["fell"]
+    assert run.summary["tracking_error_rad"] < 0.001
+
+
 def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):
     """Joint names with dots (Allegro's ``joint_0.0``) are written as quoted keys: the robot file loads, with the
     same gains and posture under each name."""

@@ -59,6 +59,13 @@ REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
 STANDING_REACH = 0.75
 #: Radius of the corner spheres of a flat foot, m (at most a tenth of the sole's smaller side).
 CORNER_RADIUS = 0.005
+#: A foot's bottom (its geometry's points within 2 mm of its lowest) is a flat sole when both its sides exceed this
+#: fraction of the leg's length and SOLE_MIN_WIDTH (m): the 2 mm cap of a 3 cm ball is 2.2 cm wide. At a tenth,
+#: Alexander's 8.9 cm wide sole on its 0.94 m legs was taken for a point.
+SOLE_WIDTH_FRACTION, SOLE_MIN_WIDTH = 0.05, 0.02
+#: A bottom that is a strip (one side over twice the other) is a sole tilted up to this many degrees (iCub's, 4°,
+#: in its SRDF posture): the points within its length times the tilt's sine are taken instead.
+SOLE_MAX_TILT_DEG = 5.0
 #: A fixed-base robot's posture keeps each joint this far inside its limits (rad or m; at most a quarter of the
 #: range), so that a joint sinusoid about it meets no limit.
 POSTURE_LIMIT_MARGIN = 0.25
@@ -154,6 +161,13 @@ def _support_points(obj: pin.GeometryObject, placement: pin.SE3) -> tuple[np.nda
     return np.zeros((0, 3)), None
 
 
+def _bottom(points: np.ndarray, below: float, oMf: pin.SE3, axes: list[int]) -> tuple[np.ndarray, ...]:
+    """The ``points`` (k, 3, world) lower than ``below`` (m), in the frame ``oMf``, and their least and greatest
+    coordinates along its ``axes`` (the sole's length and width)."""
+    local = (points[points[:, 2] <= below] - oMf.translation) @ oMf.rotation
+    return local, local[:, axes].min(axis=0), local[:, axes].max(axis=0)
+
+
 def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.GeometryModel | None], joint: int,
                  frame: str, limb: str, leg_length: float,
                  down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
@@ -196,16 +210,18 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             offset = oMf.actInv(centre)
             return [Sphere(limb, frame, radius, offset, f"its {source} sphere {obj_name!r}")], ""
         allpoints = np.concatenate([p for p, r, _ in chunks if r is None])
-        band = allpoints[allpoints[:, 2] <= z_min + 0.002]
-        local = (band - oMf.translation) @ oMf.rotation  # in the end frame
         # the frame's axes nearest the world's x and y (a sole's length and width) and z (its normal)
         normal = int(np.argmax(np.abs(oMf.rotation[2])))
         axes = [a for a in range(3) if a != normal]
         if abs(oMf.rotation[0, axes[0]]) < abs(oMf.rotation[0, axes[1]]):
             axes.reverse()
-        lo, hi = local[:, axes].min(axis=0), local[:, axes].max(axis=0)
+        local, lo, hi = _bottom(allpoints, z_min + 0.002, oMf, axes)
         extent = hi - lo
-        if min(extent) > max(0.1 * leg_length, 0.02):  # a flat sole: a sphere at each corner
+        if max(extent) > max(2.0 * min(extent), SOLE_MIN_WIDTH):  # a strip: the edge of a sole tilted a few degrees
+            depth = math.sin(math.radians(SOLE_MAX_TILT_DEG)) * float(max(extent))
+            local, lo, hi = _bottom(allpoints, z_min + depth, oMf, axes)
+            extent = hi - lo
+        if min(extent) > max(SOLE_WIDTH_FRACTION * leg_length, SOLE_MIN_WIDTH):  # a flat sole: corner spheres
             r = min(CORNER_RADIUS, 0.1 * float(min(extent)))
             # the sole's face in the frame (its points' median along the normal axis), the spheres on its inner side
             inward = float(np.sign(oMf.rotation[2, normal]))
