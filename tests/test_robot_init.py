@@ -325,6 +325,21 @@ def test_a_humanoids_flat_mesh_soles_get_corner_spheres_and_it_stands(tmp_path: 
     assert run.summary["tracking_error_rad"] < 0.001
 
 
+def test_a_sole_whose_end_frame_points_sideways_is_levelled_by_the_least_turn(tmp_path: Path):
+    """iCub: its SRDF posture tilts the soles by about 4°, and its right foot's end frame (`r_foot_dh_frame`) has
+    its x axis down. Both soles are found flat, and putting them on the ground turns each by the least rotation
+    that levels it: all eight corner spheres at z = 0 (1 mm) with every joint inside its limits (levelling the
+    frame's z axis turned the right foot 90°: its ankle at -1.5 rad, limits [-0.73, 0.37]). Init still refuses
+    the posture, honestly: its centre of mass stands 6 mm outside the feet."""
+    result = init_robot(f"{ERD}/icub_description/robots/icub.urdf", f"{ERD}/icub_description/srdf/icub.srdf",
+                        tmp_path / "icub")  # fmt: skip
+    assert not any("joint limits" in b for b in result.blockers), result.blockers
+    assert any("centre of mass" in b for b in result.blockers), result.blockers
+    robot = RobotModel(str(result.path))
+    assert len(robot.sphere_names) == 8
+    np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-3)
+
+
 def test_joint_names_that_are_no_bare_toml_keys_are_quoted(tmp_path: Path):
     """Joint names with dots (Allegro's ``joint_0.0``) are written as quoted keys: the robot file loads, with the
     same gains and posture under each name."""

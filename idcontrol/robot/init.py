@@ -481,17 +481,19 @@ class _Leg:
 
 def _place_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg],
                 targets: list[np.ndarray]) -> tuple[np.ndarray, float]:  # fmt: skip
-    """Each leg's contact point to its world target (flat soles kept level, yaw unchanged).
+    """Each leg's contact point to its world target (flat soles turned level by the least rotation: a frame
+    whose x axis points down, iCub's right `r_foot_dh_frame`, was turned 90° by levelling its z axis).
     Returns (q, worst residual, m)."""
     data = model.createData()
     worst = 0.0
     for leg, target in zip(legs, targets, strict=True):
         rotation = None
-        if leg.flat:
+        if leg.flat:  # the least turn that makes the sole's normal (the end frame's axis nearest z) vertical
             pin.framesForwardKinematics(model, data, q)
             current = data.oMf[leg.frame].rotation
-            yaw = math.atan2(current[1, 0], current[0, 0])
-            rotation = pin.rpy.rpyToMatrix(0.0, 0.0, yaw)
+            normal = current[:, int(np.argmax(np.abs(current[2])))]  # in world
+            up = np.array([0.0, 0.0, math.copysign(1.0, normal[2])])
+            rotation = pin.Quaternion.FromTwoVectors(normal, up).matrix() @ current
         q, residual = _leg_ik(model, data, q, leg.limb.joints, leg.frame, leg.point, target, rotation)
         worst = max(worst, residual)
     return q, worst
