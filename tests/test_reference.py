@@ -417,9 +417,10 @@ def test_joint_sinusoid_swings_any_robots_chosen_joints_inside_their_limits():
         JointSinusoid(RobotModel("quadruped"))
 
 
-def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_limit(tmp_path):
-    """A joint rated 0.05 rad/s in the URDF swings 2π f A = 0.05 rad/s (A = 0.008 rad at 1 Hz) and is listed as
-    reduced; joints rated 2-2.5 rad/s keep the 0.1 rad asked for (0.63 rad/s peak)."""
+def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_limit(tmp_path, caplog):
+    """A joint rated 0.05 rad/s in the URDF swings 2π f A = 0.05 rad/s (A = 0.008 rad at 1 Hz), is listed as
+    reduced and said when a run is built; joints rated 2-2.5 rad/s keep the 0.1 rad asked for (0.63 rad/s
+    peak)."""
     from idcontrol.reference import JointSinusoid
 
     arm = RobotModel("arm")
@@ -432,9 +433,20 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     ref = JointSinusoid(slow, amplitude=0.1, frequency=1.0)
     a = dict(zip(slow.actuated_joints, ref.amplitude, strict=True))
     assert a["arm_j1"] == pytest.approx(0.05 / (2 * np.pi)) and "arm_j1" in ref.reduced
+    assert ref.notes == ("joint_sinusoid: arm_j1's amplitude 0.1 reduced to 0.00795775 to keep within its URDF "
+                         "velocity limit 0.05",)
     assert a["arm_j3"] == pytest.approx(0.1) and "arm_j3" not in ref.reduced
     peak = max(abs(ref.sample(t, slow.standing_configuration(), None).v_ref[0]) for t in np.arange(0.0, 2.0, 1e-3))
     assert peak <= 0.05 + 1e-9  # the start-up envelope never speeds it past 2π f A
+    from pathlib import Path
+
+    from idcontrol.control.factory import build_core
+    from idcontrol.settings import load_launch
+
+    launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "joint_sinusoid.toml")
+    with caplog.at_level("WARNING", logger="idcontrol.control.factory"):
+        build_core(launch.with_overrides(robot=str(tmp_path / "robot.toml")), slow)
+    assert ref.notes[0] in caplog.text
 
 
 def test_grasp_hold_takes_the_fingers_of_the_robot_file(arm):

@@ -21,6 +21,7 @@ drive this same object.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ from idcontrol.settings import SafetySettings
 from idcontrol.validation import all_finite, check_option_types
 
 Array = NDArray[np.float64]
+log = logging.getLogger(__name__)
 
 
 #: The longest ``reason`` the core keeps (characters): status replies echo it.
@@ -304,6 +306,8 @@ class ControlCore:
                 raise ConfigError(f"reference {name!r}: invalid option value: {e}") from None
             return sorted(options)
         self.reference = make_reference(name, self.robot, **options)
+        for note in self.reference.notes:
+            log.warning("%s", note)
         return None
 
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:

@@ -48,6 +48,9 @@ class Reference:
     """
 
     name: ClassVar[str] = ""
+    #: What the reference changed from its options to fit the robot (an amplitude reduced at a joint's limit), one
+    #: line each; whoever builds it for a run says them (:func:`idcontrol.control.factory.build_core`).
+    notes: tuple[str, ...] = ()
 
     def sample(self, t: float, q: Array, v: Array) -> JointTarget:
         """The target at time ``t`` (s) given the measured state ``q`` (nq,), ``v`` (nv,).

@@ -53,6 +53,7 @@ class JointSinusoid(Reference):
         self.q_center = standing_joint_positions(robot)  # (nu,)
         self.amplitude = np.zeros(robot.nu)  # (nu,)
         self.reduced: list[str] = []
+        notes: list[str] = []
         model = robot.model
         for name in joints:
             if name not in robot.actuated_joints:
@@ -64,14 +65,18 @@ class JointSinusoid(Reference):
             k = model.joints[model.getJointId(name)].idx_q
             room = min(self.q_center[slot] - model.lowerPositionLimit[k], model.upperPositionLimit[k]
                        - self.q_center[slot]) - float(limit_margin)  # fmt: skip
+            why = "to stay inside its position limits"
             speed = float(model.velocityLimit[model.joints[model.getJointId(name)].idx_v])
-            if speed > 0.0 and math.isfinite(speed):
-                room = min(room, speed / (2.0 * math.pi * self.frequency))
+            if speed > 0.0 and math.isfinite(speed) and speed / (2.0 * math.pi * self.frequency) < room:
+                room = speed / (2.0 * math.pi * self.frequency)
+                why = f"to keep within its URDF velocity limit {speed:g}"
             if a > room:
                 self.reduced.append(name)
+                notes.append(f"joint_sinusoid: {name}'s amplitude {a:g} reduced to {max(room, 0.0):g} {why}")
                 a = max(room, 0.0)
             self.amplitude[slot] = a
         self.joints = tuple(joints)
+        self.notes = tuple(notes)
         self.reset()
 
     def reset(self) -> None:
