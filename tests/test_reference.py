@@ -421,7 +421,11 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     """A joint rated 0.05 rad/s in the URDF swings 2π f A = 0.05 rad/s (A = 0.008 rad at 1 Hz), is listed as
     reduced and said when a run is built; joints rated 2-2.5 rad/s keep the 0.1 rad asked for (0.63 rad/s
     peak)."""
+    from pathlib import Path
+
+    from idcontrol.control.factory import build_core
     from idcontrol.reference import JointSinusoid
+    from idcontrol.settings import load_launch
 
     arm = RobotModel("arm")
     urdf = arm.config.urdf_path.read_text()
@@ -438,11 +442,6 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     assert a["arm_j3"] == pytest.approx(0.1) and "arm_j3" not in ref.reduced
     peak = max(abs(ref.sample(t, slow.standing_configuration(), None).v_ref[0]) for t in np.arange(0.0, 2.0, 1e-3))
     assert peak <= 0.05 + 1e-9  # the start-up envelope never speeds it past 2π f A
-    from pathlib import Path
-
-    from idcontrol.control.factory import build_core
-    from idcontrol.settings import load_launch
-
     launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "joint_sinusoid.toml")
     with caplog.at_level("WARNING", logger="idcontrol.control.factory"):
         build_core(launch.with_overrides(robot=str(tmp_path / "robot.toml")), slow)
