@@ -73,7 +73,6 @@ def test_image_installs_with_the_readme_command_that_ci_runs():
     assert command.replace("pip install -e '.[test]'", "pip install -q --no-compile -e '.[test,drake]'") in ci
 
 
-
 def test_ci_runs_the_readme_test_command_and_it_runs_the_timing_tests_alone():
     """.ci/run ends with the README's test command; the tests marked ``timing`` are left out of the parallel run
     and run on their own after it."""

@@ -96,7 +96,6 @@ def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, wor
         load_launch(write(tmp_path, GOOD.replace(old, new, 1)))
 
 
-
 def test_wildcard_ports_may_repeat_and_each_socket_gets_its_own(tmp_path):
     """``tcp://127.0.0.1:*`` on every endpoint is allowed (the system gives each socket a free port, and the daemon's
     ready line names them); the same fixed port twice is not."""
