@@ -443,7 +443,7 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     peak = max(abs(ref.sample(t, slow.standing_configuration(), None).v_ref[0]) for t in np.arange(0.0, 2.0, 1e-3))
     assert peak <= 0.05 + 1e-9  # the start-up envelope never speeds it past 2π f A
     launch = load_launch(Path(__file__).resolve().parents[1] / "launch" / "joint_sinusoid.toml")
-    with caplog.at_level("WARNING", logger="idcontrol.control.factory"):
+    with caplog.at_level("WARNING", logger="idcontrol.control.core"):
         build_core(launch.with_overrides(robot=str(tmp_path / "robot.toml")), slow)
     assert ref.notes[0] in caplog.text
 

@@ -124,7 +124,7 @@ class ControlCore:
         self.controller = controller
         self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
         self.robot = controller.robot
-        self.reference = reference
+        self._use(reference)
         self.safety = safety or SafetySettings()
         robot = self.robot
         self.dt = controller.dt
@@ -305,10 +305,14 @@ class ControlCore:
             except (TypeError, ValueError) as e:  # a value of the right type the reference still cannot take
                 raise ConfigError(f"reference {name!r}: invalid option value: {e}") from None
             return sorted(options)
-        self.reference = make_reference(name, self.robot, **options)
-        for note in self.reference.notes:
-            log.warning("%s", note)
+        self._use(make_reference(name, self.robot, **options))
         return None
+
+    def _use(self, reference: Reference) -> None:
+        """Run ``reference`` from now on, and say what it changed from its options to fit the robot."""
+        self.reference = reference
+        for note in reference.notes:
+            log.warning("%s", note)
 
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:
         """Replace PD(I) gains (a number or one per actuated joint), each within 0 and the safety settings'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
 from idcontrol.contacts.world import Environment, MovableBody
@@ -12,8 +11,6 @@ from idcontrol.errors import ConfigError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig
-
-log = logging.getLogger(__name__)
 
 
 def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment:
@@ -38,8 +35,6 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
         consistent_contact_velocity=c.consistent_contact_velocity,
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    for note in reference.notes:
-        log.warning("%s", note)
     core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations)
     if c.gains:
         core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain

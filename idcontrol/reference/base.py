@@ -49,7 +49,7 @@ class Reference:
 
     name: ClassVar[str] = ""
     #: What the reference changed from its options to fit the robot (an amplitude reduced at a joint's limit), one
-    #: line each; whoever builds it for a run says them (:func:`idcontrol.control.factory.build_core`).
+    #: line each; the control core says them when it starts to run the reference.
     notes: tuple[str, ...] = ()
 
     def sample(self, t: float, q: Array, v: Array) -> JointTarget:
