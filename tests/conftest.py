@@ -87,3 +87,12 @@ def quadruped() -> RobotModel:
 def arm() -> RobotModel:
     """The shipped arm with its box."""
     return RobotModel("arm")
+
+
+def with_urdf(robot: RobotModel, folder: pathlib.Path, urdf: str, name: str = "edited.urdf") -> RobotModel:
+    """``robot`` with its URDF replaced by the text ``urdf``: both files written in ``folder`` (its robot file
+    otherwise as shipped), and the model loaded from them."""
+    (folder / name).write_text(urdf)
+    shipped = f'urdf = "{robot.config.urdf_path.name}"'
+    (folder / "robot.toml").write_text(robot.config.path.read_text().replace(shipped, f'urdf = "{name}"'))
+    return RobotModel(str(folder / "robot.toml"))

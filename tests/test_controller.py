@@ -25,7 +25,7 @@ from idcontrol.formulations.two_stage_qp import remap_active_set
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.config import load_robot_config
 from idcontrol.robot.model import RobotModel
-from tests.conftest import solo12_urdf
+from tests.conftest import solo12_urdf, with_urdf
 
 CONTACT_FORMULATIONS = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
 G = 9.81
@@ -67,10 +67,7 @@ def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_veloci
     for k in range(urdf.count("<dynamics")):  # a different pair on each joint
         urdf = urdf.replace('<dynamics damping="0.0" friction="0.0"/>',
                             f'<dynamics damping="{0.5 + k}" friction="{0.2 * (k + 1)}"/>', 1)  # fmt: skip
-    (tmp_path / "damped.urdf").write_text(urdf)
-    text = arm.config.path.read_text().replace(f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "damped.urdf"')
-    (tmp_path / "robot.toml").write_text(text)
-    damped = RobotModel(str(tmp_path / "robot.toml"))
+    damped = with_urdf(arm, tmp_path, urdf, "damped.urdf")
     dofs = damped.actuated_dofs
     D, F = damped.model.damping[dofs], damped.model.friction[dofs]
     assert np.all(D > 0) and np.all(F > 0)

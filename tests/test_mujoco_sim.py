@@ -19,7 +19,7 @@ from idcontrol.sim.mujoco import (
     MujocoSim,
     SimulationDiverged,
 )
-from tests.conftest import solo12_urdf
+from tests.conftest import solo12_urdf, with_urdf
 
 
 def random_state(robot: RobotModel, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -299,10 +299,7 @@ def arm_with_joint_friction(arm: RobotModel, folder, friction: float = 1.0, damp
     assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
     urdf = urdf.replace('<dynamics damping="0.0" friction="0.0"/>',
                         f'<dynamics damping="{damping}" friction="{friction}"/>')  # fmt: skip
-    (folder / "arm_friction.urdf").write_text(urdf)
-    text = arm.config.path.read_text().replace(f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "arm_friction.urdf"')
-    (folder / "robot.toml").write_text(text)
-    return RobotModel(str(folder / "robot.toml"))
+    return with_urdf(arm, folder, urdf, "arm_friction.urdf")
 
 
 def test_urdf_joint_friction_is_dry_friction_that_holds_below_its_level_and_gives_way_above(arm, tmp_path) -> None:

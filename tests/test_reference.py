@@ -18,6 +18,7 @@ from idcontrol.reference import (
     make_reference,
 )
 from idcontrol.robot.model import RobotModel
+from tests.conftest import with_urdf
 
 LEGS = ("LF", "RF", "LH", "RH")
 DT = 1e-3
@@ -430,10 +431,7 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     arm = RobotModel("arm")
     urdf = arm.config.urdf_path.read_text()
     first, rest = urdf.split('velocity="2.0"', 1)
-    (tmp_path / "slow.urdf").write_text(first + 'velocity="0.05"' + rest)  # the first joint, arm_j1
-    (tmp_path / "robot.toml").write_text(arm.config.path.read_text().replace(
-        f'urdf = "{arm.config.urdf_path.name}"', 'urdf = "slow.urdf"'))  # fmt: skip
-    slow = RobotModel(str(tmp_path / "robot.toml"))
+    slow = with_urdf(arm, tmp_path, first + 'velocity="0.05"' + rest, "slow.urdf")  # the first joint, arm_j1
     ref = JointSinusoid(slow, amplitude=0.1, frequency=1.0)
     a = dict(zip(slow.actuated_joints, ref.amplitude, strict=True))
     assert a["arm_j1"] == pytest.approx(0.05 / (2 * np.pi)) and "arm_j1" in ref.reduced

@@ -62,14 +62,15 @@ class JointSinusoid(Reference):
             if not math.isfinite(a) or a < 0:
                 raise ConfigError(f"joint_sinusoid: the amplitude of {name!r} must be finite and >= 0, got {a}")
             slot = robot.actuated_joints.index(name)
-            k = model.joints[model.getJointId(name)].idx_q
+            joint = model.joints[model.getJointId(name)]
+            k = joint.idx_q
             room = min(self.q_center[slot] - model.lowerPositionLimit[k], model.upperPositionLimit[k]
                        - self.q_center[slot]) - float(limit_margin)  # fmt: skip
             why = "to stay inside its position limits"
-            speed = float(model.velocityLimit[model.joints[model.getJointId(name)].idx_v])
-            if speed > 0.0 and math.isfinite(speed) and speed / (2.0 * math.pi * self.frequency) < room:
-                room = speed / (2.0 * math.pi * self.frequency)
-                why = f"to keep within its URDF velocity limit {speed:g}"
+            speed = float(model.velocityLimit[joint.idx_v])
+            swing = speed / (2.0 * math.pi * self.frequency)  # the amplitude whose peak speed is the limit
+            if speed > 0.0 and math.isfinite(speed) and swing < room:
+                room, why = swing, f"to keep within its URDF velocity limit {speed:g}"
             if a > room:
                 self.reduced.append(name)
                 notes.append(f"joint_sinusoid: {name}'s amplitude {a:g} reduced to {max(room, 0.0):g} {why}")
