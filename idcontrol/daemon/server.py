@@ -34,7 +34,7 @@ import zmq
 from idcontrol import protocol as wire
 from idcontrol.control.core import Command, ControlCore
 from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_STOPPED
-from idcontrol.daemon.endpoints import bind
+from idcontrol.daemon.endpoints import bind, ready_line
 from idcontrol.daemon.stats import TickStats
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.logs import schema
@@ -197,9 +197,7 @@ class Daemon:
         gc.collect()
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
-        bound = self.bound  # the ports themselves where the launch file says ":*"
-        log.info("daemon ready: robot %s, formulation %s, control %s, admin %s, telemetry %s", self.shape.robot,
-                 self.core.formulation_name, bound["control"], bound["admin"], bound.get("telemetry", "none"))
+        log.info("%s", ready_line(self.shape.robot, self.core.formulation_name, self.bound))
         try:
             while True:
                 if self.spin_s and time.monotonic() - self._last_state_time < 2.0 * self.core.dt:

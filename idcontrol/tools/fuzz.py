@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
+from idcontrol.daemon.endpoints import bound_in
 from idcontrol.errors import IdControlError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
@@ -48,8 +48,6 @@ control = "tcp://127.0.0.1:*"
 admin = "tcp://127.0.0.1:*"
 telemetry = "tcp://127.0.0.1:*"
 """
-#: the daemon's start-up line naming the ports it bound (its launch file lets it choose them)
-READY = re.compile(r"daemon ready: .*control (tcp://\S+), admin (tcp://\S+),")
 
 
 #: how long a send may wait for the daemon to read (ms) before the daemon counts as dead or hung
@@ -414,9 +412,9 @@ def _bound_endpoints(daemon: subprocess.Popen, output: Path, checker: ReplyCheck
     ``timeout`` s allows for compiling the kernels on a first start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = READY.search(output.read_text(errors="replace"))
+        found = bound_in(output.read_text(errors="replace"))
         if found:
-            return found.group(1), found.group(2)
+            return found
         if daemon.poll() is not None:
             raise IdControlError(f"the daemon exited before it was ready{checker.daemon_fate()}")
         time.sleep(0.05)
