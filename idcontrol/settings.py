@@ -53,6 +53,7 @@ A launch file is TOML (see ``launch/*.toml``)::
     io_cpu = 0                   # optional: where both processes' ZeroMQ I/O threads run
     spin_us = 1000.0             # optional: poll for the next message without sleeping (0: block)
     cpu_latency_us = 0           # optional: PM QoS wake-up latency request while running (0: no deep idle)
+    warm = true                  # optional: tick a shadow core while spinning, keeping caches warm (default false)
 
     [endpoints]                  # loopback unless [security] names CURVE keys
     control = "tcp://127.0.0.1:5555"
@@ -272,6 +273,10 @@ class RealtimeSettings:
     cpu_latency_us : while the process runs, ask the kernel (PM QoS, ``/dev/cpu_dma_latency``) to wake
         any CPU within this many µs: 0 keeps idle CPUs polling instead of halting (more power, less
         jitter; the usual setting of real-time Linux). None (the default): no request.
+    warm : while the daemon spins for the next state, tick a shadow copy of its control core on the last
+        state (:mod:`idcontrol.daemon.warmth`), so that the next real tick finds its code and data in the
+        caches. Needs ``spin_us`` > 0; costs the CPU the spin holds anyway and a second robot model's memory.
+        False (the default): spin idle.
     """
 
     priority: int = 0
@@ -280,6 +285,7 @@ class RealtimeSettings:
     spin_us: float = 0.0
     io_cpu: int | None = None
     cpu_latency_us: int | None = None
+    warm: bool = False
 
     def check(self, where: str) -> RealtimeSettings:
         if not isinstance(self.priority, int) or isinstance(self.priority, bool) or not 0 <= self.priority <= 99:
@@ -297,6 +303,10 @@ class RealtimeSettings:
             not isinstance(latency, int) or isinstance(latency, bool) or not 0 <= latency <= 1_000_000
         ):
             raise ConfigError(f"{where}: realtime.cpu_latency_us must be an integer in 0 .. 1000000, got {latency!r}")
+        if not isinstance(self.warm, bool):
+            raise ConfigError(f"{where}: realtime.warm must be true or false, got {self.warm!r}")
+        if self.warm and not spin > 0.0:
+            raise ConfigError(f"{where}: realtime.warm = true needs spin_us > 0 (the shadow ticks in the spin)")
         return self
 
 

@@ -15,6 +15,7 @@ from idcontrol.client import AdminClient
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import Daemon
+from idcontrol.daemon.warmth import TickWarmer
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
@@ -33,12 +34,18 @@ class Harness:
         watchdog: float = 0.02,
         clock: str = "lockstep",
         spin_us: float = 0.0,
+        warm: bool = False,
     ) -> None:
         self.ctx = zmq.Context()
         self.robot = robot
         controller = InverseDynamicsController(robot, formulation=formulation)
         core = ControlCore(controller, make_reference("hold", robot))
-        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us)
+        warmer = None
+        if warm:  # the shadow: its own robot model, built alike
+            shadow_robot = RobotModel(robot.name)
+            warmer = TickWarmer(ControlCore(InverseDynamicsController(shadow_robot, formulation=formulation),
+                                            make_reference("hold", shadow_robot)))  # fmt: skip
+        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, warmer=warmer)
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
@@ -221,11 +228,12 @@ def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness
 
 
 @pytest.mark.timing
-def test_a_spinning_daemon_answers_every_state_and_still_serves_admin(quadruped):
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_spinning_daemon_answers_every_state_and_still_serves_admin(quadruped, warm):
     """spin_us (polling for the next state without sleeping before it is due): 300 states at 1 kHz all
     answered in order, admin requests answered in between, and the watchdog still stops a run whose
-    states stop."""
-    harness = Harness(quadruped, clock="realtime", spin_us=300.0)
+    states stop; with a warmer, its shadow ticks in the waits too."""
+    harness = Harness(quadruped, clock="realtime", spin_us=300.0, warm=warm)
     try:
         harness.admin.request("start")
         next_due = time.perf_counter()
@@ -239,6 +247,8 @@ def test_a_spinning_daemon_answers_every_state_and_still_serves_admin(quadruped)
                 pass
         stats = harness.admin.request("stats")
         assert stats["states_skipped"] == 0 and stats["states_dropped"] == 0, stats
+        if warm:
+            assert harness.daemon.warmer.enabled and harness.daemon.warmer.ticks > 0
         time.sleep(0.1)
         status = harness.admin.request("status")
         assert status["mode"] in ("safe_stop", "stopped") and "watchdog" in status["reason"], status

@@ -310,3 +310,21 @@ def test_a_value_of_the_wrong_type_is_reported_as_a_type_error_not_a_range_error
     old, new = change
     with pytest.raises(ConfigError, match=words):
         load_launch(write(tmp_path, GOOD.replace(old, new, 1)))
+
+
+def test_the_soak_runs_with_the_shipped_real_time_settings(tmp_path):
+    """`idcontrol soak` under SCHED_FIFO on two CPUs or more uses the real-time table of
+    launch/quadruped_stand_realtime.toml (pinning, spin, latency request, warm); with no priority or one CPU, none."""
+    from idcontrol.tools.soak import LAUNCH_TEMPLATE, realtime_table
+
+    shipped = load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime
+    for priority, cpus, expect_spin in ((50, 2, True), (50, 1, False), (0, 8, False)):
+        path = tmp_path / f"soak-{priority}-{cpus}.toml"
+        path.write_text(LAUNCH_TEMPLATE.format(formulation="two_stage_qp", priority=priority,
+                                               realtime=realtime_table(priority, cpus), control=5555, admin=5556,
+                                               telemetry=5557))  # fmt: skip
+        settings = load_launch(path).realtime
+        if expect_spin:
+            assert settings == shipped
+        else:
+            assert settings.spin_us == 0.0 and not settings.warm and settings.daemon_cpu is None

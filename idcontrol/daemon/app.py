@@ -6,6 +6,7 @@ import logging
 
 from idcontrol.control.factory import build_core
 from idcontrol.daemon.server import Daemon
+from idcontrol.daemon.warmth import TickWarmer
 from idcontrol.realtime import enter_realtime
 from idcontrol.security import KeyDirectory
 from idcontrol.settings import LaunchConfig
@@ -25,7 +26,9 @@ def run_daemon(config: LaunchConfig, log_path: str | None = None, log_max_bytes:
         logger = LogRecorder(log_path, describe_run(config, core), max_bytes=log_max_bytes)
     curve = KeyDirectory(config.curve_keys) if config.curve_keys else None
     enter_realtime(config.realtime, "daemon")  # before the first socket: its I/O thread gets the priority too
+    # the warmer's shadow core: its own robot model, formulation and reference, sharing nothing with the served one
+    warmer = TickWarmer(build_core(config)) if config.realtime.warm else None
     daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger,
-                    spin_us=config.realtime.spin_us)  # fmt: skip
+                    spin_us=config.realtime.spin_us, warmer=warmer)  # fmt: skip
     daemon.serve()
     return 0

@@ -36,6 +36,7 @@ from idcontrol.control.core import Command, ControlCore
 from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_STOPPED
 from idcontrol.daemon.endpoints import bind, ready_line
 from idcontrol.daemon.stats import TickStats
+from idcontrol.daemon.warmth import TickWarmer
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.logs import schema
 from idcontrol.logs.recorder import LogRecorder
@@ -93,8 +94,10 @@ class Daemon:
         logger: LogRecorder | None = None,
         spin_us: float = 0.0,
         credential: Credential | None = None,
+        warmer: TickWarmer | None = None,
     ) -> None:
         self.core = core
+        self.warmer = warmer  # ticks a shadow core in the wait before the next state (needs spin_us)
         self.spin_s = spin_us * 1e-6  # poll without sleeping this long before the next state of a live run is due
         self._rest_s = rt_rest_fraction() * core.dt if spin_us else 0.0  # ... but block this long every period
         self.logger = logger  # tick log (idcontrol.logs): records queued, never waited on
@@ -154,6 +157,7 @@ class Daemon:
         self._last_seq = -1
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
+        self._early_s = 0.0  # how long before it was due a state lately came at most (a decaying peak), s
         self._last_t = float("nan")
         self._labelled_ids: tuple | None = None
         self._labels: list[str] = []
@@ -194,6 +198,8 @@ class Daemon:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda signum, _frame: self.request_shutdown(signal.Signals(signum).name))
         self.core.warm_up()
+        if self.warmer is not None:
+            self.warmer.warm_up()
         gc.collect()
         gc.freeze()  # start-up objects never get scanned again: shorter collector pauses in the loop
         self.running = True
@@ -219,16 +225,27 @@ class Daemon:
             if self.logger is not None:
                 self.logger.close(self.summary())
             self.close()
+            if self.warmer is not None:
+                log.info("%s", self.warmer.describe())
             log.info("daemon stopped (%s)", self.core.reason)
 
     def _wait_for_next_state(self) -> None:
         """Sleep on the control socket until ``spin_s`` before the next state is due, then poll it without
-        sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long)."""
+        sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long). With a
+        warmer, its shadow ticks first, while they end ``WARM_GUARD_S`` before the state is due."""
         due = self._state_received_at + self.core.dt
         now = time.perf_counter()
         rest = max(due - self.spin_s - now, self._rest_s)
         if not wait_readable(self.control, rest):
+            if self.warmer is not None:
+                self.warmer.warm(self.control, self.core, due - max(self.WARM_GUARD_S, self._early_s))
             spin_until_readable(self.control, due + self.spin_s)
+
+    #: A warmer's shadow tick ends at least this long before the next state is due (s), and at least as long
+    #: before as states have lately come early (a state comes early by as much as the previous one was late).
+    WARM_GUARD_S = 0.00005
+    #: How fast that lateness is forgotten: each state, to this fraction unless the state came earlier still.
+    EARLY_DECAY = 0.999
 
     #: The watchdog trips this much before its period ends, so that the safe stop is never late (s).
     WATCHDOG_GUARD_S = 0.0003
@@ -348,6 +365,8 @@ class Daemon:
         self._accept(message, now, received)
         self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
+        if self.warmer is not None:
+            self.warmer.observe(message.state)
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
@@ -369,6 +388,8 @@ class Daemon:
             self.stats.count_skipped(message.seq - self._last_seq - 1)
         self._last_seq = message.seq
         self._last_state_time = now
+        early = self._state_received_at + self.core.dt - received  # > 0: before it was due
+        self._early_s = max(min(early, self.core.dt), self.EARLY_DECAY * self._early_s)
         self._state_received_at = received
         self._last_t = message.state.t
 

@@ -1,0 +1,88 @@
+"""Keep the tick hot while a spinning daemon waits for the next state.
+
+On the project's 2-vCPU KVM guest, a core tick that follows half a millisecond of waiting costs 1.3-1.6x one that
+follows another tick, and spinning through the wait does not help: whatever the host runs meanwhile evicts the
+tick's code, data and branch history. Ticking a second core in that wait recovers most of it (docs/benchmarks.md,
+"Why a tick in the daemon costs more than in the bench").
+
+:class:`TickWarmer` owns a shadow :class:`~idcontrol.control.core.ControlCore`, built from the same launch settings
+with its own robot model, formulation, reference, safety filter and warm starts. It ticks the shadow on the last
+state the daemon answered, only while no message waits and the tick will end before the next state is due; its
+commands are dropped. The shadow shares no mutable object with the served core, so the served commands are the
+same with it or without it (``tests/test_warmth.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import zmq
+
+from idcontrol.control.core import ControlCore
+from idcontrol.control.modes import MODE_RUN
+from idcontrol.control.state import RobotState
+
+log = logging.getLogger("idcontrol.daemon")
+
+#: How fast the expected cost of a shadow tick forgets a slow one: each tick, the estimate falls to this fraction
+#: of itself unless the tick just run took longer.
+COST_DECAY = 0.98
+
+
+class TickWarmer:
+    """Ticks ``shadow`` in the served core's idle time.
+
+    shadow : a core built like the served one (:func:`~idcontrol.control.factory.build_core` with its own
+        :class:`~idcontrol.robot.model.RobotModel`); it follows the served core's formulation by name (with the
+        launch file's options) and keeps the launch file's reference.
+    """
+
+    def __init__(self, shadow: ControlCore) -> None:
+        self.shadow = shadow
+        self.cost_s = 0.0  # the expected duration of one shadow tick: a decaying peak of the measured ones
+        self.ticks = 0
+        self.enabled = True
+        self._state: RobotState | None = None
+
+    def warm_up(self) -> None:
+        """Load the shadow's formulations (as the daemon does for the served core) and start it."""
+        self.shadow.warm_up()
+        self.shadow.start(time.monotonic())
+
+    def observe(self, state: RobotState) -> None:
+        """The state the served core just answered (validated): the next shadow ticks replay it."""
+        self._state = state
+
+    def describe(self) -> str:
+        """One line for the daemon's log: how much the shadow ticked."""
+        state = "on" if self.enabled else "off"
+        return f"tick warmer {state}: {self.ticks} shadow ticks, the last estimate {self.cost_s * 1e6:.0f} µs each"
+
+    def warm(self, socket: zmq.Socket, served: ControlCore, until: float) -> None:
+        """Tick the shadow while ``socket`` has no message and a tick would end before ``until`` (perf_counter s).
+
+        A shadow tick that raises disables the warmer (logged once): it must never cost the served loop a tick.
+        """
+        state = self._state
+        if not self.enabled or state is None:
+            return
+        shadow = self.shadow
+        while not socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            started = time.perf_counter()
+            if started + self.cost_s > until:
+                return
+            try:
+                if shadow.formulation_name != served.formulation_name:
+                    shadow.set_formulation(served.formulation_name)
+                if shadow.mode != MODE_RUN:
+                    shadow.reset()
+                    shadow.start(time.monotonic())
+                shadow.tick(state, now=time.monotonic())
+            except Exception as e:  # noqa: BLE001 - a shadow's failure must not reach the served loop
+                self.enabled = False
+                log.warning("tick warmer off: its shadow tick raised %s: %s", type(e).__name__, e)
+                return
+            elapsed = time.perf_counter() - started
+            self.cost_s = max(elapsed, COST_DECAY * self.cost_s)
+            self.ticks += 1

@@ -1,0 +1,125 @@
+"""The tick warmer: a shadow core ticked in the daemon's wait changes nothing the served core sends."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from idcontrol.control.factory import build_core
+from idcontrol.control.modes import MODE_RUN
+from idcontrol.control.state import RobotState
+from idcontrol.daemon.warmth import TickWarmer
+from idcontrol.errors import ConfigError
+from idcontrol.settings import RealtimeSettings, load_launch
+from idcontrol.sim.launch import simulator_for
+
+LAUNCH = Path(__file__).resolve().parents[1] / "launch"
+
+
+@pytest.fixture(scope="module")
+def trot():
+    """The trot's launch settings and 150 states of its lock-step MuJoCo run (touchdowns included)."""
+    config = load_launch(LAUNCH / "quadruped_trot.toml")
+    core = build_core(config)
+    sim = simulator_for(config, core.robot)
+    core.start(0.0)
+    states = []
+    for _ in range(450):
+        s = sim.state()
+        state = s.robot_state()
+        out = core.tick(state, now=s.t)
+        states.append(state)
+        sim.step(out.tau)
+    return config, states[300:]
+
+
+@pytest.fixture
+def idle_socket():
+    """A real socket with nothing to read, and one to write into it."""
+    ctx = zmq.Context()
+    reader, writer = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    reader.bind("inproc://warmth")
+    writer.connect("inproc://warmth")
+    yield reader, writer
+    reader.close(linger=0)
+    writer.close(linger=0)
+    ctx.term()
+
+
+def test_shadow_ticks_leave_the_served_commands_bit_for_bit_unchanged(trot, idle_socket):
+    """The same states through two cores built alike, one with a warmer ticking its shadow between every two
+    ticks (on the last state, several times): every torque, mode and contact force is identical."""
+    config, states = trot
+    socket, _ = idle_socket
+    plain, served = build_core(config), build_core(config)
+    warmer = TickWarmer(build_core(config))
+    warmer.warm_up()
+    for core in (plain, served):
+        core.start(0.0)
+    for state in states:
+        a = plain.tick(state, now=state.t)
+        b = served.tick(state, now=state.t)
+        assert np.array_equal(a.tau, b.tau) and a.mode == b.mode == MODE_RUN
+        assert np.array_equal(a.result.f_normal, b.result.f_normal)
+        warmer.observe(state)
+        before = warmer.ticks
+        warmer.warm(socket, served, time.perf_counter() + 2e-3)
+        assert warmer.ticks > before, "the shadow did not tick in a 2 ms window"
+    assert warmer.enabled
+
+
+def test_the_shadow_follows_the_served_formulation(trot, idle_socket):
+    config, states = trot
+    socket, _ = idle_socket
+    served = build_core(config)
+    served.warm_up()
+    warmer = TickWarmer(build_core(config))
+    warmer.warm_up()
+    served.set_formulation("noslip_lcp")
+    warmer.observe(states[0])
+    warmer.warm(socket, served, time.perf_counter() + 1e-3)
+    assert warmer.shadow.formulation_name == "noslip_lcp" and warmer.ticks > 0
+
+
+def test_no_shadow_tick_while_a_message_waits_or_past_the_deadline(trot, idle_socket):
+    """A state that waits, or a tick that would end after ``until``, keeps the shadow still."""
+    config, states = trot
+    socket, writer = idle_socket
+    warmer = TickWarmer(build_core(config))
+    warmer.warm_up()
+    warmer.observe(states[0])
+    warmer.warm(socket, warmer.shadow, time.perf_counter() + 5e-3)  # learns what a tick costs
+    ticks = warmer.ticks
+    assert ticks > 0 and warmer.cost_s > 0.0
+    warmer.warm(socket, warmer.shadow, time.perf_counter() + 0.5 * warmer.cost_s)
+    assert warmer.ticks == ticks
+    writer.send(b"state")
+    assert socket.poll(1000)
+    warmer.warm(socket, warmer.shadow, time.perf_counter() + 5e-3)
+    assert warmer.ticks == ticks
+
+
+def test_a_shadow_tick_that_raises_turns_the_warmer_off_and_says_why(trot, idle_socket, caplog):
+    config, _ = trot
+    socket, _ = idle_socket
+    warmer = TickWarmer(build_core(config))
+    warmer.warm_up()
+    nq = warmer.shadow.robot.nq
+    warmer.observe(RobotState(q=np.zeros(nq - 1), v=np.zeros(nq - 1)))  # wrong shapes: the shadow's check raises
+    with caplog.at_level(logging.WARNING, logger="idcontrol.daemon"):
+        warmer.warm(socket, warmer.shadow, time.perf_counter() + 5e-3)
+    assert not warmer.enabled and warmer.ticks == 0
+    assert "tick warmer off" in caplog.text and "off" in warmer.describe()
+
+
+def test_warm_needs_a_spin_and_a_boolean():
+    assert RealtimeSettings(spin_us=500.0, warm=True).check("test").warm
+    with pytest.raises(ConfigError, match="needs spin_us"):
+        RealtimeSettings(warm=True).check("test")
+    with pytest.raises(ConfigError, match="true or false"):
+        RealtimeSettings(spin_us=500.0, warm=1).check("test")
