@@ -104,6 +104,22 @@ def test_no_shadow_tick_while_a_message_waits_or_past_the_deadline(trot, idle_so
     assert warmer.ticks == ticks
 
 
+def test_a_slow_shadow_tick_is_forgotten_even_when_no_tick_fits(trot, idle_socket):
+    """An outlier (here 1 s) keeps the shadow still for a while, then decays at each wait until a tick fits: a
+    single preempted shadow tick must not turn warming off for good."""
+    config, states = trot
+    socket, _ = idle_socket
+    warmer = TickWarmer(build_core(config))
+    warmer.warm_up()
+    warmer.observe(states[0])
+    warmer.cost_s = 1.0
+    waits = 0
+    while warmer.ticks == 0 and waits < 1000:
+        warmer.warm(socket, warmer.shadow, time.perf_counter() + 2e-3)
+        waits += 1
+    assert warmer.ticks > 0 and 100 < waits < 1000, waits
+
+
 def test_a_shadow_tick_that_raises_turns_the_warmer_off_and_says_why(trot, idle_socket, caplog):
     config, _ = trot
     socket, _ = idle_socket

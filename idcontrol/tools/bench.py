@@ -17,7 +17,8 @@ only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenario
 * ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
 * ``gap``: the trot workload through the two-stage QP's core, back to back, with 0.5 ms between ticks
-  (sleeping, or spinning on the clock), as a daemon waits for its next state, and with 1 MB written between
+  (sleeping, spinning on the clock, or ticking a shadow core as a daemon with ``[realtime] warm`` does), as a
+  daemon waits for its next state, and with 1 MB written between
   ticks (other work polluting the caches): what the wait and the work between ticks cost the tick;
 * ``coupling``: the contact-coupling diagnostic (:mod:`idcontrol.contacts.coupling`) alone, on the states of a
   recorded quadruped trot (MuJoCo, the trot launch file);
@@ -385,20 +386,26 @@ def bench_workload(name: str, formulations: list[str]) -> list:
 #: bytes the ``evict`` passes of :func:`bench_gap` write between ticks: twice an L2 cache of 512 KB
 EVICT_BYTES = 1 << 20
 _GAP_NOTES = {"sleep": " (0.5 ms asleep between ticks)", "spin": " (0.5 ms spinning between ticks)",
+              "warm": " (0.5 ms ticking a shadow core between ticks, as the daemon's [realtime] warm)",
               "evict 1 MB": " (1 MB written between ticks, no wait)"}  # fmt: skip
 
 
 def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
     """The recorded trot through the two-stage QP's core tick: back to back, after ``gap_s`` s of sleep, after
-    ``gap_s`` s of spinning on the clock, and back to back with 1 MB written between ticks (what other work
-    between two ticks does to the caches, without waiting); the tick alone is timed: (label, p50 µs, p99 µs)
-    each, the first 200 ticks of each pass left out, the passes interleaved twice."""
+    ``gap_s`` s of spinning on the clock, after ``gap_s`` s of ticking a shadow core on the last state
+    (:class:`~idcontrol.daemon.warmth.TickWarmer`, then spinning to the end of the gap), and back to back with
+    1 MB written between ticks (what other work between two ticks does to the caches, without waiting); the
+    tick alone is timed: (label, p50 µs, p99 µs) each, the first 200 ticks of each pass left out, the passes
+    interleaved twice."""
     from idcontrol.control.factory import build_core
+    from idcontrol.daemon.warmth import TickWarmer
     from idcontrol.tools.workloads import record
 
     recording = record("trot")
     core = build_core(recording.config, recording.robot)
     core.warm_up()
+    warmer = TickWarmer(build_core(recording.config))  # its own robot model
+    warmer.warm_up()
     states = recording.states
 
     def one_pass(wait: str) -> np.ndarray:
@@ -408,8 +415,11 @@ def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
         for i, state in enumerate(states):
             if wait == "sleep":
                 time.sleep(gap_s)
-            elif wait == "spin":
+            elif wait in ("spin", "warm"):
                 end = time.perf_counter() + gap_s
+                if wait == "warm" and i:
+                    warmer.observe(states[i - 1])
+                    warmer.warm(None, core, end)
                 while time.perf_counter() < end:
                     pass
             elif wait == "evict":
@@ -425,9 +435,10 @@ def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
     gc.collect()
     gc.freeze()
     scratch = np.zeros(EVICT_BYTES // 8)
-    samples: dict[str, list[np.ndarray]] = {"back to back": [], "sleep": [], "spin": [], "evict 1 MB": []}
+    passes = (("back to back", ""), ("sleep", "sleep"), ("spin", "spin"), ("warm", "warm"), ("evict 1 MB", "evict"))
+    samples: dict[str, list[np.ndarray]] = {label: [] for label, _ in passes}
     for _ in range(2):
-        for label, wait in (("back to back", ""), ("sleep", "sleep"), ("spin", "spin"), ("evict 1 MB", "evict")):
+        for label, wait in passes:
             samples[label].append(one_pass(wait))
     gc.unfreeze()
     out = []
