@@ -23,19 +23,20 @@ LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 
 @pytest.fixture(scope="module")
 def trot():
-    """The trot's launch settings and 150 states of its lock-step MuJoCo run (touchdowns included)."""
+    """The trot's launch settings and 120 states of its lock-step MuJoCo run, 0.48-0.6 s: a pair of feet
+    lifts off and lands."""
     config = load_launch(LAUNCH / "quadruped_trot.toml")
     core = build_core(config)
     sim = simulator_for(config, core.robot)
     core.start(0.0)
     states = []
-    for _ in range(450):
+    for _ in range(600):
         s = sim.state()
         state = s.robot_state()
         out = core.tick(state, now=s.t)
         states.append(state)
         sim.step(out.tau)
-    return config, states[300:]
+    return config, states[480:]
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def idle_socket():
 
 def test_shadow_ticks_leave_the_served_commands_bit_for_bit_unchanged(trot, idle_socket):
     """The same states through two cores built alike, one with a warmer ticking its shadow between every two
-    ticks (on the last state, several times): every torque, mode and contact force is identical."""
+    ticks (on the last state, once or more): every torque, mode and contact force is identical."""
     config, states = trot
     socket, _ = idle_socket
     plain, served = build_core(config), build_core(config)
@@ -67,10 +68,9 @@ def test_shadow_ticks_leave_the_served_commands_bit_for_bit_unchanged(trot, idle
         assert np.array_equal(a.tau, b.tau) and a.mode == b.mode == MODE_RUN
         assert np.array_equal(a.result.f_normal, b.result.f_normal)
         warmer.observe(state)
-        before = warmer.ticks
-        warmer.warm(socket, served, time.perf_counter() + 2e-3)
-        assert warmer.ticks > before, "the shadow did not tick in a 2 ms window"
-    assert warmer.enabled
+        warmer.cost_s = 0.0  # a tick however long (a loaded machine): the property checked here is not timing
+        warmer.warm(socket, served, time.perf_counter() + 0.01)
+    assert warmer.enabled and warmer.ticks >= len(states) // 2  # a window lost to preemption only skips its ticks
 
 
 def test_the_shadow_follows_the_served_formulation(trot, idle_socket):
@@ -82,7 +82,7 @@ def test_the_shadow_follows_the_served_formulation(trot, idle_socket):
     warmer.warm_up()
     served.set_formulation("noslip_lcp")
     warmer.observe(states[0])
-    warmer.warm(socket, served, time.perf_counter() + 1e-3)
+    warmer.warm(socket, served, time.perf_counter() + 0.02)
     assert warmer.shadow.formulation_name == "noslip_lcp" and warmer.ticks > 0
 
 
@@ -93,7 +93,7 @@ def test_no_shadow_tick_while_a_message_waits_or_past_the_deadline(trot, idle_so
     warmer = TickWarmer(build_core(config))
     warmer.warm_up()
     warmer.observe(states[0])
-    warmer.warm(socket, warmer.shadow, time.perf_counter() + 5e-3)  # learns what a tick costs
+    warmer.warm(socket, warmer.shadow, time.perf_counter() + 0.02)  # learns what a tick costs
     ticks = warmer.ticks
     assert ticks > 0 and warmer.cost_s > 0.0
     warmer.warm(socket, warmer.shadow, time.perf_counter() + 0.5 * warmer.cost_s)
@@ -114,10 +114,10 @@ def test_a_slow_shadow_tick_is_forgotten_even_when_no_tick_fits(trot, idle_socke
     warmer.observe(states[0])
     warmer.cost_s = 1.0
     waits = 0
-    while warmer.ticks == 0 and waits < 1000:
-        warmer.warm(socket, warmer.shadow, time.perf_counter() + 2e-3)
+    while warmer.ticks == 0 and waits < 5000:
+        warmer.warm(socket, warmer.shadow, time.perf_counter() + 5e-3)
         waits += 1
-    assert warmer.ticks > 0 and 100 < waits < 1000, waits
+    assert warmer.ticks > 0 and 100 < waits < 5000, waits  # 1 s decays below 5 ms in 263 waits
 
 
 def test_a_shadow_tick_that_raises_turns_the_warmer_off_and_says_why(trot, idle_socket, caplog):
