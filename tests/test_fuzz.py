@@ -140,3 +140,20 @@ def test_free_ports_are_distinct_bindable_and_outside_the_range_outgoing_connect
     for port in picked[:8]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_the_admin_fuzzer_never_sends_shutdown_with_the_valid_credential(quadruped):
+    """Its 'wrong' credentials stay wrong whatever the daemon's random token ends with (a token ending in 0 was once
+    rebuilt exactly by the near miss, and the fuzzed daemon shut down mid-run)."""
+    for token in ("3f" * 31 + "a0", "3f" * 32):
+        mutator = fuzz.AdminMutator(quadruped, np.random.default_rng(7), token)
+        shutdowns = 0
+        for _ in range(3000):
+            try:
+                message = msgpack.unpackb(mutator.request(), raw=False)
+            except (ValueError, msgpack.exceptions.ExtraData):  # a truncated request
+                continue
+            if message.get("type") == "shutdown":
+                shutdowns += 1
+                assert message.get("token") != token
+        assert shutdowns > 100

@@ -1,9 +1,9 @@
 """Keep the tick hot while a spinning daemon waits for the next state.
 
-On the project's 2-vCPU KVM guest, a core tick that follows half a millisecond of waiting costs 1.3-1.6x one that
+On the project's 2-vCPU KVM guest, a core tick that follows half a millisecond of waiting costs 1.3-2.5x one that
 follows another tick, and spinning through the wait does not help: whatever the host runs meanwhile evicts the
-tick's code, data and branch history. Ticking a second core in that wait recovers most of it (docs/benchmarks.md,
-"Why a tick in the daemon costs more than in the bench").
+tick's code, data and branch history. Ticking a second core in that wait recovers a third to most of it
+(docs/benchmarks.md, "The wait between ticks, and warming the tick in it").
 
 :class:`TickWarmer` owns a shadow :class:`~idcontrol.control.core.ControlCore`, built from the same launch settings
 with its own robot model, formulation, reference, safety filter and warm starts. It ticks the shadow on the last
@@ -42,7 +42,8 @@ class TickWarmer:
     def __init__(self, shadow: ControlCore) -> None:
         self.shadow = shadow
         self.cost_s = 0.0  # the expected duration of one shadow tick: a decaying peak of the measured ones
-        self.ticks = 0
+        self.waits = 0  # waits offered to the warmer
+        self.ticks = 0  # shadow ticks run in them
         self.enabled = True
         self._state: RobotState | None = None
 
@@ -58,7 +59,8 @@ class TickWarmer:
     def describe(self) -> str:
         """One line for the daemon's log: how much the shadow ticked."""
         state = "on" if self.enabled else "off"
-        return f"tick warmer {state}: {self.ticks} shadow ticks, the last estimate {self.cost_s * 1e6:.0f} µs each"
+        estimate = f"the last estimate {self.cost_s * 1e6:.0f} µs each"
+        return f"tick warmer {state}: {self.ticks} shadow ticks in {self.waits} waits, {estimate}"
 
     def warm(self, socket: zmq.Socket | None, served: ControlCore, until: float) -> None:
         """Tick the shadow while ``socket`` has no message and a tick would end before ``until`` (perf_counter s);
@@ -69,6 +71,7 @@ class TickWarmer:
         state = self._state
         if not self.enabled or state is None:
             return
+        self.waits += 1
         self.cost_s *= COST_DECAY
         shadow = self.shadow
         while socket is None or not socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:

@@ -194,7 +194,8 @@ class AdminMutator:
         if kind != "shutdown" and token_choice < 7:
             message["token"] = self.token
         elif token_choice < 9:
-            message["token"] = r.choice(["", "0" * 64, self.token[:-1] + "0", "x" * int(r.integers(0, 500))])
+            near = self.token[:-1] + ("1" if self.token.endswith("0") else "0")  # wrong in its last digit only
+            message["token"] = r.choice(["", "0" * 64, near, "x" * int(r.integers(0, 500))])
         if kind == "stop":
             message["reason"] = [None, "fuzz", "x" * int(r.integers(0, 100_000)), 5][int(r.integers(4))]
         elif kind == "set_gains":

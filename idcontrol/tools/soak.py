@@ -49,21 +49,26 @@ telemetry = "tcp://127.0.0.1:{telemetry}"
 """
 
 
-#: With a real-time priority on a machine of two CPUs or more, the soak runs with the real-time settings of the
-#: shipped ``launch/quadruped_stand_realtime.toml``: a CPU each, both ZeroMQ I/O threads beside the bridge, the
-#: daemon spinning for each state and warming its tick meanwhile, idle CPUs kept from deep sleep.
-REALTIME_SETTINGS = """daemon_cpu = 1
-bridge_cpu = 0
-io_cpu = 0
+#: With a real-time priority and two CPUs or more to run on, the soak runs with the real-time settings of the
+#: shipped ``launch/quadruped_stand_realtime.toml``: a CPU each (the daemon on the second of the CPUs it may use,
+#: the bridge and both ZeroMQ I/O threads on the first), the daemon spinning for each state and warming its tick
+#: meanwhile, idle CPUs kept from deep sleep.
+REALTIME_SETTINGS = """daemon_cpu = {daemon_cpu}
+bridge_cpu = {bridge_cpu}
+io_cpu = {bridge_cpu}
 spin_us = 1000.0
 cpu_latency_us = 0
 warm = true"""
 
 
-def realtime_table(priority: int, cpus: int | None) -> str:
-    """The soak's [realtime] keys beyond the priority: :data:`REALTIME_SETTINGS` under SCHED_FIFO with two CPUs or
-    more, none otherwise (spinning without a real-time priority, or on one CPU, would only starve the bridge)."""
-    return REALTIME_SETTINGS if priority > 0 and (cpus or 1) >= 2 else ""
+def realtime_table(priority: int, cpus: set[int]) -> str:
+    """The soak's [realtime] keys beyond the priority, for a process that may run on ``cpus``:
+    :data:`REALTIME_SETTINGS` under SCHED_FIFO with two CPUs or more, none otherwise (spinning without a real-time
+    priority, or on one CPU, would only starve the bridge)."""
+    if priority <= 0 or len(cpus) < 2:
+        return ""
+    first, second = sorted(cpus)[:2]
+    return REALTIME_SETTINGS.format(daemon_cpu=second, bridge_cpu=first)
 
 
 def rss_mb(pid: int) -> float:
@@ -102,7 +107,7 @@ def run_soak(
     control, admin_port, telemetry = free_ports(3)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "soak.toml"
-        realtime = realtime_table(priority, len(os.sched_getaffinity(0)))
+        realtime = realtime_table(priority, os.sched_getaffinity(0))
         path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority, realtime=realtime,
                                                control=control, admin=admin_port, telemetry=telemetry))  # fmt: skip
         run = Launch(load_launch(path), [], live=False)
