@@ -15,7 +15,6 @@ from idcontrol.client import AdminClient
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import Daemon
-from idcontrol.daemon.warmth import TickWarmer
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
@@ -40,12 +39,12 @@ class Harness:
         self.robot = robot
         controller = InverseDynamicsController(robot, formulation=formulation)
         core = ControlCore(controller, make_reference("hold", robot))
-        warmer = None
-        if warm:  # the shadow: its own robot model, built alike
+        shadow = None
+        if warm:  # the warmer's core: its own robot model, built alike
             shadow_robot = RobotModel(robot.name)
-            warmer = TickWarmer(ControlCore(InverseDynamicsController(shadow_robot, formulation=formulation),
-                                            make_reference("hold", shadow_robot)))  # fmt: skip
-        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, warmer=warmer)
+            shadow = ControlCore(InverseDynamicsController(shadow_robot, formulation=formulation),
+                                 make_reference("hold", shadow_robot))  # fmt: skip
+        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, shadow=shadow)
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import zmq
 
+from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
@@ -54,11 +55,13 @@ def idle_socket():
 
 def test_shadow_ticks_leave_the_served_commands_bit_for_bit_unchanged(trot, idle_socket):
     """The same states through two cores built alike, one with a warmer ticking its shadow between every two
-    ticks (on the last state, once or more): every torque, mode and contact force is identical."""
+    ticks (on the last state and its message, once or more): every torque, mode and contact force is identical."""
     config, states = trot
     socket, _ = idle_socket
     plain, served = build_core(config), build_core(config)
-    warmer = TickWarmer(build_core(config))
+    r = served.robot
+    shape = wire.RobotShape(r.name, r.nq, r.nv, tuple(r.actuated_joints), tuple(r.sphere_names), ())
+    warmer = TickWarmer(build_core(config), shape)
     warmer.warm_up()
     for core in (plain, served):
         core.start(0.0)
@@ -67,7 +70,7 @@ def test_shadow_ticks_leave_the_served_commands_bit_for_bit_unchanged(trot, idle
         b = served.tick(state, now=state.t)
         assert np.array_equal(a.tau, b.tau) and a.mode == b.mode == MODE_RUN
         assert np.array_equal(a.result.f_normal, b.result.f_normal)
-        warmer.observe(state)
+        warmer.observe(state, wire.encode_state(1, state.t, state.q, state.v))
         warmer.cost_s = 0.0  # a tick however long (a loaded machine): the property checked here is not timing
         warmer.warm(socket, served, time.perf_counter() + 0.01)
     assert warmer.enabled and warmer.ticks >= len(states) // 2  # a window lost to preemption only skips its ticks

@@ -94,10 +94,9 @@ class Daemon:
         logger: LogRecorder | None = None,
         spin_us: float = 0.0,
         credential: Credential | None = None,
-        warmer: TickWarmer | None = None,
+        shadow: ControlCore | None = None,
     ) -> None:
         self.core = core
-        self.warmer = warmer  # ticks a shadow core in the wait before the next state (needs spin_us)
         self.spin_s = spin_us * 1e-6  # poll without sleeping this long before the next state of a live run is due
         self._rest_s = rt_rest_fraction() * core.dt if spin_us else 0.0  # ... but block this long every period
         self.logger = logger  # tick log (idcontrol.logs): records queued, never waited on
@@ -119,6 +118,8 @@ class Daemon:
             contact_names=tuple(robot.sphere_names),
             object_names=core.object_names,
         )
+        # ticks a core built like ``core`` in the spin before the next state, codec included (needs spin_us)
+        self.warmer = TickWarmer(shadow, self.shape) if shadow is not None else None
         self.stats = TickStats(core.dt)
         self.rate_log = RateLimitedLog()
         self._ctx = context or zmq.Context.instance()
@@ -303,7 +304,7 @@ class Daemon:
                 continue
             if newest_state is not None:
                 self.stats.states_dropped += 1
-            newest_state = (peer, message, received, decoded)
+            newest_state = (peer, message, received, decoded, raw)
         if newest_state is not None:
             self._answer(*newest_state)
 
@@ -335,9 +336,9 @@ class Daemon:
         self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
-    def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float) -> None:
-        """Run the core on ``message`` and send its command; ``received``/``decoded``: perf_counter s when the
-        raw state was taken from the socket and when it had been decoded."""
+    def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float, raw: bytes) -> None:
+        """Run the core on ``message`` (decoded from ``raw``) and send its command; ``received``/``decoded``:
+        perf_counter s when the raw state was taken from the socket and when it had been decoded."""
         now = time.monotonic()
         if peer != self._peer:
             if self._peer_alive(now):
@@ -367,7 +368,7 @@ class Daemon:
         self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
         if self.warmer is not None:
-            self.warmer.observe(message.state)
+            self.warmer.observe(message.state, raw)
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None

@@ -7,7 +7,8 @@ tick's code, data and branch history. Ticking a second core in that wait recover
 
 :class:`TickWarmer` owns a shadow :class:`~idcontrol.control.core.ControlCore`, built from the same launch settings
 with its own robot model, formulation, reference, safety filter and warm starts. It ticks the shadow on the last
-state the daemon answered, only while no message waits and the tick will end before the next state is due; its
+state the daemon answered (decoding that state's message and encoding the shadow's command on the way, so the
+codec stays warm too), only while no message waits and the tick will end before the next state is due; its
 commands are dropped. The shadow shares no mutable object with the served core, so the served commands are the
 same with it or without it (``tests/test_warmth.py``).
 """
@@ -19,9 +20,11 @@ import time
 
 import zmq
 
+from idcontrol import protocol as wire
 from idcontrol.control.core import ControlCore
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
+from idcontrol.protocol import RobotShape
 
 log = logging.getLogger("idcontrol.daemon")
 
@@ -37,24 +40,28 @@ class TickWarmer:
     shadow : a core built like the served one (:func:`~idcontrol.control.factory.build_core` with its own
         :class:`~idcontrol.robot.model.RobotModel`); it follows the served core's formulation by name (with the
         launch file's options) and keeps the launch file's reference.
+    shape : the served robot's wire shape: each shadow tick also decodes the last state message and encodes its
+        command, so the daemon's codec stays warm too (None: the tick alone).
     """
 
-    def __init__(self, shadow: ControlCore) -> None:
+    def __init__(self, shadow: ControlCore, shape: RobotShape | None = None) -> None:
         self.shadow = shadow
+        self.shape = shape
         self.cost_s = 0.0  # the expected duration of one shadow tick: a decaying peak of the measured ones
         self.waits = 0  # waits offered to the warmer
         self.ticks = 0  # shadow ticks run in them
         self.enabled = True
         self._state: RobotState | None = None
+        self._raw = b""
 
     def warm_up(self) -> None:
         """Load the shadow's formulations (as the daemon does for the served core) and start it."""
         self.shadow.warm_up()
         self.shadow.start(time.monotonic())
 
-    def observe(self, state: RobotState) -> None:
-        """The state the served core just answered (validated): the next shadow ticks replay it."""
-        self._state = state
+    def observe(self, state: RobotState, raw: bytes = b"") -> None:
+        """The state the served core just answered (validated) and its message: the next shadow ticks replay it."""
+        self._state, self._raw = state, raw
 
     def describe(self) -> str:
         """One line for the daemon's log: how much the shadow ticked."""
@@ -73,7 +80,7 @@ class TickWarmer:
             return
         self.waits += 1
         self.cost_s *= COST_DECAY
-        shadow = self.shadow
+        shadow, shape, raw = self.shadow, self.shape, self._raw
         while socket is None or not socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             started = time.perf_counter()
             if started + self.cost_s > until:
@@ -84,7 +91,11 @@ class TickWarmer:
                 if shadow.mode != MODE_RUN:
                     shadow.reset()
                     shadow.start(time.monotonic())
-                shadow.tick(state, now=time.monotonic())
+                if shape is not None and raw:
+                    wire.decode_control(raw, shape)
+                out = shadow.tick(state, now=time.monotonic())
+                if shape is not None:
+                    wire.encode_command(0, out.t, out.tau, out.mode)
             except Exception as e:  # noqa: BLE001 - a shadow's failure must not reach the served loop
                 self.enabled = False
                 log.warning("tick warmer off: its shadow tick raised %s: %s", type(e).__name__, e)
