@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
-from idcontrol.daemon.warmth import TickWarmer
+from idcontrol.daemon.warmth import TickWarmer, build_shadow
 from idcontrol.errors import ConfigError
 from idcontrol.settings import RealtimeSettings, load_launch
 from idcontrol.sim.launch import simulator_for
@@ -142,3 +143,18 @@ def test_warm_needs_a_spin_and_a_boolean():
         RealtimeSettings(warm=True).check("test")
     with pytest.raises(ConfigError, match="true or false"):
         RealtimeSettings(spin_us=500.0, warm=1).check("test")
+
+
+def test_a_shadow_does_not_repeat_what_building_the_served_core_said(caplog):
+    """The joint sinusoid on the UR5 at 1 rad says which amplitudes it reduced when a core is built; building the
+    warmer's shadow from the same settings says nothing more, and leaves the logger as it found it."""
+    config = load_launch(LAUNCH / "joint_sinusoid.toml")
+    config = replace(config, reference=replace(config.reference, options={"amplitude": 1.0, "frequency": 1.0}))
+    core_log = logging.getLogger("idcontrol.control.core")
+    with caplog.at_level(logging.WARNING, logger="idcontrol.control.core"):
+        build_core(config)
+        said = len(caplog.records)
+        level = core_log.level
+        build_shadow(config)
+        assert core_log.level == level
+    assert said > 0 and len(caplog.records) == said

@@ -22,9 +22,11 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.control.core import ControlCore
+from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
 from idcontrol.protocol import RobotShape
+from idcontrol.settings import LaunchConfig
 
 log = logging.getLogger("idcontrol.daemon")
 
@@ -34,10 +36,22 @@ log = logging.getLogger("idcontrol.daemon")
 COST_DECAY = 0.98
 
 
+def build_shadow(config: LaunchConfig) -> ControlCore:
+    """A core built from ``config`` like the served one, with its own robot model. What building it says (the
+    reference's notes, logged by the control core) was said when the served core was built: it is not repeated."""
+    logger = logging.getLogger("idcontrol.control.core")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return build_core(config)
+    finally:
+        logger.setLevel(level)
+
+
 class TickWarmer:
     """Ticks ``shadow`` in the served core's idle time.
 
-    shadow : a core built like the served one (:func:`~idcontrol.control.factory.build_core` with its own
+    shadow : a core built like the served one (:func:`build_shadow`: its own
         :class:`~idcontrol.robot.model.RobotModel`); it follows the served core's formulation by name (with the
         launch file's options) and keeps the launch file's reference.
     shape : the served robot's wire shape: each shadow tick also decodes the last state message and encodes its
