@@ -128,10 +128,15 @@ def _permitted(priority: int, fallback: int) -> int:
     return priority
 
 
+def readable(socket: zmq.Socket) -> bool:
+    """Whether ``socket`` holds a message now (its FD is edge-triggered: ask the socket, not the FD)."""
+    return bool(socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+
+
 def spin_until_readable(socket: zmq.Socket, until: float) -> bool:
     """Poll ``socket`` without sleeping until it has a message (True) or ``until`` (perf_counter s) passes."""
     while True:
-        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if readable(socket):
             return True
         if time.perf_counter() >= until:
             return False
@@ -148,7 +153,7 @@ def wait_readable(socket: zmq.Socket, timeout_s: float, spin_s: float = 0.0) -> 
         return True
     fd = socket.getsockopt(zmq.FD)
     while True:
-        if socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:  # the FD is edge-triggered: always ask first
+        if readable(socket):  # always ask first
             return True
         remaining = deadline - time.perf_counter()
         if remaining <= 0:

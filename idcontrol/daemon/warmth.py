@@ -26,6 +26,7 @@ from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
 from idcontrol.protocol import RobotShape
+from idcontrol.realtime import readable
 from idcontrol.settings import LaunchConfig
 
 log = logging.getLogger("idcontrol.daemon")
@@ -95,7 +96,7 @@ class TickWarmer:
         self.waits += 1
         self.cost_s *= COST_DECAY
         shadow, shape, raw = self.shadow, self.shape, self._raw
-        while socket is None or not socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while socket is None or not readable(socket):
             started = time.perf_counter()
             if started + self.cost_s > until:
                 return
