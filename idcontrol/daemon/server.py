@@ -158,7 +158,6 @@ class Daemon:
         self._last_seq = -1
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
-        self._early_s = 0.0  # how long before it was due a state lately came at most (a decaying peak), s
         self._last_t = float("nan")
         self._labelled_ids: tuple | None = None
         self._labels: list[str] = []
@@ -233,21 +232,14 @@ class Daemon:
     def _wait_for_next_state(self) -> None:
         """Sleep on the control socket until ``spin_s`` before the next state is due, then poll it without
         sleeping until the state comes or ``spin_s`` past its due time (admin requests wait that long). With a
-        warmer, its shadow ticks first, while they end ``WARM_GUARD_S`` before the state is due."""
+        warmer, its shadow ticks first, while they end before the state is due."""
         due = self._state_received_at + self.core.dt
         now = time.perf_counter()
         rest = max(due - self.spin_s - now, self._rest_s)
         if not wait_readable(self.control, rest):
             if self.warmer is not None:
-                self.warmer.warm(self.control, self.core, due - max(self.WARM_GUARD_S, self._early_s))
+                self.warmer.warm(self.control, self.core, due)
             spin_until_readable(self.control, due + self.spin_s)
-
-    #: A warmer's shadow tick ends at least this long before the next state is due (s), and at least as long
-    #: before as states have lately come early (a state comes early by as much as the previous one was late).
-    WARM_GUARD_S = 0.00005
-    #: How fast that earliness is forgotten: each state, to this fraction unless the state came earlier still (a
-    #: state 1 ms early keeps the shadow 50 µs further from the next one for 0.3 s).
-    EARLY_DECAY = 0.99
 
     #: The watchdog trips this much before its period ends, so that the safe stop is never late (s).
     WATCHDOG_GUARD_S = 0.0003
@@ -368,7 +360,7 @@ class Daemon:
         self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
         if self.warmer is not None:
-            self.warmer.observe(message.state, raw)
+            self.warmer.observe(message.state, raw, received)
         self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
@@ -390,8 +382,6 @@ class Daemon:
             self.stats.count_skipped(message.seq - self._last_seq - 1)
         self._last_seq = message.seq
         self._last_state_time = now
-        early = self._state_received_at + self.core.dt - received  # > 0: before it was due
-        self._early_s = max(min(early, self.core.dt), self.EARLY_DECAY * self._early_s)
         self._state_received_at = received
         self._last_t = message.state.t
 

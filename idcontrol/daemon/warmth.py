@@ -35,6 +35,12 @@ log = logging.getLogger("idcontrol.daemon")
 #: wait the estimate falls to this fraction of itself, and a shadow tick that takes longer raises it. A 7 ms
 #: outlier is forgotten in about 170 waits, whether or not a shadow tick fits meanwhile.
 COST_DECAY = 0.98
+#: A shadow tick ends at least this long before the next state is due (s), and at least as long before as states
+#: have lately come early (a state comes early by as much as the previous one was late).
+GUARD_S = 0.00005
+#: How fast that earliness is forgotten: at each state, to this fraction unless the state came earlier still (a
+#: state 1 ms early keeps the shadow 50 µs further from the next one for 0.3 s).
+EARLY_DECAY = 0.99
 
 
 def build_shadow(config: LaunchConfig) -> ControlCore:
@@ -68,15 +74,24 @@ class TickWarmer:
         self.enabled = True
         self._state: RobotState | None = None
         self._raw = b""
+        self._received = -1e9  # perf_counter s when the daemon took the last observed state from its socket
+        self._early_s = 0.0  # how long before it was due a state lately came at most (a decaying peak), s
 
     def warm_up(self) -> None:
         """Load the shadow's formulations (as the daemon does for the served core) and start it."""
         self.shadow.warm_up()
         self.shadow.start(time.monotonic())
 
-    def observe(self, state: RobotState, raw: bytes = b"") -> None:
-        """The state the served core just answered (validated) and its message: the next shadow ticks replay it."""
+    def observe(self, state: RobotState, raw: bytes = b"", received: float | None = None) -> None:
+        """The state the served core just answered (validated) and its message: the next shadow ticks replay it.
+        ``received``: perf_counter s when the daemon took it from its socket (None: states come when asked, a
+        benchmark), from which the warmer learns how early states come."""
         self._state, self._raw = state, raw
+        if received is not None:
+            dt = self.shadow.dt
+            early = self._received + dt - received  # > 0: before it was due
+            self._early_s = max(min(early, dt), EARLY_DECAY * self._early_s)
+            self._received = received
 
     def describe(self) -> str:
         """One line for the daemon's log: how much the shadow ticked."""
@@ -84,9 +99,10 @@ class TickWarmer:
         estimate = f"the last estimate {self.cost_s * 1e6:.0f} µs each"
         return f"tick warmer {state}: {self.ticks} shadow ticks in {self.waits} waits, {estimate}"
 
-    def warm(self, socket: zmq.Socket | None, served: ControlCore, until: float) -> None:
-        """Tick the shadow while ``socket`` has no message and a tick would end before ``until`` (perf_counter s);
-        ``socket`` None: no message can come (a benchmark).
+    def warm(self, socket: zmq.Socket | None, served: ControlCore, due: float) -> None:
+        """Tick the shadow while ``socket`` has no message and a tick would end before the next state, due at
+        ``due`` (perf_counter s), less the larger of :data:`GUARD_S` and how early states lately came; ``socket``
+        None: no message can come (a benchmark).
 
         A shadow tick that raises disables the warmer (logged once): it must never cost the served loop a tick.
         """
@@ -95,6 +111,7 @@ class TickWarmer:
             return
         self.waits += 1
         self.cost_s *= COST_DECAY
+        until = due - max(GUARD_S, self._early_s)
         shadow, shape, raw = self.shadow, self.shape, self._raw
         while socket is None or not readable(socket):
             started = time.perf_counter()
