@@ -112,6 +112,8 @@ class ControlCore:
 
     controller : the inverse-dynamics controller (robot, environment, formulation).
     reference : joint reference generator (q_ref, q̇_ref, q̈_ref on the actuated joints).
+    quiet : leave unsaid what a reference changed to fit the robot (its notes, logged as warnings otherwise): a
+        second core built from settings whose notes were said already (the daemon's tick warmer).
     """
 
     def __init__(
@@ -120,8 +122,11 @@ class ControlCore:
         reference: Reference,
         safety: SafetySettings | None = None,
         formulation_options: Mapping[str, Mapping[str, object]] | None = None,
+        *,
+        quiet: bool = False,
     ) -> None:
         self.controller = controller
+        self.quiet = quiet
         self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
         self.robot = controller.robot
         self._use(reference)
@@ -311,7 +316,7 @@ class ControlCore:
     def _use(self, reference: Reference) -> None:
         """Run ``reference`` from now on, and say what it changed from its options to fit the robot."""
         self.reference = reference
-        for note in reference.notes:
+        for note in () if self.quiet else reference.notes:
             log.warning("%s", note)
 
     def set_gains(self, kp: object = None, kd: object = None, ki: object = None) -> None:

@@ -22,7 +22,9 @@ def world_for(robot: RobotModel, config: LaunchConfig, mu: float) -> Environment
                               objects=objects)
 
 
-def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> ControlCore:
+def build_core(config: LaunchConfig, robot: RobotModel | None = None, *, quiet: bool = False) -> ControlCore:
+    """The control core of ``config`` on ``robot`` (default: loaded from ``config.robot``); ``quiet``: see
+    :class:`ControlCore`."""
     robot = robot or RobotModel(config.robot)
     if robot.nu == 0:  # a body the simulators can drop (a block) is a robot file, but nothing to control
         raise ConfigError(f"robot {robot.name!r} has no actuated joint (its URDF has no movable joint, or its robot "
@@ -35,7 +37,7 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None) -> Control
         consistent_contact_velocity=c.consistent_contact_velocity,
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations)
+    core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations, quiet=quiet)
     if c.gains:
         core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain
     return core

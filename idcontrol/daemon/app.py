@@ -6,7 +6,6 @@ import logging
 
 from idcontrol.control.factory import build_core
 from idcontrol.daemon.server import Daemon
-from idcontrol.daemon.warmth import build_shadow
 from idcontrol.realtime import enter_realtime
 from idcontrol.security import KeyDirectory
 from idcontrol.settings import LaunchConfig
@@ -27,7 +26,7 @@ def run_daemon(config: LaunchConfig, log_path: str | None = None, log_max_bytes:
     curve = KeyDirectory(config.curve_keys) if config.curve_keys else None
     enter_realtime(config.realtime, "daemon")  # before the first socket: its I/O thread gets the priority too
     # the warmer's shadow core: its own robot model, formulation and reference, sharing nothing with the served one
-    shadow = build_shadow(config) if config.realtime.warm else None
+    shadow = build_core(config, quiet=True) if config.realtime.warm else None
     daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger,
                     spin_us=config.realtime.spin_us, shadow=shadow)  # fmt: skip
     daemon.serve()

@@ -22,12 +22,10 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.control.core import ControlCore
-from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN
 from idcontrol.control.state import RobotState
 from idcontrol.protocol import RobotShape
 from idcontrol.realtime import readable
-from idcontrol.settings import LaunchConfig
 
 log = logging.getLogger("idcontrol.daemon")
 
@@ -43,24 +41,12 @@ GUARD_S = 0.00005
 EARLY_DECAY = 0.99
 
 
-def build_shadow(config: LaunchConfig) -> ControlCore:
-    """A core built from ``config`` like the served one, with its own robot model. What building it says (the
-    reference's notes, logged by the control core) was said when the served core was built: it is not repeated."""
-    logger = logging.getLogger("idcontrol.control.core")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        return build_core(config)
-    finally:
-        logger.setLevel(level)
-
-
 class TickWarmer:
     """Ticks ``shadow`` in the served core's idle time.
 
-    shadow : a core built like the served one (:func:`build_shadow`: its own
-        :class:`~idcontrol.robot.model.RobotModel`); it follows the served core's formulation by name (with the
-        launch file's options) and keeps the launch file's reference.
+    shadow : a core built like the served one (``build_core(config, quiet=True)``: its own
+        :class:`~idcontrol.robot.model.RobotModel`, the reference's notes not said twice); it follows the served
+        core's formulation by name (with the launch file's options) and keeps the launch file's reference.
     shape : the served robot's wire shape: each shadow tick also decodes the last state message and encodes its
         command, so the daemon's codec stays warm too (None: the tick alone).
     """

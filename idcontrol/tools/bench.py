@@ -398,13 +398,13 @@ def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
     tick alone is timed: (label, p50 µs, p99 µs) each, the first 200 ticks of each pass left out, the passes
     interleaved twice."""
     from idcontrol.control.factory import build_core
-    from idcontrol.daemon.warmth import TickWarmer, build_shadow
+    from idcontrol.daemon.warmth import TickWarmer
     from idcontrol.tools.workloads import record
 
     recording = record("trot")
     core = build_core(recording.config, recording.robot)
     core.warm_up()
-    warmer = TickWarmer(build_shadow(recording.config))
+    warmer = TickWarmer(build_core(recording.config, quiet=True))
     warmer.warm_up()
     states = recording.states
 
