@@ -132,3 +132,27 @@ def test_find_indices_keeps_at_most_the_dimension() -> None:
     X = rng.standard_normal((6, 256))
     assert find_indices(X).selected == list(range(6))
     assert list(itertools.islice(find_indices(np.zeros((6, 4))).selected, 1)) == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ppm_with_a_diagonal_is_bit_for_bit_the_stacked_factor(seed: int) -> None:
+    """LCP(r, BᵀB + diag(s)²) given as B and s (the Tikhonov rows never formed) gives exactly the z, w, pivots and
+    status of the same LCP given as the stacked factor [B; diag(s)] (zero rows of diag(s) left out)."""
+    rng = np.random.default_rng(9000 + seed)
+    d, n = int(rng.integers(1, 7)), int(rng.integers(2, 40))
+    B = rng.standard_normal((d, n))
+    if seed % 3 == 0:
+        B[:, n // 2 :] = B[:, : n - n // 2]  # duplicated columns: without s the LCP is indeterminate there
+    s = np.where(rng.random(n) < 0.7, 0.1 * rng.random(n) * np.linalg.norm(B, axis=0), 0.0)
+    r = rng.standard_normal(n) - 0.5
+    warm = rng.choice(n, size=int(rng.integers(0, n)), replace=False)
+    stacked = np.vstack([B, np.diag(s)[s != 0.0]])
+    compact = ppm(B, r, warm, diagonal=s)
+    full = ppm(stacked, r, warm)
+    assert (compact.found, compact.pivots, compact.active, compact.message) == (
+        full.found, full.pivots, full.active, full.message)  # fmt: skip
+    np.testing.assert_array_equal(compact.z, full.z)
+    np.testing.assert_array_equal(compact.w, full.w)
+    if compact.found:
+        Q = B.T @ B + np.diag(s * s)
+        assert lcp_residuals(Q, r, compact.z, compact.w).worst <= 1e-8 * max(1.0, np.abs(r).max())

@@ -100,6 +100,32 @@ def gram_cholesky(B, rows, active, k):
 
 
 @njit(cache=True)
+def stacked_gram_cholesky(B, s, active, k):
+    """Cholesky factor L of Fₐᵀ Fₐ for the stacked factor F = [B; diag(s)] (B (d, n), s (n,)), columns
+    ``active[:k]``: BₐᵀBₐ plus s_c² on the diagonal, without forming F's n extra rows. Each entry is the sum F's
+    rows would give, in their order (exactly: the diagonal rows add zeros elsewhere). Returns (L, factored, low,
+    high) as :func:`gram_cholesky`."""
+    rows = B.shape[0]
+    A = np.empty((k, k))
+    for a in range(k):
+        for b in range(a + 1):
+            t = 0.0
+            for i in range(rows):
+                t += B[i, active[a]] * B[i, active[b]]
+            if a == b:
+                t += s[active[a]] * s[active[a]]
+            A[a, b] = t
+            A[b, a] = t
+    factored = cholesky_in_place(A)
+    low, high = np.inf, 0.0
+    if factored:
+        for a in range(k):
+            low = min(low, A[a, a])
+            high = max(high, A[a, a])
+    return A, factored, low, high
+
+
+@njit(cache=True)
 def gram_by_loops(A):
     """AᵀA for A (r, c) by loops, each entry summed in row order (exactly symmetric)."""
     r, c = A.shape

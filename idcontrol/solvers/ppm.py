@@ -24,7 +24,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, float64, intp
-from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, gram_cholesky
+from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, stacked_gram_cholesky
 from idcontrol.solvers.lcp import LCPSolution
 from idcontrol.validation import all_finite
 
@@ -55,14 +55,21 @@ def _warm_set(warm, n, capacity):
     return member, indices, size
 
 
-@njit((IN_MATRIX, IN_VECTOR, IN_INDICES, float64, intp), cache=True)
-def ppm_kernel(B, r, warm, tol, cap):
-    """Algorithm 2 on LCP(r, BᵀB), warm-started from the active indices ``warm`` (see ``solvers.ppm.ppm``).
+@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES, float64, intp), cache=True)
+def ppm_kernel(B, s, r, warm, tol, cap):
+    """Algorithm 2 on LCP(r, FᵀF) for the stacked factor F = [B; diag(s)] (B (d, n), s (n,) ≥ 0: BᵀB + diag(s)²,
+    a Tikhonov term), warm-started from the active indices ``warm`` (see ``solvers.ppm.ppm``).
 
-    Returns (z (n,), w (n,), status (a ``PPM_*`` code), pivots, active indices in the order held).
-    Assumes n > 0 and min r < −tol (the caller handles the trivial solution).
+    F's diagonal rows are never formed: each iteration costs O(d k² + d n) for k active contacts, not
+    O((d + n) k²); the arithmetic is F's, in F's row order, so the answer is bit for bit the one of the stacked F
+    (with its zero rows dropped). Returns (z (n,), w (n,), status (a ``PPM_*`` code), pivots, active indices in the
+    order held). Assumes n > 0 and min r < −tol (the caller handles the trivial solution).
     """
     d, n = B.shape
+    rank_bound = d  # F's rows that are not zero
+    for c in range(n):
+        if s[c] != 0.0:
+            rank_bound += 1
     z = np.zeros(n)
     in_active, active, size = _warm_set(warm, n, n + 1)
     if size == 0:
@@ -79,9 +86,9 @@ def ppm_kernel(B, r, warm, tol, cap):
     w = r.copy()
     Bz = np.empty(d)
     for pivots in range(1, cap + 1):
-        if size > d:
+        if size > rank_bound:
             return z, r.copy(), PPM_RANK, pivots, active[:size].copy()
-        A, factored, low, high = gram_cholesky(B, d, active, size)
+        A, factored, low, high = stacked_gram_cholesky(B, s, active, size)
         if not factored:
             return z, r.copy(), PPM_SINGULAR, pivots, active[:size].copy()
         if low < 1e-6 * max(high, 1e-300):  # condition number of BₐᵀBₐ above ~1e12
@@ -91,18 +98,18 @@ def ppm_kernel(B, r, warm, tol, cap):
             za[a] = -r[active[a]]
         cholesky_solve_in_place(A, za)
         for i in range(d):
-            s = 0.0
+            t = 0.0
             for a in range(size):
-                s += B[i, active[a]] * za[a]
-            Bz[i] = s
-        i_min, w_min = 0, np.inf  # most negative w among the basic (inactive) contacts
+                t += B[i, active[a]] * za[a]
+            Bz[i] = t
+        i_min, w_min = 0, np.inf  # most negative w among the basic (inactive) contacts (z_c = 0: no s term)
         for c in range(n):
             if not in_active[c]:
-                s = r[c]
+                t = r[c]
                 for i in range(d):
-                    s += B[i, c] * Bz[i]
-                if s < w_min:
-                    i_min, w_min = c, s
+                    t += B[i, c] * Bz[i]
+                if t < w_min:
+                    i_min, w_min = c, t
         j_min = 0
         for a in range(1, size):
             if za[a] < za[j_min]:
@@ -117,23 +124,24 @@ def ppm_kernel(B, r, warm, tol, cap):
             for a in range(size):
                 z[active[a]] = max(za[a], 0.0)
             for i in range(d):
-                s = 0.0
+                t = 0.0
                 for a in range(size):
-                    s += B[i, active[a]] * z[active[a]]
-                Bz[i] = s
+                    t += B[i, active[a]] * z[active[a]]
+                Bz[i] = t
             z_max = 1.0
             for c in range(n):
                 z_max = max(z_max, z[c])
             bound = 1e3 * tol * scale
             bad = False
             for c in range(n):
-                s = r[c]
+                t = r[c]
                 for i in range(d):
-                    s += B[i, c] * Bz[i]
-                if in_active[c] and abs(s) < bound:
-                    s = 0.0
-                w[c] = s
-                if s < -bound or abs(z[c] * s) > bound * z_max:
+                    t += B[i, c] * Bz[i]
+                t += s[c] * (s[c] * z[c])  # F's diagonal row of c: (F z)_row = s_c z_c
+                if in_active[c] and abs(t) < bound:
+                    t = 0.0
+                w[c] = t
+                if t < -bound or abs(z[c] * t) > bound * z_max:
                     bad = True
             # a numerically zero block (columns of norm ~1e-155) passes the relative conditioning test and
             # puts inf in z, which every comparison above lets through
@@ -289,8 +297,9 @@ def ppm(
     *,
     tol: float = 1e-10,
     max_pivots: int | None = None,
+    diagonal: Array | None = None,
 ) -> LCPSolution:
-    """Algorithm 2: solve LCP(r, BᵀB) by modified principal pivoting, warm-started.
+    """Algorithm 2: solve LCP(r, BᵀB) (or LCP(r, BᵀB + diag(s)²)) by modified principal pivoting, warm-started.
 
     Each iteration factors the a × a block BₐᵀBₐ of the active contacts (a ≤ d),
     solves for their z and updates w = r + Bᵀ(Bₐ zₐ) in O(d n); the most
@@ -304,6 +313,8 @@ def ppm(
         this problem's indexing; out-of-range and repeated entries are ignored.
     tol : absolute tolerance on w and z in the units of r.
     max_pivots : cap on iterations (default 2n + 20, as Moby's 2n plus slack).
+    diagonal : (n,) s ≥ 0, or None (zeros): the LCP matrix is BᵀB + diag(s)², the factor [B; diag(s)] without its
+        n rows formed (a Tikhonov term on the variables with s > 0).
 
     Returns
     -------
@@ -317,8 +328,9 @@ def ppm(
     cap = max_pivots if max_pivots is not None else 2 * n + 20
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
     B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
-    z, w, status, pivots, active = ppm_kernel(B, r, warm, tol, cap)
-    message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0])
+    s = np.zeros(n) if diagonal is None else np.ascontiguousarray(diagonal, dtype=float).reshape(n)
+    z, w, status, pivots, active = ppm_kernel(B, s, r, warm, tol, cap)
+    message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0] + np.count_nonzero(s))
     return LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(), message=message)
 
 

@@ -343,10 +343,29 @@ def projected_velocity(S, T, a, u, qd_des):
 
 
 @njit(cache=True)
-def _solve_normal_lcp(B, r, warm, tol):
-    """The normal impulses' LCP w = BᵀB z + r (B (rows, n), r (n,)) by Algorithm 2, then its active-set and
-    regularized-Lemke fallbacks: (z (n,), active, found, (the BY_* solver that answered, PPM's status, its active
-    count, the active-set method's status or −1, Lemke's ε or −1, pivots)). Unsolvable: z = 0, BY_NONE."""
+def stack_diagonal(B, s):
+    """F = [B; diag(s)] (rows + count(s ≠ 0), n) with the zero rows of diag(s) left out: FᵀF = BᵀB + diag(s)²."""
+    rows, n = B.shape
+    count = 0
+    for c in range(n):
+        if s[c] != 0.0:
+            count += 1
+    F = np.zeros((rows + count, n))
+    F[:rows] = B
+    row = rows
+    for c in range(n):
+        if s[c] != 0.0:
+            F[row, c] = s[c]
+            row += 1
+    return F
+
+
+@njit(cache=True)
+def _solve_normal_lcp(B, s, r, warm, tol):
+    """The normal impulses' LCP w = FᵀF z + r for the factor F = [B; diag(s)] (B (rows, n), s (n,) ≥ 0, r (n,)) by
+    Algorithm 2, then its active-set and regularized-Lemke fallbacks (on F formed: :func:`stack_diagonal`):
+    (z (n,), active, found, (the BY_* solver that answered, PPM's status, its active count, the active-set
+    method's status or −1, Lemke's ε or −1, pivots)). Unsolvable: z = 0, BY_NONE."""
     n = r.shape[0]
     none = np.zeros(0, dtype=np.intp)
     trivial = True
@@ -356,16 +375,18 @@ def _solve_normal_lcp(B, r, warm, tol):
     by, ppm_status, ppm_active, as_status, lemke_eps, pivots = BY_PPM, PPM_SOLVED, 0, -1, -1.0, 0
     if trivial:  # z = 0 solves the LCP (also without contacts)
         return np.zeros(n), none, True, (by, ppm_status, ppm_active, as_status, lemke_eps, pivots)
-    z, w, ppm_status, pivots, active = ppm_kernel(B, r, warm, tol, 2 * n + 20)
+    z, w, ppm_status, pivots, active = ppm_kernel(B, s, r, warm, tol, 2 * n + 20)
     ppm_active = active.shape[0]
     found = ppm_status == PPM_SOLVED
+    F = B
     if not found:
         by = BY_ACTIVE_SET
-        z, w, as_status, pivots, active = active_set_kernel(B, r, warm, tol, 4 * n + 50)
+        F = stack_diagonal(B, s)
+        z, w, as_status, pivots, active = active_set_kernel(F, r, warm, tol, 4 * n + 50)
         found = as_status == ACTIVE_SET_SOLVED
     if not found:
         by = BY_LEMKE
-        outcome = lemke_regularized_kernel(B.T @ B, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
+        outcome = lemke_regularized_kernel(F.T @ F, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
                                            1e-7)  # fmt: skip
         found, z, pivots, lemke_eps = outcome[0], outcome[1], outcome[3], outcome[4]
         active = np.flatnonzero(z > 0.0)
@@ -389,8 +410,9 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     if not ok:
         return False, 0, none, 0, empty, empty, empty, empty, empty, (BY_NONE, PPM_SOLVED, 0, 0, -1, -1.0)
     data, B, r, kept = noslip_setup(red, rank_tol)
-    B_exact, spread_rows, spread_weight = B, False, 0.0
-    if spread > 0.0 and n:  # BᵀB + εD = [B; √ε D]ᵀ [B; √ε D]: Algorithm 2 keeps working on a factor
+    spread_rows, spread_weight = False, 0.0
+    root = np.zeros(n)  # BᵀB + εD = [B; √ε D]ᵀ [B; √ε D]: Algorithm 2 keeps working on a factor
+    if spread > 0.0 and n:
         # D: the contacts whose impulse moves v⁺ (a zero column of B: the kept rows already fix that normal, its
         # impulse is indeterminate and its row stays the paper's; spreading it would answer r/ε for a gap it
         # cannot close, 10³⁰⁰ N on a grasp whose tangential rows hold the object)
@@ -404,32 +426,29 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
         count = np.count_nonzero(moving)
         if count:
             spread_weight = spread * total / count
-            root = math.sqrt(spread_weight)
-            stacked = np.zeros((B.shape[0] + count, n))
-            stacked[: B.shape[0]] = B
-            row = B.shape[0]
             for c in range(n):
                 if moving[c]:
-                    stacked[row, c] = root
-                    row += 1
-            B, spread_rows = stacked, True
-    z, active, found, diagnostics = _solve_normal_lcp(B, r, warm, tol)
+                    root[c] = math.sqrt(spread_weight)
+            spread_rows = True
+    z, active, found, diagnostics = _solve_normal_lcp(B, root, r, warm, tol)
     refine = found and not spread_rows
     # spread: the paper's LCP's solution nearest to the spread's, on its face; none there: the spread's (ε-near),
     # unless the paper's LCP has no solution and the spread answered about r/ε: then the paper's answer
     if spread_rows and found:
-        verdict, z = settle_spread(B_exact.T @ B_exact, r, z, spread_weight, spread, n)
+        verdict, z = settle_spread(B.T @ B, r, z, spread_weight, spread, n)
         if verdict == SPREAD_EXACT:
             active = np.flatnonzero(z > 0.0)
         elif verdict == SPREAD_UNSOLVABLE:
-            z, active, found, diagnostics = _solve_normal_lcp(B_exact, r, warm, tol)
+            root[:] = 0.0
+            z, active, found, diagnostics = _solve_normal_lcp(B, root, r, warm, tol)
             refine = found
     by, ppm_status, ppm_active, as_status, lemke_eps, pivots = diagnostics
     f_normal = z.copy()
     # complementarity in the robot's coordinates, not only the whitened ones (refine: a vertex answer's);
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
     v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found)
-    return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, B.shape[0],
+    rows = B.shape[0] + np.count_nonzero(root)  # the factor's rows: Algorithm 2's rank bound
+    return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, rows,
                                                                          as_status, lemke_eps)  # fmt: skip
 
 
