@@ -20,7 +20,7 @@ from idcontrol.errors import LogError
 from idcontrol.logs import schema
 from idcontrol.logs.reader import read_log
 from idcontrol.logs.recorder import LogRecorder
-from idcontrol.logs.writer import SegmentedLog, json_record, segment_path, to_json
+from idcontrol.logs.writer import SegmentedLog, json_record, segment_path
 from idcontrol.robot.model import RobotModel
 from idcontrol.tools.cli import main
 from tests.test_launch import daemon_and_bridge, launch_file, wait_for
@@ -104,7 +104,7 @@ def test_a_tick_message_is_the_json_of_its_values_with_non_finite_numbers_as_nul
     forces = rng.standard_normal((3, 3))
     forces[1, 2], forces[2, 0] = np.inf, -np.inf
     record.update(force_world=wire.f64(forces), compute_us=float("nan"), last_rtt_us=float("inf"))
-    got = json.loads(to_json(json_record(msgpack.unpackb(msgpack.packb(record, use_bin_type=True), raw=False))))
+    got = json.loads(schema.to_json(json_record(msgpack.unpackb(msgpack.packb(record, use_bin_type=True), raw=False))))
 
     def plain(value, key=""):
         if isinstance(value, bytes):
