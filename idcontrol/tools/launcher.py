@@ -129,9 +129,10 @@ class Launch:
 
                 if self.config.realtime.spin_us > 0 and len(os.sched_getaffinity(0)) <= 2:
                     print("idcontrol: warning: the live view shares two CPUs with a spinning daemon and bridge; "
-                          "measured so, the loop stalled for up to 48 ms (late commands, the watchdog), as the "
-                          "kernel's real-time throttling would. Set [realtime] spin_us = 0, give it a third CPU, or "
-                          "watch a lock-step run (docs/benchmarks.md)", file=sys.stderr)  # fmt: skip
+                          "a view that wants more CPU than the loop leaves idle gets it from the kernel in bursts of "
+                          "up to 50 ms, which stall the loop (late commands, the watchdog). Set [realtime] "
+                          "spin_us = 0, give it a third CPU, or watch a lock-step run (docs/benchmarks.md)",
+                          file=sys.stderr)  # fmt: skip
                 self.live_view = spawn_live(self.config.path, self.foxglove_port)
             self._wait_daemon_ready(admin)
             if self.live_view is not None:
