@@ -8,6 +8,7 @@ reference: every claim about Lemke is checked against it and against
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -239,7 +240,24 @@ def test_lexicographic_rule_prevents_cycling(M: np.ndarray, q: np.ndarray, naive
     assert is_among(sol.z, enumerate_lcp_solutions(M, q))
 
     cycling = lemke(M, q, tie_break=naive)  # ties broken by the first (last) tied row of the ratio test
-    assert not cycling.found and "pivot cap" in cycling.message
+    assert not cycling.found and "cycles" in cycling.message  # the basis that came back ends the run ...
+    assert cycling.pivots <= 2 * len(q) + 8  # ... at once, not at the cap of 50 n + 100 pivots
+
+
+def test_a_basis_that_comes_back_ends_lemke_at_once_and_the_regularized_solve_answers() -> None:
+    """A Coulomb LCP of the arm holding its box (24 variables: 4 contacts, the default spread on its diagonal;
+    recorded in lock-step MuJoCo, ``launch/arm_grasp.toml --formulation coulomb_lcp``, tick 0.24 s): ties decided
+    within the tolerance lead lexicographic Lemke back to a basis it held 4 pivots earlier. The run stops there
+    (it went on to the 1300-pivot cap before: 850 µs of a 1 ms tick) and the Tikhonov fallback solves it, its
+    answer an ε-near solution of the LCP itself."""
+    data = np.load(Path(__file__).parent / "data" / "grasp_coulomb_lcp_cycling.npz")
+    M, q = data["M"], data["q"]
+    plain = lemke(M, q)
+    assert not plain.found and "cycles" in plain.message and plain.pivots <= 2 * len(q) + 8
+    regularized = lemke_regularized(M, q)
+    assert regularized.found and 0.0 < regularized.regularization <= 1e-10
+    assert regularized.pivots <= 2 * plain.pivots + 20  # both attempts together
+    assert lcp_residuals(M, q, regularized.z).worst <= 1e-9 * max(1.0, np.abs(q).max(), np.abs(M).max())
 
 
 def test_highly_degenerate_ties() -> None:
