@@ -11,7 +11,7 @@ from pathlib import Path
 
 from numba.core.caching import _CacheLocator
 
-from idcontrol.tools.compile import cache_folder, kernel_modules
+from idcontrol.tools.compile import cache_folder, invalidate_dependents, kernel_modules
 
 ROOT = Path(__file__).resolve().parents[1] / "idcontrol"
 
@@ -67,3 +67,55 @@ def test_a_cold_cache_is_seen_and_a_parallel_compile_fills_it(tmp_path):
                   "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
                   "'idcontrol.formulations.coulomb_lcp' in sys.modules)", tmp_path)  # fmt: skip
     assert stubbed.split() == ["True", "False", "False"]
+
+
+CALLEE = """from numba import njit
+
+
+@njit("float64(float64)", cache=True)
+def shift(x):
+    return x + {shift}
+"""
+CALLER = """from numba import njit
+
+from demo.callee import shift
+
+
+@njit("float64(float64)", cache=True)
+def twice_shifted(x):
+    return 2.0 * shift(x)
+"""
+OTHER = """from numba import njit
+
+
+@njit("float64(float64)", cache=True)
+def halved(x):
+    return 0.5 * x
+"""
+
+
+def test_a_kernel_whose_callee_changed_is_compiled_again(tmp_path, monkeypatch):
+    """numba checks a cached kernel against its own file: after its callee's module changes, a caller loaded from
+    the cache still runs the old callee. invalidate_dependents removes the cached kernels of the changed module and
+    of every module that imports it (not of the others), and the caller then computes with the new callee."""
+    package, cache = tmp_path / "demo", tmp_path / "cache"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "callee.py").write_text(CALLEE.format(shift=1.0))
+    (package / "caller.py").write_text(CALLER)
+    (package / "other.py").write_text(OTHER)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(cache), "OPENBLAS_NUM_THREADS": "1"}
+
+    def caller_of_one() -> float:
+        code = "from demo.caller import twice_shifted; from demo.other import halved; print(twice_shifted(1.0))"
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+        return float(out.stdout)
+
+    assert invalidate_dependents(package) == []  # the first check: nothing cached yet, the sources recorded
+    assert caller_of_one() == 4.0  # compiled, and cached
+    (package / "callee.py").write_text(CALLEE.format(shift=2.0))
+    assert caller_of_one() == 4.0  # the stale caller: numba's own check passes it
+    assert invalidate_dependents(package) == ["demo.callee", "demo.caller"]
+    assert caller_of_one() == 6.0
+    assert invalidate_dependents(package) == []  # nothing changed since

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import json
 import os
 import re
 import sys
@@ -179,6 +180,57 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
     return results
 
 
+#: The sources the cache was built from (module -> SHA-1 of its text), kept in the package's cache folder
+SOURCES_RECORD = "idcontrol-kernel-sources.json"
+
+
+def _sources_record(root: Path) -> Path:
+    return cache_folder(root / "__init__.py") / SOURCES_RECORD
+
+
+def invalidate_dependents(root: Path | None = None) -> list[str]:
+    """Remove from numba's cache the kernels of every module that imports, directly or through others, a module
+    whose text changed since the cache was last checked; returns those modules (then :func:`stale_modules`).
+
+    numba checks a cached kernel against its own source file only: a kernel that calls a kernel of another module
+    holds that callee's compiled code, and an edited callee (or an upgrade that changes it and not the caller)
+    left the caller running the old code, silently (found when a change to Lemke's method did not reach the
+    Coulomb LCP's solve). The texts of the package's modules are compared with the record of the last check
+    (:data:`SOURCES_RECORD`, a few ms); only when one changed is the import graph read (about 0.5 s). Without a
+    record, every cached kernel is removed once. Where the cache cannot be written, nothing is done."""
+    root = root or Path(__file__).resolve().parents[1]
+    if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(root, os.W_OK):
+        return []
+    paths = _modules(root)
+    texts = {name: path.read_bytes() for name, path in paths.items()}
+    now = {name: hashlib.sha1(text).hexdigest() for name, text in texts.items()}
+    record = _sources_record(root)
+    try:
+        before = json.loads(record.read_text())["sources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        before = None
+    if before == now:
+        return []
+    changed = set(now) if before is None else {m for m in now.keys() | before.keys() if now.get(m) != before.get(m)}
+    package = _Package.read(root)
+    out = []
+    for name in sorted(package.numba):
+        if not ({name} | package.closure(name)) & changed:
+            continue
+        path = paths[name]
+        folder = cache_folder(path)
+        files = [*folder.glob(f"{path.stem}.*.nbi"), *folder.glob(f"{path.stem}.*.nbc")] if folder.is_dir() else []
+        for f in files:
+            f.unlink(missing_ok=True)
+        if files:
+            out.append(name)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    temporary = record.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"sources": now}))
+    temporary.replace(record)  # whole, for a process checking at the same time
+    return out
+
+
 def stale_modules() -> list[str]:
     """The modules whose import compiles kernels and that have no cache index at least as new as their source:
     the ones an import would compile (a first start on this machine, or an edited source). Judged by files alone,
@@ -212,10 +264,14 @@ def cache_folder(source: Path) -> Path:
 def ensure_compiled(stream: TextIO | None = None) -> None:
     """Compile, with progress on ``stream`` (default: the standard error at the call), when modules are missing
     from the cache: a launch's processes then load them in seconds instead of compiling them in their imports."""
+    stream = stream or sys.stderr
+    invalidated = invalidate_dependents()
+    if invalidated:
+        print(f"idcontrol: {len(invalidated)} compiled module(s) import changed sources: their cached kernels are "
+              "removed", file=stream, flush=True)  # fmt: skip
     stale = stale_modules()
     if not stale:
         return
-    stream = stream or sys.stderr
     print(f"idcontrol: {len(stale)} compiled module(s) are not in numba's cache (a first start on this machine, or "
           "edited sources): compiling them once, in parallel (`idcontrol compile` does it ahead)", file=stream,
           flush=True)  # fmt: skip
@@ -240,6 +296,9 @@ def main(jobs: int | None) -> int:
     print(f"compiling the kernels of {PACKAGE} into numba's cache ({cache}), "
           f"{jobs or _cpus()} process(es)", flush=True)  # fmt: skip
     start = time.perf_counter()
+    invalidated = invalidate_dependents()
+    if invalidated:
+        print(f"  {len(invalidated)} module(s) import changed sources: their cached kernels removed", flush=True)
     results = compile_all(jobs, _reporter(sys.stdout, "  "))
     failed = [r for r in results if r.error]
     print(f"{len(results) - len(failed)} module(s) ready, {len(failed)} failed, in {time.perf_counter() - start:.1f} s "
