@@ -88,8 +88,9 @@ def polish(M: Array, q: Array, z: Array, clean_tol: float) -> tuple[Array, Array
     return polish_kernel(M, q, np.array(z, dtype=float), float(clean_tol))
 
 
-#: Tie-breaks of the minimum-ratio test: the lexicographic rule (the default: it excludes cycling) and the naive
-#: first or last tied row, kept only to show the cycling the lexicographic rule prevents (tests/test_lemke.py).
+#: Tie-breaks of the minimum-ratio test: the lexicographic rule (the default: it excludes cycling in exact
+#: arithmetic; in floating point a run that comes back to a basis is stopped, see :func:`lemke_kernel`) and the
+#: naive first or last tied row, kept only to show the cycling the lexicographic rule prevents (tests/test_lemke.py).
 TIE_BREAKS = {"lexicographic": 0, "first": 1, "last": 2}
 
 #: :func:`lemke_kernel` outcomes
