@@ -23,18 +23,24 @@ TRANSPORTS = ("in_process", "protocol")
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """With pytest-xdist workers (``-n N`` or ``-n auto``), before they start: compile the kernels numba's cache
-    lacks, with a line per module. One process compiles them all at import anyway, so a serial run is left as
-    it is."""
+    lacks, with a line per module. One process compiles what it imports anyway: a serial run only has the cached
+    kernels whose callees changed removed first (:func:`~idcontrol.tools.compile.invalidate_dependents`)."""
+    if hasattr(early_config, "workerinput"):
+        return
     workers = getattr(early_config.known_args_namespace, "numprocesses", None)
-    if workers and workers != 1 and not hasattr(early_config, "workerinput"):
-        from idcontrol.tools.compile import ensure_compiled
+    if not workers or workers == 1:  # one process compiles in its imports; kernels whose callees changed go first
+        from idcontrol.tools.compile import invalidate_dependents
 
-        capture = early_config.pluginmanager.getplugin("capturemanager")
-        if capture is None:
-            ensure_compiled()
-            return
-        with capture.global_and_fixture_disabled():  # the progress lines on the terminal, as they come
-            ensure_compiled()
+        invalidate_dependents()
+        return
+    from idcontrol.tools.compile import ensure_compiled
+
+    capture = early_config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        ensure_compiled()
+        return
+    with capture.global_and_fixture_disabled():  # the progress lines on the terminal, as they come
+        ensure_compiled()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
