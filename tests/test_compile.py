@@ -119,3 +119,13 @@ def test_a_kernel_whose_callee_changed_is_compiled_again(tmp_path, monkeypatch):
     assert invalidate_dependents(package) == ["demo.callee", "demo.caller"]
     assert caller_of_one() == 6.0
     assert invalidate_dependents(package) == []  # nothing changed since
+
+
+def test_a_cache_that_cannot_be_changed_is_reported_and_left_alone(tmp_path, monkeypatch, capsys):
+    """Where numba's cache cannot be written (here NUMBA_CACHE_DIR names a file), the check says so on stderr and
+    returns, and the start goes on."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker))
+    assert invalidate_dependents() == []
+    assert "cannot update numba's cache" in capsys.readouterr().err

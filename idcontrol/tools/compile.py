@@ -214,20 +214,24 @@ def invalidate_dependents(root: Path | None = None) -> list[str]:
     changed = set(now) if before is None else {m for m in now.keys() | before.keys() if now.get(m) != before.get(m)}
     package = _Package.read(root)
     out = []
-    for name in sorted(package.numba):
-        if not ({name} | package.closure(name)) & changed:
-            continue
-        path = paths[name]
-        folder = cache_folder(path)
-        files = [*folder.glob(f"{path.stem}.*.nbi"), *folder.glob(f"{path.stem}.*.nbc")] if folder.is_dir() else []
-        for f in files:
-            f.unlink(missing_ok=True)
-        if files:
-            out.append(name)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    temporary = record.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"sources": now}))
-    temporary.replace(record)  # whole, for a process checking at the same time
+    try:
+        for name in sorted(package.numba):
+            if not ({name} | package.closure(name)) & changed:
+                continue
+            path = paths[name]
+            folder = cache_folder(path)
+            files = [*folder.glob(f"{path.stem}.*.nbi"), *folder.glob(f"{path.stem}.*.nbc")] if folder.is_dir() else []
+            for f in files:
+                f.unlink(missing_ok=True)
+            if files:
+                out.append(name)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        temporary = record.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"sources": now}))
+        temporary.replace(record)  # whole, for a process checking at the same time
+    except OSError as e:  # a cache this process may read but not change: say so, and go on with it as it is
+        print(f"idcontrol: warning: cannot update numba's cache ({e}); kernels whose callees changed may run their "
+              "old code until it is cleared", file=sys.stderr, flush=True)  # fmt: skip
     return out
 
 
