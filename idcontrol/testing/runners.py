@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zmq
@@ -42,6 +42,9 @@ from idcontrol.settings import (
 )
 from idcontrol.sim.base import Simulator
 from idcontrol.testing.run import ClosedLoopRun, RunRecorder
+
+if TYPE_CHECKING:
+    from idcontrol.client import AdminClient
 
 Gains = tuple[float, float] | dict[str, object]
 
@@ -191,6 +194,10 @@ def launch_file_text(config: LaunchConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: s a protocol run waits, once the bridge is connected, for its first telemetry record
+SUBSCRIBE_TIMEOUT_S = 10.0
+
+
 class TelemetryCollector:
     """Subscribes to the daemon's telemetry and keeps every raw record (a thread drains the socket)."""
 
@@ -203,6 +210,7 @@ class TelemetryCollector:
         self.records: list[bytes] = []
         self._last_record = time.monotonic()
         self._stop = threading.Event()
+        self._first = threading.Event()
         self._thread = threading.Thread(target=self._drain, name="telemetry", daemon=True)
         self._thread.start()
 
@@ -211,6 +219,11 @@ class TelemetryCollector:
             if self.socket.poll(50):
                 self.records.append(self.socket.recv())
                 self._last_record = time.monotonic()
+                self._first.set()
+
+    def wait_for_first(self, timeout_s: float) -> bool:
+        """Whether a record has arrived, waiting up to ``timeout_s`` for one: the subscription is then live."""
+        return self._first.wait(timeout_s)
 
     def stop(self, quiet_s: float = 0.2) -> list[bytes]:
         """Stop once nothing has arrived for ``quiet_s``; return the records in arrival order."""
@@ -247,9 +260,18 @@ def run_over_protocol(
         )  # fmt: skip
         path = Path(folder) / "launch.toml"
         path.write_text(launch_file_text(replace(config, duration=float(seconds), endpoints=endpoints)))
-        prepare = (lambda admin: admin.request("set_gains", **gain_fields)) if gain_fields else None
-        launch = Launch(load_launch(path), [], live=False, prepare=prepare)
         collector = TelemetryCollector(endpoints.telemetry)
+
+        def prepare(admin: AdminClient) -> None:
+            # the daemon publishes its idle ticks too: once one has arrived, the subscription is live and the run's
+            # first records cannot be missed (a SUB socket joins a PUB asynchronously; a loaded machine missed 7)
+            if not collector.wait_for_first(SUBSCRIBE_TIMEOUT_S):
+                raise IdControlError(f"no telemetry reached the run's subscriber within {SUBSCRIBE_TIMEOUT_S:g} s "
+                                     "of the bridge connecting")  # fmt: skip
+            if gain_fields:
+                admin.request("set_gains", **gain_fields)
+
+        launch = Launch(load_launch(path), [], live=False, prepare=prepare)
         try:
             summary = launch.run()
         finally:
