@@ -197,7 +197,8 @@ def invalidate_dependents(root: Path | None = None) -> list[str]:
     left the caller running the old code, silently (found when a change to Lemke's method did not reach the
     Coulomb LCP's solve). The texts of the package's modules are compared with the record of the last check
     (:data:`SOURCES_RECORD`, a few ms); only when one changed is the import graph read (about 0.5 s). Without a
-    record, every cached kernel is removed once. Where the cache cannot be written, nothing is done."""
+    record, every cached kernel is removed once. An install the process may not write to (and no
+    ``NUMBA_CACHE_DIR``) is left alone; a cache it fails to change is reported on stderr."""
     root = root or Path(__file__).resolve().parents[1]
     if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(root, os.W_OK):
         return []
