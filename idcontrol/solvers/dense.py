@@ -78,44 +78,23 @@ def lower_inverse(L, out):
 
 
 @njit(cache=True)
-def gram_cholesky(B, rows, active, k):
-    """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), whether it exists, and the
-    smallest and largest diagonal of L (a cheap conditioning check). Returns (L, factored, low, high).
-    The Gram of k ≤ 6 gathered columns is formed by loops (see :func:`gram` for where loops win)."""
-    A = np.empty((k, k))
-    for a in range(k):
-        for b in range(a + 1):
-            s = 0.0
-            for i in range(rows):
-                s += B[i, active[a]] * B[i, active[b]]
-            A[a, b] = s
-            A[b, a] = s
-    factored = cholesky_in_place(A)
-    low, high = np.inf, 0.0
-    if factored:
-        for a in range(k):
-            low = min(low, A[a, a])
-            high = max(high, A[a, a])
-    return A, factored, low, high
-
-
-@njit(cache=True)
-def stacked_gram_cholesky(B, s, active, k):
-    """Cholesky factor L of Fₐᵀ Fₐ for the stacked factor F = [B; diag(s)] (B (d, n), s (n,)), columns
-    ``active[:k]``: BₐᵀBₐ plus s_c² on the diagonal, without forming F's n extra rows. Each entry is the sum F's
-    rows would give, in their order (exactly: the diagonal rows add zeros elsewhere). Returns (L, factored, low,
-    high) as :func:`gram_cholesky`."""
-    rows = B.shape[0]
+def gram_cholesky(B, rows, active, k, s=None):
+    """Cholesky factor L of BₐᵀBₐ (B's first ``rows`` rows, columns ``active[:k]``), or with ``s`` (n,) of FₐᵀFₐ for
+    the stacked factor F = [B; diag(s)]: s_c² added to the diagonal, F's n extra rows never formed, each entry the
+    sum F's rows would give in their order (exactly: the diagonal rows add zeros elsewhere). Returns (L, factored:
+    whether it exists, the smallest and largest diagonal of L: a cheap conditioning check). The Gram of a few
+    gathered columns is formed by loops (see :func:`gram` for where loops win)."""
     A = np.empty((k, k))
     for a in range(k):
         for b in range(a + 1):
             t = 0.0
             for i in range(rows):
                 t += B[i, active[a]] * B[i, active[b]]
-            if a == b:
-                t += s[active[a]] * s[active[a]]
             A[a, b] = t
             A[b, a] = t
+    if s is not None:
+        for a in range(k):
+            A[a, a] += s[active[a]] * s[active[a]]
     factored = cholesky_in_place(A)
     low, high = np.inf, 0.0
     if factored:

@@ -24,7 +24,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, float64, intp
-from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, stacked_gram_cholesky
+from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, gram_cholesky
 from idcontrol.solvers.lcp import LCPSolution
 from idcontrol.validation import all_finite
 
@@ -88,7 +88,7 @@ def ppm_kernel(B, s, r, warm, tol, cap):
     for pivots in range(1, cap + 1):
         if size > rank_bound:
             return z, r.copy(), PPM_RANK, pivots, active[:size].copy()
-        A, factored, low, high = stacked_gram_cholesky(B, s, active, size)
+        A, factored, low, high = gram_cholesky(B, d, active, size, s)
         if not factored:
             return z, r.copy(), PPM_SINGULAR, pivots, active[:size].copy()
         if low < 1e-6 * max(high, 1e-300):  # condition number of BₐᵀBₐ above ~1e12
