@@ -184,6 +184,12 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
 SOURCES_RECORD = "idcontrol-kernel-sources.json"
 
 
+def _caches_beside(folder: Path) -> bool:
+    """Whether numba caches the kernels of ``folder``'s modules where :func:`cache_folder` says: under
+    ``NUMBA_CACHE_DIR``, or beside the sources when the folder is writable (else in its user-wide folder)."""
+    return bool(os.environ.get("NUMBA_CACHE_DIR")) or os.access(folder, os.W_OK)
+
+
 def _sources_record(root: Path) -> Path:
     return cache_folder(root / "__init__.py") / SOURCES_RECORD
 
@@ -200,11 +206,10 @@ def invalidate_dependents(root: Path | None = None) -> list[str]:
     record, every cached kernel is removed once. An install the process may not write to (and no
     ``NUMBA_CACHE_DIR``) is left alone; a cache it fails to change is reported on stderr."""
     root = root or Path(__file__).resolve().parents[1]
-    if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(root, os.W_OK):
+    if not _caches_beside(root):
         return []
     paths = _modules(root)
-    texts = {name: path.read_bytes() for name, path in paths.items()}
-    now = {name: hashlib.sha1(text).hexdigest() for name, text in texts.items()}
+    now = {name: hashlib.sha1(path.read_bytes()).hexdigest() for name, path in paths.items()}
     record = _sources_record(root)
     try:
         before = json.loads(record.read_text())["sources"]
@@ -247,7 +252,7 @@ def stale_modules() -> list[str]:
         text = path.read_text()
         if not _USES_NUMBA.search(text) or _SIGNATURE_FIRST.search(text) is None:
             continue  # no kernel its import compiles (one declared with its signature; the others compile lazily)
-        if not os.environ.get("NUMBA_CACHE_DIR") and not os.access(path.parent, os.W_OK):
+        if not _caches_beside(path.parent):
             continue
         folder = cache_folder(path)
         stamps = [f.stat().st_mtime for f in folder.glob(f"{path.stem}.*.nbi")] if folder.is_dir() else []
