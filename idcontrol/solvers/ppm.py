@@ -55,6 +55,31 @@ def _warm_set(warm, n, capacity):
     return member, indices, size
 
 
+@njit(cache=True)
+def stacked_rows(B, s):
+    """The rows of F = [B; diag(s)] that are not zero: B's and one per s_c ≠ 0 (a bound on the rank of FᵀF)."""
+    rows = B.shape[0]
+    for c in range(s.shape[0]):
+        if s[c] != 0.0:
+            rows += 1
+    return rows
+
+
+@njit(cache=True)
+def stack_diagonal(B, s):
+    """F = [B; diag(s)] (:func:`stacked_rows`, n) with the zero rows of diag(s) left out: FᵀF = BᵀB + diag(s)², for
+    the solvers that need F formed (the active-set method, Lemke's FᵀF)."""
+    rows, n = B.shape
+    F = np.zeros((stacked_rows(B, s), n))
+    F[:rows] = B
+    row = rows
+    for c in range(n):
+        if s[c] != 0.0:
+            F[row, c] = s[c]
+            row += 1
+    return F
+
+
 @njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES, float64, intp), cache=True)
 def ppm_kernel(B, s, r, warm, tol, cap):
     """Algorithm 2 on LCP(r, FᵀF) for the stacked factor F = [B; diag(s)] (B (d, n), s (n,) ≥ 0: BᵀB + diag(s)²,
@@ -66,10 +91,7 @@ def ppm_kernel(B, s, r, warm, tol, cap):
     order held). Assumes n > 0 and min r < −tol (the caller handles the trivial solution).
     """
     d, n = B.shape
-    rank_bound = d  # F's rows that are not zero
-    for c in range(n):
-        if s[c] != 0.0:
-            rank_bound += 1
+    rank_bound = stacked_rows(B, s)
     z = np.zeros(n)
     in_active, active, size = _warm_set(warm, n, n + 1)
     if size == 0:
@@ -330,7 +352,7 @@ def ppm(
     B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
     s = np.zeros(n) if diagonal is None else np.ascontiguousarray(diagonal, dtype=float).reshape(n)
     z, w, status, pivots, active = ppm_kernel(B, s, r, warm, tol, cap)
-    message = _PPM_MESSAGES[status].format(a=len(active), d=B.shape[0] + np.count_nonzero(s))
+    message = _PPM_MESSAGES[status].format(a=len(active), d=stacked_rows(B, s))
     return LCPSolution(z=z, w=w, found=status == PPM_SOLVED, pivots=pivots, active=active.tolist(), message=message)
 
 

@@ -30,7 +30,14 @@ from idcontrol.formulations.reduced import (
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
 from idcontrol.solvers.lemke import SPREAD_EXACT, SPREAD_UNSOLVABLE, lemke_regularized_kernel, settle_spread
-from idcontrol.solvers.ppm import ACTIVE_SET_SOLVED, PPM_SOLVED, active_set_kernel, ppm_kernel
+from idcontrol.solvers.ppm import (
+    ACTIVE_SET_SOLVED,
+    PPM_SOLVED,
+    active_set_kernel,
+    ppm_kernel,
+    stack_diagonal,
+    stacked_rows,
+)
 
 
 @structref.register
@@ -343,27 +350,10 @@ def projected_velocity(S, T, a, u, qd_des):
 
 
 @njit(cache=True)
-def stack_diagonal(B, s):
-    """F = [B; diag(s)] (rows + count(s ≠ 0), n) with the zero rows of diag(s) left out: FᵀF = BᵀB + diag(s)²."""
-    rows, n = B.shape
-    count = 0
-    for c in range(n):
-        if s[c] != 0.0:
-            count += 1
-    F = np.zeros((rows + count, n))
-    F[:rows] = B
-    row = rows
-    for c in range(n):
-        if s[c] != 0.0:
-            F[row, c] = s[c]
-            row += 1
-    return F
-
-
-@njit(cache=True)
 def _solve_normal_lcp(B, s, r, warm, tol):
     """The normal impulses' LCP w = FᵀF z + r for the factor F = [B; diag(s)] (B (rows, n), s (n,) ≥ 0, r (n,)) by
-    Algorithm 2, then its active-set and regularized-Lemke fallbacks (on F formed: :func:`stack_diagonal`):
+    Algorithm 2, then its active-set and regularized-Lemke fallbacks (on F formed:
+    :func:`~idcontrol.solvers.ppm.stack_diagonal`):
     (z (n,), active, found, (the BY_* solver that answered, PPM's status, its active count, the active-set
     method's status or −1, Lemke's ε or −1, pivots)). Unsolvable: z = 0, BY_NONE."""
     n = r.shape[0]
@@ -447,7 +437,7 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     # complementarity in the robot's coordinates, not only the whitened ones (refine: a vertex answer's);
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
     v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found)
-    rows = B.shape[0] + np.count_nonzero(root)  # the factor's rows: Algorithm 2's rank bound
+    rows = stacked_rows(B, root)  # the factor's rows: Algorithm 2's rank bound
     return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, rows,
                                                                          as_status, lemke_eps)  # fmt: skip
 
