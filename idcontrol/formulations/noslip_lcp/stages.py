@@ -400,7 +400,7 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     if not ok:
         return False, 0, none, 0, empty, empty, empty, empty, empty, (BY_NONE, PPM_SOLVED, 0, 0, -1, -1.0)
     data, B, r, kept = noslip_setup(red, rank_tol)
-    spread_rows, spread_weight = False, 0.0
+    spread_weight = 0.0  # > 0: Algorithm 2 runs on the spread's factor
     root = np.zeros(n)  # BᵀB + εD = [B; √ε D]ᵀ [B; √ε D]: Algorithm 2 keeps working on a factor
     if spread > 0.0 and n:
         # D: the contacts whose impulse moves v⁺ (a zero column of B: the kept rows already fix that normal, its
@@ -419,12 +419,11 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
             for c in range(n):
                 if moving[c]:
                     root[c] = math.sqrt(spread_weight)
-            spread_rows = True
     z, active, found, diagnostics = _solve_normal_lcp(B, root, r, warm, tol)
-    refine = found and not spread_rows
+    refine = found and spread_weight == 0.0
     # spread: the paper's LCP's solution nearest to the spread's, on its face; none there: the spread's (ε-near),
     # unless the paper's LCP has no solution and the spread answered about r/ε: then the paper's answer
-    if spread_rows and found:
+    if spread_weight > 0.0 and found:
         verdict, z = settle_spread(B.T @ B, r, z, spread_weight, spread, n)
         if verdict == SPREAD_EXACT:
             active = np.flatnonzero(z > 0.0)
