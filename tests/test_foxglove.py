@@ -17,7 +17,7 @@ from idcontrol.logs import foxglove as fox
 from idcontrol.logs.reader import read_log
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import load_launch
-from idcontrol.tools.live import FoxgloveClient, connect_live, layout_json, spawn_live
+from idcontrol.tools.live import FoxgloveClient, connect_live, layout_json, paired_shift, spawn_live
 from tests.test_launch import free_ports, launch_file, spawn, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +49,22 @@ def test_view_publishes_at_50_hz_and_counts_every_tick_in_the_deadline_statistic
     o = arrows[0]["pose"]["orientation"]  # +x turned onto +z: a quarter turn about -y
     np.testing.assert_allclose([o["x"], o["y"], o["z"], o["w"]], [0, -np.sqrt(0.5), 0, np.sqrt(0.5)], atol=1e-9)
     assert arrows[0]["shaft_length"] + arrows[0]["head_length"] == pytest.approx(0.01 * 12.0 / fox.NEWTONS_PER_CM)
+
+
+def test_the_paired_shift_takes_out_a_drifting_machine_and_its_interval_holds_the_true_shift():
+    drift = 300.0 + 4.0 * np.arange(21)  # a machine slowing by 4 µs a segment: off, on, off, ..., off
+    exact = paired_shift(list(drift + 7.0 * (np.arange(21) % 2)))
+    assert exact["pairs"] == 10
+    assert exact["p99_shift_us"] == pytest.approx(7.0)
+    assert exact["p99_shift_interval_us"] == pytest.approx((7.0, 7.0))
+    rng = np.random.default_rng(3)
+    covered = 0
+    for _ in range(200):
+        noisy = paired_shift(list(drift + 7.0 * (np.arange(21) % 2) + rng.normal(0.0, 10.0, 21)))
+        low, high = noisy["p99_shift_interval_us"]
+        covered += low <= 7.0 <= high
+    assert 180 <= covered <= 200  # a 95 % interval: 190 of 200 expected
+    assert paired_shift([300.0, 310.0])["p99_shift_interval_us"] is None  # one pair: no interval
 
 
 def test_every_link_with_a_visual_gets_a_transform_and_its_shapes(quadruped):

@@ -355,6 +355,10 @@ def _live(args: argparse.Namespace) -> int:
         result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
         print(f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
               f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)")
+        interval = result["p99_shift_interval_us"]
+        if interval is not None:
+            print(f"paired with the off segments beside each on segment ({result['pairs']} pairs): moved "
+                  f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs")
         return 0
     return serve_live(_load(args), args.port)
 
