@@ -21,7 +21,7 @@ A launch file is TOML (see ``launch/*.toml``)::
     [formulations.two_stage_qp]  # options of any formulation, used at start-up, after --formulation and
     dissipation = "contacts"     # on an admin switch to it (see each formulation's docstring)
     [formulations.noslip_lcp]
-    spread = 1e-2
+    spread = 3e-2
 
     [reference]
     name = "trot"                # hold, trot, arm_sinusoid, stream

@@ -91,6 +91,20 @@ def test_every_legged_robot_stands_with_the_generic_launch_file(robot: str):
     assert np.all(per_leg[run.n // 2 :].min(axis=0) > 1.0)  # N: no foot unloaded
 
 
+def test_the_no_slip_lcp_stands_a_go2_from_robot_init_without_trading_its_load_between_diagonal_feet(tmp_path: Path):
+    """A robot this project ships no file for (Unitree Go2, written by `robot init`), launch/stand.toml under the
+    no-slip LCP's defaults, 1.5 s: no fall and no torque chatter. With the spread at 1e-2 the load flipped between
+    the diagonal foot pairs every tick from 27 ms on, growing ×1.26 a tick to ±10 N·m (E|Δτ| 6300 N·m/s)."""
+    from idcontrol.robot.init import init_robot
+    from idcontrol.testing.asserts import assert_torque_smooth
+
+    erd = "share:example-robot-data/robots/go2_description"
+    robot_dir = init_robot(f"{erd}/urdf/go2.urdf", f"{erd}/srdf/go2.srdf", tmp_path / "go2").path.parent
+    run = launch_run("stand.toml", str(robot_dir), 1.5, "noslip_lcp")
+    assert run.ticks_in_run == 1500 and not run.summary["fell"], run.end_reason
+    assert_torque_smooth(run, rate_mean=100.0)  # N·m/s: 0.0 with the default spread
+
+
 @pytest.mark.parametrize("robot", ["arm", "ur5", "kinova"])
 def test_every_arm_tracks_a_one_hertz_joint_sinusoid(robot: str):
     """launch/joint_sinusoid.toml --robot NAME, 1.5 s of a 1 Hz, 0.1 rad swing: mean joint error below 0.005 rad."""

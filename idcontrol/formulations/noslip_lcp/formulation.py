@@ -73,7 +73,7 @@ class NoSlipLCP(Formulation):
         dependent: the stance gets the in-plane rows it really has.
     tol : absolute LCP tolerance, m/s².
     repair : run the Section 4.5 consistency repair when needed.
-    spread : ε ≥ 0, relative Tikhonov weight on the normal impulses (default 1e-2; 0 is the paper's LCP).
+    spread : ε ≥ 0, relative Tikhonov weight on the normal impulses (default 3e-2; 0 is the paper's LCP).
         Standing on more feet than the no-slip constraints need, the LCP has a whole set of solutions and
         Algorithm 2 returns a vertex of it (two diagonal feet carrying a quadruped, a corner of a humanoid's
         sole); a compliant world (MuJoCo, a real floor) shares the load instead. With ε > 0 the LCP matrix
@@ -83,7 +83,11 @@ class NoSlipLCP(Formulation):
         load distribution, exact complementarity: :func:`~idcontrol.solvers.lemke.nearest_on_face`); where
         that face has none, the spread's own (complementarity to ε·f), unless the paper's LCP has no solution
         at all (:func:`~idcontrol.solvers.lemke.spread_answered_gap`: the spread answered about r/ε), when the
-        paper's answer stands (zero impulses, then the repair).
+        paper's answer stands (zero impulses, then the repair). The spread's load distribution answers the
+        stance's small velocity mismatches (a leg's PD step, a soft floor's rebound) with gain ~1/ε, and in
+        closed loop that gain can exceed one: at 1e-2 the Go1, Go2 and Laikago (``robot init`` from
+        example-robot-data) standing in MuJoCo traded the load between diagonal foot pairs every tick, growing
+        ×1.26 a tick to ±10 N·m of torque chatter (E|Δτ| 5300-9500 N·m/s); at 3e-2, 0-4 N·m/s (docs/locomotion.md).
     project : replace q̇_des, before the solve, by the closest one that lets every contact stand still
         tangentially (:func:`project_desired_velocity`: the least-squares unactuated twist for the stance
         legs' desired motion, then the least-norm change of the actuated velocities that makes it exact).
@@ -110,7 +114,7 @@ class NoSlipLCP(Formulation):
         rank_tol: float = 1e-3,
         tol: float = 1e-10,
         repair: bool = True,
-        spread: float = 1e-2,
+        spread: float = 3e-2,
         project: bool = True,
         release_unloaded: bool = True,
         share_friction: bool = True,
