@@ -148,6 +148,26 @@ def test_init_reports_what_it_could_not_infer_and_refuses_to_overwrite(tmp_path:
         init_robot(urdf, srdf, tmp_path / "solo")
 
 
+def test_joints_without_a_urdf_effort_limit_are_an_error_unless_a_torque_limit_is_given_for_them(tmp_path: Path):
+    """The double pendulum's URDF has no effort limits: init names the joints and the way out; with
+    --torque-limit the limit is written to [limits.torque] for those joints only, said, and the robot loads
+    with it (the preflight's missing-limit error is gone)."""
+    urdf = f"{ERD}/double_pendulum_description/urdf/double_pendulum.urdf"
+    with pytest.raises(ConfigError, match=r"\['joint1', 'joint2'\] have no effort limit.*--torque-limit"):
+        init_robot(urdf, None, tmp_path / "plain")
+    with pytest.raises(ConfigError, match="finite number > 0"):
+        init_robot(urdf, None, tmp_path / "nan", torque_limit=float("nan"))
+    result = init_robot(urdf, None, tmp_path / "given", torque_limit=5.0)
+    assert tomllib.loads(result.text)["limits"]["torque"] == {"joint1": 5.0, "joint2": 5.0}
+    assert any("5 N·m from --torque-limit for joint1, joint2" in line for line in result.inferred)
+    robot = RobotModel(str(result.path))
+    assert robot.preflight.ok
+    np.testing.assert_array_equal(robot.torque_limits, [5.0, 5.0])
+    # a URDF that gives every limit is unchanged by the option: nothing written beyond the URDF's efforts
+    a1 = init_robot(f"{ERD}/a1_description/urdf/a1.urdf", None, tmp_path / "a1", torque_limit=5.0)
+    assert tomllib.loads(a1.text)["limits"]["torque"] == {} and "--torque-limit" not in a1.text
+
+
 def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_state_that_omits_a_few(
         tmp_path: Path):  # fmt: skip
     """A fixed base without an SRDF state: the neutral posture with every joint at least min(0.25 rad, a quarter of

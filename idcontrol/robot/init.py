@@ -22,7 +22,8 @@ What is inferred, in order (each step prints what it found, or what it could not
    sole wider than 2 cm and a twentieth of the leg: its corners); a flat bottom (a sole wider than a tenth of the leg)
    as four corner spheres; any other shape as a sphere fitted to its lowest points. Without collision geometry
    the visual geometry is used, and without any, a sphere at the end frame (reported).
-5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it).
+5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it, unless
+   ``torque_limit``, ``--torque-limit``, gives one for such joints: written to ``[limits.torque]``).
 6. **Gains** scaled with the robot's size: the q̈ gains of the shipped quadruped's trot (K_p = 1000 s⁻²,
    K_d = 60 s⁻¹ at a 0.163 m standing height) with time scaled by √(height / 0.163 m) (Froude scaling), and
    the ``pid`` baseline's torque gains from the mass matrix's diagonal at the standing posture.
@@ -670,8 +671,15 @@ def _urdf_spec(urdf: str, out: Path) -> str:
 
 
 def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None, *, base: str | None = None,
-               state: str | None = None, name: str | None = None, force: bool = False) -> InitResult:  # fmt: skip
-    """Infer a robot file for ``urdf`` (a path or ``share:<package>/...``) and write ``out/robot.toml``."""
+               state: str | None = None, name: str | None = None, force: bool = False,
+               torque_limit: float | None = None) -> InitResult:  # fmt: skip
+    """Infer a robot file for ``urdf`` (a path or ``share:<package>/...``) and write ``out/robot.toml``.
+
+    ``torque_limit`` (N·m, N for a prismatic joint): the limit of each actuated joint whose URDF gives none,
+    written to the file's ``[limits.torque]``; without it such a joint is an error naming it.
+    """
+    if torque_limit is not None and not (math.isfinite(torque_limit) and torque_limit > 0.0):
+        raise ConfigError(f"--torque-limit must be a finite number > 0 (N·m), got {torque_limit!r}")
     urdf_path = resolve_urdf(urdf, Path.cwd() / "robot.toml")
     parsed = read_urdf(urdf_path)
     name = name or parsed.name
@@ -822,11 +830,19 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         j = model.joints[model.getJointId(j_name)]
         efforts[j_name] = float(model.effortLimit[j.idx_v])
     missing = [n for n, e in efforts.items() if not e > 0]
-    if missing:
+    if missing and torque_limit is None:
         raise ConfigError(f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort> > 0) in the "
-                          "URDF; add them there, or write the robot file by hand with [limits.torque]")  # fmt: skip
-    distinct = ", ".join(_fmt(e) for e in sorted(set(efforts.values())))
-    inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
+                          "URDF; add them there, pass --torque-limit N·m (written to [limits.torque] for them), or "
+                          "write the robot file by hand with [limits.torque]")  # fmt: skip
+    given = {n: float(torque_limit) for n in missing}
+    efforts.update(given)
+    from_urdf = {n: e for n, e in efforts.items() if n not in given}
+    if from_urdf:
+        distinct = ", ".join(_fmt(e) for e in sorted(set(from_urdf.values())))
+        inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
+    if given:
+        inferred.append(f"torque limits: {_fmt(float(torque_limit))} N·m from --torque-limit for "
+                        f"{', '.join(given)} (the URDF gives none)")  # fmt: skip
     static = _gravity_torques(model, data, robot_q, actuated)
     if not floating and source.startswith("the neutral configuration") and any(
         static[n] > HOLD_FRACTION * efforts[n] for n in actuated
@@ -844,8 +860,8 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     if floating and legs:
         static = _standing_torques(model, robot_q, placed[: len(legs)], actuated)
     worst = max(static.values(), default=0.0)
-    if worst > 0 and min(efforts.values()) > 100.0 * worst:
-        notes.append(f"torque limits: the URDF's efforts ({_fmt(min(efforts.values()))} N·m and more) exceed 100 "
+    if worst > 0 and from_urdf and min(from_urdf.values()) > 100.0 * worst:
+        notes.append(f"torque limits: the URDF's efforts ({_fmt(min(from_urdf.values()))} N·m and more) exceed 100 "
                      f"times what standing needs (at most {worst:.3g} N·m): they may be placeholders; set the "
                      "actuators' real limits in [limits.torque]")  # fmt: skip
     blockers += _cannot_hold(model, robot_q, placed[: len(legs)], static, efforts)
@@ -867,8 +883,9 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
 
     command = f"idcontrol robot init {urdf}" + (f" --srdf {srdf}" if srdf else "")
     command += (f" --state {state}" if state else "") + (f" --name {name}" if name != parsed.name else "")
+    command += f" --torque-limit {_fmt(float(torque_limit))}" if given else ""
     text = _write(name, _urdf_spec(urdf, out_dir), base, actuated, limbs, legs, fingers, robot_q, model, kp, kd,
-                  pid_kp, pid_kd, report, source, command, efforts)  # fmt: skip
+                  pid_kp, pid_kd, report, source, command, efforts, given)  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return InitResult(target, text, inferred, notes, report, blockers)
@@ -964,7 +981,7 @@ def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuate
 
 
 def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, pid_kp, pid_kd, report, source,
-           command, efforts) -> str:  # fmt: skip
+           command, efforts, given) -> str:  # fmt: skip
     floating = base == "floating"
     lines = [f"# Written by `{command}`.",
              "# Every value below was inferred from the URDF" + (" and the SRDF" if "--srdf" in command else "")
@@ -979,8 +996,14 @@ def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, p
               "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
               "# matrix's diagonal at the standing posture, critically damped.",
               "[pid_gains]", f"kp = {_table(pid_kp)}", f"kd = {_table(pid_kd)}", "ki = 0.0", "",
-              "# The URDF's effort limits: " + ", ".join(f"{k} {_fmt(v)}" for k, v in efforts.items()),
-              "[limits.torque]", ""]  # fmt: skip
+              "[limits.torque]"]  # fmt: skip
+    if len(given) < len(efforts):
+        lines.insert(-1, "# The URDF's effort limits: "
+                     + ", ".join(f"{k} {_fmt(v)}" for k, v in efforts.items() if k not in given))  # fmt: skip
+    if given:
+        lines += ["# --torque-limit, for the joints whose URDF gives none: set your actuators' real limits"]
+        lines += [f'"{k}" = {_fmt(v)}' for k, v in given.items()]
+    lines += [""]
     if report.repairable_links:
         lines += ["# Links MuJoCo rejects (`idcontrol robot check` says why): "
                   + ", ".join(report.repairable_links) + ".",

@@ -482,7 +482,7 @@ def _robot_init(args: argparse.Namespace) -> int:
     from idcontrol.robot.init import init_robot
 
     result = init_robot(args.urdf, args.srdf, args.out, base=args.base, state=args.state, name=args.name,
-                        force=args.force)  # fmt: skip
+                        force=args.force, torque_limit=args.torque_limit)  # fmt: skip
     print(f"wrote {result.path}")
     print("inferred:")
     for line in result.inferred:
@@ -515,6 +515,9 @@ def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
                       "./<the URDF's robot name>)")  # fmt: skip
     init.add_argument("--base", choices=("floating", "fixed"), default=None, help="override the inferred base")
     init.add_argument("--name", default=None, help="the robot's name (default: the URDF's)")
+    init.add_argument("--torque-limit", type=float, default=None, metavar="NM",
+                      help="N·m (N for a prismatic joint) for each actuated joint whose URDF gives no effort limit, "
+                           "written to [limits.torque] (default: such a joint is an error)")  # fmt: skip
     init.add_argument("--force", action="store_true", help="overwrite an existing robot.toml")
     init.set_defaults(func=_robot_init)
     check = robot_sub.add_parser("check", help="the preflight: bad numbers, impossible inertias, missing limits, "
