@@ -19,7 +19,20 @@ from hypothesis.extra.numpy import arrays
 from idcontrol.errors import InputError, NonFiniteError, ShapeError
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions, mindiff
 from idcontrol.solvers.lcp import lcp_residuals
-from idcontrol.solvers.lemke import lemke, lemke_regularized, nearest_on_face, spread_answered_gap
+from idcontrol.solvers.lemke import (
+    FACE_EXACT,
+    FACE_LEAST_SQUARES,
+    FACE_NONE,
+    SPREAD_EXACT,
+    SPREAD_LEAST_SQUARES,
+    SPREAD_NEAR,
+    face_solution,
+    lemke,
+    lemke_regularized,
+    nearest_on_face,
+    settle_spread,
+    spread_answered_gap,
+)
 
 Problem = tuple[np.ndarray, np.ndarray]
 
@@ -495,6 +508,32 @@ def test_nearest_on_face_removes_the_regularization_and_keeps_the_distribution()
     assert not nearest_on_face(M0, q0, np.array([100.0]))[0]
     assert spread_answered_gap(np.array([100.0]), q0, 1e-2, 1e-2, 1)  # 1e-2 · 100 = |q|: the regularization's
     assert not spread_answered_gap(z_reg, q, eps, eps, 2)  # ε-near a solution
+
+
+def test_a_face_met_only_in_the_least_squares_sense_keeps_its_point_where_asked_and_it_moves_continuously() -> None:
+    """z₁ + z₂ = 1 and z₁ + z₂ = 1 − δ (a stance asked for a velocity it cannot meet, by δ): no exact solution on
+    the face. The least-squares point z₁ + z₂ = 1 − δ/2 is feasible (FACE_LEAST_SQUARES); settle_spread returns it
+    when asked for (SPREAD_LEAST_SQUARES) and the ε-near answer otherwise (SPREAD_NEAR). Across the exact test's
+    tolerance the least-squares answer moves by about δ/ε, the ε-near one by about ε: the jump that made a no-slip
+    stance alternate every tick."""
+    M, eps = np.array([[1.0, 1.0], [1.0, 1.0]]), 3e-2
+    answers = []
+    for delta in (1e-12, 1e-6):  # below and above FACE_TOL (1e-9) of this scale
+        q = np.array([-1.0, -1.0 + delta])
+        z_reg = np.linalg.solve(M + eps * np.eye(2), -q)
+        outcome, z = face_solution(M, q, z_reg)
+        assert outcome == (FACE_EXACT if delta < 1e-9 else FACE_LEAST_SQUARES)
+        assert z.min() >= 0.0 and z.sum() == pytest.approx(1.0 - delta / 2, abs=1e-12)
+        verdict, z_ls = settle_spread(M, q, z_reg, eps, eps, 2, True)
+        assert verdict == (SPREAD_EXACT if delta < 1e-9 else SPREAD_LEAST_SQUARES)
+        verdict_plain, z_plain = settle_spread(M, q, z_reg, eps, eps, 2, False)
+        assert verdict_plain == (SPREAD_EXACT if delta < 1e-9 else SPREAD_NEAR)
+        answers.append((z_ls, z_plain))
+    # least squares: the split moves with the unreachable part as the regularized one does (about δ/ε), no more;
+    # ε-near: a jump of about ε/4 on top
+    assert np.abs(answers[1][0] - answers[0][0]).max() < 2 * 1e-6 / eps
+    assert np.abs(answers[1][1] - answers[0][1]).max() > eps / 10
+    assert face_solution(np.zeros((1, 1)), np.array([-1.0]), np.array([0.0]))[0] == FACE_NONE  # no face at all
 
 
 def test_nearest_on_face_raises_a_free_variable_to_meet_the_rows_it_drives() -> None:

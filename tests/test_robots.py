@@ -91,18 +91,21 @@ def test_every_legged_robot_stands_with_the_generic_launch_file(robot: str):
     assert np.all(per_leg[run.n // 2 :].min(axis=0) > 1.0)  # N: no foot unloaded
 
 
-def test_the_no_slip_lcp_stands_a_go2_from_robot_init_without_trading_its_load_between_diagonal_feet(tmp_path: Path):
-    """A robot this project ships no file for (Unitree Go2, written by `robot init`), launch/stand.toml under the
-    no-slip LCP's defaults, 1.5 s: no fall and no torque chatter. With the spread at 1e-2 the load flipped between
-    the diagonal foot pairs every tick from 27 ms on, growing ×1.26 a tick to ±10 N·m (E|Δτ| 6300 N·m/s)."""
+@pytest.mark.parametrize("robot", ["go2", "b1"])
+def test_the_no_slip_lcp_stands_a_quadruped_from_robot_init_without_torque_chatter(tmp_path: Path, robot: str):
+    """Robots this project ships no file for (Unitree Go2 and B1, written by `robot init`), launch/stand.toml under
+    the no-slip LCP's defaults, 1.5 s: no fall and no torque chatter. With the spread at 1e-2 the Go2's load
+    flipped between its diagonal foot pairs every tick from 27 ms on, growing ×1.26 a tick to ±10 N·m (E|Δτ|
+    6300 N·m/s); at 3e-2 the B1's answer alternated between the exact solution on its face and the ε-near one
+    with a repair, in bursts (E|Δτ| 135 N·m/s), until a face met only in the least-squares sense kept its point."""
     from idcontrol.robot.init import init_robot
     from idcontrol.testing.asserts import assert_torque_smooth
 
-    erd = "share:example-robot-data/robots/go2_description"
-    robot_dir = init_robot(f"{erd}/urdf/go2.urdf", f"{erd}/srdf/go2.srdf", tmp_path / "go2").path.parent
+    erd = f"share:example-robot-data/robots/{robot}_description"
+    robot_dir = init_robot(f"{erd}/urdf/{robot}.urdf", f"{erd}/srdf/{robot}.srdf", tmp_path / robot).path.parent
     run = launch_run("stand.toml", str(robot_dir), 1.5, "noslip_lcp")
     assert run.ticks_in_run == 1500 and not run.summary["fell"], run.end_reason
-    assert_torque_smooth(run, rate_mean=100.0)  # N·m/s: 0.0 with the default spread
+    assert_torque_smooth(run, rate_mean=20.0)  # N·m/s: 0.0 for both with the defaults
 
 
 @pytest.mark.parametrize("robot", ["arm", "ur5", "kinova"])

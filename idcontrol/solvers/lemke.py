@@ -383,24 +383,26 @@ def polish_kernel(M, q, z, clean_tol):
 FACE_TOL = 1e-9
 
 
-@njit(types.Tuple((boolean, VECTOR))(IN_MATRIX, IN_VECTOR, IN_VECTOR), cache=True)
-def nearest_on_face(M, q, z):
-    """(accepted, z′): the solution of the exact LCP(q, M) nearest to ``z`` on z's face (its support F free, the rest
-    0): z′_F = z_F + δ, δ the least-norm solution of M_FF δ = −q_F − M_FF z_F (complete orthogonal decomposition),
-    a variable of F in none of F's equations raised just enough to meet the rows off F it enters positively
-    (the Coulomb LCP's λ of an unloaded contact, free there), accepted when z′ is a solution (z′ ≥ 0,
-    w = M z′ + q ≥ 0 off F, the face's equations met, each within :data:`FACE_TOL` of the problem's scale),
-    clipped at 0. Not accepted: (False, a copy of ``z``).
+#: :func:`face_solution`'s outcomes: z′ solves the LCP; z′ is feasible (z′ ≥ 0, w ≥ 0 off the face) and meets the
+#: face's equations in the least-squares sense only (q_F has a part M_FF cannot reach); neither
+FACE_EXACT, FACE_LEAST_SQUARES, FACE_NONE = 0, 1, 2
 
-    A Tikhonov-regularized solve (M + εI) picks one of an LCP's many solutions (a stance on more contacts than it
-    needs: the load spread over all of them) but misses the exact LCP by about ε; this removes that miss and keeps
-    the load's distribution.
+
+@njit(cache=True)
+def face_solution(M, q, z):
+    """(outcome, z′): z′_F = z_F + δ on z's face F (its support; the rest 0), δ the least-norm least-squares solution
+    of M_FF δ = −q_F − M_FF z_F (complete orthogonal decomposition), a variable of F in none of F's equations raised
+    just enough to meet the rows off F it enters positively (the Coulomb LCP's λ of an unloaded contact, free
+    there), clipped at 0. FACE_EXACT when z′ solves the exact LCP(q, M) (z′ ≥ 0, w = M z′ + q ≥ 0 off F, w_F = 0,
+    each within :data:`FACE_TOL` of the problem's scale); FACE_LEAST_SQUARES when only w_F = 0 fails (the part of
+    q_F outside M_FF's range: on a stance whose load has a free direction, a velocity the stance cannot meet);
+    FACE_NONE otherwise (z′ = a copy of ``z``).
     """
     n = q.shape[0]
     face = np.flatnonzero(z > 0.0)
     k = face.shape[0]
     if k == 0:
-        return False, z.copy()
+        return FACE_NONE, z.copy()
     A = np.empty((k, k))
     b = np.empty(k)
     for i in range(k):
@@ -422,7 +424,7 @@ def nearest_on_face(M, q, z):
     w_scale = max(1.0, q_max, m_max * z_scale)
     for i in range(k):
         if not out[face[i]] >= -FACE_TOL * z_scale:  # NaN too
-            return False, z.copy()
+            return FACE_NONE, z.copy()
         out[face[i]] = max(out[face[i]], 0.0)
     on_face = z > 0.0
     # a face variable in none of the face's equations is free there (the Coulomb LCP's λ of an unloaded contact):
@@ -446,13 +448,32 @@ def nearest_on_face(M, q, z):
             if w < 0.0:
                 need = max(need, out[c] - w / M[i, c])
         out[c] = need
+    outcome = FACE_EXACT
     for i in range(n):
         w = q[i]
         for j in range(k):
             w += M[i, face[j]] * out[face[j]]
-        if not (abs(w) if on_face[i] else -w) <= FACE_TOL * w_scale:  # w_F = 0, w ≥ 0 off F
-            return False, z.copy()
-    return True, out
+        if on_face[i]:
+            if not abs(w) <= FACE_TOL * w_scale:  # w_F = 0 (NaN fails)
+                outcome = FACE_LEAST_SQUARES
+        elif not -w <= FACE_TOL * w_scale:  # w ≥ 0 off F
+            return FACE_NONE, z.copy()
+    return outcome, out
+
+
+@njit(types.Tuple((boolean, VECTOR))(IN_MATRIX, IN_VECTOR, IN_VECTOR), cache=True)
+def nearest_on_face(M, q, z):
+    """(accepted, z′): the solution of the exact LCP(q, M) nearest to ``z`` on z's face (:func:`face_solution`),
+    accepted when it is one (FACE_EXACT); not accepted: (False, a copy of ``z``).
+
+    A Tikhonov-regularized solve (M + εI) picks one of an LCP's many solutions (a stance on more contacts than it
+    needs: the load spread over all of them) but misses the exact LCP by about ε; this removes that miss and keeps
+    the load's distribution.
+    """
+    outcome, out = face_solution(M, q, z)
+    if outcome == FACE_EXACT:
+        return True, out
+    return False, z.copy()
 
 
 @njit(cache=True)
@@ -474,24 +495,32 @@ def spread_answered_gap(z, q, weight, spread, count):
 
 
 #: :func:`settle_spread`'s verdicts on a regularized answer
-SPREAD_EXACT, SPREAD_NEAR, SPREAD_UNSOLVABLE = 0, 1, 2
+SPREAD_EXACT, SPREAD_NEAR, SPREAD_UNSOLVABLE, SPREAD_LEAST_SQUARES = 0, 1, 2, 3
 
 
 @njit(cache=True)
-def settle_spread(M, q, z, weight, spread, count):
+def settle_spread(M, q, z, weight, spread, count, least_squares=False):
     """What a Tikhonov-regularized LCP's answer z (M + weight·I on its first ``count`` variables, weight = ε · a
     scale of M's diagonal, ε = ``spread``) gives for the exact LCP(q, M), as (verdict, z′):
 
-    * SPREAD_EXACT: z′ is the exact solution nearest to z on z's face (:func:`nearest_on_face`);
-    * SPREAD_NEAR: that face holds none; z′ = z, ε-near one;
+    * SPREAD_EXACT: z′ is the exact solution nearest to z on z's face (:func:`face_solution`);
     * SPREAD_UNSOLVABLE: the regularization answered an LCP without solution (:func:`spread_answered_gap`);
-      z′ = z, which the caller replaces by the exact LCP's own answer.
+      z′ = z, which the caller replaces by the exact LCP's own answer;
+    * SPREAD_LEAST_SQUARES (only with ``least_squares``): z′ is feasible on z's face and meets its equations in
+      the least-squares sense (FACE_LEAST_SQUARES): the caller's repair answers the rest;
+    * SPREAD_NEAR: none of these; z′ = z, ε-near a solution.
+
+    ``least_squares`` keeps the answer continuous where the face's unreachable part of q_F hovers at the exact
+    test's tolerance: between z′ and z the answer jumps by about ε (the no-slip LCP's B1 standing in MuJoCo
+    alternated between them every tick, its torques by 0.4 N·m).
     """
-    exact, z_face = nearest_on_face(M, q, z)
-    if exact:
+    outcome, z_face = face_solution(M, q, z)
+    if outcome == FACE_EXACT:
         return SPREAD_EXACT, z_face
     if spread_answered_gap(z, q, weight, spread, count):
         return SPREAD_UNSOLVABLE, z
+    if least_squares and outcome == FACE_LEAST_SQUARES:
+        return SPREAD_LEAST_SQUARES, z_face
     return SPREAD_NEAR, z
 
 

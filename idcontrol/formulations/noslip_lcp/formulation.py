@@ -80,8 +80,10 @@ class NoSlipLCP(Formulation):
         becomes BᵀB + ε·mean(diag BᵀB)·D (D: the contacts whose impulse moves v⁺; a contact the kept rows
         already hold keeps the paper's row), whose unique solution tends to the least-norm solution of the
         original LCP as ε → 0. The answer is then the paper's LCP's solution nearest to it on its face (the same
-        load distribution, exact complementarity: :func:`~idcontrol.solvers.lemke.nearest_on_face`); where
-        that face has none, the spread's own (complementarity to ε·f), unless the paper's LCP has no solution
+        load distribution, exact complementarity: :func:`~idcontrol.solvers.lemke.face_solution`); where the
+        face's equations can be met only in the least-squares sense (the stance cannot meet part of the requested
+        velocity), that least-squares point, the repair answering the rest; where that face has none, the spread's
+        own (complementarity to ε·f), unless the paper's LCP has no solution
         at all (:func:`~idcontrol.solvers.lemke.spread_answered_gap`: the spread answered about r/ε), when the
         paper's answer stands (zero impulses, then the repair). The spread's load distribution answers the
         stance's small velocity mismatches (a leg's PD step, a soft floor's rebound) with gain ~1/ε, and in

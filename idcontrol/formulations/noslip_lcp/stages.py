@@ -29,7 +29,13 @@ from idcontrol.formulations.reduced import (
 )
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
-from idcontrol.solvers.lemke import SPREAD_EXACT, SPREAD_UNSOLVABLE, lemke_regularized_kernel, settle_spread
+from idcontrol.solvers.lemke import (
+    SPREAD_EXACT,
+    SPREAD_LEAST_SQUARES,
+    SPREAD_UNSOLVABLE,
+    lemke_regularized_kernel,
+    settle_spread,
+)
 from idcontrol.solvers.ppm import (
     ACTIVE_SET_SOLVED,
     PPM_SOLVED,
@@ -421,11 +427,13 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
                     root[c] = math.sqrt(spread_weight)
     z, active, found, diagnostics = _solve_normal_lcp(B, root, r, warm, tol)
     refine = found and spread_weight == 0.0
-    # spread: the paper's LCP's solution nearest to the spread's, on its face; none there: the spread's (ε-near),
-    # unless the paper's LCP has no solution and the spread answered about r/ε: then the paper's answer
+    # spread: the paper's LCP's solution nearest to the spread's, on its face, or where the face's equations hold only
+    # in the least-squares sense (a velocity the stance cannot meet) that point, the repair answering the rest; none
+    # there: the spread's (ε-near), unless the paper's LCP has no solution and the spread answered about r/ε: then
+    # the paper's answer
     if spread_weight > 0.0 and found:
-        verdict, z = settle_spread(B.T @ B, r, z, spread_weight, spread, n)
-        if verdict == SPREAD_EXACT:
+        verdict, z = settle_spread(B.T @ B, r, z, spread_weight, spread, n, True)
+        if verdict == SPREAD_EXACT or verdict == SPREAD_LEAST_SQUARES:
             active = np.flatnonzero(z > 0.0)
         elif verdict == SPREAD_UNSOLVABLE:
             root[:] = 0.0
