@@ -228,13 +228,28 @@ def test_formulation_override_reaches_the_daemon(tmp_path, formulation):
         stop(daemon)
 
 
-def run_launch(path: Path, tmp_path: Path, *extra: str) -> dict:
+def run_launch(path: Path, tmp_path: Path, *extra: str, status: int = 0) -> dict:
+    """`idcontrol launch PATH --quiet --summary-json ... EXTRA`; asserts its exit ``status``; the summary."""
     summary_path = tmp_path / "summary.json"
     command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet", "--summary-json", str(summary_path),
                *extra]  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == status, out.stderr[-3000:]
+    if status:
+        assert f"idcontrol: exit {status}: " in out.stderr
     return json.loads(summary_path.read_text())
+
+
+def test_launch_exit_status_says_how_the_run_ended():
+    """0: as asked (duration, Ctrl-C); 3: a fall, however the run then ended; 4: any other early end."""
+    from idcontrol.tools.launcher import EXIT_ENDED_EARLY, EXIT_FELL, exit_status
+
+    assert exit_status({"end": "duration reached", "fell": False}) == 0
+    assert exit_status({"end": "interrupted", "fell": False}) == 0
+    assert exit_status({"end": "fell", "fell": True}) == EXIT_FELL == 3
+    assert exit_status({"end": "daemon left run mode: watchdog", "fell": True}) == EXIT_FELL
+    assert exit_status({"end": "daemon left run mode: solve failed", "fell": False}) == EXIT_ENDED_EARLY == 4
+    assert exit_status({"end": "the bridge exited with code 1", "fell": False}) == EXIT_ENDED_EARLY
 
 
 def test_arm_holds_the_box_through_its_sinusoid_in_a_no_slip_world(tmp_path):
@@ -255,7 +270,7 @@ def test_arm_stops_and_says_why_when_its_grasp_model_is_wrong(tmp_path):
         "mu = 1.0\nwatchdog_ms": "mu = inf\nwatchdog_ms",  # the controller
     })  # fmt: skip
     assert 'mode = "lockstep"\nmu = 1.0' in path.read_text() and "mu = inf\nwatchdog_ms" in path.read_text()
-    summary = run_launch(path, tmp_path, "--duration", "0.5")
+    summary = run_launch(path, tmp_path, "--duration", "0.5", status=4)  # ended before its duration
     assert "certificate: torque_bound" in summary["end"] and summary["sim_time_s"] < 0.5, summary["end"]
     assert summary["interventions"]["certificate"] >= 1 and summary["interventions"]["safe_controller"] == 1
 

@@ -558,7 +558,10 @@ def main(argv: list[str] | None = None) -> int:
                               "first start: an image, a CI machine)")  # fmt: skip
     compile_.add_argument("--jobs", type=_positive_int, default=None, help="worker processes (default: the CPUs)")
     compile_.set_defaults(func=_compile)
-    launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes")
+    launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes",
+                            epilog="exit status: 0 the run ended as asked (its duration, or Ctrl-C); 2 an error; "
+                                   "3 the robot fell; 4 the run ended before its duration (a safe stop, the "
+                                   "bridge's late-command rule, a process that exited)")  # fmt: skip
     _add_launch_args(launch)
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")

@@ -363,4 +363,22 @@ def launch(
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary, indent=1) + "\n")
         print(f"wrote {summary_json}", file=sys.stderr)
-    return 0
+    code = exit_status(summary)
+    if code:
+        print(f"idcontrol: exit {code}: " + ("the robot fell" if code == EXIT_FELL else
+              f"the run ended before its duration ({summary['end']})"), file=sys.stderr)  # fmt: skip
+    return code
+
+
+#: ``idcontrol launch``'s exit statuses beyond 0 (the run ended as asked: its duration, or Ctrl-C) and 2 (an error
+#: before or around the run: a bad launch file, a process that would not start or died, a refused request)
+EXIT_FELL, EXIT_ENDED_EARLY = 3, 4
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """0 when the run ended as asked (its duration reached, or interrupted) without a fall; EXIT_FELL when the
+    robot fell; EXIT_ENDED_EARLY when it stopped for another reason (a safe stop, the bridge's late-command rule,
+    a process that exited)."""
+    if summary.get("fell") or summary["end"] == "fell":
+        return EXIT_FELL
+    return 0 if summary["end"] in ("duration reached", "interrupted") else EXIT_ENDED_EARLY
