@@ -176,3 +176,34 @@ def test_realtime_safe_stop_holds_until_the_daemon_leaves_run_and_is_started_aga
     assert np.all(applied[first_damped:resumed] < 0)  # run commands 31..40 were not applied: still damping
     assert np.all(applied[resumed:] > 45) and report.safe_stops == 1
     assert [s.get("bridge_stopped", False) for s in daemon.states if 31 <= s["seq"] <= 40] == [True] * 10
+
+
+def test_a_driver_stopped_while_no_daemon_answers_says_it_was_stopped_and_exits_0(caplog):
+    """SIGTERM (the launcher, when the daemon failed to start) while the hello waits for a daemon: the driver says
+    it was stopped, after how long, and exits 0, not "no daemon answered within 10 s" and 2."""
+    import logging
+    import signal
+
+    from idcontrol.driver import Driver, RobotSizes
+    from idcontrol.tools.ports import free_ports
+
+    class Silent(Driver):
+        def read_state(self):  # noqa: ANN201 - never called: no session opens
+            raise AssertionError("no state is read before a session")
+
+        def apply(self, tau, mode) -> None:  # noqa: ANN001
+            raise AssertionError("no command comes before a session")
+
+    driver = Silent(RobotSizes("quadruped", 19, 18, 12), f"tcp://127.0.0.1:{free_ports(1)[0]}", token="x")
+    threading.Timer(0.3, driver.request_stop).start()
+    started = time.monotonic()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # main() installs its own
+    try:
+        with caplog.at_level(logging.INFO):
+            assert driver.main(hello_timeout_s=10.0) == 0
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert time.monotonic() - started < 3.0
+    assert "stopped before a daemon answered" in caplog.text and "no daemon answered" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

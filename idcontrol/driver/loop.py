@@ -291,6 +291,9 @@ class Driver:
                 return message
         if refused is not None:
             raise refused
+        if self._stop:  # a stop request (a signal) ended the wait, not the timeout
+            waited = timeout_s - max(deadline - time.monotonic(), 0.0)
+            raise TimeoutError(f"stopped before a daemon answered at {self.endpoint} ({waited:.1f} s of {timeout_s} s)")
         raise TimeoutError(f"no daemon answered at {self.endpoint} within {timeout_s} s")
 
     def _welcomed(self, message: dict[str, Any]) -> None:
@@ -432,12 +435,19 @@ class Driver:
     # ------------------------------------------------------------------ a process
     def main(self, duration: float | None = None, hello_timeout_s: float = 10.0) -> int:
         """Run as a process: SIGINT/SIGTERM stop the loop, hello, serve, print the report as one JSON line
-        ``{"bridge": {...}}`` on stdout (the launcher reads it). Exit code 0, or 2 when no session could open."""
+        ``{"bridge": {...}}`` on stdout (the launcher reads it). Exit code 0 (also when stopped before a session
+        opened), or 2 when no session could open."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.request_stop())
         try:
             self.hello(hello_timeout_s)
-        except (TimeoutError, ProtocolError) as e:
+        except TimeoutError as e:
+            if self._stop:  # asked to stop while waiting: not a failure of the driver
+                log.info("%s", e)
+                return 0
+            log.error("%s", e)
+            return 2
+        except ProtocolError as e:
             log.error("%s", e)
             return 2
         try:
