@@ -300,6 +300,8 @@ def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     result = init_robot(f"{ERD}/bolt_description/robots/bolt.urdf", f"{ERD}/bolt_description/srdf/bolt.srdf",
                         tmp_path / "bolt")  # fmt: skip
     assert any("a point or a line" in line for line in result.blockers), result.blockers
+    posture = next(line for line in result.inferred if line.startswith("standing posture"))
+    assert "mm outside the support" in posture and "-" not in posture.split("centre of mass")[1], posture
 
 
 def test_a_joint_whose_limit_gives_no_range_has_none_in_both_models_and_the_robot_stands(tmp_path: Path):

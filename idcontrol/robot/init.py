@@ -954,7 +954,8 @@ def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
     com = pin.centerOfMass(model, data, q)
     feet = np.array([data.oMf[leg.frame].act(s.offset)[:2] for leg in legs for s in leg.limb.spheres])
     margin = _support_margin(feet, com[:2])
-    return q, source + f"; base at {q[2]:.4f} m, feet on z = 0, centre of mass {margin * 1e3:.0f} mm inside the support"
+    where = f"{margin * 1e3:.0f} mm inside" if margin >= 0.0 else f"{-margin * 1e3:.0f} mm outside"
+    return q, source + f"; base at {q[2]:.4f} m, feet on z = 0, centre of mass {where} the support"
 
 
 def _gravity_torques(model: pin.Model, data: pin.Data, q: np.ndarray, actuated: list[str]) -> dict[str, float]:
