@@ -296,3 +296,19 @@ def test_shipped_quadruped_launch_files_turn_the_limit_guards_on():
     stand, trot = (load_launch(launch / f"{name}.toml").safety for name in ("quadruped_stand", "quadruped_trot"))
     assert math.isfinite(stand.position_margin) and math.isfinite(stand.velocity_factor)
     assert math.isfinite(trot.position_margin)
+
+
+def test_a_joint_without_a_urdf_velocity_limit_has_no_velocity_guard_and_no_warning(tmp_path, recwarn):
+    """A URDF velocity of 0 (the double pendulum's: none given) with the guard off (velocity_factor = ∞): no guard
+    on that joint (∞), computed without 0 · ∞ (a RuntimeWarning on every start before)."""
+    from idcontrol.robot.init import init_robot
+    from idcontrol.robot.model import RobotModel
+
+    result = init_robot("share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
+                        None, tmp_path / "dp", torque_limit=5.0)  # fmt: skip
+    robot = RobotModel(str(result.path))
+    assert (robot.model.velocityLimit == 0).all()
+    for factor in (math.inf, 1.5):
+        f = SafetyFilter(robot, SafetySettings(velocity_factor=factor), 1e-3)
+        assert np.all(f.v_max == np.inf)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -75,7 +75,9 @@ class SafetyFilter:
         self.q_min = np.where(bounded, lower - settings.position_margin, -np.inf)
         self.q_max = np.where(bounded, upper + settings.position_margin, np.inf)
         v_max = np.asarray(model.velocityLimit, dtype=float)[robot.actuated_dofs]
-        self.v_max = np.where(v_max > 0, v_max * settings.velocity_factor, np.inf)
+        self.v_max = np.full(v_max.shape, np.inf)  # a URDF velocity of 0 (none given): no guard, not 0 · ∞
+        rated = v_max > 0
+        self.v_max[rated] = v_max[rated] * settings.velocity_factor
         self.joint_names = robot.actuated_joints
         self.counts = dict.fromkeys(INTERVENTIONS, 0)
         self.clipped = 0  # joints clipped to the torque limit by the last apply()
