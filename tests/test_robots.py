@@ -206,3 +206,22 @@ def test_a_run_stopped_before_its_first_run_tick_reports_no_metrics():
     assert "n/a (no tick in run mode)" in text and "0.0000 rad" not in text
     summary["mode_ticks"] = {"run": 2, "stopped": 1}
     assert "0.0000 rad" in format_summary(summary)
+
+
+def test_mujocos_warnings_on_reading_a_urdf_go_to_the_log_not_to_a_file_in_the_working_folder(
+    tmp_path: Path, monkeypatch, caplog
+):
+    """The double pendulum's joints have the range [0, 0] (no limits, as both models read it): MuJoCo warns while it
+    reads the URDF. The warning is logged; no MUJOCO_LOG.TXT appears in the working folder."""
+    import logging
+
+    from idcontrol.robot.init import init_robot
+    from idcontrol.sim.mujoco import MujocoSim
+
+    result = init_robot("share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
+                        None, tmp_path / "dp", torque_limit=5.0)  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="idcontrol.sim.mujoco"):
+        MujocoSim(RobotModel(str(result.path)))
+    assert "MuJoCo: joint 'joint1' has equal lower and upper limits" in caplog.text
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

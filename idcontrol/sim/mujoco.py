@@ -82,9 +82,11 @@ State exchange uses idcontrol's (Pinocchio) conventions, see :meth:`MujocoSim.st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import mujoco
@@ -148,6 +150,18 @@ def _rotation_from_wxyz(quaternion_wxyz: Array) -> Array:
     return out.reshape(3, 3)
 
 
+@contextlib.contextmanager
+def _warnings_logged() -> Iterator[None]:
+    """MuJoCo's warnings go to this module's log while it reads a URDF, not to MUJOCO_LOG.TXT in the working folder
+    (a URDF joint whose limits are [0, 0], read by both models as no limits, warns there)."""
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda text: _LOG.warning("MuJoCo: %s", text))
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 def _resolve_package_uri(uri: str, urdf_path: Path) -> str:
     """An absolute path for ``package://<package>/<relative>``: ``<package>`` is looked for above the URDF."""
     package, _, relative = uri[len("package://") :].partition("/")
@@ -205,7 +219,8 @@ class MujocoSim:
         self.objects = r.config.objects if with_objects else ()
 
         try:
-            spec = mujoco.MjSpec.from_file(str(r.config.urdf_path))
+            with _warnings_logged():
+                spec = mujoco.MjSpec.from_file(str(r.config.urdf_path))
         except ValueError as e:
             raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not read the URDF: {e}") from e
         self.model_differences: list[str] = self._adapt(spec)
