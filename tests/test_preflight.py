@@ -80,6 +80,7 @@ def test_negative_mass_nan_inertia_and_impossible_bodies_are_errors(tmp_path):
     urdf = two_link_urdf(tmp_path, inertia=("0.001", "0.001", "0.01"))
     report = preflight(load_robot_config(robot_file(tmp_path, urdf)))
     assert "triangle inequality" in report.errors[0].message
+    assert "correct the <inertia> of these links in the URDF" in report.errors[0].message  # the way out
 
 
 def test_a_placeholder_link_fixed_to_a_physical_body_is_a_warning(tmp_path):

@@ -267,7 +267,9 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
             bad_bodies.add(j)
             names = ", ".join(repr(n) for n in links)
             report.error(f"link {links[0]!r}", "inertial/inertia",
-                         f"the body moved by joint {model.names[j]!r} (links {names}): {defect}")  # fmt: skip
+                         f"the body moved by joint {model.names[j]!r} (links {names}): {defect}; no rigid body has "
+                         "these moments: correct the <inertia> of these links in the URDF (a CAD export's, or a "
+                         "solid's of the link's mass and size)")  # fmt: skip
     repairable, massless = [], []
     for j, links in bodies.items():
         for link in links:
