@@ -294,6 +294,25 @@ def test_wheels_on_the_base_are_no_fingers(tmp_path: Path):
     assert robot.config.fingers == ("finger_1", "finger_2", "finger_3", "finger_4")
 
 
+def test_a_wheel_gets_its_contact_sphere_on_its_axis_so_turning_it_leaves_the_sphere_in_place(tmp_path: Path):
+    """Centauro's legs end in wheels (a 0.124 m cylinder on a revolute joint whose URDF limit gives no range). Each
+    gets one sphere of the wheel's radius centred on the wheel's axis: turning the wheel moves no sphere. (Fitted to
+    the wheel's lowest points before, the sphere sat 77 mm off the axis and rose as the wheel turned.)"""
+    erd = f"{ERD}/centauro_description"
+    result = init_robot(f"{erd}/urdf/centauro.urdf", f"{erd}/srdf/centauro.srdf", tmp_path / "centauro")
+    robot = RobotModel(str(result.path))
+    assert len(robot.sphere_names) == 4 and np.allclose(robot.sphere_radii, 0.124)
+    assert sum("about the axis of its wheel joint" in line for line in result.inferred) == 4
+    q, v = robot.standing_configuration(), np.zeros(robot.nv)
+    robot.update(q, v)
+    before = robot.sphere_centers_in_world.copy()
+    np.testing.assert_allclose(before[:, 2], 0.124, atol=1e-6)  # on the floor, through the lowest point
+    for k in range(1, 5):
+        q[robot.model.joints[robot.model.getJointId(f"j_wheel_{k}")].idx_q] += 1.0
+    robot.update(q, v)
+    np.testing.assert_allclose(robot.sphere_centers_in_world, before, atol=1e-9)
+
+
 def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     """Bolt, a biped on two point feet: its support is a segment, on which nothing stands still; init says so
     (before, it measured the centre of mass against the nearer foot and proposed the launch, and Bolt fell)."""

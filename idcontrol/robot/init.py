@@ -20,7 +20,8 @@ What is inferred, in order (each step prints what it found, or what it could not
 4. **Contact candidates.** For each leg (and each finger), the collision geometry of its distal body in the
    standing posture: its lowest collision sphere as is (all of them, when three or more near the bottom span a
    sole wider than 2 cm and a twentieth of the leg: its corners); a flat bottom (a sole wider than a tenth of the leg)
-   as four corner spheres; any other shape as a sphere fitted to its lowest points. Without collision geometry
+   as four corner spheres; a wheel (a body spun by a joint without a range) as a sphere on its axis; any other shape
+   as a sphere fitted to its lowest points. Without collision geometry
    the visual geometry is used, and without any, a sphere at the end frame (reported).
 5. **Torque limits** from the URDF's efforts (an actuated joint without one is an error naming it, unless
    ``torque_limit``, ``--torque-limit``, gives one for such joints: written to ``[limits.torque]``).
@@ -169,6 +170,22 @@ def _bottom(points: np.ndarray, below: float, oMf: pin.SE3, axes: list[int]) -> 
     return local, local[:, axes].min(axis=0), local[:, axes].max(axis=0)
 
 
+def _free_spin_axis(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3) -> np.ndarray | None:
+    """The unit axis (in the frame ``turn`` makes world) of ``joint`` when it is a one-DoF revolute joint without a
+    position range (a wheel: continuous, or a revolute whose URDF limit gives none), at the posture of ``data``;
+    None for any other joint."""
+    if joint <= 0 or model.joints[joint].nv != 1:
+        return None
+    S = np.asarray(data.joints[joint].S, dtype=float).reshape(6, -1)[:, 0]  # [linear; angular] in the joint frame
+    if np.linalg.norm(S[:3]) > 1e-12 or not np.linalg.norm(S[3:]) > 0.0:  # prismatic, helical
+        return None
+    lo, hi = _finite_limits(model, joint)
+    if model.joints[joint].nq == 1 and math.isfinite(lo) and math.isfinite(hi) and lo < hi:
+        return None  # a joint with a range (a knee, an ankle): not a wheel
+    axis = (turn * data.oMi[joint]).rotation @ S[3:]
+    return axis / np.linalg.norm(axis)
+
+
 def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.GeometryModel | None], joint: int,
                  frame: str, limb: str, leg_length: float,
                  down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
@@ -238,11 +255,25 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
                                       f"({extent[0]:.3f} x {extent[1]:.3f} m)"))  # fmt: skip
             return spheres, ""
         # a rounded end: a compact foot (a ball or wheel mesh) gets the sphere about its centre through its lowest
-        # point; the rounded tip of a longer body, the sphere fitted (least squares) to its lowest few millimetres
+        # point; a wheel (a body spun by a joint without a range) about the point of its axis nearest that centre,
+        # so that turning the wheel leaves the sphere in place; the rounded tip of a longer body, the sphere fitted
+        # (least squares) to its lowest few millimetres
         centre = 0.5 * (points.min(axis=0) + points.max(axis=0))
-        if float(np.max(np.linalg.norm(points - centre, axis=1))) <= 0.15 * leg_length:
+        size = float(np.max(np.linalg.norm(points - centre, axis=1)))
+        axis = _free_spin_axis(model, data, joint, turn)
+        on_axis = None
+        if axis is not None:  # a wheel has its centre on the axis (a shank below a knee without a range has not)
+            origin = (turn * data.oMi[joint]).translation
+            on_axis = origin + axis * float(axis @ (centre - origin))
+            if np.linalg.norm(centre - on_axis) > 0.1 * size:
+                on_axis = None
+        end = "lowest" if down is None else "farthest"
+        if on_axis is not None:
+            centre = on_axis
             radius = float(centre[2] - z_min)
-            end = "lowest" if down is None else "farthest"
+            how = f"about the axis of its wheel joint {str(model.names[joint])!r}, through its {end} point"
+        elif size <= 0.15 * leg_length:
+            radius = float(centre[2] - z_min)
             how = f"about the centre of its compact {source} geometry {obj_name!r}, through its {end} point"
         else:
             near = points[points[:, 2] <= z_min + max(0.005, 0.02 * leg_length)]
