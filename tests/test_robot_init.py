@@ -313,6 +313,26 @@ def test_a_wheel_gets_its_contact_sphere_on_its_axis_so_turning_it_leaves_the_sp
     np.testing.assert_allclose(robot.sphere_centers_in_world, before, atol=1e-9)
 
 
+def test_a_shank_below_a_knee_without_a_range_is_no_wheel(tmp_path: Path):
+    """example-robot-data's `quadruped` has knees whose URDF limit gives no range; without its foot spheres, each
+    leg ends in the shank's cylinder, whose centre lies 8 cm below the knee's axis: no wheel. Its sphere is fitted
+    to the shank's rounded end, not centred on the knee's axis."""
+    import re
+
+    from idcontrol.robot.config import resolve_urdf
+
+    urdf = resolve_urdf(f"{ERD}/quadruped_description/urdf/quadruped.urdf", tmp_path / "robot.toml")
+    text = re.sub(r"<collision>\s*<origin[^>]*/>\s*<geometry>\s*<sphere[^>]*/>\s*</geometry>\s*</collision>", "",
+                  urdf.read_text())  # fmt: skip
+    assert text.count("<collision>") == 9  # the four foot spheres gone (their visuals stay)
+    bare = tmp_path / "quadruped_without_feet.urdf"
+    bare.write_text(text)
+    result = init_robot(str(bare), None, tmp_path / "q")
+    spheres = [line for line in result.inferred if line.startswith("contact sphere")]
+    assert len(spheres) == 4 and not any("wheel joint" in line for line in spheres), spheres
+    assert all(RobotModel(str(result.path)).sphere_radii < 0.05)
+
+
 def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     """Bolt, a biped on two point feet: its support is a segment, on which nothing stands still; init says so
     (before, it measured the centre of mass against the nearer foot and proposed the launch, and Bolt fell)."""
