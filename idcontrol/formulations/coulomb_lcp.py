@@ -245,7 +245,7 @@ class CoulombLCP(Formulation):
         humanoid (which tips onto it), tangential forces at the pyramid's edges squeezing the stance feet
         together. With ε > 0 the regularized LCP has one solution, which shares the load; the answer is the
         paper's LCP's exact solution nearest to it on the same face
-        (:func:`~idcontrol.solvers.lemke.nearest_on_face`), so the weight is carried exactly and complementarity
+        (:func:`~idcontrol.solvers.lemke.face_solution`), so the weight is carried exactly and complementarity
         holds. Where that face holds no exact solution the regularized answer stands (complementarity to ε·f, so
         exact complementarity is claimed only with spread 0), unless the paper's LCP has no solution at all (a
         rigid object squeezed: the regularized answer is about r/ε, 3.75 kN on the shipped grasp,

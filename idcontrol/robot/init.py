@@ -180,7 +180,7 @@ def _free_spin_axis(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3)
     if np.linalg.norm(S[:3]) > 1e-12 or not np.linalg.norm(S[3:]) > 0.0:  # prismatic, helical
         return None
     lo, hi = _finite_limits(model, joint)
-    if model.joints[joint].nq == 1 and math.isfinite(lo) and math.isfinite(hi) and lo < hi:
+    if math.isfinite(hi - lo):
         return None  # a joint with a range (a knee, an ankle): not a wheel
     axis = (turn * data.oMi[joint]).rotation @ S[3:]
     return axis / np.linalg.norm(axis)
@@ -1027,11 +1027,9 @@ def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, p
               "[gains]", f"kp = {kp:.1f}", f"kd = {kd:.2f}", "ki = 0.0", "",
               "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
               "# matrix's diagonal at the standing posture, critically damped.",
-              "[pid_gains]", f"kp = {_table(pid_kp)}", f"kd = {_table(pid_kd)}", "ki = 0.0", "",
-              "[limits.torque]"]  # fmt: skip
-    if len(given) < len(efforts):
-        lines.insert(-1, "# The URDF's effort limits: "
-                     + ", ".join(f"{k} {_fmt(v)}" for k, v in efforts.items() if k not in given))  # fmt: skip
+              "[pid_gains]", f"kp = {_table(pid_kp)}", f"kd = {_table(pid_kd)}", "ki = 0.0", ""]  # fmt: skip
+    from_urdf = [f"{k} {_fmt(v)}" for k, v in efforts.items() if k not in given]
+    lines += (["# The URDF's effort limits: " + ", ".join(from_urdf)] if from_urdf else []) + ["[limits.torque]"]
     if given:
         lines += ["# --torque-limit, for the joints whose URDF gives none: set your actuators' real limits"]
         lines += [f'"{k}" = {_fmt(v)}' for k, v in given.items()]

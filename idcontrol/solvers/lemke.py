@@ -379,7 +379,7 @@ def polish_kernel(M, q, z, clean_tol):
     return zc, w, rel
 
 
-#: relative tolerance of :func:`nearest_on_face`'s acceptance (z ≥ 0, w ≥ 0 and the face's equations)
+#: relative tolerance of :func:`face_solution`'s tests (z ≥ 0, w ≥ 0 and the face's equations)
 FACE_TOL = 1e-9
 
 

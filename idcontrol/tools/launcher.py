@@ -379,6 +379,6 @@ def exit_status(summary: dict[str, Any]) -> int:
     """0 when the run ended as asked (its duration reached, or interrupted) without a fall; EXIT_FELL when the
     robot fell; EXIT_ENDED_EARLY when it stopped for another reason (a safe stop, the bridge's late-command rule,
     a process that exited)."""
-    if summary.get("fell") or summary["end"] == "fell":
+    if summary["fell"]:
         return EXIT_FELL
     return 0 if summary["end"] in ("duration reached", "interrupted") else EXIT_ENDED_EARLY
