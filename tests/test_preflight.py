@@ -254,3 +254,18 @@ def test_robot_check_command_prints_the_report_and_exits_nonzero_on_errors(tmp_p
     assert main(["robot", "check", str(bad)]) == 1
     out = capsys.readouterr().out
     assert "link 'upper' inertial/mass: is not finite: 'nan'" in out and "result: FAILED" in out
+
+
+@pytest.mark.parametrize(("name", "base"), [("arm", "fixed"), ("quadruped", "floating")])
+def test_robot_check_judges_a_bare_urdfs_base_as_robot_init_does(name, base, capsys):
+    """A URDF whose root link is not `world`: an arm (no legs) is checked on a fixed base, a legged robot on a
+    floating one, each with the reason; `robot init` writes the same base for the same file."""
+    from idcontrol.robot.init import infer_base
+    from idcontrol.robot.urdf import read_urdf
+
+    urdf = load_robot_config(name).urdf_path
+    assert read_urdf(urdf).root != "world"
+    assert main(["robot", "check", str(urdf)]) == 0
+    out = capsys.readouterr().out
+    assert f"model: {base} base" in out and f"base: {base} (" in out
+    assert infer_base(read_urdf(urdf))[0] == base

@@ -701,6 +701,23 @@ def _urdf_spec(urdf: str, out: Path) -> str:
     return os.path.relpath(Path(urdf).resolve(), out.resolve())
 
 
+def infer_base(parsed: UrdfFile, srdf: Path | None = None, state: str | None = None) -> tuple[str, str]:
+    """("floating" or "fixed", why) for a URDF: fixed when its root link is ``world``; else floating when two limbs
+    that share no joint end together at the bottom (legs: in the SRDF's ``state``, if given, else the neutral
+    configuration); else fixed (an arm whose URDF does not weld it to the world)."""
+    if parsed.root == "world":
+        return "fixed", "the URDF's root link is 'world'"
+    probe = build_model(parsed, floating_base=True)
+    q_probe = pin.neutral(probe)
+    if srdf is not None:
+        q_srdf, _, _ = _srdf_posture(probe, Path(srdf), state, True)
+        if q_srdf is not None:
+            q_probe = q_srdf
+    if _lowest_disjoint(probe, q_probe, _limbs(probe)):
+        return "floating", "limbs that share no joint end together at the bottom (legs)"
+    return "fixed", "no two limbs that share no joint end at the bottom (no legs)"
+
+
 def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None, *, base: str | None = None,
                state: str | None = None, name: str | None = None, force: bool = False,
                torque_limit: float | None = None) -> InitResult:  # fmt: skip
@@ -729,20 +746,8 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     # 1. the base
     if base is not None and base not in ("floating", "fixed"):
         raise ConfigError(f"--base must be 'floating' or 'fixed', got {base!r}")
-    probe = build_model(parsed, floating_base=True)
-    limbs = _limbs(probe)
-    q_probe = pin.neutral(probe)
-    if srdf_path is not None:
-        q_srdf, _, _ = _srdf_posture(probe, Path(srdf_path), state, True)
-        if q_srdf is not None:
-            q_probe = q_srdf
     if base is None:
-        if parsed.root == "world":
-            base, why = "fixed", "the URDF's root link is 'world'"
-        elif _lowest_disjoint(probe, q_probe, limbs):
-            base, why = "floating", "limbs that share no joint end together at the bottom (legs)"
-        else:
-            base, why = "fixed", "no two limbs that share no joint end at the bottom (no legs)"
+        base, why = infer_base(parsed, srdf_path, state)
     else:
         why = "--base"
     floating = base == "floating"

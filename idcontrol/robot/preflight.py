@@ -31,6 +31,7 @@ starts). MuJoCo checks
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,7 @@ class PreflightReport:
     actuated: tuple[str, ...] = ()
     repairable_links: tuple[str, ...] = ()  # links whose own inertia a simulator must repair
     massless_links: tuple[str, ...] = ()  # ... of them, those whose moving body has no mass at all
+    base_reason: str = ""  # why the base is floating or fixed, when it was inferred (a bare URDF)
 
     @property
     def errors(self) -> list[Finding]:
@@ -131,6 +133,8 @@ class PreflightReport:
             base = "floating" if self.floating_base else "fixed"
             lines.append(f"  model: {base} base, {m.nv} velocities, {len(self.actuated)} actuated joints, "
                          f"{m.nbodies - 1} bodies, mass {mass:.3f} kg")  # fmt: skip
+            if self.base_reason:
+                lines.append(f"  base: {base} ({self.base_reason})")
         for title, items in (("errors", self.errors), ("warnings", self.warnings)):
             lines.append(f"  {title}: {len(items)}")
             lines.extend(f"    {f.where} {f.field}: {f.message}" for f in items)
@@ -406,9 +410,10 @@ def preflight(config: RobotConfig) -> PreflightReport:
     return report
 
 
-def check_path(path: str | Path) -> PreflightReport:
-    """``idcontrol robot check PATH``: a robot file (a ``robot.toml``, its folder or a shipped name) or a bare URDF
-    (every movable joint taken as actuated; the base is floating when the URDF's root link is not ``world``)."""
+def check_path(path: str | Path, infer_base: Callable[[UrdfFile], tuple[str, str]] | None = None) -> PreflightReport:
+    """``idcontrol robot check PATH``: a robot file (a ``robot.toml``, its folder or a shipped name) or a bare URDF:
+    every movable joint taken as actuated, the base ``infer_base(urdf)`` ("floating" or "fixed", why; by default
+    floating when the URDF's root link is not ``world``)."""
     from idcontrol.robot.config import load_robot_config
 
     p = Path(path)
@@ -418,8 +423,12 @@ def check_path(path: str | Path) -> PreflightReport:
 
             p = resolve_urdf(str(path), Path.cwd() / "robot.toml")
         urdf = read_urdf(p)
-        floating = urdf.root != "world"
-        report, _ = preflight_urdf(p, floating)
+        if infer_base is not None:
+            base, why = infer_base(urdf)
+        else:
+            base, why = ("fixed", "root 'world'") if urdf.root == "world" else ("floating", "root not 'world'")
+        report, _ = preflight_urdf(p, base == "floating")
+        report.base_reason = why
         if report.model is not None:
             report.actuated = tuple(movable_joint_names(report.model))
             _check_efforts(report, report.model, list(report.actuated), {})

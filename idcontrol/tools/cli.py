@@ -471,9 +471,10 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _robot_check(args: argparse.Namespace) -> int:
+    from idcontrol.robot.init import infer_base
     from idcontrol.robot.preflight import check_path
 
-    report = check_path(args.path)
+    report = check_path(args.path, infer_base)  # a bare URDF's base judged as robot init judges it
     print(report.format())
     return 0 if report.ok else 1
 
