@@ -269,3 +269,18 @@ def test_robot_check_judges_a_bare_urdfs_base_as_robot_init_does(name, base, cap
     out = capsys.readouterr().out
     assert f"model: {base} base" in out and f"base: {base} (" in out
     assert infer_base(read_urdf(urdf))[0] == base
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`idcontrol robot check … | head -1`: the command stops quietly when its reader closes the pipe."""
+    import subprocess
+    import sys
+
+    urdf = str(load_robot_config("quadruped").urdf_path)
+    command = [sys.executable, "-c", "import sys; from idcontrol.tools.cli import main; sys.exit(main(sys.argv[1:]))",
+               "robot", "check", urdf]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the report is printed
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
