@@ -11,7 +11,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean
-from idcontrol.errors import ConfigError, NonFiniteError, ShapeError
+from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
 
@@ -41,6 +41,13 @@ def valid_state(q, v, forces, floating_base):
         if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
             return False
     return True
+
+
+def check_unit_quaternion(name: str, quaternion: Array) -> None:
+    """InputError unless the finite (4,) ``quaternion`` has norm 1 to :data:`QUATERNION_NORM_TOLERANCE`."""
+    norm = math.hypot(*quaternion.tolist())
+    if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
+        raise InputError(f"{name} must be a unit quaternion (x, y, z, w); its norm is {norm:.6f}")
 
 
 def check_vector(name: str, x: object, n: int) -> Array:

@@ -285,6 +285,22 @@ def test_infeasible_splaying_request_on_no_slip_ground_is_repaired(quadruped: Ro
     assert result.residuals.tracking > 1e-3  # q̇_des had to change
 
 
+@pytest.mark.parametrize("orientation_xyzw", [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.5, 0.0]])
+def test_a_movable_body_whose_quaternion_is_not_of_unit_norm_is_an_input_error(arm: RobotModel,
+                                                                                orientation_xyzw) -> None:  # fmt: skip
+    """The box's orientation is checked as the base's is: a quaternion of norm 0, 2 or 0.5 is refused (naming the
+    field) before any formulation sees it, whether the state arrives as float arrays or as lists."""
+    controller = InverseDynamicsController(arm, formulation="two_stage_qp")
+    good = controller.initial_object_states()["box"]
+    q, v = arm.standing_configuration(), np.zeros(arm.nv)
+    for quaternion in (np.array(orientation_xyzw), orientation_xyzw):
+        bad = ObjectState(good.position, quaternion, good.linear_velocity, good.angular_velocity)
+        with pytest.raises(InputError, match=r"box.orientation_xyzw must be a unit quaternion"):
+            controller.check_state(RobotState(q, v, objects={"box": bad}))
+    nearly = ObjectState(good.position, np.array([0.0, 0.0, 0.0, 1.0005]), good.linear_velocity, good.angular_velocity)
+    assert controller.check_state(RobotState(q, v, objects={"box": nearly})).objects["box"] is nearly
+
+
 def test_grasped_box_is_held_by_the_fingers(arm: RobotModel) -> None:
     """The arm squeezing the 6000 kg/m³ box: the box's 6 DoFs are appended and the predicted forces hold it."""
     for name in ("two_stage_qp", "noslip_lcp", "coulomb_lcp"):

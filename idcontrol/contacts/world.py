@@ -20,7 +20,7 @@ from idcontrol.arrays import ANY_VECTOR, VECTOR
 from idcontrol.contacts.geometry import BoxShape, HalfSpace, HeightMap
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import ObjectConfig
-from idcontrol.validation import check_vector
+from idcontrol.validation import check_unit_quaternion, check_vector
 
 Array = NDArray[np.float64]
 GRAVITY = np.array([0.0, 0.0, -9.81])
@@ -76,12 +76,15 @@ class ObjectState:
         return self._rotation
 
     def validated(self, name: str) -> ObjectState:
-        return ObjectState(
+        """This pose as float arrays of its shapes, finite, its quaternion of unit norm; else an InputError."""
+        state = ObjectState(
             check_vector(f"{name}.position", self.position, 3),
             check_vector(f"{name}.orientation_xyzw", self.orientation_xyzw, 4),
             check_vector(f"{name}.linear_velocity", self.linear_velocity, 3),
             check_vector(f"{name}.angular_velocity", self.angular_velocity, 3),
         )
+        check_unit_quaternion(f"{name}.orientation_xyzw", state.orientation_xyzw)
+        return state
 
 
 class MovableBody:

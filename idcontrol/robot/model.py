@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pinocchio as pin
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError, InputError, NameNotFound
+from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import Gains, LimbConfig, RobotConfig, load_robot_config
 from idcontrol.robot.limbs import limbs_from_spheres
 from idcontrol.robot.preflight import preflight
-from idcontrol.validation import QUATERNION_NORM_TOLERANCE, check_vector
+from idcontrol.validation import check_unit_quaternion, check_vector
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -266,9 +264,7 @@ class RobotModel:
         q = check_vector("q", q, self.nq)
         v = check_vector("v", v, self.nv)
         if self.floating_base:
-            norm = math.hypot(*q[3:7].tolist())
-            if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
-                raise InputError(f"q[3:7] must be a unit quaternion (x, y, z, w); its norm is {norm:.6f}")
+            check_unit_quaternion("q[3:7]", q[3:7])
         return q, v
 
     def update(self, q: Array, v: Array) -> None:
