@@ -43,8 +43,14 @@ Array = NDArray[np.float64]
 PROTOCOL_VERSION = 1
 #: Messages larger than this are refused unread (``too_large``).
 MAX_MESSAGE_BYTES = 1 << 20
+#: ZeroMQ's own limit on the daemon's sockets: a message larger than this closes its connection, unanswered.
+MAX_RECEIVED_BYTES = 4 * MAX_MESSAGE_BYTES
 #: Sequence numbers run from 0 to this (msgpack's largest integer, an unsigned 64-bit one).
 MAX_SEQ = (1 << 64) - 1
+#: the largest size (nq, nv, nu) a hello may state
+MAX_SIZE = 1 << 16
+#: a hello's ``clock``: a robot or a simulator paced by the wall clock, or one that steps when a command arrives
+CLOCKS = ("realtime", "lockstep")
 #: The longest string field accepted (characters); longer ones are ``bad_field``.
 MAX_STRING = 256
 
@@ -99,7 +105,7 @@ def unpack(raw: bytes, allowed_types: tuple[str, ...]) -> dict[str, Any]:
         raise ProtocolError("malformed", f"a message must be a map, got {type(message).__name__}")
     seq = _seq_of(message)
     version = message.get("v")
-    if version != PROTOCOL_VERSION:
+    if type(version) is not int or version != PROTOCOL_VERSION:  # the integer 1: not 1.0, not true
         raise ProtocolError(
             "bad_version", f"protocol version {_shown(version)} not supported; this is {PROTOCOL_VERSION}", seq
         )
@@ -116,8 +122,9 @@ def require(message: Mapping[str, Any], key: str) -> Any:
 
 
 def _seq_of(message: Mapping[str, Any]) -> int | None:
+    """The message's ``seq`` when it is one (an integer in 0 .. :data:`MAX_SEQ`), for an error reply; else None."""
     seq = message.get("seq")
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+    return seq if type(seq) is int and 0 <= seq <= MAX_SEQ else None
 
 
 def get_int(message: Mapping[str, Any], key: str, maximum: int = MAX_SEQ) -> int:
@@ -241,7 +248,11 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     message = unpack(raw, ("state", "hello"))
     if message["type"] == "hello":
         get_str(message, "robot")
-        get_optional_str(message, "clock")
+        for size in ("nq", "nv", "nu"):
+            get_int(message, size, MAX_SIZE)
+        clock = get_optional_str(message, "clock")
+        if clock is not None and clock not in CLOCKS:
+            raise ProtocolError("bad_field", f"clock must be one of {list(CLOCKS)}, got {_shown(clock)}")
         get_optional_str(message, "token")
         return message
     seq = get_int(message, "seq")
@@ -269,9 +280,15 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
                 linear_velocity=get_array(pose, "linear_velocity", 3, seq),
                 angular_velocity=get_array(pose, "angular_velocity", 3, seq),
             )
+    for name in shape.object_names:
+        if name not in objects:
+            raise ProtocolError("missing_field", f"objects lacks the movable body {name!r} (every state carries "
+                                f"{list(shape.object_names)})", seq)  # fmt: skip
     rtt = message.get("last_rtt_us")
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")
+        if rtt < 0.0:
+            raise ProtocolError("bad_field", f"last_rtt_us is a duration, ≥ 0 µs; got {rtt}", seq)
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
     crossings = _decode_crossings(message["crossings"], seq) if message.get("crossings") is not None else ()
     return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late, crossings)

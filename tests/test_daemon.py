@@ -186,10 +186,34 @@ def test_duplicate_and_older_sequence_numbers_are_stale(harness):
     assert harness.admin.request("stats")["states_skipped"] == 1  # seq 11 never arrived
 
 
-def test_oversized_message_is_dropped_and_the_daemon_survives(harness):
-    harness.bridge.send(b"\x00" * (2 * wire.MAX_MESSAGE_BYTES))
+def test_an_oversized_message_is_answered_too_large_unread_and_a_huge_one_dropped(harness):
+    """Over the 1 MiB limit: a too_large error and the session goes on; over ZeroMQ's own limit (4 MiB) the
+    connection is closed unanswered. The daemon survives both."""
+    reply = harness.exchange(b"\x00" * (2 * wire.MAX_MESSAGE_BYTES))
+    assert reply["type"] == "error" and reply["code"] == "too_large"
+    assert harness.state()["type"] == "command"  # the session is intact
+    harness.bridge.send(b"\x00" * (wire.MAX_RECEIVED_BYTES + 1))
     assert not harness.bridge.poll(200)
     assert harness.admin.request("status")["mode"] == "idle"
+
+
+def test_a_message_of_several_frames_is_answered_malformed_a_req_socket_behind_its_delimiter(harness):
+    """A DEALER that sends two frames gets one malformed error frame; a REQ socket (which puts an empty delimiter
+    first) gets it too, so it never waits for ever, and is told to use a DEALER."""
+    harness.bridge.send_multipart([b"one", b"two"])
+    assert harness.bridge.poll(2000)
+    reply = msgpack.unpackb(harness.bridge.recv())
+    assert reply["type"] == "error" and reply["code"] == "malformed" and "one frame" in reply["message"]
+    req = harness.ctx.socket(zmq.REQ)
+    try:
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(harness.daemon.bound["control"])
+        req.send(harness.hello())
+        assert req.poll(2000), "a REQ socket got no reply"
+        reply = msgpack.unpackb(req.recv())
+        assert reply["code"] == "malformed" and "DEALER" in reply["message"]
+    finally:
+        req.close(linger=0)
 
 
 def test_a_second_bridge_is_busy_while_the_first_is_alive(harness):
@@ -348,6 +372,14 @@ def test_stream_reference_follows_published_targets(harness):
         assert harness.telemetry.poll(2000)
         record = msgpack.unpackb(harness.telemetry.recv(), raw=False)
         np.testing.assert_allclose(np.frombuffer(record["q_ref"], "<f8"), q_ref)
+        q_ref[0] = 100.0  # far outside the joint's limits: clipped, counted
+        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12)))
+        time.sleep(0.05)
+        harness.state()
+        assert harness.telemetry.poll(2000)
+        record = msgpack.unpackb(harness.telemetry.recv(), raw=False)
+        assert np.frombuffer(record["q_ref"], "<f8")[0] < 100.0
+        assert harness.admin.request("stats")["reference_clipped"] == 1
     finally:
         pub.close(linger=0)
 

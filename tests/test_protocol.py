@@ -18,9 +18,12 @@ SHAPE = wire.RobotShape("quadruped", nq=19, nv=18, joint_names=tuple(f"j{i}" for
                         contact_names=("LF", "RF", "LH", "RH"), object_names=("box",))  # fmt: skip
 
 
+BOX = ObjectState(np.array([0.3, 0.0, 0.1]), np.array([0.0, 0.0, 0.0, 1.0]))
+
+
 def encode_state(**overrides) -> bytes:
     q = np.r_[0, 0, 0.16, 0, 0, 0, 1, np.zeros(12)]
-    raw = msgpack.unpackb(wire.encode_state(7, 0.25, q, np.arange(18.0)), raw=False)
+    raw = msgpack.unpackb(wire.encode_state(7, 0.25, q, np.arange(18.0), objects={"box": BOX}), raw=False)
     raw.update(overrides)
     for key in [k for k, v in overrides.items() if v is ...]:
         del raw[key]
@@ -42,7 +45,8 @@ def test_state_round_trip_keeps_every_field_bit_exact():
     msg = wire.decode_control(raw, SHAPE)
     assert isinstance(msg, wire.StateMessage)
     assert (msg.seq, msg.state.t, msg.last_rtt_us, msg.last_late, msg.bridge_stopped) == (42, 1.5, 123.5, False, False)
-    late = wire.decode_control(wire.encode_state(43, 1.501, q, v, last_late=True, bridge_stopped=True), SHAPE)
+    late = wire.decode_control(wire.encode_state(43, 1.501, q, v, objects={"box": box}, last_late=True,
+                                                 bridge_stopped=True), SHAPE)  # fmt: skip
     assert (late.last_late, late.bridge_stopped, late.last_rtt_us) == (True, True, None)
     np.testing.assert_array_equal(msg.state.q, q)
     np.testing.assert_array_equal(msg.state.v, v)
@@ -108,6 +112,9 @@ def test_envelope_errors_have_their_codes(raw, code):
         ({"objects": [1]}, "bad_field"),
         ({"objects": {"ball": {}}}, "bad_field"),
         ({"objects": {"box": {"position": wire.f64(np.zeros(3))}}}, "missing_field"),
+        ({"objects": ...}, "missing_field"),  # the world has a movable body: every state carries its pose
+        ({"objects": {}}, "missing_field"),
+        ({"last_rtt_us": -5.0}, "bad_field"),
         ({"last_rtt_us": "fast"}, "bad_field"),
         ({"last_late": 1}, "bad_field"),
         ({"bridge_stopped": "yes"}, "bad_field"),
@@ -162,3 +169,45 @@ def test_structured_garbage_never_raises_anything_but_protocol_errors(fields):
         wire.decode_control(msgpack.packb(fields, use_bin_type=True), SHAPE)
     except ProtocolError:
         pass
+
+
+def hello(**overrides) -> bytes:
+    raw = msgpack.unpackb(wire.encode_hello("quadruped", 19, 18, 12, "lockstep", "t" * 64), raw=False)
+    raw.update(overrides)
+    for key in [k for k, v in overrides.items() if v is ...]:
+        del raw[key]
+    return msgpack.packb(raw, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code"),
+    [
+        ({"v": True}, "bad_version"),  # the version is the integer 1
+        ({"v": 1.0}, "bad_version"),
+        ({"nq": ...}, "missing_field"),
+        ({"nq": 19.0}, "bad_field"),
+        ({"nu": "12"}, "bad_field"),
+        ({"nv": -18}, "bad_field"),
+        ({"clock": "LOCKSTEP"}, "bad_field"),  # a typo must not silently give the real-time watchdog
+        ({"clock": "bogus"}, "bad_field"),
+        ({"clock": 1}, "bad_field"),
+        ({"robot": ...}, "missing_field"),
+    ],
+)
+def test_hello_field_errors_have_their_codes(overrides, code):
+    """A hello's sizes are integers, its clock one of the two the document names, its version the integer 1."""
+    assert code_of(hello(**overrides)) == code
+
+
+def test_a_hello_with_the_documented_fields_decodes():
+    for clock in (..., None, "realtime", "lockstep"):
+        message = wire.decode_control(hello(clock=clock), SHAPE)
+        assert message["robot"] == "quadruped" and (message["nq"], message["nv"], message["nu"]) == (19, 18, 12)
+
+
+@pytest.mark.parametrize("seq", [-1, -(2**63), 1.5, True])
+def test_an_error_reply_carries_seq_only_when_it_is_a_uint64(seq):
+    """An error reply's seq is the offending state's own only when that is a valid seq (a uint64)."""
+    with pytest.raises(ProtocolError) as e:
+        wire.decode_control(encode_state(seq=seq), SHAPE)
+    assert e.value.code == "bad_field" and e.value.seq is None

@@ -79,8 +79,30 @@ def test_hold_pose_override_and_stream_reference(quadruped):
     stream = make_reference("stream", quadruped)
     q = quadruped.standing_configuration()
     np.testing.assert_array_equal(stream.sample(0.0, q, None).q_ref, quadruped.joint_positions(q))
-    stream.set_target(np.ones(12), np.zeros(12), np.full(12, 2.0))
+    assert stream.set_target(quadruped.joint_positions(q) + 0.01, np.zeros(12), np.full(12, 2.0)) == ""
+    np.testing.assert_array_equal(stream.sample(0.1, q, None).q_ref, quadruped.joint_positions(q) + 0.01)
     np.testing.assert_array_equal(stream.sample(0.1, q, None).a_ref, 2.0)
+
+
+def test_a_streamed_target_outside_the_joint_limits_is_clipped_to_them(quadruped):
+    """A planner's 100 rad knee target becomes the knee's URDF limit with zero velocity and acceleration there;
+    the other joints are followed as sent, and the clip is reported."""
+    stream = make_reference("stream", quadruped)
+    q = quadruped.standing_configuration()
+    knee = quadruped.actuated_joints.index("RH_KFE")
+    q_ref = quadruped.joint_positions(q) + 0.01
+    q_ref[knee] = 100.0
+    v_ref, a_ref = np.full(12, 0.5), np.full(12, 2.0)
+    clipped = stream.set_target(q_ref, v_ref, a_ref)
+    assert clipped.startswith("RH_KFE 100 outside")
+    target = stream.sample(0.0, q, None)
+    joint = quadruped.model.joints[quadruped.model.getJointId("RH_KFE")]
+    assert target.q_ref[knee] == quadruped.model.upperPositionLimit[joint.idx_q] < 100.0
+    assert target.v_ref[knee] == 0.0 and target.a_ref[knee] == 0.0
+    others = np.arange(12) != knee
+    np.testing.assert_array_equal(target.q_ref[others], q_ref[others])
+    np.testing.assert_array_equal(target.a_ref[others], 2.0)
+    assert stream.set_target(quadruped.joint_positions(q), v_ref, a_ref) == ""
 
 
 def test_registry_rejects_unknown_names_options_and_values(quadruped, arm):

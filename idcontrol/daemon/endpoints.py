@@ -26,9 +26,10 @@ _READY = re.compile(r"daemon ready: .*control (tcp://\S+|ipc://\S+), admin (tcp:
 
 
 def ready_line(robot: str, formulation: str, bound: dict[str, str]) -> str:
-    """The start-up line for ``bound`` (channel -> endpoint; telemetry may be absent)."""
+    """The start-up line for ``bound`` (channel -> endpoint; telemetry and reference may be absent)."""
     return (f"daemon ready: robot {robot}, formulation {formulation}, control {bound['control']}, admin "
-            f"{bound['admin']}, telemetry {bound.get('telemetry', 'none')}")
+            f"{bound['admin']}, telemetry {bound.get('telemetry', 'none')}"
+            + (f", reference {bound['reference']}" if "reference" in bound else ""))  # fmt: skip
 
 
 def bound_in(output: str) -> tuple[str, str] | None:

@@ -168,7 +168,8 @@ class Daemon:
     def _socket(self, kind: int, endpoint: str, name: str) -> zmq.Socket:
         s = self._ctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
-        s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_MESSAGE_BYTES)  # larger messages are dropped by ZeroMQ itself
+        # a message over the size limit is answered too_large unread; ZeroMQ drops the connection of a far larger one
+        s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_RECEIVED_BYTES)
         if self.curve is not None:
             self.curve.make_server(s)
         try:
@@ -280,8 +281,7 @@ class Daemon:
         newest_state = None
         for frames in pending:
             if len(frames) != 2:
-                self.stats.errors += 1
-                self.rate_log.warning("frames", f"control message with {len(frames) - 1} frames dropped")
+                self._reply_frames(frames)
                 continue
             peer, raw = frames
             received = time.perf_counter()
@@ -385,6 +385,17 @@ class Daemon:
         self._state_received_at = received
         self._last_t = message.state.t
 
+    def _reply_frames(self, frames: list[bytes]) -> None:
+        """Answer a control message of several frames with ``malformed``: to a REQ socket (an empty delimiter frame
+        first) behind its delimiter, so that it receives the error instead of waiting for ever."""
+        peer, parts = frames[0], frames[1:]
+        self.stats.errors += 1
+        text = (f"a control message is one frame, this one had {len(parts)}"
+                + (" behind an empty delimiter (a REQ socket): connect a DEALER socket" if parts[0] == b"" else ""))
+        self.rate_log.warning("frames", f"control error malformed: {text}")
+        error = wire.encode_error("malformed", text)
+        self.control.send_multipart([peer, b"", error] if parts[0] == b"" else [peer, error])
+
     def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
         self.stats.errors += 1
         self.rate_log.warning(code, f"control error {code}: {text}")
@@ -450,7 +461,11 @@ class Daemon:
                 self.rate_log.warning("reference", f"reference message dropped: {e.code}: {e}")
                 continue
             if reference.accepts_targets:
-                reference.set_target(*target)
+                clipped = reference.set_target(*target)
+                if clipped:
+                    self.stats.reference_clipped += 1
+                    self.rate_log.warning("reference-clipped", f"reference target clipped to the joint limits: "
+                                          f"{clipped}")  # fmt: skip
             else:
                 self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
                                       f"{type(reference).__name__}, not 'stream'; ignored")  # fmt: skip

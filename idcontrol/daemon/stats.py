@@ -37,6 +37,7 @@ class TickStats:
         self.seq_jumps = 0  # gaps too large to be states the bridge skipped (a driver's counter reset, say)
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
+        self.reference_clipped = 0  # reference-channel targets clipped to the joint limits
 
     def record(
         self,
@@ -129,4 +130,5 @@ class TickStats:
             "seq_jumps": self.seq_jumps,
             "states_dropped": self.states_dropped,
             "errors": self.errors,
+            "reference_clipped": self.reference_clipped,
         }

@@ -33,6 +33,16 @@ def standing_joint_positions(robot: RobotModel, pose: Mapping[str, float] | None
     return q_ref
 
 
+def actuated_position_limits(robot: RobotModel) -> tuple[Array, Array]:
+    """(q_min, q_max), each (nu,): the actuated joints' URDF position limits (±inf for a joint without one)."""
+    model = robot.model
+    idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.actuated_joints]
+    lower = np.asarray(model.lowerPositionLimit, dtype=float)[idx_q]
+    upper = np.asarray(model.upperPositionLimit, dtype=float)[idx_q]
+    bounded = lower < upper  # a joint without limits has none (or an empty interval) in the model
+    return np.where(bounded, lower, -np.inf), np.where(bounded, upper, np.inf)
+
+
 class HoldPose(Reference):
     """Hold one joint configuration with zero velocity and acceleration.
 
@@ -60,16 +70,29 @@ class StreamReference(Reference):
 
     def __init__(self, robot: RobotModel) -> None:
         self.nu = robot.nu
+        self.joint_names = robot.actuated_joints
+        self.q_min, self.q_max = actuated_position_limits(robot)
         zero = _frozen(np.zeros(robot.nu))
         self.target = JointTarget(_frozen(standing_joint_positions(robot)), zero, zero)
 
-    def set_target(self, q_ref: Array, v_ref: Array, a_ref: Array) -> None:
-        """Replace the target: each (nu,) rad, rad/s, rad/s². Raises ShapeError / NonFiniteError."""
-        self.target = JointTarget(
-            _frozen(check_vector("q_ref", q_ref, self.nu)),
-            _frozen(check_vector("v_ref", v_ref, self.nu)),
-            _frozen(check_vector("a_ref", a_ref, self.nu)),
-        )
+    def set_target(self, q_ref: Array, v_ref: Array, a_ref: Array) -> str:
+        """Replace the target: each (nu,) rad, rad/s, rad/s². A position outside its joint's URDF limits is
+        clipped to the limit, with the joint's velocity and acceleration set to 0 there; returns what was clipped
+        ("" when nothing). Raises ShapeError / NonFiniteError."""
+        q_ref = check_vector("q_ref", q_ref, self.nu).copy()
+        v_ref = check_vector("v_ref", v_ref, self.nu).copy()
+        a_ref = check_vector("a_ref", a_ref, self.nu).copy()
+        outside = np.flatnonzero((q_ref < self.q_min) | (q_ref > self.q_max))
+        clipped = ""
+        if outside.size:
+            j = int(outside[0])
+            clipped = (f"{self.joint_names[j]} {q_ref[j]:.4g} outside [{self.q_min[j]:.4g}, {self.q_max[j]:.4g}]"
+                       + (f" and {outside.size - 1} more" if outside.size > 1 else ""))  # fmt: skip
+            np.clip(q_ref, self.q_min, self.q_max, out=q_ref)
+            v_ref[outside] = 0.0
+            a_ref[outside] = 0.0
+        self.target = JointTarget(_frozen(q_ref), _frozen(v_ref), _frozen(a_ref))
+        return clipped
 
     def sample(self, t: float, q: Array, v: Array) -> JointTarget:
         return self.target

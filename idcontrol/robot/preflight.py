@@ -135,6 +135,8 @@ class PreflightReport:
                          f"{m.nbodies - 1} bodies, mass {mass:.3f} kg")  # fmt: skip
             if self.base_reason:
                 lines.append(f"  base: {base} ({self.base_reason})")
+            if self.actuated:
+                lines.append(f"  actuated joints (the order of tau, welcome.joint_names): {', '.join(self.actuated)}")
         for title, items in (("errors", self.errors), ("warnings", self.warnings)):
             lines.append(f"  {title}: {len(items)}")
             lines.extend(f"    {f.where} {f.field}: {f.message}" for f in items)
