@@ -299,6 +299,23 @@ def test_restarted_bridge_resumes_only_after_an_explicit_start(realtime_harness)
         new_bridge.close(linger=0)
 
 
+def test_start_is_refused_while_no_driver_is_connected(harness):
+    """A start with no driver heard within the watchdog time (at least 0.1 s) is invalid_transition: a run that
+    nobody answers would hand torques to whichever driver connects next, without a start after it connected.
+    `bridge_connected` says the same, and a start is accepted once the driver speaks again."""
+    assert harness.exchange(harness.hello("realtime"))["type"] == "welcome"  # a 20 ms watchdog
+    harness.seq = 0
+    time.sleep(0.15)
+    assert harness.admin.request("status")["bridge_connected"] is False
+    with pytest.raises(ProtocolError) as e:
+        harness.admin.request("start")
+    assert e.value.code == "invalid_transition" and "no driver is connected" in str(e.value)
+    assert harness.admin.request("status")["mode"] == "idle"
+    assert harness.state()["mode"] == "idle"
+    assert harness.admin.request("status")["bridge_connected"] is True
+    assert harness.admin.request("start")["mode"] == "run"
+
+
 def test_admin_requests_and_their_error_replies(harness):
     a = harness.admin
     status = a.request("status")

@@ -158,6 +158,7 @@ class Daemon:
         self._last_seq = -1
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
+        self._state_answered_at = -1e9  # monotonic s of the last answered state (not reset by a start)
         self._last_t = float("nan")
         self._labelled_ids: tuple | None = None
         self._labels: list[str] = []
@@ -304,6 +305,10 @@ class Daemon:
         """The session's client sent a hello or a state within the watchdog time: another one is ``busy``."""
         return self._peer is not None and now - self._peer_heard < self.watchdog
 
+    def _driver_connected(self, now: float) -> bool:
+        """The session's driver said hello or sent a state within the watchdog time (at least 0.1 s)."""
+        return self._peer is not None and now - self._peer_heard < max(self.watchdog, 0.1)
+
     def _hello(self, peer: bytes, message: dict[str, Any]) -> None:
         """Open a session: the robot must match, the credential must be right (without CURVE), and no other
         client may be commanding. The session's sequence numbers start afresh."""
@@ -381,7 +386,7 @@ class Daemon:
         if self._last_seq >= 0:
             self.stats.count_skipped(message.seq - self._last_seq - 1)
         self._last_seq = message.seq
-        self._last_state_time = now
+        self._last_state_time = self._state_answered_at = now
         self._state_received_at = received
         self._last_t = message.state.t
 
@@ -510,6 +515,9 @@ class Daemon:
         if kind == "stats":
             return wire.encode_reply(kind, **self.summary())
         if kind == "start":
+            if not self._driver_connected(now):  # a run nobody answers; a driver connecting later gets torques
+                raise InvalidTransition("no driver is connected (none said hello or sent a state within "
+                                        f"{max(self.watchdog, 0.1) * 1e3:.0f} ms): start once it is")  # fmt: skip
             core.start(now)
             self._last_state_time = now  # the watchdog counts from the start
             return wire.encode_reply(kind, mode=core.mode)
@@ -543,7 +551,7 @@ class Daemon:
             "formulation": core.formulation_name, "reference": core.reference.name,
             "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
             "deadline_misses": self.stats.deadline_misses,
-            "bridge_connected": bool(now - self._last_state_time < max(self.watchdog, 0.1)),
+            "bridge_connected": bool(now - self._state_answered_at < max(self.watchdog, 0.1)),
             "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
             "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
             **(self.logger.status() if self.logger is not None else {}),

@@ -206,7 +206,9 @@ class Launch:
         while True:
             time.sleep(0.05)
             status = admin.request("status")
-            elapsed = status["t"] - t0
+            if math.isnan(t0):  # no state was answered before the start: the run's time starts at the first
+                t0 = status["t"]
+            elapsed = status["t"] - t0 if not math.isnan(t0) else 0.0
             if self.live and time.monotonic() - last_print > 0.5:
                 last_print = time.monotonic()
                 line = (f"t {elapsed:7.2f} s  mode {status['mode']:<9} formulation {status['formulation']:<13} "
