@@ -84,6 +84,17 @@ def test_touchdown_ages_follow_each_sphere_and_restart_after_it_leaves():
     assert touchdown_ages(np.array([0, 2]), since, 1.003).tolist() == pytest.approx([0.0, 0.002])
 
 
+def test_a_clock_that_goes_back_makes_no_touchdown_of_the_spheres_already_down():
+    """A restarted simulator's time starts below the last session's: the spheres still active are not taken for
+    touchdowns at that instant (ages 0, a coupled touchdown flagged on a robot standing still); their touchdown is
+    long past, and a sphere that touches down afterwards starts at age 0."""
+    since = np.full(3, np.nan)
+    touchdown_ages(np.array([0, 1]), since, 5.0)
+    ages = touchdown_ages(np.array([0, 1]), since, 0.0)  # the bridge's clock restarted
+    assert np.all(np.isinf(ages)) and np.all(ages > 0)
+    assert touchdown_ages(np.array([0, 1, 2]), since, 0.001).tolist()[2] == 0.0
+
+
 def test_the_quadrupeds_feet_are_nearly_decoupled_with_free_joints_and_coupled_through_the_base():
     """Standing, the feet's normal rows are almost M⁻¹-orthogonal (light legs, free joints: condition (6) nearly
     holds), while with the joints held (the controller's model: the base's 6 DoFs only) they are coupled."""

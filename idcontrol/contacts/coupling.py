@@ -216,7 +216,8 @@ def touchdown_ages(sphere, since, now):  # pragma: no cover - compiled
     sphere : (n,) int, the contact sphere of each active contact (``ContactSet.sphere``).
     since : (k,) float, one entry per contact sphere of the robot, updated in place: the time its sphere became
         active, NaN while it is not (start from ``np.full(k, np.nan)``). A sphere absent from ``sphere`` is
-        reset to NaN, so its next touchdown starts again at age 0.
+        reset to NaN, so its next touchdown starts again at age 0. A time after ``now`` (the bridge's clock went
+        back: a simulator restarted) becomes −inf: that sphere was already active, its touchdown long past.
     now : the state's time, s.
     """
     k = since.shape[0]
@@ -228,6 +229,8 @@ def touchdown_ages(sphere, since, now):  # pragma: no cover - compiled
             since[s] = np.nan
         elif np.isnan(since[s]):
             since[s] = now
+        elif since[s] > now:
+            since[s] = -np.inf
     n = sphere.shape[0]
     age = np.empty(n)
     for i in range(n):
