@@ -290,7 +290,8 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
         if rtt < 0.0:
             raise ProtocolError("bad_field", f"last_rtt_us is a duration, ≥ 0 µs; got {rtt}", seq)
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
-    crossings = _decode_crossings(message["crossings"], seq) if message.get("crossings") is not None else ()
+    crossings = _decode_crossings(message["crossings"], seq, shape.contact_names) \
+        if message.get("crossings") is not None else ()  # fmt: skip
     return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late, crossings)
 
 
@@ -299,8 +300,9 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
 MAX_CROSSINGS = 1024
 
 
-def _decode_crossings(value: Any, seq: int) -> tuple[tuple[str, float, str], ...]:
-    """The optional ``crossings`` map of a state: parallel ``label`` (str), ``t`` (float) and ``how`` (str)."""
+def _decode_crossings(value: Any, seq: int, spheres: tuple[str, ...]) -> tuple[tuple[str, float, str], ...]:
+    """The optional ``crossings`` map of a state: parallel ``label`` (str: ``sphere/touchdown`` or ``sphere/liftoff``,
+    a sphere of ``spheres``), ``t`` (float) and ``how`` (str)."""
     if not isinstance(value, dict):
         raise ProtocolError("bad_field", "crossings must be a map with label, t and how", seq)
     labels, how = value.get("label"), value.get("how")
@@ -310,6 +312,11 @@ def _decode_crossings(value: Any, seq: int) -> tuple[tuple[str, float, str], ...
     if len(how) != len(labels) or not all(isinstance(x, str) and len(x) <= 128 for x in labels + how):
         raise ProtocolError("bad_field", "crossings.label and crossings.how must be as long as each other and hold "
                             "strings of at most 128 characters", seq)  # fmt: skip
+    for label in labels:
+        sphere, _, event = label.rpartition("/")
+        if event not in ("touchdown", "liftoff") or sphere not in spheres:
+            raise ProtocolError("bad_field", f"crossings.label {label!r} is not sphere/touchdown or sphere/liftoff "
+                                "with a sphere of welcome.contact_names", seq)  # fmt: skip
     times = get_array(value, "t", len(labels), seq) if "t" in value else None
     if times is None:
         raise ProtocolError("bad_field", "crossings lacks t", seq)

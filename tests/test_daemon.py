@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -248,6 +249,21 @@ def test_watchdog_safe_stops_within_its_period_when_states_stop(realtime_harness
     status = harness.admin.request("status")
     assert status["mode"] in ("safe_stop", "stopped") and "watchdog" in status["reason"]
     assert elapsed < 0.020 + 0.030  # the watchdog plus poll granularity and admin latency on a loaded machine
+
+
+def test_a_watchdog_stop_after_refused_states_says_they_were_refused(realtime_harness):
+    """States that keep arriving but are all refused (NaN) answer nothing: the watchdog stops the run, and its
+    reason says no state was answered and how many were refused, not that none arrived."""
+    harness = realtime_harness
+    harness.admin.request("start")
+    assert harness.state()["mode"] == "run"
+    bad_q = harness.q.copy()
+    bad_q[8] = np.nan
+    deadline = time.monotonic() + 2.0
+    while harness.admin.request("status")["mode"] == "run" and time.monotonic() < deadline:
+        assert harness.state(q=bad_q)["code"] == "non_finite"
+    reason = harness.admin.request("status")["reason"]
+    assert re.search(r"watchdog: no state answered for \d+ ms \(\d+ rejected, the last non_finite\)", reason), reason
 
 
 @pytest.mark.timing

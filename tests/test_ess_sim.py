@@ -167,6 +167,11 @@ def test_state_crossings_round_trip_on_the_wire():
     with pytest.raises(ProtocolError, match="as long as each other") as error:
         wire.decode_control(wire.pack(raw), shape)
     assert error.value.code == "bad_field"
+    for label in ("nosuch/touchdown", "a/landed", "a", "touchdown"):  # a sphere the robot has, and its event
+        bad = [(label, 0.0101, "projected")]
+        with pytest.raises(ProtocolError, match="sphere/touchdown or sphere/liftoff") as error:
+            wire.decode_control(wire.encode_state(10, 0.014, q, np.zeros(18), crossings=bad), shape)
+        assert error.value.code == "bad_field"
 
 
 TROT_SOON = {"stand_time": 0.05}  # the trot's feet leave the ground 50 ms in

@@ -159,6 +159,7 @@ class Daemon:
         self._last_state_time = -1e9  # monotonic s
         self._state_received_at = -1e9  # perf_counter s
         self._state_answered_at = -1e9  # monotonic s of the last answered state (not reset by a start)
+        self._rejected, self._rejected_code = 0, ""  # the session's states refused since the last one answered
         self._last_t = float("nan")
         self._labelled_ids: tuple | None = None
         self._labels: list[str] = []
@@ -387,6 +388,7 @@ class Daemon:
             self.stats.count_skipped(message.seq - self._last_seq - 1)
         self._last_seq = message.seq
         self._last_state_time = self._state_answered_at = now
+        self._rejected = 0
         self._state_received_at = received
         self._last_t = message.state.t
 
@@ -403,6 +405,9 @@ class Daemon:
 
     def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
         self.stats.errors += 1
+        if peer == self._peer:  # the session's own states, refused: the watchdog's reason says so
+            self._rejected += 1
+            self._rejected_code = code
         self.rate_log.warning(code, f"control error {code}: {text}")
         self.control.send_multipart([peer, wire.encode_error(code, text, seq)])
 
@@ -410,11 +415,12 @@ class Daemon:
         now = time.monotonic()
         if self.core.mode == MODE_RUN and now >= self._watchdog_expiry():
             gap_ms = (now - self._last_state_time) * 1e3
-            self.core.stop(f"watchdog: no state for {gap_ms:.0f} ms", now)
+            rejected = f" ({self._rejected} rejected, the last {self._rejected_code})" if self._rejected else ""
+            self.core.stop(f"watchdog: no state answered for {gap_ms:.0f} ms{rejected}", now)
             self.watchdog_trips += 1
             self.last_watchdog_gap_ms = gap_ms
             self._log_event("stop", now, reason=self.core.reason)
-            log.warning("watchdog: no state for %.1f ms; safe stop", gap_ms)
+            log.warning("watchdog: no state answered for %.1f ms%s; safe stop", gap_ms, rejected)
         self.core.expire(now)
 
     # ------------------------------------------------------------------ telemetry
