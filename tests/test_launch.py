@@ -93,6 +93,33 @@ def daemon_and_bridge(launch: Path, endpoints: dict[str, str], *daemon_args: str
                 stop(p)
 
 
+def test_sigterm_to_the_launcher_stops_the_run_and_both_processes(tmp_path):
+    """`kill` (SIGTERM, as timeout, systemd and CI runners send it) ends a run as Ctrl-C does: the robot
+    safe-stops, daemon and bridge exit, the summary is printed, and the ports are free for the next launch."""
+    path, endpoints = launch_file(tmp_path)
+    command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--duration", "0", "--quiet"]
+    launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
+    try:
+        wait_for(admin, lambda s: s["mode"] == "run" and s["ticks"] > 100, timeout=120.0)
+        launcher.send_signal(signal.SIGTERM)
+        out, err = launcher.communicate(timeout=60)
+    finally:
+        admin.close()
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 0, err[-3000:]
+    assert "interrupted" in out + err
+    for endpoint in endpoints.values():  # nothing left bound: daemon and bridge are gone
+        ctx = zmq.Context()
+        probe = ctx.socket(zmq.REP)
+        try:
+            probe.bind(endpoint)
+        finally:
+            probe.close(linger=0)
+            ctx.term()
+
+
 def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
     """`idcontrol launch` runs daemon + MuJoCo bridge lock-step and reports the required summary keys."""
     path, _ = launch_file(tmp_path)

@@ -112,7 +112,9 @@ class Launch:
     def run(self) -> dict[str, Any]:
         """Run to the end (duration, Ctrl-C, a fall, or a safe stop); return the summary."""
         check_endpoints_free(self.config)
-        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        # Ctrl-C, and SIGTERM (kill, timeout, systemd, a CI runner), end the run as its duration would: the robot
+        # safe-stops and daemon and bridge exit; by default SIGTERM ended the launcher alone and left them running
+        previous = {sig: signal.signal(sig, self._on_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
         admin = AdminClient.for_launch(self.config)
         started_wall = time.monotonic()
         bridge_report: dict[str, Any] = {}
@@ -163,7 +165,8 @@ class Launch:
         except TimeoutError:  # the admin channel went silent: the daemon died or hangs
             raise IdControlError(self._daemon_lost()) from None
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             admin.close()
             bridge_report = self._stop_children() or bridge_report
         summary = {key: stats[key] for key in SUMMARY_KEYS}
