@@ -442,3 +442,26 @@ def _close(a, b) -> bool:
     if isinstance(a, float):
         return abs(a - b) <= 1e-6 * max(1.0, abs(a))
     return a == b
+
+
+def test_a_link_and_a_joint_of_the_same_name_are_told_apart(tmp_path: Path):
+    """A URDF may name a joint as its child link (Rethink's Sawyer does): Pinocchio then has two frames of that
+    name and refuses an unfiltered lookup. Check, init, the model, the trot and a solve take the link's frame."""
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.state import RobotState
+    from idcontrol.reference import make_reference
+
+    source = SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf"
+    text = source.read_text().replace('joint name="LF_foot_fixed"', 'joint name="LF_foot"')
+    text = text.replace('joint name="LF_KFE"', 'joint name="LF_shank"')
+    urdf = tmp_path / "twins.urdf"
+    urdf.write_text(text)
+    assert main(["robot", "check", str(urdf)]) == 0
+    result = init_robot(str(urdf), out=tmp_path / "twins")
+    assert not result.blockers, result.blockers
+    robot = RobotModel(str(result.path))
+    assert "LF_shank" in robot.actuated_joints
+    make_reference("trot", robot)
+    controller = InverseDynamicsController(robot, formulation="two_stage_qp")
+    solved = controller.solve(RobotState(robot.standing_configuration(), np.zeros(robot.nv)), np.zeros(robot.nu))
+    assert solved.found and solved.contact_count == 4, solved.message

@@ -34,6 +34,7 @@ import pinocchio as pin
 
 from idcontrol.logs.schema import decode_tick_record
 from idcontrol.robot.model import RobotModel
+from idcontrol.robot.urdf import frame_id
 
 #: Messages per second of the daemon's clock on every topic but the model's (1 Hz).
 LIVE_RATE_HZ = 50.0
@@ -198,7 +199,7 @@ class FoxgloveView:
         self._data = model.createData()
         sphere_links = {model.frames[int(f)].name for f in robot.sphere_frame_ids}
         self.links = sorted({v.link for v in self.visuals} | sphere_links)
-        self._link_ids = [model.getFrameId(name) for name in self.links]
+        self._link_ids = [frame_id(model, name) for name in self.links]
         spheres = robot.config.contact_spheres
         self._sphere_frames = [int(f) for f in robot.sphere_frame_ids]
         self._sphere_offsets = [np.asarray(s.offset_in_frame, dtype=float) for s in spheres]

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
 from idcontrol.robot.limbs import joint_chain
+from idcontrol.robot.urdf import frame_id
 
 Array = NDArray[np.float64]
 
@@ -83,7 +84,7 @@ def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated:
     for joints, end in limbs:
         if not model.existFrame(end):
             raise ConfigError(f"limb end frame {end!r} is not in the model")
-        fid = model.getFrameId(end)
+        fid = frame_id(model, end)
         path = joint_chain(model, model.frames[fid].parentJoint)
         names = [str(model.names[j]) for j in path]
         missing = [n for n in joints if n not in names]

@@ -21,6 +21,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.reference.base import Array, JointTarget, Reference
 from idcontrol.reference.chain import build_chains, pack, solve_limbs
 from idcontrol.robot.model import RobotModel
+from idcontrol.robot.urdf import frame_id
 
 IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
 
@@ -69,7 +70,7 @@ class BaseSway(Reference):
         self._real, self._ints = pack(self.chains)
         data = robot.model.createData()
         pin.framesForwardKinematics(robot.model, data, q_base)
-        self._feet = np.array([data.oMf[robot.model.getFrameId(leg.end)].translation for leg in legs])  # (L, 3)
+        self._feet = np.array([data.oMf[frame_id(robot.model, leg.end)].translation for leg in legs])  # (L, 3)
         self._targets = np.zeros((len(legs), 9))
         self._template = np.zeros((3, robot.nu))
         self._template[0] = robot.joint_positions(q_stand)

@@ -75,6 +75,7 @@ from idcontrol.errors import ConfigError, InputError
 from idcontrol.reference.base import Array, JointTarget, Reference
 from idcontrol.reference.chain import build_chains, pack, solve_limbs
 from idcontrol.robot.model import RobotModel
+from idcontrol.robot.urdf import frame_id
 
 #: Standing base height of the paper's quadruped (the shipped one), m: the trot's defaults are the paper's there.
 REFERENCE_HEIGHT = 0.1629684374568977
@@ -214,7 +215,7 @@ class TrotGait(Reference):
         model = robot.model
         data = model.createData()
         pin.framesForwardKinematics(model, data, q_base)
-        nominal = np.array([data.oMf[model.getFrameId(leg.end)].translation for leg in legs])  # (4, 3) base frame
+        nominal = np.array([data.oMf[frame_id(model, leg.end)].translation for leg in legs])  # (4, 3) base frame
         self.nominal_feet = tuple(tuple(float(x) for x in foot) for foot in nominal)
         _check_step_directions(robot, legs, q_base, forward_speed, lateral_speed)
         phases = default_touchdown_phases(self.leg_names, nominal)
@@ -400,7 +401,7 @@ def _check_step_directions(robot: RobotModel, legs: Sequence, q_base: Array, for
     pin.updateFramePlacements(model, data)
     reach = np.zeros(2)  # per base axis x, y: the best leg's fraction of a unit foot motion its joints can make
     for leg in legs:
-        J = pin.getFrameJacobian(model, data, model.getFrameId(leg.end), pin.LOCAL_WORLD_ALIGNED)[:3]
+        J = pin.getFrameJacobian(model, data, frame_id(model, leg.end), pin.LOCAL_WORLD_ALIGNED)[:3]
         J = J[:, [model.joints[model.getJointId(name)].idx_v for name in leg.joints]]
         for axis in range(2):
             goal = np.eye(3)[axis]

@@ -53,7 +53,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.robot.config import resolve_urdf
 from idcontrol.robot.limbs import end_frame, joint_chain, leaf_joints, limb_name
 from idcontrol.robot.preflight import PreflightError, PreflightReport, movable_joint_names, preflight_urdf
-from idcontrol.robot.urdf import UrdfFile, build_model, read_urdf
+from idcontrol.robot.urdf import UrdfFile, build_model, frame_id, read_urdf
 
 #: Reference of the gain scaling: the shipped quadruped's trot gains at its standing height.
 REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
@@ -191,7 +191,7 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
                  down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
     """Contact spheres for the distal body of a limb at the posture of ``data`` (see the module docstring), at its
     lowest point, or its farthest along ``down`` (a unit vector in world: a fingertip's direction)."""
-    fid = model.getFrameId(frame)
+    fid = frame_id(model, frame)
     # work in a world rotated so that `down` points down (the identity for a leg)
     turn = pin.SE3.Identity()
     if down is not None:
@@ -650,7 +650,7 @@ def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb]) -> list
     of them share no joint: the legs."""
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
-    z = {id(limb): float(data.oMf[model.getFrameId(limb.end)].translation[2]) for limb in limbs}
+    z = {id(limb): float(data.oMf[frame_id(model, limb.end)].translation[2]) for limb in limbs}
     root = float(data.oMi[1].translation[2]) if model.njoints > 1 else 0.0
     if not limbs:
         return []
@@ -799,10 +799,10 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     pin.framesForwardKinematics(model, data, q)
     leg_length = 0.0
     if legs:
-        drops = [data.oMi[limb.joints[0]].translation[2] - data.oMf[model.getFrameId(limb.end)].translation[2]
+        drops = [data.oMi[limb.joints[0]].translation[2] - data.oMf[frame_id(model, limb.end)].translation[2]
                  for limb in legs]  # fmt: skip
         leg_length = float(np.mean(drops))
-    reach = [np.linalg.norm(data.oMf[model.getFrameId(limb.end)].translation) for limb in limbs]
+    reach = [np.linalg.norm(data.oMf[frame_id(model, limb.end)].translation) for limb in limbs]
     size = leg_length or float(max(reach, default=1.0))
 
     # 3. contact candidates (their lowest points depend on the posture: found again after a solve)
@@ -820,7 +820,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             down = None
             if limb.kind == "finger":  # a fingertip: the finger's farthest point from the hand
                 hand = data.oMi[model.parents[limb.joints[-1]]].translation
-                tip = data.oMf[model.getFrameId(limb.end)].translation
+                tip = data.oMf[frame_id(model, limb.end)].translation
                 objects = [o for o in (collision or visual or pin.GeometryModel()).geometryObjects
                            if o.parentJoint == limb.joints[-1]]  # fmt: skip
                 if objects:
@@ -831,7 +831,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             if note and note not in notes:
                 notes.append(note)
             limb.spheres = spheres
-            fid = model.getFrameId(limb.end)
+            fid = frame_id(model, limb.end)
             point = np.mean([s.offset for s in spheres], axis=0)
             # a sole is kept level where the leg can turn it (roll and pitch besides its position: five joints)
             placed.append(_Leg(limb, fid, point, spheres[0].radius, len(spheres) > 1 and len(limb.joints) >= 5))
@@ -883,7 +883,7 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     if not floating and source.startswith("the neutral configuration") and any(
         static[n] > HOLD_FRACTION * efforts[n] for n in actuated
     ):
-        lighter = _lighter_posture(model, robot_q, efforts, [model.getFrameId(limb.end) for limb in limbs])
+        lighter = _lighter_posture(model, robot_q, efforts, [frame_id(model, limb.end) for limb in limbs])
         lighter_static = _gravity_torques(model, data, lighter, actuated)
         if max(lighter_static[n] / efforts[n] for n in actuated) < max(static[n] / efforts[n] for n in actuated):
             moved = [str(model.names[j]) for j in range(1, model.njoints) if model.joints[j].nq == 1

@@ -13,6 +13,7 @@ import numpy as np
 import pinocchio as pin
 
 from idcontrol.robot.config import LimbConfig
+from idcontrol.robot.urdf import frame_id
 
 
 def joint_chain(model: pin.Model, joint: int) -> list[int]:
@@ -63,7 +64,7 @@ def limbs_from_spheres(model: pin.Model, sphere_frames: list[str], actuated: tup
     a floating-base robot, "other" on a fixed one. Joints shared by several chains stay in each."""
     chains: dict[tuple[str, ...], str] = {}
     for frame in sphere_frames:
-        joint = model.frames[model.getFrameId(frame)].parentJoint
+        joint = model.frames[frame_id(model, frame)].parentJoint
         chain = tuple(str(model.names[j]) for j in joint_chain(model, joint) if str(model.names[j]) in actuated)
         if chain and chain not in chains:
             chains[chain] = frame

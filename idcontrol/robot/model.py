@@ -11,6 +11,7 @@ from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import Gains, LimbConfig, RobotConfig, load_robot_config
 from idcontrol.robot.limbs import limbs_from_spheres
 from idcontrol.robot.preflight import preflight
+from idcontrol.robot.urdf import frame_id
 from idcontrol.validation import check_unit_quaternion, check_vector
 
 Array = NDArray[np.float64]
@@ -144,7 +145,7 @@ class RobotModel:
         for s in config.contact_spheres:
             if not m.existFrame(s.frame):
                 raise NameNotFound("frame", s.frame, frame_names)
-            frame_ids.append(m.getFrameId(s.frame))
+            frame_ids.append(frame_id(m, s.frame))
         self.sphere_frame_ids: IntArray = np.asarray(frame_ids, dtype=np.intp)
         # Spheres on the same frame share one Jacobian evaluation.
         self._unique_frames, self.sphere_frame_slot = np.unique(self.sphere_frame_ids, return_inverse=True)

@@ -185,3 +185,11 @@ def build_model(urdf: UrdfFile, floating_base: bool) -> pin.Model:
         return pin.buildModelFromXML(xml)
     except (RuntimeError, ValueError) as e:
         raise ConfigError(f"{urdf.path}: Pinocchio could not parse the URDF: {e}") from e
+
+
+def frame_id(model: pin.Model, name: str) -> int:
+    """The id of the frame ``name``: the link's body frame when a link has that name (a URDF may give a link and a
+    joint the same name, and then Pinocchio's unfiltered lookup refuses), else the one frame of that name."""
+    if model.existBodyName(name):
+        return model.getBodyId(name)
+    return model.getFrameId(name)
