@@ -81,6 +81,18 @@ class AdminClient:
             self.token = Credential.of_daemon(self.credential_for).token  # the daemon restarted: a new one
             return wire.decode_reply(self.request_raw(wire.encode_request(kind, token=self.token, **fields), timeout))
 
+    def start(self, wait_s: float = 5.0) -> dict[str, Any]:
+        """``start``, asked again for up to ``wait_s`` s while the daemon refuses it because no driver is connected
+        yet (a bridge that has just connected, or paused); other refusals raise at once."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self.request("start")
+            except ProtocolError as e:
+                if e.code != "invalid_transition" or wire.NO_DRIVER not in str(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.02)
+
     def request_raw(self, payload: bytes, timeout: float | None = None) -> bytes:
         """Send raw bytes (tests send malformed requests with this); return the raw reply."""
         timeout_ms = int(1000 * (self.timeout if timeout is None else timeout))
@@ -139,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                     waited_for = "the daemon" if status is None else "the bridge"
                     raise IdControlError(f"{waited_for} did not answer within {args.wait:g} s")
                 time.sleep(0.2)
-            reply = status if args.request == "status" else admin.request(args.request)
+            reply = status if args.request == "status" else admin.start() if args.request == "start" else \
+                admin.request(args.request)  # fmt: skip
     except IdControlError as e:
         print(f"idcontrol: error: {e}", file=sys.stderr)
         return 2

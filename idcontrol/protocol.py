@@ -47,6 +47,8 @@ MAX_MESSAGE_BYTES = 1 << 20
 MAX_RECEIVED_BYTES = 4 * MAX_MESSAGE_BYTES
 #: Sequence numbers run from 0 to this (msgpack's largest integer, an unsigned 64-bit one).
 MAX_SEQ = (1 << 64) - 1
+#: how the daemon's refusal of ``start`` begins when no driver is connected (a client may ask again)
+NO_DRIVER = "no driver is connected"
 #: the largest size (nq, nv, nu) a hello may state
 MAX_SIZE = 1 << 16
 #: a hello's ``clock``: a robot or a simulator paced by the wall clock, or one that steps when a command arrives

@@ -522,7 +522,7 @@ class Daemon:
             return wire.encode_reply(kind, **self.summary())
         if kind == "start":
             if not self._driver_connected(now):  # a run nobody answers; a driver connecting later gets torques
-                raise InvalidTransition("no driver is connected (none said hello or sent a state within "
+                raise InvalidTransition(f"{wire.NO_DRIVER} (none said hello or sent a state within "
                                         f"{max(self.watchdog, 0.1) * 1e3:.0f} ms): start once it is")  # fmt: skip
             core.start(now)
             self._last_state_time = now  # the watchdog counts from the start

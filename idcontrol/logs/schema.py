@@ -86,7 +86,8 @@ TICK_FIELDS: tuple[TickField, ...] = (
     TickField("q_ref", "vector", "reference joint positions, rad", "nu", "run"),
     TickField("qd_ref", "vector", "reference joint velocities, rad/s", "nu", "run"),
     TickField("qdd_des", "vector", "desired joint accelerations after PD feedback, rad/s²", "nu", "run"),
-    TickField("reference", "map", "the reference's own telemetry (e.g. the trot's phase and stance legs)", when="run"),
+    TickField("reference", "map", "the reference's own telemetry (e.g. the trot's phase and stance legs; `hold` and "
+              "`stream` have none, and the field is absent)", when="run"),
     TickField("found", "bool", "the formulation found a solution, and it passed its certificate", when="run"),
     TickField("certificate", "str", "the certificate check the solution failed (it was not used), or empty",
               when="run"),

@@ -332,7 +332,7 @@ def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
             r = recording.robot
             bridge.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu, "lockstep", daemon.credential.token))
             bridge.recv()
-            admin.request("start")
+            admin.start()
             states = recording.states
             seq = 0
             for i in range(ticks):
@@ -346,7 +346,7 @@ def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
                         seq += 1
                         bridge.send(wire.encode_state(seq, s.t, s.q, s.v, s.sensed_forces, s.objects))
                         bridge.recv()
-                    admin.request("start")
+                    admin.start()
             stats = admin.request("stats")
         finally:
             admin.request("shutdown")

@@ -446,7 +446,7 @@ class Suite:
         idle_from = time.perf_counter()
         time.sleep(0.3)
         idle = p.states(idle_from)
-        self.admin.request("start")
+        self.admin.start()
         run_from = time.perf_counter()
         time.sleep(2.0)
         self._check_fields(p.states(run_from), idle)
@@ -646,7 +646,7 @@ class Suite:
         messages = [s.message for s in p.states(since)]
         first, run = self._late_run(since)
         left = self.wait_mode(("stopped",), 5.0)
-        self.admin.request("start")
+        self.admin.start()
         restarted = time.perf_counter()
         time.sleep(max(0.2, 40 * self.dt))
         after = [s.message for s in p.states(restarted)][20:]  # (the first answers may still be to the old stop)
@@ -671,7 +671,7 @@ class Suite:
         gaps = np.diff([s.at for s in silent]) * 1e3 if len(silent) > 1 else np.array([math.inf])
         self.wait_mode(("stopped",), 5.0)
         tripped = self.status()["watchdog_trips"] > trips
-        self.admin.request("start")
+        self.admin.start()
         time.sleep(0.2)
         ok = first is not None and run == LATE_LIMIT and float(np.median(gaps)) < 1.5e3 * self.dt
         self.check("watchdog (a silent daemon)", ok,
@@ -695,7 +695,7 @@ class Suite:
         self.check("safe stop on stop", ok,
                    f"through safe_stop to stopped the driver kept sending (largest gap {gaps.max():.1f} ms); "
                    f"stopped: joints moved {moved:.1e} rad in 0.3 s (held still)")
-        self.admin.request("start")
+        self.admin.start()
         time.sleep(0.3)
 
     def _safe_stop_on_shutdown(self) -> None:

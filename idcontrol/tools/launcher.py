@@ -146,7 +146,7 @@ class Launch:
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
             if self.prepare is not None:
                 self.prepare(admin)
-            status = admin.request("start")
+            status = admin.start()
             status = admin.request("status")
             t0 = status["t"]
             end_reason = self._monitor(admin, t0)

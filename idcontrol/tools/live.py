@@ -234,7 +234,7 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
         bridge = subprocess.Popen([*cmd, "bridge", str(config.path)], start_new_session=True,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         _wait(lambda: (_status(admin) or {}).get("bridge_connected"), 60.0, "the bridge")
-        admin.request("start")
+        admin.start()
         time.sleep(1.0)
         i = retries = 0
         while i < segments:
@@ -261,7 +261,7 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
                 bridge = subprocess.Popen([*cmd, "bridge", str(config.path)], start_new_session=True,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
                 _wait(lambda: (_status(admin) or {}).get("bridge_connected"), 60.0, "the new bridge")
-                admin.request("start")
+                admin.start()
                 time.sleep(1.0)
                 continue
             row = {"live_view": on, "ticks": stats["ticks"], "compute_p50_us": stats["compute_us"]["p50"],

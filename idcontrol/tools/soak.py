@@ -117,7 +117,7 @@ def run_soak(
             run._wait_daemon_ready(admin)
             run.bridge = run._spawn("bridge", stdout=subprocess.PIPE)
             run._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
-            admin.request("start")
+            admin.start()
             started = time.monotonic()
             next_sample = started
             report.end = "duration reached"
@@ -134,7 +134,7 @@ def run_soak(
                         run.bridge = run._spawn("bridge", stdout=subprocess.PIPE)
                         time.sleep(1.0)  # the old connection's states stop: the daemon takes the new one
                         run._wait(admin, lambda s: s["bridge_connected"], 60.0, "the new bridge")
-                    admin.request("start")
+                    admin.start()
                     continue
                 if time.monotonic() >= next_sample:
                     next_sample += sample_s
