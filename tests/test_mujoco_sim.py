@@ -342,3 +342,41 @@ def test_an_arm_with_urdf_friction_tracks_the_joint_sinusoid() -> None:
         run = run_in_process(launch.with_overrides(robot=str(Path(folder) / "robot.toml")), 3.0)
     assert run.end_reason == "duration reached", run.end_reason
     assert run.summary["tracking_error_rad"] < 0.001, run.summary["tracking_error_rad"]
+
+
+OBJ_TETRAHEDRON = """v 0 0 0
+v 0.01 0 0
+v 0 0.01 0
+v 0 0 0.01
+f 1 3 2
+f 1 2 4
+f 1 4 3
+f 2 3 4
+"""
+
+
+def test_published_urdf_quirks_mujoco_refuses_are_adapted_and_said(quadruped: RobotModel, tmp_path) -> None:
+    """Three habits of published URDFs that MuJoCo's importer refuses, all display-only: a <mujoco> block's
+    meshdir beside relative mesh paths (it looked for meshes/meshes/...), two <material> in one <visual>, and a
+    mesh file that is missing. The simulator builds, keeps the mesh that exists, and says what it dropped."""
+    (tmp_path / "meshes").mkdir()
+    (tmp_path / "meshes" / "shank.obj").write_text(OBJ_TETRAHEDRON)
+    shank = """<visual>
+      <origin xyz="0 0 -0.05" rpy="0 0 0"/>
+      <geometry><box size="0.015 0.015 0.1"/></geometry>
+    </visual>"""
+    extra = """<visual><geometry><mesh filename="meshes/shank.obj"/></geometry>
+      <material name="grey"><color rgba="0.5 0.5 0.5 1"/></material><material name="dark"/></visual>
+    <collision><geometry><mesh filename="package://gone/meshes/shank.stl"/></geometry></collision>"""
+    text = quadruped.config.urdf_path.read_text()
+    assert text.count(shank) >= 1
+    text = text.replace(shank, shank + extra, 1)
+    assert text.count("<compiler discardvisual=") == 1
+    text = text.replace("<compiler discardvisual=", '<compiler meshdir="meshes" discardvisual=')
+    robot = with_urdf(quadruped, tmp_path, text)
+    sim = MujocoSim(robot)
+    assert any("1 visual/collision element(s) dropped" in d and "package://gone" in d for d in sim.model_differences)
+    assert any("1 repeated <material>" in d for d in sim.model_differences)
+    meshes = [sim._model.mesh(i).name for i in range(sim._model.nmesh)]
+    assert len(meshes) == 1, meshes  # the mesh that exists is kept
+    sim.step(np.zeros(robot.nu))

@@ -26,7 +26,9 @@ armature zero. Gravity is (0, 0, −9.81) m/s².
 
 Published URDFs (:meth:`MujocoSim._adapt`):
 
-* ``package://<name>/...`` meshes are found in a folder ``<name>`` above the URDF;
+* ``package://<name>/...`` meshes are found in a folder ``<name>`` above the URDF, relative ones beside it; a
+  visual or collision element whose mesh file is missing is dropped, as is a ``<visual>``'s second ``<material>``
+  (:func:`urdf_for_mujoco`);
 * a mesh MuJoCo cannot decode (COLLADA ``.dae``: it reads ``.stl``, ``.obj``, ``.msh``) is dropped with the
   geoms that show it: they only display, since the contacts are the robot file's spheres;
 * a link MuJoCo rejects (the preflight names each: a placeholder whose inertia no rigid body has, a rod's or a
@@ -162,14 +164,60 @@ def _warnings_logged() -> Iterator[None]:
         mujoco.set_mju_user_warning(previous)
 
 
-def _resolve_package_uri(uri: str, urdf_path: Path) -> str:
-    """An absolute path for ``package://<package>/<relative>``: ``<package>`` is looked for above the URDF."""
+def _resolve_package_uri(uri: str, urdf_path: Path) -> str | None:
+    """An absolute path for ``package://<package>/<relative>`` (``<package>`` is looked for above the URDF), or None
+    when no folder there holds it."""
     package, _, relative = uri[len("package://") :].partition("/")
     for folder in urdf_path.parents:
         for root in (folder, folder / package):
             if root.name == package and (root / relative).is_file():
                 return str(root / relative)
-    raise ConfigError(f"{urdf_path}: mesh {uri!r} not found (no folder {package!r} above the URDF holds it)")
+    return None
+
+
+def urdf_for_mujoco(urdf_path: Path) -> tuple[str, list[str]]:
+    """The URDF's text as MuJoCo's importer should read it, and what was changed, one line each.
+
+    * every mesh file name made absolute: ``package://`` as :func:`_resolve_package_uri` finds it, a relative one
+      against the URDF's folder as URDF readers take it (MuJoCo would also prefix a ``<mujoco><compiler
+      meshdir>`` the URDF may carry, and look for ``meshes/meshes/...``);
+    * a ``<visual>`` or ``<collision>`` whose mesh file does not exist is dropped: it only displays, the contacts
+      are the robot file's spheres;
+    * a ``<visual>`` with several ``<material>`` keeps the first (MuJoCo refuses the repeated element).
+    """
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(urdf_path).getroot()
+    except (ET.ParseError, OSError) as e:
+        raise ConfigError(f"{urdf_path}: not a readable URDF: {e}") from None
+    changes: list[str] = []
+    missing: list[str] = []
+    materials = 0
+    for link in root.iter("link"):
+        for kind in ("visual", "collision"):
+            for element in list(link.findall(kind)):
+                mesh = element.find("geometry/mesh")
+                name = mesh.get("filename") if mesh is not None else None
+                if name:
+                    found = _resolve_package_uri(name, urdf_path) if name.startswith("package://") else \
+                        str((urdf_path.parent / name).resolve()) if not os.path.isabs(name) else name  # fmt: skip
+                    if found is None or not os.path.isfile(found):
+                        missing.append(name)
+                        link.remove(element)
+                        continue
+                    mesh.set("filename", found)
+                if kind == "visual":
+                    for extra in element.findall("material")[1:]:
+                        element.remove(extra)
+                        materials += 1
+    if missing:
+        shown = ", ".join(sorted(set(missing))[:3]) + (" ..." if len(set(missing)) > 3 else "")
+        changes.append(f"{len(missing)} visual/collision element(s) dropped: their mesh file is missing ({shown}); "
+                       "they only display (the contact spheres collide)")  # fmt: skip
+    if materials:
+        changes.append(f"{materials} repeated <material> element(s) of a <visual> dropped (MuJoCo reads one)")
+    return ET.tostring(root, encoding="unicode"), changes
 
 
 class MujocoSim:
@@ -218,12 +266,13 @@ class MujocoSim:
         }
         self.objects = r.config.objects if with_objects else ()
 
+        text, read_changes = urdf_for_mujoco(Path(r.config.urdf_path))
         try:
             with _warnings_logged():
-                spec = mujoco.MjSpec.from_file(str(r.config.urdf_path))
+                spec = mujoco.MjSpec.from_string(text)
         except ValueError as e:
             raise ConfigError(f"{r.config.urdf_path}: MuJoCo could not read the URDF: {e}") from e
-        self.model_differences: list[str] = self._adapt(spec)
+        self.model_differences: list[str] = read_changes + self._adapt(spec)
         spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
         spec.compiler.alignfree = False  # free-joint qpos is the body frame, not the inertia frame
         opt = spec.option
@@ -325,9 +374,7 @@ class MujocoSim:
         r = self.robot
         changes = []
         unreadable = {}
-        for mesh in list(spec.meshes):
-            if mesh.file.startswith("package://"):
-                mesh.file = _resolve_package_uri(mesh.file, r.config.urdf_path)
+        for mesh in list(spec.meshes):  # (their paths are absolute: urdf_for_mujoco)
             if os.path.splitext(mesh.file)[1].lower() not in MESH_FORMATS:
                 unreadable[mesh.name] = mesh
         if unreadable:
