@@ -313,6 +313,52 @@ def test_a_wheel_gets_its_contact_sphere_on_its_axis_so_turning_it_leaves_the_sp
     np.testing.assert_allclose(robot.sphere_centers_in_world, before, atol=1e-9)
 
 
+def test_a_wheel_whose_tread_has_a_flat_bottom_is_no_sole(tmp_path: Path):
+    """A wheel's tessellated tread can rest on a flat facet wider than a sole's threshold (Go2-W's rear wheels: the
+    sole test came first and gave four 2.4 mm corner spheres on the spinning wheel). Centauro with its wheels made
+    square (a flat bottom 0.2 x 0.06 m, centred on the axis): each still gets one sphere on its axis."""
+    from idcontrol.robot.config import resolve_urdf
+
+    erd = f"{ERD}/centauro_description"
+    urdf = resolve_urdf(f"{erd}/urdf/centauro.urdf", tmp_path / "robot.toml")
+    text = urdf.read_text()
+    assert text.count('<cylinder length="0.03" radius="0.124"/>') == 4
+    square = tmp_path / "centauro_square_wheels.urdf"
+    square.write_text(text.replace('<cylinder length="0.03" radius="0.124"/>', '<box size="0.2 0.2 0.06"/>'))
+    result = init_robot(str(square), str(resolve_urdf(f"{erd}/srdf/centauro.srdf", tmp_path / "robot.toml")),
+                        tmp_path / "centauro")  # fmt: skip
+    spheres = [line for line in result.inferred if line.startswith("contact sphere")]
+    assert len(spheres) == 4 and all("about the axis of its wheel joint" in line for line in spheres), spheres
+    # the copy's package:// meshes are not found from its folder: the geometry that is there is used (it had all
+    # been dropped: no geometry, point feet), and the note says what was left out
+    assert any("whose mesh file is missing left out" in note for note in result.not_inferred), result.not_inferred
+
+
+def test_contact_points_of_radius_zero_get_a_small_sphere_whose_bottom_stays_put(tmp_path: Path):
+    """Drake's and IHMC's URDFs mark contact points with collision spheres of radius 0: init gives each the smallest
+    radius it writes, raised so that the sphere's bottom is the point, and the robot file loads (a radius of 0 was
+    written before, which the robot file then refused)."""
+    from idcontrol.robot.init import POINT_RADIUS
+
+    source = SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf"
+    text = source.read_text()
+    points = 0
+    for leg in ("LF", "RF", "LH", "RH"):  # the foot link gets a radius-0 collision sphere at its bottom
+        anchor = f'<link name="{leg}_foot">'
+        assert anchor in text
+        text = text.replace(anchor, anchor + '<collision><origin xyz="0 0 -0.02"/><geometry><sphere radius="0"/>'
+                            "</geometry></collision>")  # fmt: skip
+        points += 1
+    urdf = tmp_path / "points.urdf"
+    urdf.write_text(text)
+    result = init_robot(str(urdf), out=tmp_path / "points")
+    spheres = [line for line in result.inferred if line.startswith("contact sphere")]
+    assert len(spheres) == points and all("a point of radius 0 m" in line for line in spheres), spheres
+    robot = RobotModel(str(result.path))
+    assert np.allclose(robot.sphere_radii, POINT_RADIUS)
+    np.testing.assert_allclose(feet_heights(robot), 0.0, atol=1e-6)  # standing on the points
+
+
 def test_a_shank_below_a_knee_without_a_range_is_no_wheel(tmp_path: Path):
     """example-robot-data's `quadruped` has knees whose URDF limit gives no range; without its foot spheres, each
     leg ends in the shank's cylinder, whose centre lies 8 cm below the knee's axis: no wheel. Its sphere is fitted

@@ -225,3 +225,25 @@ def test_mujocos_warnings_on_reading_a_urdf_go_to_the_log_not_to_a_file_in_the_w
         MujocoSim(RobotModel(str(result.path)))
     assert "MuJoCo: joint 'joint1' has equal lower and upper limits" in caplog.text
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+def test_a_wheels_axle_is_not_taken_for_a_body_on_the_ground(tmp_path: Path):
+    """The fall check watches the joints standing above a quarter of the base's height (a knee on the ground is a
+    fall), but not a joint at the centre of its own contact sphere: a wheel's axle stands only its radius high
+    (Go2-W's were taken for bodies on the ground on the first tick). The quadruped with its LF sphere made a
+    wheel about the knee: the LF knee is not watched, the other knees are."""
+    from idcontrol.control.core import ControlCore
+    from idcontrol.reference import make_reference
+    from idcontrol.robot.config import SHIPPED_ROBOTS_DIR
+
+    shipped = SHIPPED_ROBOTS_DIR / "quadruped"
+    text = (shipped / "robot.toml").read_text()
+    wheel = 'name = "LF_foot"\nframe = "LF_foot"\nradius = 0.01\n'
+    assert wheel in text
+    text = text.replace(wheel, 'name = "LF_foot"\nframe = "LF_shank"\nradius = 0.03\n')
+    text = text.replace('urdf = "quadruped.urdf"', f'urdf = "{shipped / "quadruped.urdf"}"')
+    (tmp_path / "robot.toml").write_text(text)
+    robot = RobotModel(str(tmp_path / "robot.toml"))
+    core = ControlCore(InverseDynamicsController(robot), make_reference("hold", robot))
+    watched = {str(robot.model.names[j]) for j in core._watched}
+    assert "LF_KFE" not in watched and {"RF_KFE", "LH_KFE", "RH_KFE"} <= watched

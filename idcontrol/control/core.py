@@ -506,7 +506,8 @@ class ControlCore:
     def _bind_body_watch(self) -> None:
         """The joints whose origins :meth:`_fallen` watches for touching the ground: every joint of a floating-base
         robot whose origin stands higher than a quarter of the base's standing height (a knee, a hip, an elbow;
-        not a foot's own joint, which is always near the ground), with views of their world origins."""
+        not a foot's own joint, always near the ground, nor a wheel's, at the centre of its contact sphere), with
+        views of their world origins."""
         robot = self.robot
         self._watched: list[int] = []
         self._watched_origins: list[Array] = []
@@ -514,7 +515,14 @@ class ControlCore:
             return
         m, d = robot.model, robot.data
         pin.forwardKinematics(m, d, robot.standing_configuration())
-        self._watched = [j for j in range(2, m.njoints) if d.oMi[j].translation[2] > 0.25 * self._standing_height]
+        pin.updateFramePlacements(m, d)
+        axles = set()  # joints at the centre of their own contact sphere: a wheel's axle, as high as its radius
+        for f, offset, radius in zip(robot.sphere_frame_ids, robot.sphere_offsets, robot.sphere_radii, strict=True):
+            joint = int(m.frames[int(f)].parentJoint)
+            if np.linalg.norm(d.oMf[int(f)].act(offset) - d.oMi[joint].translation) < radius:
+                axles.add(joint)
+        self._watched = [j for j in range(2, m.njoints)
+                         if d.oMi[j].translation[2] > 0.25 * self._standing_height and j not in axles]
         #: a watched joint origin below this height (m, world) touches the ground: the smallest contact sphere
         self._ground_clearance = float(np.min(robot.sphere_radii)) if len(robot.sphere_radii) else 0.01
         self._watched_origins = [d.oMi[j].translation for j in self._watched]  # live views (checked below)

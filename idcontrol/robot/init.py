@@ -37,6 +37,7 @@ listed in :attr:`InitResult.blockers`, and the command exits with status 1 inste
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -53,7 +54,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.robot.config import resolve_urdf
 from idcontrol.robot.limbs import end_frame, joint_chain, leaf_joints, limb_name
 from idcontrol.robot.preflight import PreflightError, PreflightReport, movable_joint_names, preflight_urdf
-from idcontrol.robot.urdf import UrdfFile, build_model, frame_id, read_urdf
+from idcontrol.robot.urdf import UrdfFile, build_model, drop_missing_meshes, frame_id, read_urdf
 
 #: Reference of the gain scaling: the shipped quadruped's trot gains at its standing height.
 REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
@@ -61,6 +62,8 @@ REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
 STANDING_REACH = 0.75
 #: Radius of the corner spheres of a flat foot, m (at most a tenth of the sole's smaller side).
 CORNER_RADIUS = 0.005
+#: The smallest contact sphere init writes, m: a URDF's contact point (a sphere of radius 0) gets this radius.
+POINT_RADIUS = 0.002
 #: A foot's bottom (its geometry's points within 2 mm of its lowest) is a flat sole when both its sides exceed this
 #: fraction of the leg's length and SOLE_MIN_WIDTH (m): the 2 mm cap of a 3 cm ball is 2.2 cm wide. At a tenth,
 #: Alexander's 8.9 cm wide sole on its 0.94 m legs was taken for a point.
@@ -130,11 +133,20 @@ def _package_dirs(urdf: UrdfFile) -> list[str]:
 
 
 def _geometry(model: pin.Model, urdf: UrdfFile, kind: pin.GeometryType) -> tuple[pin.GeometryModel | None, str]:
-    """Pinocchio's collision (or visual) geometry of the URDF; (None, why) if its meshes cannot be loaded."""
+    """Pinocchio's collision (or visual) geometry of the URDF, and a note; when a mesh cannot be loaded, the rest
+    of the geometry without the elements whose mesh file is missing (a note names them), or (None, why)."""
     try:
         return pin.buildGeomFromUrdf(model, str(urdf.path), kind, package_dirs=_package_dirs(urdf)), ""
     except (RuntimeError, ValueError) as e:
-        return None, str(e).splitlines()[0]
+        why = str(e).splitlines()[0]
+    root = copy.deepcopy(urdf.tree.getroot())
+    missing = drop_missing_meshes(root, urdf.path)
+    try:  # a mesh file missing (not every published package ships all of them): the geometry that is there
+        geometry = pin.buildGeomFromUrdfString(model, ET.tostring(root, encoding="unicode"), kind)
+    except (RuntimeError, ValueError):
+        return None, why
+    return geometry, (f"{len(missing)} element(s) whose mesh file is missing left out ({sorted(set(missing))[0]}"
+                      f"{' ...' if len(set(missing)) > 1 else ''})" if missing else "")  # fmt: skip
 
 
 def _support_points(obj: pin.GeometryObject, placement: pin.SE3) -> tuple[np.ndarray, float | None]:
@@ -186,6 +198,31 @@ def _free_spin_axis(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3)
     return axis / np.linalg.norm(axis)
 
 
+def _ball(name: str, frame: str, oMf: pin.SE3, centre: np.ndarray, radius: float, how: str) -> Sphere:
+    """The contact sphere of a collision sphere of ``radius`` (m) at ``centre`` (world, m). A sphere smaller than
+    :data:`POINT_RADIUS` (Drake's and IHMC's URDFs mark contact points with spheres of radius 0) gets that radius,
+    its centre raised by the difference so that its lowest point stays where the URDF's was."""
+    if radius >= POINT_RADIUS:
+        return Sphere(name, frame, radius, oMf.actInv(centre), how)
+    raised = centre + np.array([0.0, 0.0, POINT_RADIUS - radius])
+    return Sphere(name, frame, POINT_RADIUS, oMf.actInv(raised),
+                  f"{how}, a point of radius {radius:g} m given {POINT_RADIUS:g} m")  # fmt: skip
+
+
+def _wheel_centre(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3, points: np.ndarray) -> np.ndarray | None:
+    """The point of the wheel axis nearest the centre of the geometry ``points`` (k, 3) (in the frame ``turn`` makes
+    world) when ``joint`` spins the body freely (:func:`_free_spin_axis`) and that centre lies on the axis (to a
+    tenth of the geometry's size: a shank below a knee without a range does not); else None."""
+    axis = _free_spin_axis(model, data, joint, turn)
+    if axis is None:
+        return None
+    centre = 0.5 * (points.min(axis=0) + points.max(axis=0))
+    size = float(np.max(np.linalg.norm(points - centre, axis=1)))
+    origin = (turn * data.oMi[joint]).translation
+    on_axis = origin + axis * float(axis @ (centre - origin))
+    return on_axis if np.linalg.norm(centre - on_axis) <= 0.1 * size else None
+
+
 def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.GeometryModel | None], joint: int,
                  frame: str, limb: str, leg_length: float,
                  down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
@@ -222,12 +259,13 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             centres = np.array([p[np.argmin(p[:, 2])] for p, _, _ in near])
             if down is None and len(near) >= 3 and min(np.ptp(centres[:, :2] @ oMf.rotation[:2, :2], axis=0)) > \
                     max(0.05 * leg_length, 0.02):  # ... or a sole's corner spheres (G1): every one of them
-                return [Sphere(f"{limb}_{k}", frame, r, oMf.actInv(c), f"a corner sphere {name!r} of its {source} sole")
+                return [_ball(f"{limb}_{k}", frame, oMf, c, r, f"a corner sphere {name!r} of its {source} sole")
                         for k, (c, (_, r, name)) in enumerate(zip(centres, near, strict=True))], ""  # fmt: skip
             centre = points[np.argmin(points[:, 2])]
-            offset = oMf.actInv(centre)
-            return [Sphere(limb, frame, radius, offset, f"its {source} sphere {obj_name!r}")], ""
+            return [_ball(limb, frame, oMf, centre, radius, f"its {source} sphere {obj_name!r}")], ""
         allpoints = np.concatenate([p for p, r, _ in chunks if r is None])
+        # a wheel is no sole, however flat its tessellated tread's lowest facet (Go2-W's rear wheels)
+        wheel_centre = _wheel_centre(model, data, joint, turn, points)
         # the frame's axes nearest the world's x and y (a sole's length and width) and z (its normal)
         normal = int(np.argmax(np.abs(oMf.rotation[2])))
         axes = [a for a in range(3) if a != normal]
@@ -239,7 +277,7 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             depth = math.sin(math.radians(SOLE_MAX_TILT_DEG)) * float(max(extent))
             local, lo, hi = _bottom(allpoints, z_min + depth, oMf, axes)
             extent = hi - lo
-        if min(extent) > max(SOLE_WIDTH_FRACTION * leg_length, SOLE_MIN_WIDTH):  # a flat sole: corner spheres
+        if wheel_centre is None and min(extent) > max(SOLE_WIDTH_FRACTION * leg_length, SOLE_MIN_WIDTH):  # a sole
             r = min(CORNER_RADIUS, 0.1 * float(min(extent)))
             # the sole's face in the frame (its points' median along the normal axis), the spheres on its inner side
             inward = float(np.sign(oMf.rotation[2, normal]))
@@ -260,16 +298,9 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
         # (least squares) to its lowest few millimetres
         centre = 0.5 * (points.min(axis=0) + points.max(axis=0))
         size = float(np.max(np.linalg.norm(points - centre, axis=1)))
-        axis = _free_spin_axis(model, data, joint, turn)
-        on_axis = None
-        if axis is not None:  # a wheel has its centre on the axis (a shank below a knee without a range has not)
-            origin = (turn * data.oMi[joint]).translation
-            on_axis = origin + axis * float(axis @ (centre - origin))
-            if np.linalg.norm(centre - on_axis) > 0.1 * size:
-                on_axis = None
         end = "lowest" if down is None else "farthest"
-        if on_axis is not None:
-            centre = on_axis
+        if wheel_centre is not None:
+            centre = wheel_centre
             radius = float(centre[2] - z_min)
             how = f"about the axis of its wheel joint {str(model.names[joint])!r}, through its {end} point"
         elif size <= 0.15 * leg_length:
@@ -808,6 +839,9 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     # 3. contact candidates (their lowest points depend on the posture: found again after a solve)
     collision, why_c = _geometry(model, parsed, pin.GeometryType.COLLISION)
     visual, why_v = _geometry(model, parsed, pin.GeometryType.VISUAL)
+    for kind, geometry, why in (("collision", collision, why_c), ("visual", visual, why_v)):
+        if geometry is not None and why:
+            notes.append(f"{kind} geometry: {why}")
     if collision is None:
         notes.append(f"collision geometry could not be loaded ({why_c}); using the visual geometry")
     if collision is None and visual is None:

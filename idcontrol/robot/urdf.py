@@ -193,3 +193,39 @@ def frame_id(model: pin.Model, name: str) -> int:
     if model.existBodyName(name):
         return model.getBodyId(name)
     return model.getFrameId(name)
+
+
+def resolve_mesh(filename: str, urdf_path: Path) -> str | None:
+    """The absolute path of a URDF mesh ``filename``, or None when no such file exists: ``package://<name>/<rest>``
+    in a folder ``<name>`` above the URDF (or inside one above it), a relative name against the URDF's folder."""
+    if filename.startswith("package://"):
+        package, _, relative = filename[len("package://") :].partition("/")
+        for folder in urdf_path.resolve().parents:
+            for root in (folder, folder / package):
+                if root.name == package and (root / relative).is_file():
+                    return str(root / relative)
+        return None
+    if filename.startswith("file://"):
+        filename = filename[len("file://") :]
+    path = Path(filename) if Path(filename).is_absolute() else urdf_path.resolve().parent / filename
+    return str(path) if path.is_file() else None
+
+
+def drop_missing_meshes(root: ET.Element, urdf_path: Path) -> list[str]:
+    """In the URDF element tree ``root`` (changed in place): every mesh file name made absolute
+    (:func:`resolve_mesh`), and each ``<visual>`` or ``<collision>`` whose mesh file is missing removed; returns
+    the missing file names."""
+    missing = []
+    for link in root.iter("link"):
+        for element in [*link.findall("visual"), *link.findall("collision")]:
+            mesh = element.find("geometry/mesh")
+            name = mesh.get("filename") if mesh is not None else None
+            if not name:
+                continue
+            found = resolve_mesh(name, urdf_path)
+            if found is None:
+                missing.append(name)
+                link.remove(element)
+            else:
+                mesh.set("filename", found)
+    return missing

@@ -88,6 +88,7 @@ import contextlib
 import logging
 import math
 import os
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,6 +99,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
+from idcontrol.robot.urdf import drop_missing_meshes
 from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
@@ -164,53 +166,27 @@ def _warnings_logged() -> Iterator[None]:
         mujoco.set_mju_user_warning(previous)
 
 
-def _resolve_package_uri(uri: str, urdf_path: Path) -> str | None:
-    """An absolute path for ``package://<package>/<relative>`` (``<package>`` is looked for above the URDF), or None
-    when no folder there holds it."""
-    package, _, relative = uri[len("package://") :].partition("/")
-    for folder in urdf_path.parents:
-        for root in (folder, folder / package):
-            if root.name == package and (root / relative).is_file():
-                return str(root / relative)
-    return None
-
-
 def urdf_for_mujoco(urdf_path: Path) -> tuple[str, list[str]]:
     """The URDF's text as MuJoCo's importer should read it, and what was changed, one line each.
 
-    * every mesh file name made absolute: ``package://`` as :func:`_resolve_package_uri` finds it, a relative one
-      against the URDF's folder as URDF readers take it (MuJoCo would also prefix a ``<mujoco><compiler
-      meshdir>`` the URDF may carry, and look for ``meshes/meshes/...``);
+    * every mesh file name made absolute (:func:`~idcontrol.robot.urdf.resolve_mesh`: a relative one against the
+      URDF's folder, as URDF readers take it; MuJoCo would also prefix a ``<mujoco><compiler meshdir>`` the URDF
+      may carry, and look for ``meshes/meshes/...``);
     * a ``<visual>`` or ``<collision>`` whose mesh file does not exist is dropped: it only displays, the contacts
       are the robot file's spheres;
     * a ``<visual>`` with several ``<material>`` keeps the first (MuJoCo refuses the repeated element).
     """
-    import xml.etree.ElementTree as ET
-
     try:
         root = ET.parse(urdf_path).getroot()
     except (ET.ParseError, OSError) as e:
         raise ConfigError(f"{urdf_path}: not a readable URDF: {e}") from None
     changes: list[str] = []
-    missing: list[str] = []
+    missing = drop_missing_meshes(root, urdf_path)
     materials = 0
-    for link in root.iter("link"):
-        for kind in ("visual", "collision"):
-            for element in list(link.findall(kind)):
-                mesh = element.find("geometry/mesh")
-                name = mesh.get("filename") if mesh is not None else None
-                if name:
-                    found = _resolve_package_uri(name, urdf_path) if name.startswith("package://") else \
-                        str((urdf_path.parent / name).resolve()) if not os.path.isabs(name) else name  # fmt: skip
-                    if found is None or not os.path.isfile(found):
-                        missing.append(name)
-                        link.remove(element)
-                        continue
-                    mesh.set("filename", found)
-                if kind == "visual":
-                    for extra in element.findall("material")[1:]:
-                        element.remove(extra)
-                        materials += 1
+    for visual in root.iter("visual"):
+        for extra in visual.findall("material")[1:]:
+            visual.remove(extra)
+            materials += 1
     if missing:
         shown = ", ".join(sorted(set(missing))[:3]) + (" ..." if len(set(missing)) > 3 else "")
         changes.append(f"{len(missing)} visual/collision element(s) dropped: their mesh file is missing ({shown}); "
