@@ -380,3 +380,20 @@ def test_published_urdf_quirks_mujoco_refuses_are_adapted_and_said(quadruped: Ro
     meshes = [sim._model.mesh(i).name for i in range(sim._model.nmesh)]
     assert len(meshes) == 1, meshes  # the mesh that exists is kept
     sim.step(np.zeros(robot.nu))
+
+
+def test_a_plates_inertia_that_breaks_the_triangle_inequality_by_round_off_is_accepted(quadruped: RobotModel,
+                                                                                      tmp_path) -> None:  # fmt: skip
+    """ROBOTIS OP2 writes a thin plate's moments with 12 digits each, so that I1 + I2 < I3 by round-off. The
+    preflight accepts it (to 1e-6 relative); MuJoCo's compiler refused it, and the robot could not
+    be simulated even with [sim] repair_inertia, since no link was named. Now the nearest moments it accepts are
+    used, and said."""
+    shank = '<inertia ixx="6.816667e-05" ixy="0" ixz="0" iyy="6.816667e-05" iyz="0" izz="3.000000e-06"/>'
+    text = quadruped.config.urdf_path.read_text()
+    assert shank in text
+    plate = '<inertia ixx="8.53333333333e-05" ixy="0" ixz="0" iyy="8.53333333333e-05" iyz="0" izz="1.70666666667e-04"/>'
+    robot = with_urdf(quadruped, tmp_path, text.replace(shank, plate, 1))
+    assert robot.preflight.ok and not robot.preflight.repairable_links
+    sim = MujocoSim(robot)
+    assert any("LF_shank" in d and "round-off" in d for d in sim.model_differences), sim.model_differences
+    sim.step(np.zeros(robot.nu))

@@ -368,6 +368,7 @@ class MujocoSim:
                            "it moves independently, as in the controller's model")  # fmt: skip
             spec.delete(equality)
         bad = r.preflight.repairable_links
+        changes += self._round_off_inertias(spec, set(bad))
         if bad and not r.config.sim.repair_inertia:
             raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia MuJoCo rejects (see "
                               f"`idcontrol robot check {r.config.path}`); set [sim] "
@@ -390,6 +391,32 @@ class MujocoSim:
             changes.append(f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
                            f"({', '.join(f'{x:.3g}' for x in moments)}) -> ({', '.join(f'{x:.3g}' for x in repaired)})"
                            f" kg·m², {mass}")  # fmt: skip
+        return changes
+
+    @staticmethod
+    def _round_off_inertias(spec: mujoco.MjSpec, skip: set[str]) -> list[str]:
+        """Links whose principal moments break I₁ + I₂ ≥ I₃ by round-off only (a thin plate's I₃ written with more
+        digits than I₁ and I₂: the preflight accepts it to 1e-6 relative, MuJoCo's compiler not at all) get the
+        nearest moments MuJoCo accepts (:func:`_physical_moments`, a change of about 1e-6 relative); what changed,
+        one line each. ``skip``: the links the preflight names (repaired under ``[sim] repair_inertia``)."""
+        changes = []
+        for body in spec.bodies:
+            if body.name in skip or body.mass <= 0.0:
+                continue
+            full = np.array(body.fullinertia)
+            if np.isnan(full[0]):
+                full = np.array([*body.inertia, 0.0, 0.0, 0.0])
+            tensor = np.array([[full[0], full[3], full[4]], [full[3], full[1], full[5]], [full[4], full[5], full[2]]])
+            moments, axes = np.linalg.eigh(tensor)
+            shortfall = float(moments[2] - moments[0] - moments[1])
+            if not 0.0 <= shortfall <= 1e-6 * float(moments[2]) or moments[0] <= 0.0:
+                continue  # physical, or a real defect (the preflight's, or MuJoCo's own message)
+            if shortfall == 0.0 and moments[0] + moments[1] >= moments[2]:
+                continue
+            fixed = (axes * _physical_moments(moments)) @ axes.T
+            body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+            changes.append(f"link {body.name!r}: principal moments ({', '.join(f'{x:.6g}' for x in moments)}) "
+                           f"kg·m² break I1 + I2 >= I3 by round-off ({shortfall:.2g}); raised by about 1e-6 relative")
         return changes
 
     def _compare(self) -> list[str]:
