@@ -8,13 +8,13 @@ to start the robot once the daemon and the bridge containers are up).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from idcontrol import jsontext
 from idcontrol import protocol as wire
 from idcontrol.errors import ProtocolError
 from idcontrol.security import READ_ONLY_REQUESTS, Credential, KeyDirectory
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     except IdControlError as e:
         print(f"idcontrol: error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(reply))
+    print(jsontext.dumps(reply))
     return 0
 
 

@@ -59,6 +59,10 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def reject_constant(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON (strict parsers refuse it)")
+
+
 def wait_for(admin: AdminClient, predicate, timeout: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout
     status = None
@@ -128,7 +132,7 @@ def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
                "--summary-json", str(summary_path)]  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
+    summary = json.loads(summary_path.read_text(), parse_constant=reject_constant)  # strict JSON: no NaN
     assert SUMMARY_KEYS <= set(summary)
     assert summary["formulation"] == "two_stage_qp" and summary["fell"] is False
     assert summary["ticks"] >= 500

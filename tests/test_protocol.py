@@ -211,3 +211,15 @@ def test_an_error_reply_carries_seq_only_when_it_is_a_uint64(seq):
     with pytest.raises(ProtocolError) as e:
         wire.decode_control(encode_state(seq=seq), SHAPE)
     assert e.value.code == "bad_field" and e.value.seq is None
+
+
+def test_json_text_has_no_nan_or_infinity():
+    """Statistics without samples are NaN: the tools' JSON writes them as null, which strict parsers read."""
+    import json
+
+    from idcontrol import jsontext
+
+    value = {"p50": math.nan, "max": math.inf, "rows": [1.0, -math.inf, np.float64("nan"), (2, "x")], "n": 3}
+    text = jsontext.dumps(value, indent=1)
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON")) == {
+        "p50": None, "max": None, "rows": [1.0, None, None, [2, "x"]], "n": 3}

@@ -29,7 +29,6 @@ sent, the command awaited (re-sent every ``resend_s`` for a restarted daemon), a
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import math
 import signal
@@ -42,6 +41,7 @@ import numpy as np
 import zmq
 from numpy.typing import NDArray
 
+from idcontrol import jsontext
 from idcontrol import protocol as wire
 from idcontrol.contacts.world import ObjectState
 from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED
@@ -454,9 +454,9 @@ class Driver:
             report = self.run(duration)
         except IdControlError as e:  # the robot's side failed (a simulation diverged, say)
             log.error("driver failed: %s; it stops (the daemon's watchdog then stops the robot)", e)
-            print(json.dumps({"bridge": self.report.__dict__, "error": str(e)}), flush=True)
+            print(jsontext.dumps({"bridge": self.report.__dict__, "error": str(e)}), flush=True)
             return 3
-        print(json.dumps({"bridge": report.__dict__}), flush=True)
+        print(jsontext.dumps({"bridge": report.__dict__}), flush=True)
         return 0
 
 

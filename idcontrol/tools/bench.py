@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
 from idcontrol.errors import IdControlError
@@ -609,7 +610,7 @@ def run(
                     print(f"  solo12 {row.formulation}: p50 ratio to TSID = {row.p50_us / ref['p50_us']:.2f}")
     if json_path:
         payload = [{**asdict(r), "cpu": cpu_name()} for r in rows + workload_rows]
-        text = json.dumps(payload, indent=1)
+        text = jsontext.dumps(payload, indent=1)
         if json_path == "-":
             print(text)
         else:

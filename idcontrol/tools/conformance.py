@@ -40,6 +40,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from idcontrol import jsontext
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.errors import IdControlError
@@ -779,5 +780,5 @@ def run_conformance(command: list[str], bridge_kind: str = "mujoco", json_path: 
     failed = [c for c in checks if not c.passed]
     print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
     if json_path:
-        Path(json_path).write_text(json.dumps([c.__dict__ for c in checks], indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps([c.__dict__ for c in checks], indent=1) + "\n")
     return 0 if checks and not failed else 1

@@ -15,7 +15,6 @@ stopped daemon is started again). A crash is the daemon process exiting or its a
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -30,6 +29,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from idcontrol import jsontext
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bound_in
@@ -441,7 +441,7 @@ def _alive(admin: AdminClient, report: FuzzReport, checker: ReplyChecker) -> boo
 
 def main(messages: int, seed: int, robot: str, json_path: str | None) -> int:
     report = run_fuzz(messages, seed, robot)
-    text = json.dumps(asdict(report), indent=1)
+    text = jsontext.dumps(asdict(report), indent=1)
     print(text)
     if json_path:
         Path(json_path).write_text(text + "\n")

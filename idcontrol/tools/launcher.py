@@ -22,6 +22,7 @@ from typing import Any
 
 import zmq
 
+from idcontrol import jsontext
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
@@ -366,7 +367,7 @@ def launch(
     print("", file=sys.stderr)
     print(format_summary(summary))
     if summary_json:
-        Path(summary_json).write_text(json.dumps(summary, indent=1) + "\n")
+        Path(summary_json).write_text(jsontext.dumps(summary, indent=1) + "\n")
         print(f"wrote {summary_json}", file=sys.stderr)
     code = exit_status(summary)
     if code:

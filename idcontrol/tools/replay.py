@@ -15,7 +15,6 @@ first logged state, and reports how far the simulated motion drifts from the log
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.contacts.world import ObjectState
 from idcontrol.control.core import ControlCore
 from idcontrol.control.state import RobotState
@@ -267,5 +267,5 @@ def replay_command(args: argparse.Namespace) -> int:
     else:
         progress = not args.quiet and sys.stderr.isatty()
         report = replay(log, args.formulation, args.t_from, args.t_to, progress=progress)
-    print(json.dumps(report) if args.json else format_report(report))
+    print(jsontext.dumps(report) if args.json else format_report(report))
     return 0

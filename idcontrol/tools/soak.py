@@ -11,7 +11,6 @@ Memory is flat when the RSS slope over the second half of the run is near zero.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.client import AdminClient
 from idcontrol.settings import load_launch
 from idcontrol.tools.launcher import Launch
@@ -143,7 +143,7 @@ def run_soak(
                               "bridge_rss_mb": round(rss_mb(run.bridge.pid), 2),
                               "ticks": status["ticks"], "deadline_misses": status["deadline_misses"]}  # fmt: skip
                     report.samples.append(sample)
-                    print(json.dumps(sample), file=sys.stderr, flush=True)
+                    print(jsontext.dumps(sample), file=sys.stderr, flush=True)
             if admin.request("status")["mode"] == "run":
                 admin.request("stop", reason="soak over")
             run._wait(admin, lambda s: s["mode"] in ("stopped", "idle"), 5.0, "the safe stop")
@@ -174,7 +174,7 @@ def main(minutes: float, formulation: str, sample_s: float, json_path: str | Non
         "bridge_rss_mb": [first.get("bridge_rss_mb"), last.get("bridge_rss_mb")],
         "rss_slope_mb_per_min": report.rss_slope_mb_per_min,
     }  # fmt: skip
-    print(json.dumps(summary, indent=1))
+    print(jsontext.dumps(summary, indent=1))
     if json_path:
-        Path(json_path).write_text(json.dumps(asdict(report), indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps(asdict(report), indent=1) + "\n")
     return 0

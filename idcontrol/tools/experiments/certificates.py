@@ -19,13 +19,13 @@ the certificate rejected (``found=False`` with a certificate message) is counted
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
+from idcontrol import jsontext
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
 from idcontrol.formulations import certificate
@@ -180,6 +180,6 @@ def main(robots: list[str], states: int, seed: int, json_path: str | None) -> in
     print(f"idcontrol experiment certificates: {states} perturbed stance states per robot, seed {seed}", flush=True)
     tallies = run(robots, states, seed)
     if json_path:
-        Path(json_path).write_text(json.dumps([t.__dict__ for t in tallies], indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps([t.__dict__ for t in tallies], indent=1) + "\n")
         print(f"wrote {json_path}")
     return 1 if any(t.unsound for t in tallies) else 0

@@ -4,11 +4,11 @@ write the JSON and the reports."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from idcontrol import jsontext
 from idcontrol.errors import ConfigError
 
 
@@ -50,7 +50,7 @@ def run_paper(args: argparse.Namespace) -> int:
         print("Fig. 19 timing (idcontrol bench --scenarios fig19):", flush=True)
         bench_rows = run(["fig19"], list(DEFAULT_FORMULATIONS), bench_ticks, list(FIG19_CONTACTS), None, None)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        Path(args.json).write_text(jsontext.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     if args.report:
         from idcontrol.tools.experiments.report import write_report
@@ -93,7 +93,7 @@ def run_sap(args: argparse.Namespace) -> int:
     checks = run_checks(args.seconds, dt)
     print(format_checks(checks, dt), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(report(checks, dt, args.seconds), indent=1) + "\n")
+        Path(args.json).write_text(jsontext.dumps(report(checks, dt, args.seconds), indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     return 0 if all(c.ok for c in checks) else 1
 
@@ -107,7 +107,7 @@ def run_mismatch(args: argparse.Namespace) -> int:
     print(f"idcontrol experiment mismatch: {len(cells)} cells, {args.jobs} at a time", flush=True)
     results = run_matrix(cells, jobs=args.jobs, progress=lambda line: print(line, flush=True))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        Path(args.json).write_text(jsontext.dumps(results, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     if args.report:
         from idcontrol.tools.experiments.mismatch_report import write_report
@@ -139,7 +139,7 @@ def run_robots(args: argparse.Namespace) -> int:
     text = tables(results, costs, " ".join(parts))
     print(text, flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": results, "trot_sample_us": costs}, indent=1) + "\n")
+        Path(args.json).write_text(jsontext.dumps({"runs": results, "trot_sample_us": costs}, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     if args.readme:
         write_readme_tables(Path(args.readme), text)
@@ -161,7 +161,7 @@ def run_ess(args: argparse.Namespace) -> int:
     result = run(quick=args.quick, conditions=args.conditions, closed_loop_seconds=args.closed_loop,
                  engine=args.engine, progress=lambda line: print(line, flush=True))  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.json).write_text(jsontext.dumps(result, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)
     print(f"done in {result['wall_s']:.0f} s", file=sys.stderr)
     return 0

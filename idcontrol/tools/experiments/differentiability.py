@@ -16,7 +16,6 @@ tends to a non-zero constant; where it jumps it grows like 1/δ.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import replace
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.analysis.decoupled import READINGS, SpringLeggedBody, derivative_gaps, outcome
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig, ReferenceSettings, load_launch
@@ -189,7 +189,7 @@ def run(json_path: str | None, plot_path: str | None, quick: bool = False) -> in
            "digest_gaps": [DIGEST_GAPS[h] for h in STEPS], "fixture": fixture, "quadruped": quadruped,
            "wall_s": time.perf_counter() - started}  # fmt: skip
     if json_path:
-        Path(json_path).write_text(json.dumps(out, indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps(out, indent=1) + "\n")
         print(f"wrote {json_path}")
     if plot_path:
         draw(fixture, quadruped, Path(plot_path))

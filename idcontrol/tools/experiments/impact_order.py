@@ -11,7 +11,6 @@ many a rigid simultaneous impact allows. Each formulation runs once with the sim
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from dataclasses import replace
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.errors import ConfigError
 from idcontrol.tools.sweep.run import run_sweep
 from idcontrol.tools.sweep.spec import Sweep, load_sweep
@@ -224,6 +224,6 @@ def run(seeds: int | None, workers: int, ray: str | None, output: str | None, re
         print(line)
     print(f"wrote {report_path} and {plot_path}")
     if json_path:
-        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps(summary, indent=1) + "\n")
         print(f"wrote {json_path}")
     return 0 if all(r.get("status") == "done" for r in rows) else 1

@@ -8,7 +8,6 @@ velocities with the three classical outcomes (simultaneous: at rest; A then B an
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.analysis.impacts import ImpactSet, RockingBlock, approximate_set
 
 #: The digest's reference (a reimplementation with a Lemke solver) and the paper's Table 3.
@@ -163,7 +163,7 @@ def run(samples: int, seed: int, json_path: str | None, plot_path: str | None) -
     figures["checks"] = [{"figure": n, "measured": g, "reference": r, "within": bool(ok)} for n, g, r, ok in rows]
     figures["reference"] = REFERENCE
     if json_path:
-        Path(json_path).write_text(json.dumps(figures, indent=1) + "\n")
+        Path(json_path).write_text(jsontext.dumps(figures, indent=1) + "\n")
         print(f"wrote {json_path}")
     if plot_path:
         draw(result, figures, Path(plot_path))

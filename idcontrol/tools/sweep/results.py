@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from idcontrol import jsontext
 from idcontrol.errors import ConfigError, LogError
 from idcontrol.tools.sweep.cell import TIMING_FIELDS
 
@@ -48,7 +49,7 @@ def save_rows(path: Path, rows: list[dict[str, Any]]) -> None:
         table = pa.Table.from_pylist([{k: _to_cell(row.get(k)) for k in columns} for row in rows])
         pq.write_table(table, tmp)
     else:
-        tmp.write_text(json.dumps(rows, indent=1) + "\n")
+        tmp.write_text(jsontext.dumps(rows, indent=1) + "\n")
     os.replace(tmp, path)
 
 
