@@ -312,3 +312,25 @@ def test_a_joint_without_a_urdf_velocity_limit_has_no_velocity_guard_and_no_warn
         f = SafetyFilter(robot, SafetySettings(velocity_factor=factor), 1e-3)
         assert np.all(f.v_max == np.inf)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_the_runs_clipped_torques_are_counted_apart_from_the_safe_stops(quadruped):
+    """torque_clips counts every clipped joint-tick; torque_clips_run only those of the controller's run, not the
+    damping stop after it (an arm sagging under gravity in its safe stop showed 3222 'clipped' torques, 0 of them
+    in the run). Limits of 0.05 N·m clip the standing torques in run; fast joints clip the damping stop's."""
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped),
+                       SafetySettings(torque_limits=0.05, safe_stop_timeout=10.0))  # fmt: skip
+    q, v = quadruped.standing_configuration(), np.zeros(quadruped.nv)
+    core.start(0.0)
+    in_run = 0
+    for k in range(5):
+        out = core.tick(RobotState(q, v, t=k * 1e-3), now=k * 1e-3)
+        assert out.mode == "run"
+        in_run += out.clipped
+    assert in_run > 0 and core.metrics.summary()["torque_clips_run"] == in_run == core.clip_count
+    core.stop("test", 0.01)
+    fast = v.copy()
+    fast[6:] = 5.0  # rad/s: the damping torque exceeds the limits
+    out = core.tick(RobotState(q, fast, t=0.006), now=0.011)
+    assert out.mode == "safe_stop" and out.clipped > 0
+    assert core.clip_count == in_run + out.clipped and core.metrics.summary()["torque_clips_run"] == in_run

@@ -389,6 +389,8 @@ class ControlCore:
         else:
             out.tau = self.filter.send(out.tau, self._tau_sent)  # the last torque sent becomes this one
             out.clipped, non_finite = self.filter.clipped, self.filter.last_non_finite
+            if self.mode == MODE_RUN:
+                self.metrics.clipped += out.clipped
         if non_finite and self.mode == MODE_RUN:  # only a bug gets here: _run guards the solver
             self.stop("non-finite torque command", now, controller="damping")
             out.note, out.event = "non-finite torque command: zeros sent, damping stop", "non_finite"

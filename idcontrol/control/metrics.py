@@ -49,6 +49,7 @@ class RunMetrics:
     tau_rate_sum: float = 0.0  # Σ mean_j |Δτ| / Δt, N·m/s
     tau_rate_ticks: int = 0
     tau_abs_sum: float = 0.0  # Σ mean_j |τ|, N·m
+    clipped: int = 0  # joint-ticks clipped to the torque limit in run mode (a safe stop's are not the controller's)
     fell: bool = False
     fall_cause: str | None = None  # how it fell (base height, tilt, a body on the ground, a guard stopping a collapse)
     dropped_at: float | None = None  # bridge time the grasped object was lost, s
@@ -63,6 +64,7 @@ class RunMetrics:
             "velocity_error_rad_s": self.velocity_error_sum / n,
             "tau_rate_mean": self.tau_rate_sum / max(self.tau_rate_ticks, 1),
             "tau_mean": self.tau_abs_sum / n,
+            "torque_clips_run": self.clipped,
             "fell": self.fell,
             "fall_cause": self.fall_cause,
             "object_dropped_at_s": self.dropped_at,

@@ -94,7 +94,13 @@ class ClosedLoopRun:
 
     @property
     def clip_count(self) -> int:
+        """Joint-ticks clipped to the torque limit, in every mode (a safe stop's too)."""
         return int(self.clipped.sum())
+
+    @property
+    def clip_count_in_run(self) -> int:
+        """Joint-ticks clipped to the torque limit while the controller ran (not the safe stop after it)."""
+        return int(self.clipped[self.in_run].sum())
 
     @property
     def q_joints(self) -> Array:

@@ -177,6 +177,7 @@ class Launch:
             "bridge_mode": self.config.bridge.mode, "on_deadline_fraction": stats["on_deadline_fraction"],
             "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
+            "torque_clips_run": stats["torque_clips_run"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
             "interventions": stats["interventions"],
             "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),

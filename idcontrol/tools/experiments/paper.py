@@ -351,7 +351,7 @@ def metrics_of(spec: RunSpec, run: ClosedLoopRun, wall_s: float) -> dict[str, An
         "wall_seconds": wall_s,
         "failed_solves": int(np.count_nonzero(run.in_run & ~run.found)),
         "fallbacks": dict(s.get("fallbacks") or {}),
-        "clipped_joint_ticks": run.clip_count,
+        "clipped_joint_ticks": run.clip_count_in_run,
         "compute_us_p50": float(np.median(run.compute_us[run.in_run])) if in_run else None,
     }
     if run.robot.floating_base and len(rows):

@@ -93,7 +93,7 @@ def run_one(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> dict[str, Any]:
         "wall_seconds": time.perf_counter() - started, "ticks": run.ticks_in_run,
         "completed": run.ticks_in_run >= int(round(spec.seconds * 1000)) - 1,
         "tracking_error_rad": float(run.summary["tracking_error_rad"]), "fell": bool(run.summary["fell"]),
-        "fall_cause": run.summary.get("fall_cause"), "end_reason": run.end_reason, "clipped": run.clip_count,
+        "fall_cause": run.summary.get("fall_cause"), "end_reason": run.end_reason, "clipped": run.clip_count_in_run,
     }  # fmt: skip
     if robot.legs and spec.task != "trot" and run.ticks_in_run:
         out["unloaded_feet"] = _unloaded_feet(run)
