@@ -105,7 +105,8 @@ class Launch:
                 return status
             for name, proc in (("daemon", self.daemon), ("bridge", self.bridge)):
                 if proc is not None and proc.poll() is not None:
-                    raise IdControlError(f"the {name} exited with code {proc.returncode} while waiting for {what}")
+                    waiting = "before it connected" if what == f"the {name}" else f"while waiting for {what}"
+                    raise IdControlError(f"the {name} exited with code {proc.returncode} {waiting}")
             if time.monotonic() > deadline:
                 raise IdControlError(f"timed out after {timeout:.0f} s waiting for {what}")
             time.sleep(0.05)
