@@ -511,3 +511,26 @@ def test_a_link_and_a_joint_of_the_same_name_are_told_apart(tmp_path: Path):
     controller = InverseDynamicsController(robot, formulation="two_stage_qp")
     solved = controller.solve(RobotState(robot.standing_configuration(), np.zeros(robot.nv)), np.zeros(robot.nu))
     assert solved.found and solved.contact_count == 4, solved.message
+
+
+def test_a_long_narrow_sole_is_a_sole(tmp_path: Path):
+    """Unitree H1's soles are 28 x 3 cm boxes under 0.8 m legs: narrower than a twentieth of the leg, they were
+    taken for rounded ends (one sphere at the toe) and the robot refused for standing on points. Talos with such
+    soles: four corner spheres on each foot, 28 cm apart along it."""
+    import re
+
+    from idcontrol.robot.config import resolve_urdf
+
+    erd = f"{ERD}/talos_data"
+    text = resolve_urdf(f"{erd}/robots/talos_reduced.urdf", tmp_path / "robot.toml").read_text()
+    for side in ("left", "right"):
+        text, n = re.subn(rf'(<link name="leg_{side}_6_link">.*?)<collision>.*?</collision>',
+                          r'\1<collision><origin xyz="0.03 0 -0.1"/><geometry><box size="0.28 0.03 0.02"/></geometry>'
+                          r"</collision>", text, count=1, flags=re.S)  # fmt: skip
+        assert n == 1
+    urdf = tmp_path / "talos_narrow_soles.urdf"
+    urdf.write_text(text)
+    result = init_robot(str(urdf), str(resolve_urdf(f"{erd}/srdf/talos.srdf", tmp_path / "robot.toml")),
+                        tmp_path / "talos")  # fmt: skip
+    corners = [line for line in result.inferred if "a corner of the flat collision bottom" in line]
+    assert len(corners) == 8 and all("(0.280 x 0.030 m)" in line for line in corners), result.inferred

@@ -64,9 +64,10 @@ STANDING_REACH = 0.75
 CORNER_RADIUS = 0.005
 #: The smallest contact sphere init writes, m: a URDF's contact point (a sphere of radius 0) gets this radius.
 POINT_RADIUS = 0.002
-#: A foot's bottom (its geometry's points within 2 mm of its lowest) is a flat sole when both its sides exceed this
-#: fraction of the leg's length and SOLE_MIN_WIDTH (m): the 2 mm cap of a 3 cm ball is 2.2 cm wide. At a tenth,
-#: Alexander's 8.9 cm wide sole on its 0.94 m legs was taken for a point.
+#: A foot's bottom (its geometry's points within 2 mm of its lowest) is a flat sole when its length exceeds this
+#: fraction of the leg's length and its width SOLE_MIN_WIDTH (m): the 2 mm cap of a 3 cm ball is 2.2 cm wide. At a
+#: tenth, Alexander's 8.9 cm wide sole on its 0.94 m legs was taken for a point; with the width held to the same
+#: fraction, Unitree H1's 28 x 3 cm soles on 0.8 m legs were.
 SOLE_WIDTH_FRACTION, SOLE_MIN_WIDTH = 0.05, 0.02
 #: A bottom that is a strip (one side over twice the other) is a sole tilted up to this many degrees (iCub's, 4°,
 #: in its SRDF posture): the points within its length times the tilt's sine are taken instead.
@@ -277,7 +278,7 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             depth = math.sin(math.radians(SOLE_MAX_TILT_DEG)) * float(max(extent))
             local, lo, hi = _bottom(allpoints, z_min + depth, oMf, axes)
             extent = hi - lo
-        if wheel_centre is None and min(extent) > max(SOLE_WIDTH_FRACTION * leg_length, SOLE_MIN_WIDTH):  # a sole
+        if wheel_centre is None and min(extent) > SOLE_MIN_WIDTH and max(extent) > SOLE_WIDTH_FRACTION * leg_length:
             r = min(CORNER_RADIUS, 0.1 * float(min(extent)))
             # the sole's face in the frame (its points' median along the normal axis), the spheres on its inner side
             inward = float(np.sign(oMf.rotation[2, normal]))
