@@ -930,10 +930,13 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             inferred[posture_line] = f"standing posture: {source}"
     if floating and legs:
         static = _standing_torques(model, robot_q, placed[: len(legs)], actuated)
-    worst = max(static.values(), default=0.0)
+    # a legged robot's standing load, an arm's load held out (an upright arm's posture needs almost nothing)
+    load = static if floating and legs else _outstretched_torques(model, robot_q, actuated)
+    worst = max(load.values(), default=0.0)
+    what = "standing needs" if floating and legs else "holding its links out against gravity could need"
     if worst > 0 and from_urdf and min(from_urdf.values()) > 100.0 * worst:
         notes.append(f"torque limits: the URDF's efforts ({_fmt(min(from_urdf.values()))} N·m and more) exceed 100 "
-                     f"times what standing needs (at most {worst:.3g} N·m): they may be placeholders; set the "
+                     f"times what {what} (at most {worst:.3g} N·m): they may be placeholders; set the "
                      "actuators' real limits in [limits.torque]")  # fmt: skip
     blockers += _cannot_hold(model, robot_q, placed[: len(legs)], static, efforts)
 
@@ -1033,6 +1036,29 @@ def _gravity_torques(model: pin.Model, data: pin.Data, q: np.ndarray, actuated: 
     """|τ| per actuated joint holding ``q`` against gravity alone, N·m."""
     gravity = pin.computeGeneralizedGravity(model, data, q)
     return {n: abs(float(gravity[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
+
+
+def _outstretched_torques(model: pin.Model, q: np.ndarray, actuated: list[str]) -> dict[str, float]:
+    """An upper bound of |τ| per actuated joint against gravity in any posture near ``q``: g Σ m_b |c_b − o_j| over
+    the bodies b the joint carries (c_b their centres of mass, o_j its origin, at ``q``), N·m: their weight held
+    at arm's length."""
+    data = model.createData()
+    pin.forwardKinematics(model, data, q)
+    g = float(np.linalg.norm(model.gravity.linear))
+    out = {}
+    for name in actuated:
+        j = model.getJointId(name)
+        origin = data.oMi[j].translation
+        total = 0.0
+        for b in range(j, model.njoints):
+            k = b
+            while k > j:
+                k = model.parents[k]
+            if k == j:  # b is j or below it
+                centre = data.oMi[b].act(model.inertias[b].lever)
+                total += model.inertias[b].mass * float(np.linalg.norm(centre - origin))
+        out[name] = g * total
+    return out
 
 
 def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuated: list[str]) -> dict[str, float]:
