@@ -549,3 +549,21 @@ def test_an_arms_limits_are_judged_against_its_links_held_out_not_its_upright_po
         result = init_robot(str(urdf), out=tmp_path / name)
         notes = [n for n in result.not_inferred if "placeholders" in n]
         assert bool(notes) == flagged, result.not_inferred
+
+
+def test_a_nameless_material_does_not_cost_a_link_its_geometry(tmp_path: Path, capfd):
+    """urdfdom refuses a <material> without a name, and with it the link's visual and collision geometry, printing
+    an error each time (Unitree's H1-2: about 230 lines; then no geometry on its feet and a refusal). Named for it,
+    the feet keep their collision spheres and nothing is printed."""
+    text = (SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf").read_text()
+    foot = '<visual>\n      <geometry><sphere radius="0.01"/></geometry>\n    </visual>'
+    assert text.count(foot) == 4
+    text = text.replace(foot, '<visual>\n      <geometry><sphere radius="0.01"/></geometry>\n      '
+                              '<material><color rgba="0.2 0.2 0.2 1"/></material>\n    </visual>')  # fmt: skip
+    urdf = tmp_path / "nameless.urdf"
+    urdf.write_text(text)
+    capfd.readouterr()
+    result = init_robot(str(urdf), out=tmp_path / "nameless")
+    spheres = [line for line in result.inferred if line.startswith("contact sphere")]
+    assert len(spheres) == 4 and all("its collision sphere" in line for line in spheres), spheres
+    assert "material" not in capfd.readouterr().err.lower()

@@ -54,7 +54,7 @@ from idcontrol.errors import ConfigError
 from idcontrol.robot.config import resolve_urdf
 from idcontrol.robot.limbs import end_frame, joint_chain, leaf_joints, limb_name
 from idcontrol.robot.preflight import PreflightError, PreflightReport, movable_joint_names, preflight_urdf
-from idcontrol.robot.urdf import UrdfFile, build_model, drop_missing_meshes, frame_id, read_urdf
+from idcontrol.robot.urdf import UrdfFile, build_model, drop_missing_meshes, frame_id, name_materials, read_urdf
 
 #: Reference of the gain scaling: the shipped quadruped's trot gains at its standing height.
 REFERENCE_HEIGHT, REFERENCE_KP, REFERENCE_KD = 0.163, 1000.0, 60.0
@@ -136,16 +136,18 @@ def _package_dirs(urdf: UrdfFile) -> list[str]:
 def _geometry(model: pin.Model, urdf: UrdfFile, kind: pin.GeometryType) -> tuple[pin.GeometryModel | None, str]:
     """Pinocchio's collision (or visual) geometry of the URDF, and a note; when a mesh cannot be loaded, the rest
     of the geometry without the elements whose mesh file is missing (a note names them), or (None, why)."""
-    try:
-        return pin.buildGeomFromUrdf(model, str(urdf.path), kind, package_dirs=_package_dirs(urdf)), ""
-    except (RuntimeError, ValueError) as e:
-        why = str(e).splitlines()[0]
     root = copy.deepcopy(urdf.tree.getroot())
+    why = ""
+    if not name_materials(root):  # (urdfdom drops the geometry of a link with a nameless material: H1-2)
+        try:
+            return pin.buildGeomFromUrdf(model, str(urdf.path), kind, package_dirs=_package_dirs(urdf)), ""
+        except (RuntimeError, ValueError) as e:
+            why = str(e).splitlines()[0]
     missing = drop_missing_meshes(root, urdf.path)
     try:  # a mesh file missing (not every published package ships all of them): the geometry that is there
         geometry = pin.buildGeomFromUrdfString(model, ET.tostring(root, encoding="unicode"), kind)
-    except (RuntimeError, ValueError):
-        return None, why
+    except (RuntimeError, ValueError) as e:
+        return None, why or str(e).splitlines()[0]
     return geometry, (f"{len(missing)} element(s) whose mesh file is missing left out ({sorted(set(missing))[0]}"
                       f"{' ...' if len(set(missing)) > 1 else ''})" if missing else "")  # fmt: skip
 

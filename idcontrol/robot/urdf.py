@@ -156,8 +156,10 @@ def equal_limits(joint: UrdfJoint) -> bool:
 
 def model_xml(urdf: UrdfFile) -> str:
     """The URDF text Pinocchio builds from: continuous joints as revolute joints without position limits, and
-    no position limits on a joint whose limits are equal (:func:`equal_limits`)."""
+    no position limits on a joint whose limits are equal (:func:`equal_limits`), every material named
+    (:func:`name_materials`)."""
     root = copy.deepcopy(urdf.tree.getroot())  # the parsed file stays as written
+    name_materials(root)
     for joint in root.findall("joint"):
         written = urdf.joints.get(joint.get("name", ""))
         if written is not None and equal_limits(written):
@@ -229,3 +231,13 @@ def drop_missing_meshes(root: ET.Element, urdf_path: Path) -> list[str]:
             else:
                 mesh.set("filename", found)
     return missing
+
+
+def name_materials(root: ET.Element) -> int:
+    """Give each ``<material>`` without a name in the URDF element tree ``root`` one (changed in place); returns how
+    many. urdfdom, which Pinocchio reads URDFs with, refuses a nameless material and with it the link's visual and
+    collision geometry, printing an error for each (Unitree's H1-2: about 230)."""
+    unnamed = [m for m in root.iter("material") if not m.get("name")]
+    for k, material in enumerate(unnamed):
+        material.set("name", f"idcontrol_unnamed_material_{k}")
+    return len(unnamed)
