@@ -539,3 +539,16 @@ def test_deadline_misses_count_round_trips_in_real_time_and_compute_in_lockstep(
         stats.record(200.0, None, None, previous_late=True, lockstep=lockstep)
         stats.record(200.0, 300.0, None, lockstep=lockstep)
         assert stats.deadline_misses == misses and stats.long_roundtrips == (2 if lockstep else 0)
+
+
+def test_transport_pairs_each_round_trip_with_the_command_it_timed():
+    """A state's last_rtt_us times the previous command: transport is that round trip less that command's compute
+    time. Paired with the state's own compute instead, a slow tick after a fast round trip made it negative
+    (a flaky summary line under load)."""
+    from idcontrol.daemon.stats import TickStats
+
+    stats = TickStats(1e-3)
+    stats.record(100.0, None, None, (10.0, 80.0, 10.0))  # the first command: 100 µs of compute
+    stats.record(500.0, 150.0, None, (10.0, 480.0, 10.0))  # its round trip 150 µs; this tick slow
+    stats.record(90.0, 700.0, None, (10.0, 70.0, 10.0))  # the slow command's round trip
+    assert stats.phase_means_us()["transport"] == pytest.approx(((150.0 - 100.0) + (700.0 - 500.0)) / 2)

@@ -28,7 +28,9 @@ class TickStats:
         self.overhead_us.clear()
         self.phase_sums_us = {}
         self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
-        self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of those ticks
+        self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of the commands those round trips timed
+        self._paired = 0  # round trips counted in the two sums
+        self._previous_compute_us: float | None = None  # the last answered state's compute time
         self.ticks = 0
         self.mode_ticks: dict[str, int] = {}  # answered states by the core's mode after the tick
         self.deadline_misses = 0
@@ -66,13 +68,16 @@ class TickStats:
         late = compute_us > self.period_us
         if roundtrip_us is not None:
             self.roundtrip_us.add(roundtrip_us)
-            self._roundtrip_sum += roundtrip_us
-            self._compute_sum_with_roundtrip += compute_us
+            if self._previous_compute_us is not None:  # the round trip is the previous command's: its compute
+                self._roundtrip_sum += roundtrip_us
+                self._compute_sum_with_roundtrip += self._previous_compute_us
+                self._paired += 1
             if lockstep:
                 self.long_roundtrips += roundtrip_us > self.period_us
             else:
                 late = roundtrip_us > self.period_us
         self.deadline_misses += late or previous_late
+        self._previous_compute_us = compute_us
         sums = self.phase_sums_us
         if stages_us is not None:
             decode_us, tick_us, send_us = stages_us
@@ -103,13 +108,13 @@ class TickStats:
     def phase_means_us(self) -> dict[str, float]:
         """Mean µs per tick of each phase: the daemon's ``decode``, ``core_tick`` (which holds the controller's
         ``total``: ``model``, ``contacts``, ``build``, ``solve``), ``send`` and ``publish`` (the telemetry and log
-        record, after the command left), and ``transport``, the mean
-        round trip less the mean compute time: ZeroMQ both ways plus the bridge's own send and receive."""
+        record, after the command left), and ``transport``, the mean round trip less the mean compute time of the
+        commands it timed (a state's round trip is the previous command's): ZeroMQ both ways plus the bridge's own
+        send and receive."""
         n = max(self.ticks, 1)
         means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
-        with_roundtrip = self.roundtrip_us.count
-        if with_roundtrip:
-            means["transport"] = round((self._roundtrip_sum - self._compute_sum_with_roundtrip) / with_roundtrip, 1)
+        if self._paired:
+            means["transport"] = round((self._roundtrip_sum - self._compute_sum_with_roundtrip) / self._paired, 1)
         return means
 
     def summary(self) -> dict[str, object]:
