@@ -284,3 +284,30 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('<link name="a"/><joint name="j" type="revolute"><parent link="a"/><child link="b"/></joint>',
+         "its child link 'b' is not defined"),
+        ('<link name="a"/><link name="b"/><joint name="j" type="revolute"><child link="b"/></joint>',
+         "no <parent link=...>"),
+        ('<link name="a"/><link name="b"/><joint name="j" type="hinge"><parent link="a"/><child link="b"/></joint>',
+         "type 'hinge' is none of"),
+        ('<link name="a"/><link name="a"/>', "link(s) defined twice: a"),
+        ('<link name="a"/><link name="b"/>', "2 root links"),
+        ('<link name="a"/><link name="b"/><link name="c"/><joint name="j" type="fixed"><parent link="a"/>'
+         '<child link="c"/></joint><joint name="k" type="fixed"><parent link="b"/><child link="c"/></joint>',
+         "link 'c' is the child of two joints"),
+    ],
+)
+def test_links_and_joints_that_form_no_tree_are_named(tmp_path, body, says):
+    """A URDF whose joints name undefined links, lack a parent, have an unknown type, repeat a link or leave
+    several roots is refused with what is wrong (Pinocchio said only 'the XML stream does not contain a valid
+    URDF model', and urdfdom printed a line of its source)."""
+    urdf = tmp_path / "broken.urdf"
+    urdf.write_text(f'<robot name="broken">{body}</robot>')
+    with pytest.raises(ConfigError, match="form no tree") as e:
+        check_path(urdf)
+    assert says in str(e.value)

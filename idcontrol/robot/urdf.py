@@ -178,8 +178,48 @@ def model_xml(urdf: UrdfFile) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+JOINT_TYPES = (*ONE_DOF, "fixed", "floating", "planar")
+
+
+def tree_defects(urdf: UrdfFile) -> list[str]:
+    """What keeps the URDF's links and joints from forming one tree, one line each (empty: none): unnamed or
+    repeated links and joints, a joint of no known type, without its parent or child link or naming a link the file
+    does not define, a link that is the child of two joints, several roots or none."""
+    robot = urdf.tree.getroot() if urdf.tree is not None else None
+    out = []
+    for kind in ("link", "joint"):
+        names = [e.get("name") for e in robot.findall(kind)] if robot is not None else []
+        if any(not n for n in names):
+            out.append(f"a <{kind}> without a name")
+        repeated = sorted({n for n in names if n and names.count(n) > 1})
+        if repeated:
+            out.append(f"{kind}(s) defined twice: {', '.join(repeated[:5])}")
+    children: dict[str, str] = {}
+    for joint in urdf.joints.values():
+        where = f"joint {joint.name!r}"
+        if joint.type not in JOINT_TYPES:
+            out.append(f"{where}: type {joint.type!r} is none of {', '.join(JOINT_TYPES)}")
+        for role, link in (("parent", joint.parent), ("child", joint.child)):
+            if not link:
+                out.append(f"{where}: no <{role} link=...>")
+            elif link not in urdf.links:
+                out.append(f"{where}: its {role} link {link!r} is not defined")
+        if joint.child in children:
+            out.append(f"link {joint.child!r} is the child of two joints ({children[joint.child]!r}, {joint.name!r})")
+        children.setdefault(joint.child, joint.name)
+    roots = [name for name in urdf.links if name not in children]
+    if urdf.links and len(roots) != 1:
+        out.append(f"{len(roots)} root links (links that are no joint's child): {', '.join(roots[:5]) or 'none'}; "
+                   "a robot has one")  # fmt: skip
+    return out
+
+
 def build_model(urdf: UrdfFile, floating_base: bool) -> pin.Model:
-    """Pinocchio's model of the URDF (a free-flyer root joint named ``root_joint`` when ``floating_base``)."""
+    """Pinocchio's model of the URDF (a free-flyer root joint named ``root_joint`` when ``floating_base``);
+    ConfigError naming what is wrong when its links and joints form no tree (:func:`tree_defects`)."""
+    defects = tree_defects(urdf)
+    if defects:
+        raise ConfigError(f"{urdf.path}: the links and joints form no tree: " + "; ".join(defects[:5]))
     xml = model_xml(urdf)
     try:
         if floating_base:
