@@ -567,3 +567,27 @@ def test_a_nameless_material_does_not_cost_a_link_its_geometry(tmp_path: Path, c
     spheres = [line for line in result.inferred if line.startswith("contact sphere")]
     assert len(spheres) == 4 and all("its collision sphere" in line for line in spheres), spheres
     assert "material" not in capfd.readouterr().err.lower()
+
+
+def test_a_bare_footprint_root_at_ground_level_still_stands_on_legs(tmp_path: Path):
+    """ROS robots often hang everything from a bare `base_footprint` frame at ground level (ROBOTIS OP2's
+    `base_link`): every foot is then above the root, and init took the robot for one bolted to the ground. The
+    quadruped under such a frame: a floating base on four legs. A bare root with wheels and casters (a mobile
+    base) or a robot with a massive root is judged as before (example-robot-data's PR2 and TIAGo stay fixed)."""
+    from idcontrol.robot.init import infer_base
+    from idcontrol.robot.urdf import read_urdf
+
+    text = (SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf").read_text()
+    anchor = '<link name="base">'
+    footprint = ('<link name="base_footprint"/><joint name="footprint_joint" type="fixed"><parent '
+                 'link="base_footprint"/><child link="base"/><origin xyz="0 0 0.25"/></joint>')  # fmt: skip
+    urdf = tmp_path / "footprint.urdf"
+    urdf.write_text(text.replace(anchor, footprint + anchor, 1))
+    base, why = infer_base(read_urdf(urdf))
+    assert (base, why) == ("floating", "limbs that share no joint end together at the bottom (legs)")
+    result = init_robot(str(urdf), out=tmp_path / "footprint")
+    assert sum(line.startswith("contact sphere") for line in result.inferred) == 4 and not result.blockers
+    for name in ("pr2_description/urdf/pr2.urdf", "tiago_description/robots/tiago.urdf"):
+        from idcontrol.robot.config import resolve_urdf
+
+        assert infer_base(read_urdf(resolve_urdf(f"{ERD}/{name}", tmp_path / "robot.toml")))[0] == "fixed"

@@ -679,9 +679,23 @@ def _limbs(model: pin.Model) -> list[Limb]:
     return limbs
 
 
-def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb]) -> list[Limb]:
+def _footprint_root(urdf: UrdfFile) -> bool:
+    """Whether the URDF's root link is a bare frame (no mass, no geometry: ROS's ``base_footprint``, OP2's
+    ``base_link``), placed wherever its author chose, often at ground level under the robot."""
+    link = urdf.links.get(urdf.root)
+    if link is None or link.collisions or link.visuals:
+        return False
+    try:
+        return not link.has_inertial or float(link.mass or 0.0) == 0.0
+    except ValueError:
+        return False
+
+
+def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb], footprint: bool = False) -> list[Limb]:
     """The limbs whose ends are at the bottom (within 10 % of the robot's height below its root), if at least two
-    of them share no joint: the legs."""
+    of them share no joint: the legs. With ``footprint`` (the URDF's root link is a bare frame: :func:`_footprint_root`)
+    a root at the bottom itself (ROBOTIS OP2's, at ground level) is replaced by its body's centre of mass, and then
+    limbs ending in a joint without a range (wheels, casters) are not legs."""
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
     z = {id(limb): float(data.oMf[frame_id(model, limb.end)].translation[2]) for limb in limbs}
@@ -690,6 +704,12 @@ def _lowest_disjoint(model: pin.Model, q: np.ndarray, limbs: list[Limb]) -> list
         return []
     low = min(z.values())
     depth = root - low
+    if footprint and depth <= 0 and model.njoints > 1:  # a bare root frame at ground level: measured from the root
+        # body's mass centre, among limbs whose last joint has a range (a wheel or caster: no leg)
+        root = float(data.oMi[1].act(model.inertias[1].lever)[2])
+        limbs = [limb for limb in limbs if math.isfinite(float(np.subtract(*_finite_limits(model, limb.joints[-1]))))]
+        low = min((z[id(limb)] for limb in limbs), default=root)
+        depth = root - low
     if depth <= 0:
         return []
     bottom = [limb for limb in limbs if z[id(limb)] <= low + 0.1 * depth]
@@ -747,7 +767,7 @@ def infer_base(parsed: UrdfFile, srdf: Path | None = None, state: str | None = N
         q_srdf, _, _ = _srdf_posture(probe, Path(srdf), state, True)
         if q_srdf is not None:
             q_probe = q_srdf
-    if _lowest_disjoint(probe, q_probe, _limbs(probe)):
+    if _lowest_disjoint(probe, q_probe, _limbs(probe), _footprint_root(parsed)):
         return "floating", "limbs that share no joint end together at the bottom (legs)"
     return "fixed", "no two limbs that share no joint end at the bottom (no legs)"
 
@@ -815,7 +835,8 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
                          + ("the root joint or every joint); solved instead" if floating else "half of the joints or "
                             "more); the neutral one") + _srdf_unknown_joints(model, Path(srdf_path)))  # fmt: skip
-    legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs) if floating else []
+    legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs, _footprint_root(parsed)) \
+        if floating else []  # fmt: skip
     for limb in legs:
         limb.kind = "leg"
     fingers = [] if floating else _fingers(model, limbs)
