@@ -334,3 +334,17 @@ def test_the_runs_clipped_torques_are_counted_apart_from_the_safe_stops(quadrupe
     out = core.tick(RobotState(q, fast, t=0.006), now=0.011)
     assert out.mode == "safe_stop" and out.clipped > 0
     assert core.clip_count == in_run + out.clipped and core.metrics.summary()["torque_clips_run"] == in_run
+
+
+def test_a_fall_is_the_reason_even_when_the_same_ticks_solve_failed_first(quadruped):
+    """A state with the base 10 m under the floor: every foot deep in the ground, the solve's answer fails its
+    certificate and stops the run, and the fall check finds the robot fallen. The reason names the fall first
+    (it named the certificate, while the tick's note said fell)."""
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+    q, v = quadruped.standing_configuration(), np.zeros(quadruped.nv)
+    core.start(0.0)
+    q[2] = -10.0
+    out = core.tick(RobotState(q, v, t=0.0), now=0.0)
+    assert out.mode in ("safe_stop", "stopped") and out.event == "fell"  # (damping: at rest, stopped at once)
+    assert core.reason.startswith("the robot fell: base at -10.000 m"), core.reason
+    assert core.metrics.fell

@@ -370,7 +370,10 @@ class ControlCore:
             fall = self._fallen(q) if robot.floating_base else ""
             if fall:
                 self.metrics.fell, self.metrics.fall_cause = True, fall
-                self.stop(f"the robot fell: {fall}", now)
+                if self.mode == MODE_RUN:
+                    self.stop(f"the robot fell: {fall}", now)
+                else:  # this tick's solve stopped the run already: the fall is the first thing to say
+                    self.reason = f"the robot fell: {fall}; {self.reason}"[:REASON_MAX]
                 out.note, out.event = f"fell ({fall}): safe stop", "fell"
         if guarded and self.mode != MODE_RUN and out.event in GUARD_EVENTS and robot.floating_base:
             collapsing = self._collapsing(q)  # a guard that stopped a collapsing robot: it fell
