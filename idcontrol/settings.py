@@ -201,8 +201,17 @@ class SafetySettings:
             values = value.values() if isinstance(value, dict) else [value]
             if not all(_is_number(x) and not math.isnan(x) and x >= 0 for x in values):
                 raise ConfigError(f"{where}: {name} must be a number >= 0 or a table of them, got {value!r}")
-        if isinstance(self.torque_limits, dict) and any(x <= 0 for x in self.torque_limits.values()):
-            raise ConfigError(f"{where}: torque_limits must be > 0")
+        limits = self.torque_limits.values() if isinstance(self.torque_limits, dict) else [self.torque_limits]
+        if any(x <= 0 for x in limits):
+            raise ConfigError(f"{where}: torque_limits must be > 0 N·m (a joint limited to 0 cannot hold the robot), "
+                              f"got {self.torque_limits!r}")  # fmt: skip
+        for name in ("velocity_factor", "time_budget_ms", "fall_height_fraction", "collapse_height_fraction"):
+            if getattr(self, name) <= 0:  # a limit of 0 trips on every tick
+                raise ConfigError(f"{where}: {name} must be > 0 (inf: off), got {getattr(self, name)!r}")
+        for name in ("fall_height_fraction", "collapse_height_fraction"):
+            if getattr(self, name) > 1:  # a standing robot would have fallen before its first tick
+                raise ConfigError(f"{where}: {name} is a fraction of the standing height, at most 1, got "
+                                  f"{getattr(self, name)!r}")  # fmt: skip
 
     def for_robot(self, robot: RobotModel) -> JointSafety:
         """The per-joint tables resolved against ``robot``'s actuated joints (NameNotFound for an unknown
@@ -337,6 +346,8 @@ class Endpoints:
             host, _, port = rest.rpartition(":")
             if scheme != "tcp" or not host or not (port.isdigit() or port == "*"):
                 raise ConfigError(f"{name} endpoint {endpoint!r} must look like tcp://127.0.0.1:PORT or ipc://PATH")
+            if port != "*" and not 1 <= int(port) <= 65535:  # (ZeroMQ takes 99999 modulo 65536, and 0 as any port)
+                raise ConfigError(f"{name} endpoint {endpoint!r}: a TCP port is 1 .. 65535 ('*': any free one)")
             if host not in LOOPBACK_HOSTS and not curve:
                 raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; non-loopback endpoints need CURVE "
                                   "keys: `idcontrol keys generate DIR`, then [security] curve_keys = DIR")  # fmt: skip

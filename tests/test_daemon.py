@@ -421,6 +421,10 @@ def test_non_loopback_and_malformed_endpoints_are_refused():
     for bad in ("tcp://0.0.0.0:5555", "tcp://10.1.2.3:5555", "udp://127.0.0.1:1", "tcp://127.0.0.1"):
         with pytest.raises(ConfigError):
             Endpoints(control=bad).check()
+    for port in ("0", "65536", "99999"):  # ZeroMQ binds 0 to any port and takes 99999 modulo 65536: the bridge is lost
+        with pytest.raises(ConfigError, match=r"a TCP port is 1 \.\. 65535"):
+            Endpoints(control=f"tcp://127.0.0.1:{port}").check()
+    Endpoints(control="tcp://127.0.0.1:65535", admin="tcp://127.0.0.1:*").check()
 
 
 def test_port_in_use_is_a_clear_config_error(quadruped):

@@ -348,3 +348,18 @@ def test_a_fall_is_the_reason_even_when_the_same_ticks_solve_failed_first(quadru
     assert out.mode in ("safe_stop", "stopped") and out.event == "fell"  # (damping: at rest, stopped at once)
     assert core.reason.startswith("the robot fell: base at -10.000 m"), core.reason
     assert core.metrics.fell
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("velocity_factor", 0.0, "velocity_factor must be > 0"),  # divided by in the guard: the daemon crashed
+    ("time_budget_ms", 0.0, "time_budget_ms must be > 0"),  # every solve over budget: a safe stop at once
+    ("torque_limits", 0.0, "torque_limits must be > 0"),  # the robot collapses
+    ("torque_limits", {"LF_KFE": 0.0}, "torque_limits must be > 0"),
+    ("fall_height_fraction", 2.0, "at most 1"),  # fallen before its first tick
+    ("collapse_height_fraction", 0.0, "must be > 0"),
+])
+def test_safety_values_that_stop_every_run_are_refused_when_read(field, value, says):
+    """A value that makes every run stop (or the daemon crash) is a configuration error naming the key, before
+    any process starts: `[safety] velocity_factor = 0` had crashed the daemon's guard (a division by 0)."""
+    with pytest.raises(ConfigError, match=says):
+        replace(SafetySettings(), **{field: value}).validate()

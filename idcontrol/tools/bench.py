@@ -56,6 +56,8 @@ DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_
 WORKLOADS = ("trot", "grasp")
 WORKLOAD_FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
+#: the scenarios that are not a robot's name (a robot's name times it standing)
+SPECIAL_SCENARIOS = (*WORKLOADS, "fig19", "gap", "transport", "coupling", "daemon", "rigid_sim", "drake_sim", "ess_sim")
 #: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
 COULOMB_MAX_CONTACTS = 8
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from idcontrol.errors import IdControlError  # (no numpy import behind it)
 
@@ -34,13 +35,27 @@ def _bench(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown formulation(s) {unknown}; available: {available_formulations()}", file=sys.stderr)
         return 2
-    contacts = [int(c) for c in _csv(args.contacts)] if args.contacts else list(FIG19_CONTACTS)
+    try:
+        contacts = [_positive_int(c) for c in _csv(args.contacts)] if args.contacts else list(FIG19_CONTACTS)
+    except argparse.ArgumentTypeError as e:
+        print(f"--contacts: {e} (a comma list of total contact counts > 0)", file=sys.stderr)
+        return 2
+    from idcontrol.robot.config import available_robots
+    from idcontrol.tools.bench import SPECIAL_SCENARIOS
+
+    scenarios = _csv(args.scenarios)
+    unknown = [x for x in scenarios if x not in SPECIAL_SCENARIOS and x not in available_robots()
+               and not Path(x).exists()]  # fmt: skip
+    if unknown:
+        print(f"unknown scenario(s) {unknown}; available: {', '.join(SPECIAL_SCENARIOS)}, or a robot: "
+              f"{', '.join(available_robots())} (or a robot.toml path)", file=sys.stderr)
+        return 2
     if bool(args.tsid_python) != bool(args.tsid_script):
         print("--tsid-python and --tsid-script go together: a TSID venv's python and the TSID reference script "
               "it runs (it prints one JSON line of p50/p99 µs for Solo12 standing)", file=sys.stderr)
         return 2
     tsid = (args.tsid_python, args.tsid_script) if args.tsid_python else None
-    run(_csv(args.scenarios), formulations, args.ticks, contacts, args.json, tsid)
+    run(scenarios, formulations, args.ticks, contacts, args.json, tsid)
     return 0
 
 
@@ -226,6 +241,10 @@ def _launch(args: argparse.Namespace) -> int:
     from idcontrol.tools.compile import ensure_compiled
     from idcontrol.tools.launcher import launch
 
+    summary = Path(args.summary_json).resolve() if args.summary_json else None
+    if summary is not None and (not summary.parent.is_dir() or summary.is_dir()):  # said now, not after the run
+        raise IdControlError(f"--summary-json {args.summary_json}: " + (
+            "is a folder" if summary.is_dir() else f"no folder {summary.parent} to write it in"))  # fmt: skip
     ensure_compiled()  # before loading the launch file, whose formulation check imports the kernels
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
@@ -270,7 +289,7 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="record every tick to an MCAP file (default name: logs/<robot>-<date>-<time>.mcap)",
     )
-    p.add_argument("--log-max-mb", type=float, default=1024.0,
+    p.add_argument("--log-max-mb", type=_positive_float, default=1024.0,
                    help="size of one log file before the next segment starts, MB (default 1024)")  # fmt: skip
 
 
@@ -423,6 +442,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1 .. 65535."""
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1 .. 65535, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:
@@ -567,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
     _add_log_args(launch)
-    launch.add_argument("--foxglove", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+    launch.add_argument("--foxglove", type=_port, nargs="?", const=8765, default=None, metavar="PORT",
                         help="watch it live in Foxglove: a WebSocket server on 127.0.0.1:PORT (default 8765)")
     launch.add_argument("--driver", nargs=argparse.REMAINDER, default=None, metavar="COMMAND",
                         help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
@@ -601,6 +628,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output left (`| head`): no traceback, and none at exit's flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as e:  # a path the command cannot read or write (a missing folder, /proc, a file for a folder)
+        print(f"idcontrol: error: {e.strerror or e}" + (f": {e.filename}" if e.filename else ""), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
