@@ -62,8 +62,8 @@ def check_vector(name: str, x: object, n: int) -> Array:
 
 def check_option_types(owner: str, function: Callable[..., object], options: Mapping[str, object]) -> None:
     """ConfigError naming the option when a value's type differs from its keyword default's in ``function``'s
-    signature (bool for a bool default, int for an int one, a number for a float one, a string for a str one);
-    options without a typed default are left to ``function``."""
+    signature (bool for a bool default, int for an int one, a number other than NaN for a float one, a string for
+    a str one); options without a typed default are left to ``function``."""
     parameters = inspect.signature(function).parameters
     for name, value in options.items():
         parameter = parameters.get(name)
@@ -76,6 +76,8 @@ def check_option_types(owner: str, function: Callable[..., object], options: Map
             ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
         elif isinstance(default, float):
             ok, expected = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+            if ok and math.isnan(value):  # a NaN tolerance or gain turns every comparison false, silently
+                ok, expected = False, "a number, not NaN"
         elif isinstance(default, str):
             ok, expected = isinstance(value, str), "a string"
         else:

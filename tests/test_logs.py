@@ -228,6 +228,15 @@ def test_replay_with_another_formulation_reports_differences(run_log: Path, caps
     assert report["tau_max_abs_diff"] > 1e-6 and np.isfinite(report["force_max_abs_diff"])
 
 
+@pytest.mark.parametrize("window", [("0.3", "0.05"), ("50", "60"), ("nan", "0.3")])
+def test_a_replay_window_without_ticks_is_an_error_not_a_perfect_match(run_log: Path, capsys, window) -> None:
+    """An inverted window, one beyond the log or a NaN bound compares nothing: an error saying so, exit 2 (it had
+    printed zero differences, which read as a perfect match)."""
+    assert main(["replay", str(run_log), "--from", window[0], "--to", window[1], "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "replay window" in err and "idcontrol: error" in err
+
+
 def test_replay_to_sim_follows_the_logged_motion(run_log: Path, capsys) -> None:
     """The logged torques drive MuJoCo open-loop along the logged trajectory of a lock-step run."""
     assert main(["replay", str(run_log), "--to-sim", "mujoco", "--json"]) == 0

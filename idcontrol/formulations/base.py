@@ -14,6 +14,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.errors import ConfigError
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult
@@ -96,6 +97,14 @@ class Formulation(ABC):
         )
         result.timings["solve"] = time.perf_counter() - started
         return result
+
+
+def check_nonnegative(formulation: str, **options: float) -> None:
+    """ConfigError naming the option unless each of ``options`` (a tolerance, a ridge, a spread) is >= 0 (NaN
+    is not)."""
+    for name, value in options.items():
+        if not value >= 0.0:
+            raise ConfigError(f"{formulation} option {name} must be >= 0, got {value!r}")
 
 
 def map_warm_start(

@@ -34,8 +34,7 @@ from numba import njit, types
 from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp
-from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import (
     REPAIR_TOL,
@@ -262,8 +261,7 @@ class CoulombLCP(Formulation):
     def __init__(
         self, *, mindiff: bool = False, mindiff_max_contacts: int = 2, repair: bool = True, spread: float = 1e-2
     ) -> None:
-        if not spread >= 0.0:
-            raise ConfigError(f"coulomb_lcp option spread must be >= 0, got {spread!r}")
+        check_nonnegative(self.name, spread=spread)
         self.mindiff = mindiff
         self.mindiff_max_contacts = mindiff_max_contacts
         self.repair = repair

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.reduced import reduce
@@ -42,6 +42,7 @@ class OneStageQP(Formulation):
     def __init__(
         self, *, regularization: float = 1e-6, repair: bool = True, warm_start: bool = False, dissipation: str = "world"
     ) -> None:
+        check_nonnegative(self.name, regularization=regularization)
         self.dissipation = check_dissipation(dissipation)
         self.regularization = regularization
         self.repair = repair

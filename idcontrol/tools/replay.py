@@ -128,6 +128,8 @@ def replay(
     next_event = 0
     lo = -math.inf if t_from is None else t_from
     hi = math.inf if t_to is None else t_to
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise LogError(f"the replay window [{t_from}, {t_to}] s is empty or not a window of times")
     nu = core.robot.nu
     tau_sq, tau_max = 0.0, np.zeros(nu)
     force_max, force_sq, force_n = 0.0, 0.0, 0
@@ -177,6 +179,10 @@ def replay(
         force_n += d.size
     if progress:
         _progress(total, total)
+    if not compared:  # nothing compared is no match: say so rather than print zero differences
+        t = log.array("t")
+        raise LogError(f"no tick of {log.path} lies in the replay window [{t_from}, {t_to}] s (the log runs from "
+                       f"{float(np.nanmin(t)):.3f} to {float(np.nanmax(t)):.3f} s)")  # fmt: skip
     return {
         "ticks": compared,
         "formulation": formulation or log.config.get("formulation"),

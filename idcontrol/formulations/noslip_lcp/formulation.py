@@ -32,8 +32,7 @@ import time
 
 import numpy as np
 
-from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation, map_warm_start
+from idcontrol.formulations.base import Formulation, check_nonnegative, map_warm_start
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import (
     REPAIRED,
@@ -121,8 +120,7 @@ class NoSlipLCP(Formulation):
         release_unloaded: bool = True,
         share_friction: bool = True,
     ) -> None:
-        if not spread >= 0.0:
-            raise ConfigError(f"noslip_lcp option spread must be >= 0, got {spread!r}")
+        check_nonnegative(self.name, spread=spread, rank_tol=rank_tol, tol=tol)
         self.spread = float(spread)
         self.rank_tol = rank_tol
         self.tol = tol

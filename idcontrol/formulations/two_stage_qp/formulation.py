@@ -64,7 +64,7 @@ from numba.typed import List
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
-from idcontrol.formulations.base import Formulation
+from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import REPAIR_TOL, needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
@@ -307,6 +307,7 @@ class TwoStageQP(Formulation):
         dissipation: str = "world",
         structured: bool = True,
     ) -> None:
+        check_nonnegative(self.name, null_tol=null_tol, ridge=ridge)
         self.dissipation = check_dissipation(dissipation)
         self.null_tol = null_tol
         self.ridge = ridge

@@ -155,8 +155,8 @@ def run_ess(args: argparse.Namespace) -> int:
 
     if args.conditions is not None and args.conditions < 1:
         raise ConfigError(f"--conditions must be >= 1, got {args.conditions}")
-    if args.closed_loop < 0:
-        raise ConfigError(f"--closed-loop must be >= 0 s, got {args.closed_loop}")
+    if not 0 <= args.closed_loop < float("inf"):
+        raise ConfigError(f"--closed-loop must be a finite number >= 0 s, got {args.closed_loop}")
     print("idcontrol experiment ess", flush=True)
     result = run(quick=args.quick, conditions=args.conditions, closed_loop_seconds=args.closed_loop,
                  engine=args.engine, progress=lambda line: print(line, flush=True))  # fmt: skip
