@@ -552,7 +552,15 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
         raise ConfigError(f"{path}: 'robot' must name a robot")
     from idcontrol.robot.config import load_robot_config
 
-    load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now rather than in a child process
+    beside = path.parent / robot  # a robot folder or file written relative to the launch file, as its reader expects
+    if not Path(robot).is_absolute() and beside.exists():
+        robot = str(beside.resolve())
+    try:
+        load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now rather than in a child process
+    except (ConfigError, NameNotFound) as e:  # the same error, saying where (its type kept for the callers)
+        e.args = (f"{path}: robot = {data.get('robot')!r}: {e} (a relative path is taken beside the launch file, "
+                  "else from the working folder)",)
+        raise
     duration = data.get("duration", 0.0)
     if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not duration >= 0:
         raise ConfigError(f"{path}: duration must be >= 0 s, got {duration!r}")

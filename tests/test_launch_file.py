@@ -334,3 +334,23 @@ def test_the_soak_runs_with_the_shipped_real_time_settings(tmp_path):
     for priority, cpus in ((50, {1}), (0, {0, 1})):
         settings = soak_settings(priority, cpus)
         assert settings.spin_us == 0.0 and not settings.warm and settings.daemon_cpu is None
+
+
+def test_a_relative_robot_path_is_taken_beside_the_launch_file(tmp_path, monkeypatch):
+    """`robot = "./myq"` in a launch file means the folder beside it, whatever the working folder (it was taken
+    from the working folder, and the error named neither the launch file nor the key)."""
+    from idcontrol.robot.config import SHIPPED_ROBOTS_DIR
+
+    shipped = SHIPPED_ROBOTS_DIR / "quadruped"
+    (tmp_path / "myq").mkdir()
+    (tmp_path / "myq" / "robot.toml").write_text((shipped / "robot.toml").read_text().replace(
+        'urdf = "quadruped.urdf"', f'urdf = "{shipped / "quadruped.urdf"}"'))  # fmt: skip
+    launch = tmp_path / "run.toml"
+    launch.write_text('robot = "./myq"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert Path(load_launch(launch).robot) == (tmp_path / "myq").resolve()
+    launch.write_text('robot = "./nomyq"\n')
+    with pytest.raises(RobotFileNotFound, match=r"run.toml: robot = './nomyq': robot configuration not found"):
+        load_launch(launch)
