@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -188,6 +189,7 @@ def run_log(tmp_path_factory) -> Path:
         wait_for(admin, lambda s: s["t"] > t0 + 0.45)
         admin.request("stop", reason="test done")
         wait_for(admin, lambda s: s["mode"] == "stopped", 10.0)
+        (tmp / "stats.json").write_text(json.dumps(admin.request("stats")))  # the daemon's own counts
         admin.request("shutdown")
         daemon.wait(timeout=20)
     return path
@@ -215,6 +217,18 @@ def test_real_run_log_is_complete_and_replays_bit_for_bit(run_log: Path, capsys)
     assert report["tau_max_abs_diff"] <= 1e-9 and report["tau_rms_diff"] <= 1e-9
     assert report["force_max_abs_diff"] <= 1e-9 and report["mode_mismatch_ticks"] == 0
     assert report["formulations_replayed"].keys() == {"two_stage_qp", "one_stage_qp"}
+
+
+def test_log_info_counts_deadline_misses_by_the_daemons_rule(run_log: Path, capsys) -> None:
+    """`log info` and the daemon's stats count the same misses (a lock-step run: compute over the period, or a
+    command reported late), and the line says which rule; it had counted round trips over the period, which in
+    lock-step hold the simulator's step (32 against the summary's 3 in one run)."""
+    stats = json.loads((run_log.parent / "stats.json").read_text())
+    log = read_log(run_log)
+    assert log.lockstep and int(log.deadline_misses().sum()) == stats["deadline_misses"]
+    assert main(["log", "info", str(run_log)]) == 0
+    assert re.search(rf"deadline misses +{stats['deadline_misses']} \(compute over the period: lock-step\)",
+                     capsys.readouterr().out)  # fmt: skip
 
 
 def test_replay_with_another_formulation_reports_differences(run_log: Path, capsys) -> None:
