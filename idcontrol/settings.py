@@ -561,9 +561,9 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
         e.args = (f"{path}: robot = {data.get('robot')!r}: {e} (a relative path is taken beside the launch file, "
                   "else from the working folder)",)
         raise
-    duration = data.get("duration", 0.0)
-    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not duration >= 0:
-        raise ConfigError(f"{path}: duration must be >= 0 s, got {duration!r}")
+    duration = _as_number(data.get("duration", 0.0), f"{path}: duration")
+    if not 0 <= duration < math.inf:
+        raise ConfigError(f"{path}: duration must be a finite number of s >= 0 (0: until Ctrl-C), got {duration!r}")
 
     objects = data.get("objects", False)
     if not isinstance(objects, bool):
@@ -571,7 +571,11 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     controller = ControllerSettings(**_fields(_section(data, "controller", path), ControllerSettings,
                                               f"{path} [controller]"))  # fmt: skip
     if check_formulations:
-        _check_formulation(controller.formulation)
+        try:
+            _check_formulation(controller.formulation)
+        except ConfigError as e:  # the same error (an UnknownFormulation), saying where
+            e.args = (f"{path} [controller] formulation: {e}",)
+            raise
     rate = _positive(controller.rate_hz, f"{path}: controller.rate_hz")
     if not 10.0 <= rate <= 10000.0:
         raise ConfigError(f"{path}: controller.rate_hz = {rate} outside 10 .. 10000 Hz")
@@ -597,6 +601,11 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
                                             f"{path} [reference]"))  # fmt: skip
     if not isinstance(reference.options, dict):
         raise ConfigError(f"{path}: reference.options must be a table")
+    from idcontrol.reference import available_references  # (its options are checked with the robot, by the daemon)
+
+    if reference.name not in available_references():
+        raise ConfigError(f"{path} [reference] name: unknown reference {reference.name!r}; available: "
+                          f"{', '.join(available_references())}")  # fmt: skip
 
     bridge = BridgeSettings(**_fields(_section(data, "bridge", path), BridgeSettings, f"{path} [bridge]"))
     _check_bridge(bridge, str(path))

@@ -354,3 +354,20 @@ def test_a_relative_robot_path_is_taken_beside_the_launch_file(tmp_path, monkeyp
     launch.write_text('robot = "./nomyq"\n')
     with pytest.raises(RobotFileNotFound, match=r"run.toml: robot = './nomyq': robot configuration not found"):
         load_launch(launch)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('duration = "5"\n', r"duration must be a number, got '5'"),
+    ("duration = inf\n", r"duration must be a finite number of s >= 0 \(0: until Ctrl-C\)"),
+    ('[controller]\nformulation = "two_stage_qpp"\n',
+     r"\[controller\] formulation: unknown formulation 'two_stage_qpp'"),
+    ('[reference]\nname = "holdd"\n', r"\[reference\] name: unknown reference 'holdd'; available: .*hold"),
+])
+def test_a_launch_files_mistakes_are_named_with_the_file_and_key_when_it_is_read(tmp_path, text, says):
+    """Each error names the launch file and the key, when the file is read: an unknown reference had been found
+    only by the daemon, after the bridge had started, and said neither."""
+    path = tmp_path / "run.toml"
+    path.write_text('robot = "quadruped"\n' + text)
+    with pytest.raises(ConfigError, match=says) as e:
+        load_launch(path)
+    assert str(e.value).startswith(str(path))

@@ -450,6 +450,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _duration(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0 (0: no end)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"a duration is a finite number of s >= 0 (0: until Ctrl-C), got {text}") \
+            from None  # fmt: skip
+
+
 def _positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
     try:
@@ -556,7 +567,7 @@ def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
 
 def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
-    p.add_argument("--duration", type=float, default=None, help="override the run's duration, s (0: until Ctrl-C)")
+    p.add_argument("--duration", type=_duration, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
     p.add_argument("--bridge", default=None, metavar="KIND",
                    help="override the launch file's simulator (bridge.kind): mujoco, rigid, drake or ess")  # fmt: skip
