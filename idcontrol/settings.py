@@ -2,7 +2,8 @@
 
 A launch file is TOML (see ``launch/*.toml``)::
 
-    robot = "quadruped"          # a robot of robots/ (or a robot.toml or its folder; `launch --robot` overrides it)
+    robot = "quadruped"          # a robot of robots/, or a robot.toml or its folder (relative: beside this file;
+                                 # `launch --robot` overrides it)
     duration = 20.0              # s of bridge time; 0 = until Ctrl-C
     objects = false              # the world holds the robot file's movable bodies (the arm's box)
 
