@@ -556,3 +556,25 @@ def test_transport_pairs_each_round_trip_with_the_command_it_timed():
     stats.record(500.0, 150.0, None, (10.0, 480.0, 10.0))  # its round trip 150 µs; this tick slow
     stats.record(90.0, 700.0, None, (10.0, 70.0, 10.0))  # the slow command's round trip
     assert stats.phase_means_us()["transport"] == pytest.approx(((150.0 - 100.0) + (700.0 - 500.0)) / 2)
+
+
+def test_ipc_endpoints_leave_no_socket_file_behind(quadruped, tmp_path):
+    """ipc:// endpoints are files: the daemon removes them when it closes (ZeroMQ leaves them, and a stale one
+    misleads the next start)."""
+    files = {name: tmp_path / f"{name}.sock" for name in ("control", "admin")}
+    endpoints = Endpoints(control=f"ipc://{files['control']}", admin=f"ipc://{files['admin']}", telemetry=None)
+    ctx = zmq.Context()
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+    daemon = Daemon(core, endpoints, context=ctx)
+    thread = threading.Thread(target=daemon.serve, kwargs={"install_signal_handlers": False})
+    thread.start()
+    admin = AdminClient(daemon.bound["admin"], context=ctx, token=daemon.credential.token)
+    try:
+        assert admin.request("status", timeout=120.0)["mode"] == "idle"
+        assert all(f.exists() for f in files.values())
+        admin.request("shutdown")
+    finally:
+        thread.join(timeout=10)
+        admin.close()
+        ctx.term()
+    assert not thread.is_alive() and not any(f.exists() for f in files.values())

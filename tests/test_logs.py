@@ -362,3 +362,9 @@ def test_the_tick_record_round_trips_through_the_wire_encoding(quadruped):
     back = schema.decode_tick_record(msgpack.unpackb(wire.pack(schema.encode_tick_record(record)), raw=False))
     for key, value in arrays.items():
         np.testing.assert_array_equal(np.reshape(back[key], value.shape), value, err_msg=key)
+
+
+def test_a_folder_given_as_a_log_is_said_to_be_a_folder(tmp_path, capsys) -> None:
+    """`log info DIR` says it is a folder (it said 'not found', which sends one looking for a missing path)."""
+    assert main(["log", "info", str(tmp_path)]) == 2
+    assert "is a folder, not a log file" in capsys.readouterr().err

@@ -22,9 +22,11 @@ timeout passes) and then exits.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import math
+import os
 import signal
 import time
 from typing import Any
@@ -265,6 +267,10 @@ class Daemon:
         for s in self._sockets:
             s.close(linger=200 if s is self.admin else 0)
         self._sockets.clear()
+        for endpoint in self.bound.values():  # ZeroMQ leaves an ipc:// socket's file behind
+            if endpoint.startswith("ipc://"):
+                with contextlib.suppress(OSError):
+                    os.unlink(endpoint[len("ipc://") :])
         if self._auth is not None:
             self._auth.stop()
             self._auth = None

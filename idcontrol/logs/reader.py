@@ -281,6 +281,8 @@ FIELDS = (
 def read_log(path: str | Path) -> TickLog:
     """Read a log file written by ``--log`` (raises :class:`LogError` for anything that is not one)."""
     path = Path(path)
+    if path.is_dir():
+        raise LogError(f"{path} is a folder, not a log file (the log files are the .mcap files in it)")
     if not path.is_file():
         raise LogError(f"log file not found: {path}")
     with open(path, "rb") as f:
