@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean
+from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean, intp
 from idcontrol.errors import ConfigError, InputError, NonFiniteError, ShapeError
 
 Array = NDArray[np.float64]
@@ -29,6 +29,13 @@ def all_finite(x):
 QUATERNION_NORM_TOLERANCE = 1e-3
 
 
+@njit(boolean(ANY_VECTOR, intp), cache=True)
+def unit_quaternion(x, start):
+    """Whether x[start:start + 4] has norm 1 to :data:`QUATERNION_NORM_TOLERANCE` (compiled, no array made)."""
+    a, b, c, d = x[start], x[start + 1], x[start + 2], x[start + 3]
+    return abs(math.sqrt(a * a + b * b + c * c + d * d) - 1.0) <= QUATERNION_NORM_TOLERANCE
+
+
 @njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean), cache=True)
 def valid_state(q, v, forces, floating_base):
     """True when the state's arrays are finite and, with ``floating_base``, q[3:7] is a unit quaternion to
@@ -36,11 +43,7 @@ def valid_state(q, v, forces, floating_base):
     one call (forces: the sensed forces flattened, or empty)."""
     if not (all_finite(q) and all_finite(v) and all_finite(forces)):
         return False
-    if floating_base:
-        norm = math.sqrt(q[3] * q[3] + q[4] * q[4] + q[5] * q[5] + q[6] * q[6])
-        if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
-            return False
-    return True
+    return not floating_base or unit_quaternion(q, 3)
 
 
 def check_unit_quaternion(name: str, quaternion: Array) -> None:

@@ -39,7 +39,7 @@ from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 from idcontrol.solvers.dense import least_norm_lstsq
-from idcontrol.validation import QUATERNION_NORM_TOLERANCE, all_finite, check_vector, valid_state
+from idcontrol.validation import all_finite, check_vector, unit_quaternion, valid_state
 
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
@@ -130,15 +130,15 @@ def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N,
 @njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
 def finite_pose(position, orientation_xyzw, linear_velocity, angular_velocity):
     """Whether a movable body's pose and twist have their shapes, (3,), (4,), (3,), (3,), are finite and the
-    quaternion has norm 1 to :data:`QUATERNION_NORM_TOLERANCE` (float64 1-D arrays: the signature refuses the rest
-    with a TypeError)."""
+    quaternion has norm 1 (:func:`~idcontrol.validation.unit_quaternion`; float64 1-D arrays: the signature refuses
+    the rest with a TypeError)."""
     if position.shape[0] != 3 or orientation_xyzw.shape[0] != 4 or linear_velocity.shape[0] != 3 \
             or angular_velocity.shape[0] != 3:  # fmt: skip
         return False
     if not (all_finite(position) and all_finite(orientation_xyzw) and all_finite(linear_velocity)
             and all_finite(angular_velocity)):  # fmt: skip
         return False
-    return abs(math.sqrt(np.sum(orientation_xyzw * orientation_xyzw)) - 1.0) <= QUATERNION_NORM_TOLERANCE
+    return unit_quaternion(orientation_xyzw, 0)
 
 
 @njit((ANY_VECTOR, ANY_VECTOR, IN_MATRIX, float64, IN_VECTOR, MATRIX, VECTOR), cache=True)
