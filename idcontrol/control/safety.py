@@ -68,12 +68,9 @@ class SafetyFilter:
         self.tau_limit = joints.tau_limit
         self.tau_step = joints.tau_rate * dt  # N·m per command
         self.damping, self.hold_kp, self.hold_kd = joints.damping, joints.hold_kp, joints.hold_kd
-        idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.actuated_joints]
-        lower = np.asarray(model.lowerPositionLimit, dtype=float)[idx_q]
-        upper = np.asarray(model.upperPositionLimit, dtype=float)[idx_q]
-        bounded = lower < upper  # a joint without limits has none (or an empty interval) in the model
-        self.q_min = np.where(bounded, lower - settings.position_margin, -np.inf)
-        self.q_max = np.where(bounded, upper + settings.position_margin, np.inf)
+        lower, upper = robot.actuated_position_limits()
+        self.q_min = lower - settings.position_margin  # (±inf for a joint without limits stays so)
+        self.q_max = upper + settings.position_margin
         v_max = np.asarray(model.velocityLimit, dtype=float)[robot.actuated_dofs]
         self.v_max = np.full(v_max.shape, np.inf)  # a URDF velocity of 0 (none given): no guard, not 0 · ∞
         rated = v_max > 0

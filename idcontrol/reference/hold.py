@@ -33,16 +33,6 @@ def standing_joint_positions(robot: RobotModel, pose: Mapping[str, float] | None
     return q_ref
 
 
-def actuated_position_limits(robot: RobotModel) -> tuple[Array, Array]:
-    """(q_min, q_max), each (nu,): the actuated joints' URDF position limits (±inf for a joint without one)."""
-    model = robot.model
-    idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.actuated_joints]
-    lower = np.asarray(model.lowerPositionLimit, dtype=float)[idx_q]
-    upper = np.asarray(model.upperPositionLimit, dtype=float)[idx_q]
-    bounded = lower < upper  # a joint without limits has none (or an empty interval) in the model
-    return np.where(bounded, lower, -np.inf), np.where(bounded, upper, np.inf)
-
-
 class HoldPose(Reference):
     """Hold one joint configuration with zero velocity and acceleration.
 
@@ -71,7 +61,7 @@ class StreamReference(Reference):
     def __init__(self, robot: RobotModel) -> None:
         self.nu = robot.nu
         self.joint_names = robot.actuated_joints
-        self.q_min, self.q_max = actuated_position_limits(robot)
+        self.q_min, self.q_max = robot.actuated_position_limits()
         zero = _frozen(np.zeros(robot.nu))
         self.target = JointTarget(_frozen(standing_joint_positions(robot)), zero, zero)
 

@@ -245,8 +245,19 @@ class RobotModel:
 
     def joint_positions(self, q: Array) -> Array:
         """(nu,) actuated joint positions taken from a configuration (one-DoF joints)."""
-        idx_q = [self.model.joints[self.model.getJointId(n)].idx_q for n in self.actuated_joints]
-        return np.asarray(q)[idx_q]
+        return np.asarray(q)[self._actuated_idx_q()]
+
+    def _actuated_idx_q(self) -> list[int]:
+        return [self.model.joints[self.model.getJointId(n)].idx_q for n in self.actuated_joints]
+
+    def actuated_position_limits(self) -> tuple[Array, Array]:
+        """(q_min, q_max), each (nu,): the actuated joints' URDF position limits, rad or m (±inf for a joint
+        without limits, which the model holds as none or as an empty interval)."""
+        idx_q = self._actuated_idx_q()
+        lower = np.asarray(self.model.lowerPositionLimit, dtype=float)[idx_q]
+        upper = np.asarray(self.model.upperPositionLimit, dtype=float)[idx_q]
+        bounded = lower < upper
+        return np.where(bounded, lower, -np.inf), np.where(bounded, upper, np.inf)
 
     def _bind_views(self) -> None:
         """Take numpy views of the Pinocchio outputs read each tick (its accessors cost ~1 µs per call).
