@@ -308,13 +308,15 @@ class Daemon:
         if newest_state is not None:
             self._answer(*newest_state)
 
-    def _peer_alive(self, now: float) -> bool:
-        """The session's client sent a hello or a state within the watchdog time: another one is ``busy``."""
-        return self._peer is not None and now - self._peer_heard < self.watchdog
+    def _peer_alive(self, now: float, window: float | None = None) -> bool:
+        """The session's client sent a hello or a state within ``window`` s (default the watchdog time: another
+        client is then ``busy``)."""
+        return self._peer is not None and now - self._peer_heard < (self.watchdog if window is None else window)
 
-    def _driver_connected(self, now: float) -> bool:
-        """The session's driver said hello or sent a state within the watchdog time (at least 0.1 s)."""
-        return self._peer is not None and now - self._peer_heard < max(self.watchdog, 0.1)
+    @property
+    def _presence_window(self) -> float:
+        """s within which a driver that spoke counts as connected: the watchdog time, at least 0.1 s."""
+        return max(self.watchdog, 0.1)
 
     def _hello(self, peer: bytes, message: dict[str, Any]) -> None:
         """Open a session: the robot must match, the credential must be right (without CURVE), and no other
@@ -402,12 +404,13 @@ class Daemon:
         """Answer a control message of several frames with ``malformed``: to a REQ socket (an empty delimiter frame
         first) behind its delimiter, so that it receives the error instead of waiting for ever."""
         peer, parts = frames[0], frames[1:]
+        req = parts[0] == b""
         self.stats.errors += 1
         text = (f"a control message is one frame, this one had {len(parts)}"
-                + (" behind an empty delimiter (a REQ socket): connect a DEALER socket" if parts[0] == b"" else ""))
+                + (" behind an empty delimiter (a REQ socket): connect a DEALER socket" if req else ""))
         self.rate_log.warning("frames", f"control error malformed: {text}")
         error = wire.encode_error("malformed", text)
-        self.control.send_multipart([peer, b"", error] if parts[0] == b"" else [peer, error])
+        self.control.send_multipart([peer, b"", error] if req else [peer, error])
 
     def _reply_error(self, peer: bytes, code: str, text: str, seq: int | None = None) -> None:
         self.stats.errors += 1
@@ -527,9 +530,10 @@ class Daemon:
         if kind == "stats":
             return wire.encode_reply(kind, **self.summary())
         if kind == "start":
-            if not self._driver_connected(now):  # a run nobody answers; a driver connecting later gets torques
+            if not self._peer_alive(now, self._presence_window):  # a run nobody answers: a driver connecting
+                # later would get torques without a start after it connected
                 raise InvalidTransition(f"{wire.NO_DRIVER} (none said hello or sent a state within "
-                                        f"{max(self.watchdog, 0.1) * 1e3:.0f} ms): start once it is")  # fmt: skip
+                                        f"{self._presence_window * 1e3:.0f} ms): start once it is")  # fmt: skip
             core.start(now)
             self._last_state_time = now  # the watchdog counts from the start
             return wire.encode_reply(kind, mode=core.mode)
@@ -563,7 +567,7 @@ class Daemon:
             "formulation": core.formulation_name, "reference": core.reference.name,
             "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
             "deadline_misses": self.stats.deadline_misses,
-            "bridge_connected": bool(now - self._state_answered_at < max(self.watchdog, 0.1)),
+            "bridge_connected": bool(now - self._state_answered_at < self._presence_window),
             "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
             "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
             **(self.logger.status() if self.logger is not None else {}),

@@ -27,9 +27,8 @@ class TickStats:
         self.roundtrip_us.clear()
         self.overhead_us.clear()
         self.phase_sums_us = {}
-        self._roundtrip_sum = 0.0  # µs, over ticks that reported a round trip
-        self._compute_sum_with_roundtrip = 0.0  # µs, the compute time of the commands those round trips timed
-        self._paired = 0  # round trips counted in the two sums
+        self._transport_sum = 0.0  # µs: Σ (a round trip − the compute time of the command it timed)
+        self._paired = 0  # round trips in that sum
         self._previous_compute_us: float | None = None  # the last answered state's compute time
         self.ticks = 0
         self.mode_ticks: dict[str, int] = {}  # answered states by the core's mode after the tick
@@ -69,8 +68,7 @@ class TickStats:
         if roundtrip_us is not None:
             self.roundtrip_us.add(roundtrip_us)
             if self._previous_compute_us is not None:  # the round trip is the previous command's: its compute
-                self._roundtrip_sum += roundtrip_us
-                self._compute_sum_with_roundtrip += self._previous_compute_us
+                self._transport_sum += roundtrip_us - self._previous_compute_us
                 self._paired += 1
             if lockstep:
                 self.long_roundtrips += roundtrip_us > self.period_us
@@ -114,7 +112,7 @@ class TickStats:
         n = max(self.ticks, 1)
         means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
         if self._paired:
-            means["transport"] = round((self._roundtrip_sum - self._compute_sum_with_roundtrip) / self._paired, 1)
+            means["transport"] = round(self._transport_sum / self._paired, 1)
         return means
 
     def summary(self) -> dict[str, object]:
