@@ -99,7 +99,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
-from idcontrol.robot.urdf import drop_missing_meshes
+from idcontrol.robot.urdf import drop_missing_meshes, read_urdf
 from idcontrol.sim.base import SimState, base_fell
 from idcontrol.validation import check_vector
 
@@ -136,6 +136,24 @@ def _physical_moments(moments: Array) -> Array:
         out[0] += 0.5 * shortfall
         out[1] += 0.5 * shortfall
     return out
+
+
+def _inertia_tensor(body: mujoco.MjsBody) -> Array:
+    """(3, 3) a spec body's rotational inertia as the URDF gave it (its full inertia, or its principal moments)."""
+    full = np.array(body.fullinertia)
+    if np.isnan(full[0]):
+        full = np.array([*body.inertia, 0.0, 0.0, 0.0])
+    return np.array([[full[0], full[3], full[4]], [full[3], full[1], full[5]], [full[4], full[5], full[2]]])
+
+
+def _repair_moments(body: mujoco.MjsBody) -> tuple[Array, Array]:
+    """Give a spec body the nearest inertia MuJoCo accepts (:func:`_physical_moments`, same principal axes); returns
+    its principal moments before and after, kg·m²."""
+    moments, axes = np.linalg.eigh(_inertia_tensor(body))
+    repaired = _physical_moments(moments)
+    fixed = (axes * repaired) @ axes.T
+    body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+    return moments, repaired
 
 
 def _mu_for_mujoco(mu: float, what: str) -> float:
@@ -176,10 +194,7 @@ def urdf_for_mujoco(urdf_path: Path) -> tuple[str, list[str]]:
       are the robot file's spheres;
     * a ``<visual>`` with several ``<material>`` keeps the first (MuJoCo refuses the repeated element).
     """
-    try:
-        root = ET.parse(urdf_path).getroot()
-    except (ET.ParseError, OSError) as e:
-        raise ConfigError(f"{urdf_path}: not a readable URDF: {e}") from None
+    root = read_urdf(urdf_path).tree.getroot()  # (a fresh parse: changed here freely)
     changes: list[str] = []
     missing = drop_missing_meshes(root, urdf_path)
     materials = 0
@@ -377,13 +392,7 @@ class MujocoSim:
             body = spec.body(name)
             if body is None:
                 continue
-            before = np.array(body.fullinertia if not np.isnan(body.fullinertia[0]) else [*body.inertia, 0, 0, 0])
-            tensor = np.array([[before[0], before[3], before[4]], [before[3], before[1], before[5]],
-                               [before[4], before[5], before[2]]])  # fmt: skip
-            moments, axes = np.linalg.eigh(tensor)
-            repaired = _physical_moments(moments)
-            fixed = (axes * repaired) @ axes.T
-            body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+            moments, repaired = _repair_moments(body)
             mass = f"mass {body.mass:g} kg"
             if name in r.preflight.massless_links:  # a moving body without mass
                 body.mass = REPAIR_MASS_FRACTION * r.total_mass()
@@ -403,18 +412,11 @@ class MujocoSim:
         for body in spec.bodies:
             if body.name in skip or body.mass <= 0.0:
                 continue
-            full = np.array(body.fullinertia)
-            if np.isnan(full[0]):
-                full = np.array([*body.inertia, 0.0, 0.0, 0.0])
-            tensor = np.array([[full[0], full[3], full[4]], [full[3], full[1], full[5]], [full[4], full[5], full[2]]])
-            moments, axes = np.linalg.eigh(tensor)
+            moments, _ = np.linalg.eigh(_inertia_tensor(body))
             shortfall = float(moments[2] - moments[0] - moments[1])
-            if not 0.0 <= shortfall <= 1e-6 * float(moments[2]) or moments[0] <= 0.0:
+            if moments[0] + moments[1] >= moments[2] or shortfall > 1e-6 * float(moments[2]) or moments[0] <= 0.0:
                 continue  # physical, or a real defect (the preflight's, or MuJoCo's own message)
-            if shortfall == 0.0 and moments[0] + moments[1] >= moments[2]:
-                continue
-            fixed = (axes * _physical_moments(moments)) @ axes.T
-            body.fullinertia = [fixed[0, 0], fixed[1, 1], fixed[2, 2], fixed[0, 1], fixed[0, 2], fixed[1, 2]]
+            _repair_moments(body)
             changes.append(f"link {body.name!r}: principal moments ({', '.join(f'{x:.6g}' for x in moments)}) "
                            f"kg·m² break I1 + I2 >= I3 by round-off ({shortfall:.2g}); raised by about 1e-6 relative")
         return changes
