@@ -1068,19 +1068,13 @@ def _outstretched_torques(model: pin.Model, q: np.ndarray, actuated: list[str]) 
     data = model.createData()
     pin.forwardKinematics(model, data, q)
     g = float(np.linalg.norm(model.gravity.linear))
+    centres = [data.oMi[b].act(model.inertias[b].lever) for b in range(model.njoints)]  # world, m
     out = {}
     for name in actuated:
         j = model.getJointId(name)
         origin = data.oMi[j].translation
-        total = 0.0
-        for b in range(j, model.njoints):
-            k = b
-            while k > j:
-                k = model.parents[k]
-            if k == j:  # b is j or below it
-                centre = data.oMi[b].act(model.inertias[b].lever)
-                total += model.inertias[b].mass * float(np.linalg.norm(centre - origin))
-        out[name] = g * total
+        out[name] = g * sum(model.inertias[b].mass * float(np.linalg.norm(centres[b] - origin))
+                            for b in model.subtrees[j])  # j and every joint below it
     return out
 
 
