@@ -85,9 +85,11 @@ any process starts.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -497,6 +499,17 @@ def _fields(table: dict[str, Any], cls: type, where: str) -> dict[str, Any]:
     return table
 
 
+@contextlib.contextmanager
+def _said_where(where: str, hint: str = "") -> Iterator[None]:
+    """A ConfigError (or NameNotFound) raised inside says ``where`` first (and ``hint`` last); its type is kept for
+    the callers that tell them apart."""
+    try:
+        yield
+    except (ConfigError, NameNotFound) as e:
+        e.args = (f"{where}: {e}" + (f" ({hint})" if hint else ""),)
+        raise
+
+
 def _check_formulation(name: str) -> None:
     from idcontrol.errors import UnknownFormulation
     from idcontrol.formulations import available_formulations
@@ -556,12 +569,9 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     beside = path.parent / robot  # a robot folder or file written relative to the launch file, as its reader expects
     if not Path(robot).is_absolute() and beside.exists():
         robot = str(beside.resolve())
-    try:
+    with _said_where(f"{path}: robot = {data.get('robot')!r}", "a relative path is taken beside the launch file, "
+                     "else from the working folder"):  # fmt: skip
         load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now rather than in a child process
-    except (ConfigError, NameNotFound) as e:  # the same error, saying where (its type kept for the callers)
-        e.args = (f"{path}: robot = {data.get('robot')!r}: {e} (a relative path is taken beside the launch file, "
-                  "else from the working folder)",)
-        raise
     duration = _as_number(data.get("duration", 0.0), f"{path}: duration")
     if not 0 <= duration < math.inf:
         raise ConfigError(f"{path}: duration must be a finite number of s >= 0 (0: until Ctrl-C), got {duration!r}")
@@ -572,11 +582,8 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     controller = ControllerSettings(**_fields(_section(data, "controller", path), ControllerSettings,
                                               f"{path} [controller]"))  # fmt: skip
     if check_formulations:
-        try:
+        with _said_where(f"{path} [controller] formulation"):
             _check_formulation(controller.formulation)
-        except ConfigError as e:  # the same error (an UnknownFormulation), saying where
-            e.args = (f"{path} [controller] formulation: {e}",)
-            raise
     rate = _positive(controller.rate_hz, f"{path}: controller.rate_hz")
     if not 10.0 <= rate <= 10000.0:
         raise ConfigError(f"{path}: controller.rate_hz = {rate} outside 10 .. 10000 Hz")

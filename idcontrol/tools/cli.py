@@ -450,12 +450,21 @@ def _port(text: str) -> int:
     return value
 
 
+def _finite_float(text: str, zero: bool) -> float:
+    """``text`` as a finite number > 0 (>= 0 with ``zero``), else argparse's error saying so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (0.0 <= value if zero else 0.0 < value) or not value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number {'>=' if zero else '>'} 0, got {text}")
+    return value
+
+
 def _duration(text: str) -> float:
     """An argparse type: a finite number of seconds >= 0 (0: no end)."""
-    if text.strip() in ("0", "0.0"):
-        return 0.0
     try:
-        return _positive_float(text)
+        return _finite_float(text, zero=True)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"a duration is a finite number of s >= 0 (0: until Ctrl-C), got {text}") \
             from None  # fmt: skip
@@ -463,13 +472,7 @@ def _duration(text: str) -> float:
 
 def _positive_float(text: str) -> float:
     """An argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
+    return _finite_float(text, zero=False)
 
 
 def _fuzz(args: argparse.Namespace) -> int:
