@@ -251,6 +251,23 @@ def test_a_replay_window_without_ticks_is_an_error_not_a_perfect_match(run_log: 
     assert "replay window" in err and "idcontrol: error" in err
 
 
+def test_replay_rebuilds_the_robot_that_ran_not_the_launch_files(tmp_path: Path) -> None:
+    """A run started with `launch --robot` logs the file's text and the robot that ran: the replay rebuilds that
+    robot (it had rebuilt the file's quadruped and refused the UR5's six gains), and a relative path in the
+    file is read beside the file as it was, wherever the replay runs."""
+    from idcontrol.tools.replay import rebuild_core
+
+    launch = Path(__file__).resolve().parents[1] / "launch" / "stand.toml"
+    ur5 = RobotModel("ur5")
+    config = {"launch_toml": launch.read_text(), "launch_file": str(launch), "robot": "ur5",
+              "formulation": "two_stage_qp", "gains": {"kp": (2 * ur5.gains.kp).tolist()}}  # fmt: skip
+    log_file = SegmentedLog(tmp_path / "ur5.mcap", config, 1 << 20)
+    log_file.close()
+    core = rebuild_core(read_log(tmp_path / "ur5.mcap"))
+    assert core.robot.nu == ur5.nu == 6 and core.robot.actuated_joints == ur5.actuated_joints
+    np.testing.assert_allclose(core.gains.kp, 2 * ur5.gains.kp)
+
+
 def test_replay_to_sim_follows_the_logged_motion(run_log: Path, capsys) -> None:
     """The logged torques drive MuJoCo open-loop along the logged trajectory of a lock-step run."""
     assert main(["replay", str(run_log), "--to-sim", "mujoco", "--json"]) == 0

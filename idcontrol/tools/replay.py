@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
+import tomllib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -37,17 +37,23 @@ RESIDUALS = ("dynamics", "tracking", "penetration", "complementarity", "friction
 
 
 def rebuild_core(log: TickLog, formulation: str | None = None) -> ControlCore:
-    """The daemon's core as the log describes it, warmed up like ``Daemon.serve`` does."""
+    """The daemon's core as the log describes it, warmed up like ``Daemon.serve`` does.
+
+    The launch file's text is read as the daemon read it, its relative paths anchored beside the file as it was
+    (which need not exist any more), and the robot is the one that ran (``launch --robot`` overrides the file's)."""
     from idcontrol.control.factory import build_core
-    from idcontrol.settings import load_launch
+    from idcontrol.settings import parse_launch
 
     cfg = log.config
     if "launch_toml" not in cfg:
         raise LogError(f"{log.path}: the log holds no launch file; it cannot be replayed")
-    with tempfile.TemporaryDirectory() as tmp:
-        launch_path = Path(tmp) / Path(cfg.get("launch_file", "launch.toml")).name
-        launch_path.write_text(cfg["launch_toml"])
-        config = load_launch(launch_path)
+    try:
+        data = tomllib.loads(cfg["launch_toml"])
+    except tomllib.TOMLDecodeError as e:
+        raise LogError(f"{log.path}: the logged launch file is not valid TOML: {e}") from None
+    if isinstance(cfg.get("robot"), str) and cfg["robot"]:
+        data["robot"] = cfg["robot"]
+    config = parse_launch(data, Path(cfg.get("launch_file", "launch.toml")).absolute())
     c = config.controller
     name = formulation or cfg["formulation"]
     options = cfg.get("formulation_options", c.options) if name == cfg["formulation"] else {}
