@@ -11,7 +11,7 @@ import pinocchio as pin
 import pytest
 
 from idcontrol.contacts.geometry import HalfSpace, HeightMap
-from idcontrol.contacts.world import Environment, MovableBody, Surface
+from idcontrol.contacts.world import Environment, MovableBody, ObjectState, Surface
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.control.factory import build_core, world_for
@@ -326,6 +326,29 @@ def test_arm_holds_the_box_in_a_no_slip_world(arm):
     box = sim.state().objects["box"]
     assert np.linalg.norm(box.position - arm.config.objects[0].initial_position) < 0.03  # m
     assert relative_error(np.array(predicted), np.array(simulated)) < 0.02
+
+
+def test_a_box_thrown_out_of_the_fingers_is_reported_dropped_once(arm):
+    """The box leaves the fingertips at 3 m/s upward (world μ = 1): the run keeps going, the summary and the last
+    error say when it was last within reach (ticks 10-20 here; the rule: drop_ticks ticks with no sphere near it),
+    and the time stays the first one recorded."""
+    sim = RigidSim(arm, with_objects=True, object_mu=1.0)
+    box = arm.config.objects[0]
+    at_rest = MovableBody(box).initial_state()
+    sim.reset(objects={box.name: ObjectState(at_rest.position, at_rest.orientation_xyzw, np.array([0.0, 0.0, 3.0]))})
+    controller = InverseDynamicsController(arm, Environment.flat_ground(1.0, (MovableBody(replace(box, mu=1.0)),)),
+                                           "two_stage_qp", dt=sim.dt)  # fmt: skip
+    core = ControlCore(controller, make_reference("arm_sinusoid", arm))
+    core.start(0.0)
+    for _i in range(400):
+        s = sim.state()
+        out = core.tick(s.robot_state(), now=s.t)
+        assert out.mode == "run", core.reason
+        sim.step(out.tau)
+    dropped = core.metrics.summary()["object_dropped_at_s"]
+    assert dropped is not None and 0.005 <= dropped <= 0.03, dropped
+    assert core.last_error == f"object dropped at t = {dropped:.3f} s"
+    assert np.linalg.norm(sim.state().objects[box.name].position - at_rest.position) > 0.1  # m: it is gone
 
 
 def test_rigid_launch_file_loads_and_terrain_settings_are_checked(tmp_path):

@@ -80,16 +80,16 @@ class Repair:
     message: str
 
 
-def rest_correction(J_free: Array, drift: Array) -> Array:
+def rest_correction(J_free: Array, drift: Array, rcond: float = 1e-9) -> Array:
     """The least-norm least-squares change δ of some velocities that brings contact velocities to rest.
 
     J_free (r, k): the contact rows' columns of the velocities that may change; drift (r,): the contact
-    velocities now, m/s. Returns δ (k,) with J_free δ ≈ −drift (singular values below 1e-9 relative
-    ignored), in those velocities' units.
+    velocities now, m/s. Returns δ (k,) with J_free δ ≈ −drift (singular values below ``rcond`` × the largest
+    ignored: a direction the velocities barely move would be answered by a huge δ), in those velocities' units.
     """
     if J_free.size == 0:  # no contact rows, or nothing free to change
         return np.zeros(J_free.shape[1])
-    return least_norm_solution(np.ascontiguousarray(J_free), -drift, 1e-9)
+    return least_norm_solution(np.ascontiguousarray(J_free), -drift, rcond)
 
 
 #: m/s: a contact velocity beyond this calls for the repair (penetration rate, or slip for no-slip models)
@@ -123,13 +123,16 @@ def repair_desired_velocity(
     if not ok:
         nan = np.full(p.m, np.nan)
         return Repair(False, nan, np.full(nu, np.nan), np.inf, "repair: M_uu is not positive definite")
+    equalities = 0
+    if no_slip and p.n:  # redundant contacts (four corners of a sole) make the no-slip rows dependent
+        rows, values = independent_equalities(C[p.n :], upper[p.n :])
+        C, upper, equalities = np.vstack([C[: p.n], rows]), np.concatenate([upper[: p.n], values]), len(values)
     lower = np.full(len(upper), -INFINITY)
-    equalities = 2 * p.n if no_slip and p.n else 0
     # DAQP's own defaults (tolerance 1e-6, 10000 iterations): the repair is a one-off QP, not a per-tick one
     qp = qp if qp is not None else DenseQP(primal_tol=1e-6, iter_limit=10000)
     try:
-        sol = qp.solve(_identity(nu), -p.qd_des, C if p.n else None, lower if p.n else None, upper if p.n else None,
-                       equalities=equalities)  # fmt: skip
+        sol = qp.solve(_identity(nu), -p.qd_des, C if len(C) else None, lower if len(C) else None,
+                       upper if len(C) else None, equalities=equalities)  # fmt: skip
     except Exception as e:  # back-end errors become a failed repair, not a crash
         va = None
         reason = f"repair QP raised {type(e).__name__}: {e}"
@@ -144,6 +147,25 @@ def repair_desired_velocity(
     if violation > 1e-6:
         return Repair(False, v_next, tau, change, f"repair QP left a violation of {violation:.2e} m/s")
     return Repair(True, v_next, tau, change, "desired velocity repaired")
+
+
+#: singular values of the no-slip rows below this × the largest: dependent directions (:func:`independent_equalities`)
+EQUALITY_RCOND = 1e-9
+
+
+def independent_equalities(A: Array, b: Array, rcond: float = EQUALITY_RCOND) -> tuple[Array, Array]:
+    """The equalities A x = b (A (r, k), b (r,)) as orthonormal rows spanning A's row space: (R (s, k), c (s,)) with
+    R = Σ⁻¹Uᵀ A and c = Σ⁻¹Uᵀ b over the singular values above ``rcond`` × the largest.
+
+    Four corners of a sole give eight tangential rows of rank three, and an active-set QP handed dependent
+    equalities reports them infeasible (Unitree H1 standing under the no-slip LCP). What the dropped directions
+    leave unmet, (I − UUᵀ) b, is caught by the repair's final check on every original row.
+    """
+    if A.shape[0] == 0:
+        return A.copy(), b.copy()
+    U, sigma, Vt = np.linalg.svd(A, full_matrices=False)
+    keep = sigma > rcond * sigma[0] if sigma[0] > 0.0 else np.zeros(len(sigma), dtype=bool)
+    return np.ascontiguousarray(Vt[keep]), (U[:, keep].T @ b) / sigma[keep]
 
 
 _IDENTITIES: dict[int, Array] = {}

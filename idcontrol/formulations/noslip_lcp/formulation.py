@@ -35,6 +35,7 @@ import numpy as np
 from idcontrol.formulations.base import Formulation, check_nonnegative, map_warm_start
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import (
+    REPAIR_INFEASIBLE,
     REPAIRED,
     Repair,
     RepairWorkspaces,
@@ -170,7 +171,9 @@ class NoSlipLCP(Formulation):
         if n_released:
             message += f"; {n_released} unloaded contact(s) released"
         if not found or (self.repair and violated):
-            if fixed[0] >= 0:  # repaired inside the solve, on its own DAQP workspace
+            # repaired inside the solve on its own DAQP workspace, unless that QP was infeasible: the Python path
+            # then hands DAQP the no-slip rows' independent part (redundant contacts make them dependent)
+            if fixed[0] >= 0 and fixed[0] != REPAIR_INFEASIBLE:
                 fix = Repair(fixed[0] == REPAIRED, fixed[1], fixed[2], fixed[4], repair_text(fixed[0], fixed[3]))
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
@@ -212,15 +215,18 @@ def fallback_text(diagnostics: tuple) -> str | None:
     return f"no LCP solution ({text}: no solution); zero normal impulses, then repair"
 
 
-def project_desired_velocity(problem: ContactProblem) -> np.ndarray:
+def project_desired_velocity(problem: ContactProblem, rcond: float = 1e-3) -> np.ndarray:
     """(nu,) rad/s: a q̇_des under which every contact can stand still tangentially for some unactuated velocity.
 
     With J = [S; T] (2n, m): the least-squares unactuated twist V of J_u V = −J_a q̇_des, then the least-norm
     actuated change δ with J_a δ = −(J_u V + J_a q̇_des); returns q̇_des + δ (unchanged when consistent).
+    Directions of J_a or J_u with singular values below ``rcond`` × the largest (the formulation's ``rank_tol``)
+    are left alone: on Unitree H1's 5-DoF legs and narrow soles two such directions at 1e-7 asked 2000 rad/s
+    of q̇_des to cancel 10⁻⁴ m/s of slip.
     """
     p = problem
     J = np.concatenate([p.S, p.T])
     J_a, J_u = J[:, p.actuated], J[:, p.unactuated]
     drift = J_a @ p.qd_des
-    V = rest_correction(J_u, drift)
-    return p.qd_des + rest_correction(J_a, J_u @ V + drift)
+    V = rest_correction(J_u, drift, rcond)
+    return p.qd_des + rest_correction(J_a, J_u @ V + drift, rcond)

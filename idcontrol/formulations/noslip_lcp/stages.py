@@ -314,17 +314,18 @@ BY_PPM, BY_ACTIVE_SET, BY_LEMKE, BY_NONE = 0, 1, 2, 3
 
 
 @njit(cache=True)
-def rest_correction_kernel(J_free, drift):
-    """δ (k,): the least-norm least-squares J_free δ ≈ −drift (see ``consistency.rest_correction``)."""
+def rest_correction_kernel(J_free, drift, rcond):
+    """δ (k,): the least-norm least-squares J_free δ ≈ −drift, directions below ``rcond`` × the largest singular value
+    left alone (see ``consistency.rest_correction``)."""
     if J_free.shape[0] == 0 or J_free.shape[1] == 0:
         return np.zeros(J_free.shape[1])
-    return least_norm_solution(J_free, -drift, 1e-9)
+    return least_norm_solution(J_free, -drift, rcond)
 
 
 @njit(cache=True)
-def projected_velocity(S, T, a, u, qd_des):
+def projected_velocity(S, T, a, u, qd_des, rcond):
     """(nu,) the no-slip-consistent q̇_des for the tangential rows S, T (n, m): see
-    :func:`~idcontrol.formulations.noslip_lcp.formulation.project_desired_velocity`."""
+    :func:`~idcontrol.formulations.noslip_lcp.formulation.project_desired_velocity` (``rcond``: its ``rank_tol``)."""
     n = S.shape[0]
     nu, nb = a.shape[0], u.shape[0]
     J_a = np.empty((2 * n, nu))
@@ -342,13 +343,13 @@ def projected_velocity(S, T, a, u, qd_des):
         for j in range(nu):
             s += J_a[r, j] * qd_des[j]
         drift[r] = s
-    V = rest_correction_kernel(J_u, drift)
+    V = rest_correction_kernel(J_u, drift, rcond)
     for r in range(2 * n):
         s = drift[r]
         for j in range(nb):
             s += J_u[r, j] * V[j]
         drift[r] = s
-    delta = rest_correction_kernel(J_a, drift)
+    delta = rest_correction_kernel(J_a, drift, rcond)
     out = qd_des.copy()
     for j in range(nu):
         out[j] += delta[j]
@@ -473,7 +474,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     the repair: (outcome (−1: not attempted), v⁺, τ, violation left m/s, max change of q̇_des rad/s)).
     """
     n = N.shape[0]
-    qd = projected_velocity(S, T, a, u, qd_des) if project and n else qd_des.copy()
+    qd = projected_velocity(S, T, a, u, qd_des, rank_tol) if project and n else qd_des.copy()
     S_now, T_now = S.copy(), T.copy()
     released = np.zeros(n, dtype=np.bool_)
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
@@ -492,7 +493,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
             if released[c]:
                 S_now[c] = 0.0
                 T_now[c] = 0.0
-        qd = projected_velocity(S_now, T_now, a, u, qd_des) if project else qd
+        qd = projected_velocity(S_now, T_now, a, u, qd_des, rank_tol) if project else qd
         # the last round's loaded contacts start this one: releasing unloaded contacts rarely moves the load,
         # where the previous tick's set would take its pivots again (2.0 a round on 64 contacts, up to 15)
         loaded = active[f_normal[active] > 0.0]
