@@ -18,7 +18,8 @@ from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.formulations.problem import ContactProblem, SolveResult
 from idcontrol.reference import make_reference
 from idcontrol.reference.base import Tracking
-from idcontrol.tools.experiments.certificates import independent_residual, perturbed_states
+from idcontrol.robot.model import RobotModel
+from idcontrol.tools.experiments.certificates import independent_residual, joint_losses, perturbed_states
 
 PYRAMID = ContactModel(friction="pyramid", complementarity=True)
 
@@ -114,6 +115,23 @@ def test_paper_noslip_answers_near_a_stance_are_rejected_and_the_defaults_are_ce
         else:
             assert answer.certificate, answer.message
     assert accepted >= 18  # measured 200 of 200 (idcontrol experiment certificates)
+
+
+def test_the_independent_check_counts_the_motors_share_against_joint_friction() -> None:
+    """Talos' URDF gives its torso, arm and head joints damping and 1 N·m of dry friction, which the controller's
+    torques overcome: with that share (Pinocchio's model.damping and model.friction) the independent residual of
+    every formulation's answers is rounding; it read 1.5 N·m on every answer without it."""
+    talos = RobotModel("talos")
+    assert np.any(np.asarray(talos.model.friction)[talos.actuated_dofs] > 0)
+    tracking = Tracking(np.zeros(talos.nu), np.zeros(talos.nu))
+    for name in ("two_stage_qp", "coulomb_lcp", "noslip_lcp"):
+        controller = InverseDynamicsController(talos, formulation=name)
+        for state, qdd_des in perturbed_states(talos, 3, np.random.default_rng(5)):
+            controller.formulation.reset()
+            answer = controller.solve(state, qdd_des, tracking)
+            assert answer.found, answer.message
+            assert np.abs(joint_losses(talos, state.q, state.v, controller.dt)).max() > 0.5  # N·m: it matters
+            assert independent_residual(talos, state, answer, controller.last_contacts, controller.dt) <= 1e-6
 
 
 class Spoiling(Formulation):

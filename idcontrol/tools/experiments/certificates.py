@@ -9,7 +9,12 @@ within 0.2 mm of the floor (above or below). Each formulation answers every stat
 For every ``found`` answer, the independent check recomputes, with Pinocchio's recursive Newton-Euler
 (``rnea``) and its own frame Jacobians at the contact points (not the controller's rows),
 
-    r = rnea(q, v, (v⁺ − v)/Δt) − Pᵀτ − Σᵢ Jᵢ(pᵢ)ᵀ fᵢ,
+    r = rnea(q, v, (v⁺ − v)/Δt) − Pᵀ(τ − τ_joint) − Σᵢ Jᵢ(pᵢ)ᵀ fᵢ,
+
+where τ_joint is what the motors spend against the URDF's joint damping D and dry friction F (Pinocchio's
+``model.damping``, ``model.friction``; zero on most robots), the controller's documented feed-forward at the
+states' velocities: D q̇ + clip(M_jj q̇ / (r Δt), −F, F), M_jj from Pinocchio's ``crba``, r the controller's
+``FRICTION_RAMP``. Left out, Talos' joint friction of 1 N·m reads as a residual of 1.5 N·m on every answer.
 
 and requires max |r| ≤ 1e-6 N·m (N), f_N ≥ 0, the torques within 30 times the limits and the summed contact
 force magnitudes within m (10 g + (v_c + 1 m/s)/Δt), v_c the fastest contact point (Pinocchio's frame
@@ -26,7 +31,7 @@ import numpy as np
 import pinocchio as pin
 
 from idcontrol import jsontext
-from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.controller import FRICTION_RAMP, InverseDynamicsController
 from idcontrol.control.state import RobotState
 from idcontrol.formulations import certificate
 from idcontrol.reference.base import Tracking
@@ -76,6 +81,15 @@ def perturbed_states(robot: RobotModel, count: int, rng: np.random.Generator) ->
     return out
 
 
+def joint_losses(robot: RobotModel, q: np.ndarray, v: np.ndarray, dt: float) -> np.ndarray:
+    """(nu,) N·m the motors add against the URDF's joint damping and dry friction at velocity v (see module)."""
+    model = robot.model
+    dofs = robot.actuated_dofs
+    damping, friction = np.asarray(model.damping)[dofs], np.asarray(model.friction)[dofs]
+    inertia = np.diagonal(pin.crba(model, model.createData(), q))[dofs]
+    return damping * v[dofs] + np.clip(inertia * v[dofs] / (FRICTION_RAMP * dt), -friction, friction)
+
+
 def independent_residual(robot: RobotModel, state: RobotState, result, contacts, dt: float) -> float:
     """max |rnea(q, v, (v⁺ − v)/Δt) − Pᵀτ − Σ Jᵢᵀ fᵢ|, N·m, with Pinocchio's own kinematics (see module)."""
     model, data = robot.model, robot.model.createData()
@@ -83,7 +97,7 @@ def independent_residual(robot: RobotModel, state: RobotState, result, contacts,
     nv = robot.nv
     accel = (result.v_next[:nv] - v) / dt
     generalized = pin.rnea(model, data, q, v, accel).copy()
-    generalized[robot.actuated_dofs] -= result.tau
+    generalized[robot.actuated_dofs] -= result.tau - joint_losses(robot, q, v, dt)
     pin.computeJointJacobians(model, data, q)
     pin.updateFramePlacements(model, data)
 
