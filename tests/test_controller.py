@@ -228,22 +228,27 @@ def test_redundant_coplanar_and_duplicated_contacts(quadruped: RobotModel, name:
 @pytest.mark.parametrize("sway", [0.5, 5.0, 15.0])
 def test_noslip_release_round_starts_from_the_last_rounds_load(quadruped: RobotModel, sway: float) -> None:
     """Standing on 16 samples per foot, a few hundredths of a mrad off the stance, the no-slip LCP leaves some
-    samples unloaded and releases their tangential rows: the round that solves again starts from the loaded ones
-    of the round before, so the whole solve (pivots counted over every round) costs at most two pivots more than
-    the same solve without releasing, where a cold restart took as many again (15-32 on these states)."""
+    samples unloaded and releases their tangential rows. Without the friction share, Algorithm 1 leaves tangential
+    forces on some of them and the problem is solved again: that round starts from the loaded ones of the round
+    before, so the whole solve (pivots counted over every round) costs at most two pivots more than the same solve
+    without releasing, where a cold restart took as many again (15-32 on these states). With the share (the
+    default) they carry only its floor, set to zero: no new round, not one pivot more."""
     joints = [quadruped.model.joints[quadruped.model.getJointId(j)].idx_q for j in quadruped.actuated_joints]
     q = quadruped.standing_configuration()
     q[joints] += 1e-4 * np.sin(sway + np.arange(quadruped.nu))
     pivots = {}
-    for release in (False, True):
-        controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", samples_per_contact=16,
-                                               formulation_options={"release_unloaded": release})  # fmt: skip
-        result = controller.solve(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
-        assert result.found, result.message
-        assert ("released" in result.message) == release, result.message
-        pivots[release] = result.iterations
-    assert pivots[False] >= 10  # cold, from one contact: the LCP's work is real
-    assert pivots[False] < pivots[True] <= pivots[False] + 2, pivots  # the release round counted, and cheap
+    for share in (False, True):
+        for release in (False, True):
+            controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", samples_per_contact=16,
+                                                   formulation_options={"release_unloaded": release,
+                                                                        "share_friction": share})  # fmt: skip
+            result = controller.solve(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
+            assert result.found, result.message
+            assert ("released" in result.message) == release, result.message
+            pivots[share, release] = result.iterations
+    assert pivots[False, False] >= 10  # cold, from one contact: the LCP's work is real
+    assert pivots[False, False] < pivots[False, True] <= pivots[False, False] + 2, pivots  # a new round, cheap
+    assert pivots[True, True] == pivots[True, False], pivots
 
 
 # joint offsets (hip flexion, knee) that lift each foot of our quadruped about 8 cm, by q index of the leg's HAA

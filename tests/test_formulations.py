@@ -144,6 +144,38 @@ def test_project_desired_velocity_is_no_slip_consistent_and_idempotent(seed: int
     np.testing.assert_allclose(project_desired_velocity(replace(problem, qd_des=qd)), qd, atol=1e-12)
 
 
+def test_noslip_lcp_releases_feet_hovering_by_micrometres_without_a_second_round() -> None:
+    """Solo12 standing with joint angles swayed by 0.1 mrad (the bench's states): two diagonal feet hover µm above
+    the floor and the friction share leaves them ~10⁻⁶ N of tangential force. They lose their rows with no
+    tangential force and the answer is the one-round answer's within 10⁻⁵ N·m; the controller certifies it. (A
+    second solve had answered the same torques, 10⁻⁶ N·m apart, and doubled the bench's no-slip tick.)"""
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.state import RobotState
+    from idcontrol.reference.base import Tracking
+    from idcontrol.robot.model import RobotModel
+
+    robot = RobotModel("solo12")
+    controller = InverseDynamicsController(robot, formulation="noslip_lcp")
+    q0 = robot.standing_configuration()
+    joints = [robot.model.joints[robot.model.getJointId(j)].idx_q for j in robot.actuated_joints]
+    tracking = Tracking(np.zeros(robot.nu), np.zeros(robot.nu))
+    hovering = 0
+    for i in range(0, 400, 20):
+        q = q0.copy()
+        q[joints] += 1e-4 * np.sin(0.05 * i + np.arange(robot.nu))
+        state = RobotState(q=q, v=np.zeros(robot.nv))
+        problem, _ = controller.build_problem(state, np.zeros(robot.nu), tracking, checked=True)
+        one_round = NoSlipLCP(release_unloaded=False).solve(problem)
+        result = NoSlipLCP().solve(problem)
+        assert result.found, result.message
+        unloaded = result.f_normal <= 0.0
+        hovering += int(unloaded.sum())
+        assert np.all(result.f_s[unloaded] == 0.0) and np.all(result.f_t[unloaded] == 0.0)
+        np.testing.assert_allclose(result.tau, one_round.tau, atol=1e-5)
+        assert controller.solve(state, np.zeros(robot.nu), tracking).found
+    assert hovering >= 20  # two feet on most states: what the case is about
+
+
 def _h1_stance(tag: str) -> ContactProblem:
     """A no-slip problem recorded from Unitree H1 standing in MuJoCo (``robot init`` of unitree_ros' h1.urdf,
     ``launch/stand.toml --formulation noslip_lcp``): eight corner spheres on two 28 x 3 cm soles of 5-DoF legs, 16

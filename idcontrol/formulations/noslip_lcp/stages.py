@@ -308,6 +308,11 @@ def noslip_finish(red, data, f_normal, refine, share):
 # ---------------------------------------------------------------------------------------------------------------------
 # the whole solve in one call
 
+#: an unloaded contact's tangential forces below this × the largest normal force are none (``release_unloaded``):
+#: the friction share (:func:`share_tangential`) leaves it ~10⁻⁶ of the load by its weight floor, and releasing it
+#: for that in a new round solved Solo12's standing problem twice a tick to change the torques by 10⁻⁶ N·m
+RELEASE_FLOOR = 1e-4
+
 #: which solver answered the LCP (:func:`noslip_solve`): Algorithm 2, its active-set fallback, regularized Lemke,
 #: or none (zero normal impulses, for the repair)
 BY_PPM, BY_ACTIVE_SET, BY_LEMKE, BY_NONE = 0, 1, 2, 3
@@ -395,11 +400,12 @@ def _solve_normal_lcp(B, s, r, warm, tol):
 
 
 @njit(cache=True)
-def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share):
+def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, quiet):
     """Algorithms 1 and 2 (with their fallbacks) and the linear algebra after them, for tangential rows S, T and
-    the desired velocity ``qd_des``. Returns (ok: M_uu positive definite, pivots, active indices, kept rows, f_N,
-    v⁺, τ, f_S, f_T, diagnostics (the BY_* solver that answered, PPM's status, its active count, the factor's
-    rows, the active-set method's status or −1, Lemke's ε or −1 when it was not run)."""
+    the desired velocity ``qd_des``; with ``quiet``, an unloaded contact's tangential forces under ``RELEASE_FLOOR``
+    of the largest normal force are set to zero and v⁺, τ follow. Returns (ok: M_uu positive definite, pivots,
+    active indices, kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (the BY_* solver that answered, PPM's status, its
+    active count, the factor's rows, the active-set method's status or −1, Lemke's ε or −1 when it was not run))."""
     n = N.shape[0]
     ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
     empty = np.zeros(0)
@@ -445,6 +451,21 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     # complementarity in the robot's coordinates, not only the whitened ones (refine: a vertex answer's);
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
     v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found)
+    if quiet and found and n:  # an unloaded contact's share-floor friction (see RELEASE_FLOOR): none, and the motion
+        floor = RELEASE_FLOOR * f_normal.max()
+        quieted = False
+        for c in range(n):
+            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and abs(f_s[c]) <= floor \
+                    and abs(f_t[c]) <= floor:  # fmt: skip
+                f_s[c] = 0.0
+                f_t[c] = 0.0
+                quieted = True
+        if quieted:
+            y = np.empty(3 * n)
+            y[:n] = f_normal
+            y[n : 2 * n] = f_s
+            y[2 * n :] = f_t
+            v_next, tau = velocity_and_torque(red, red.R_w, red.R, y)
     rows = stacked_rows(B, root)  # the factor's rows: Algorithm 2's rank bound
     return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, rows,
                                                                          as_status, lemke_eps)  # fmt: skip
@@ -478,27 +499,24 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     S_now, T_now = S.copy(), T.copy()
     released = np.zeros(n, dtype=np.bool_)
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-        M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share)
+        M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, release_unloaded)
     rounds_pivots = pivots
     while ok and release_unloaded and diagnostics[0] != BY_NONE:
         more = False
         for c in range(n):
-            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and not released[c]:
-                released[c] = True
-                more = True
-        if not more:
-            break
-        S_now, T_now = S.copy(), T.copy()
-        for c in range(n):
-            if released[c]:
+            if f_normal[c] <= 0.0 and not released[c]:
+                released[c] = True  # its rows go; solved again only if it carried a tangential force
+                more = more or f_s[c] != 0.0 or f_t[c] != 0.0
                 S_now[c] = 0.0
                 T_now[c] = 0.0
+        if not more:
+            break
         qd = projected_velocity(S_now, T_now, a, u, qd_des, rank_tol) if project else qd
         # the last round's loaded contacts start this one: releasing unloaded contacts rarely moves the load,
         # where the previous tick's set would take its pivots again (2.0 a round on 64 contacts, up to 15)
         loaded = active[f_normal[active] > 0.0]
         ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-            M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share)
+            M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
         rounds_pivots += pivots
     violated = False
     if ok and n:
