@@ -96,10 +96,11 @@ class NoSlipLCP(Formulation):
         A gait's stance legs rarely keep the distance between two planted feet fixed; without this the
         Section 4.5 repair changes q̇_des after the solve, with the contact forces of the inconsistent one.
     release_unloaded : a contact the LCP leaves without normal force (a foot landing or lifting) keeps its
-        normal row but loses its two tangential rows, and the problem is solved again, until no unloaded
-        contact carries a tangential force (one under 10⁻⁴ of the largest normal force, ``RELEASE_FLOOR``, loses
-        its rows without a new round). With μ = ∞ a contact at f_N = 0 may hold any tangential force; a real
-        floor gives none, and torques that count on one slide or lift the other feet.
+        normal row but loses its two tangential rows, and, if one of them carried a tangential force, the problem
+        is solved again, until no unloaded contact carries one (a force under 10⁻⁴ of the largest normal force,
+        ``RELEASE_FLOOR``, the friction share's floor, is set to zero instead). With μ = ∞ a contact at f_N = 0
+        may hold any tangential force; a real floor gives none, and torques that count on one slide or lift the
+        other feet.
     share_friction : among the tangential forces that give the same impulse along the directions Find-Indices
         kept, take the one minimizing Σᵢ |f_T,i|² / f_N,i (forces in proportion to the normal forces:
         :func:`.stages.share_tangential`). Algorithm 1 otherwise puts the whole tangential force on the rows it

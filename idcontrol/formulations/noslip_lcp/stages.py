@@ -481,9 +481,9 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
                  release_unloaded, share, repair, repairs):  # fmt: skip
     """The no-slip LCP's solve in one call (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`): ``project``
     q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
-    contact left without normal force but with a tangential one removed and the problem solved again (q̇_des
-    projected again for the rows kept, the LCP warm-started from the last round's loaded contacts), until none
-    is left.
+    contact left without normal force removed, and, while one of them carried a tangential force (above the
+    ``RELEASE_FLOOR``: below it, zero), the problem solved again (q̇_des projected again for the rows kept, the
+    LCP warm-started from the last round's loaded contacts).
 
     Then, with ``repair``, when v⁺ violates a constraint (penetrates or slips by more than
     :data:`~idcontrol.formulations.consistency.REPAIR_TOL`) or the LCP had no solution, the Section 4.5 repair on

@@ -91,7 +91,8 @@ def joint_losses(robot: RobotModel, q: np.ndarray, v: np.ndarray, dt: float) -> 
 
 
 def independent_residual(robot: RobotModel, state: RobotState, result, contacts, dt: float) -> float:
-    """max |rnea(q, v, (v⁺ − v)/Δt) − Pᵀτ − Σ Jᵢᵀ fᵢ|, N·m, with Pinocchio's own kinematics (see module)."""
+    """max |rnea(q, v, (v⁺ − v)/Δt) − Pᵀ(τ − τ_joint) − Σ Jᵢᵀ fᵢ|, N·m, with Pinocchio's own kinematics (see
+    module)."""
     model, data = robot.model, robot.model.createData()
     q, v = state.q, state.v
     nv = robot.nv
