@@ -47,9 +47,9 @@ def test_standing_predictions_match_both_simulators(quick):
 
 
 def test_a_failed_cell_says_why_and_the_report_shows_every_cell(quick):
-    """The no-slip LCP fails the grasp in Drake (a single fingertip's no-slip rows ask more torque than the arm has:
-    the certificate stops it; it had dropped the box before its repair met dependent rows); the JSON and the
-    report say how and when; sensed_id predicts no force."""
+    """The no-slip LCP fails the grasp in Drake (it drops the box, or the certificate stops it first: which one
+    turns on rounding in its projection and repair); the JSON and the report say how and when; sensed_id predicts
+    no force."""
     folder, by = quick
     failed = by["grasp/drake/noslip_lcp"]
     assert not succeeded(failed) and (failed["end_reason"] or failed["object_dropped_at_s"] is not None)

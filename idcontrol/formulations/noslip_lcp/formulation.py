@@ -43,7 +43,14 @@ from idcontrol.formulations.consistency import (
     repair_text,
     rest_correction,
 )
-from idcontrol.formulations.noslip_lcp.stages import BY_ACTIVE_SET, BY_LEMKE, BY_NONE, BY_PPM, noslip_solve
+from idcontrol.formulations.noslip_lcp.stages import (
+    BY_ACTIVE_SET,
+    BY_LEMKE,
+    BY_NONE,
+    BY_PPM,
+    PROJECTION_RCOND,
+    noslip_solve,
+)
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
 from idcontrol.formulations.reduced import call_compiled, reduction_arguments
 from idcontrol.solvers.ppm import (
@@ -217,14 +224,14 @@ def fallback_text(diagnostics: tuple) -> str | None:
     return f"no LCP solution ({text}: no solution); zero normal impulses, then repair"
 
 
-def project_desired_velocity(problem: ContactProblem, rcond: float = 1e-3) -> np.ndarray:
+def project_desired_velocity(problem: ContactProblem, rcond: float = PROJECTION_RCOND) -> np.ndarray:
     """(nu,) rad/s: a q̇_des under which every contact can stand still tangentially for some unactuated velocity.
 
     With J = [S; T] (2n, m): the least-squares unactuated twist V of J_u V = −J_a q̇_des, then the least-norm
     actuated change δ with J_a δ = −(J_u V + J_a q̇_des); returns q̇_des + δ (unchanged when consistent).
-    Directions of J_a or J_u with singular values below ``rcond`` × the largest (the formulation's ``rank_tol``)
-    are left alone: on Unitree H1's 5-DoF legs and narrow soles two such directions at 1e-7 asked 2000 rad/s
-    of q̇_des to cancel 10⁻⁴ m/s of slip.
+    Directions of J_a or J_u with singular values below ``rcond`` × the largest are left alone
+    (:data:`~.stages.PROJECTION_RCOND`): on Unitree H1's 5-DoF legs and narrow soles such directions asked
+    2000 rad/s of q̇_des to cancel 10⁻⁴ m/s of slip.
     """
     p = problem
     J = np.concatenate([p.S, p.T])

@@ -313,6 +313,12 @@ def noslip_finish(red, data, f_normal, refine, share):
 #: for that in a new round solved Solo12's standing problem twice a tick to change the torques by 10⁻⁶ N·m
 RELEASE_FLOOR = 1e-4
 
+#: the projection of q̇_des (``project``) leaves directions below this × the largest singular value alone: Unitree
+#: H1's soles have spurious ones at 10⁻⁷ (answered with 2000 rad/s at 10⁻⁹). Measured at 10⁻³ / 10⁻⁴ / 10⁻⁶: the
+#: arm's recorded grasp needed the repair on 97 / 25 / 36 % of its ticks (36 % at 10⁻⁹), the quadruped's trot
+#: tracked 0.008 / 0.009 / 0.019 rad (docs/locomotion.md)
+PROJECTION_RCOND = 1e-4
+
 #: which solver answered the LCP (:func:`noslip_solve`): Algorithm 2, its active-set fallback, regularized Lemke,
 #: or none (zero normal impulses, for the repair)
 BY_PPM, BY_ACTIVE_SET, BY_LEMKE, BY_NONE = 0, 1, 2, 3
@@ -329,8 +335,8 @@ def rest_correction_kernel(J_free, drift, rcond):
 
 @njit(cache=True)
 def projected_velocity(S, T, a, u, qd_des, rcond):
-    """(nu,) the no-slip-consistent q̇_des for the tangential rows S, T (n, m): see
-    :func:`~idcontrol.formulations.noslip_lcp.formulation.project_desired_velocity` (``rcond``: its ``rank_tol``)."""
+    """(nu,) the no-slip-consistent q̇_des for the tangential rows S, T (n, m) (``rcond``: ``PROJECTION_RCOND``):
+    see :func:`~idcontrol.formulations.noslip_lcp.formulation.project_desired_velocity`."""
     n = S.shape[0]
     nu, nb = a.shape[0], u.shape[0]
     J_a = np.empty((2 * n, nu))
@@ -495,7 +501,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     the repair: (outcome (−1: not attempted), v⁺, τ, violation left m/s, max change of q̇_des rad/s)).
     """
     n = N.shape[0]
-    qd = projected_velocity(S, T, a, u, qd_des, rank_tol) if project and n else qd_des.copy()
+    qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
     S_now, T_now = S.copy(), T.copy()
     released = np.zeros(n, dtype=np.bool_)
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
@@ -511,7 +517,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
                 T_now[c] = 0.0
         if not more:
             break
-        qd = projected_velocity(S_now, T_now, a, u, qd_des, rank_tol) if project else qd
+        qd = projected_velocity(S_now, T_now, a, u, qd_des, PROJECTION_RCOND) if project else qd
         # the last round's loaded contacts start this one: releasing unloaded contacts rarely moves the load,
         # where the previous tick's set would take its pivots again (2.0 a round on 64 contacts, up to 15)
         loaded = active[f_normal[active] > 0.0]
