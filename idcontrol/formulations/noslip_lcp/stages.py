@@ -3,7 +3,7 @@
 * :func:`noslip_setup`: Algorithm 1 and the LCP data: a :class:`NoSlipData` record, and B, r of
   LCP(r, BᵀB) for Algorithm 2 (a generic solver, :mod:`idcontrol.solvers.ppm`);
 * :func:`noslip_finish`: from the LCP's normal forces, their refinement, the kept tangential forces, v⁺, τ
-  and, optionally, the tangential forces shared in proportion to the normal ones;
+  and, optionally, the tangential forces shared in proportion to the normal ones and none on an unloaded contact;
 * :func:`noslip_solve`: the whole solve, the options' projection and release loop included, in one call.
 
 See :mod:`idcontrol.formulations.noslip_lcp.formulation` for the mathematics.
@@ -283,35 +283,47 @@ def share_tangential(red, data, f_normal, f_s, f_t):
     return True, y_new[:n].copy(), y_new[n:].copy()
 
 
-@njit((RECORD, NOSLIP_DATA, VECTOR, boolean, boolean), cache=True)
-def noslip_finish(red, data, f_normal, refine, share):
-    """v⁺ (m,), τ (nu,) N·m, f_S, f_T (n,) N from the LCP's normal forces ``f_normal`` (N, refined in place when
-    ``refine``: :func:`refine_normal_forces`), the kept rows' tangential forces (:func:`kept_rows_solution`)
-    and, when ``share``, those shared in proportion to the normal forces (:func:`share_tangential`)."""
-    if refine:
-        refine_normal_forces(red, data, f_normal)
-    v, tau, f_s, f_t = kept_rows_solution(red, data, f_normal)
-    if share and f_normal.shape[0] > 1:
-        shared, f_s_new, f_t_new = share_tangential(red, data, f_normal, f_s, f_t)
-        if shared:
-            n = f_normal.shape[0]
-            y = np.empty(3 * n)
-            y[:n] = f_normal
-            y[n : 2 * n] = f_s_new
-            y[2 * n :] = f_t_new
-            v, tau = velocity_and_torque(red, red.R_w, red.R, y)
-            f_s, f_t = f_s_new, f_t_new
-    return v, tau, f_s, f_t
-
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# the whole solve in one call
-
 #: an unloaded contact's tangential forces below this × the largest normal force are none (``release_unloaded``):
 #: the friction share (:func:`share_tangential`) leaves it ~10⁻⁶ of the load by its weight floor, and releasing it
 #: for that in a new round solved Solo12's standing problem twice a tick to change the torques by 10⁻⁶ N·m
 RELEASE_FLOOR = 1e-4
+
+
+@njit((RECORD, NOSLIP_DATA, VECTOR, boolean, boolean, boolean), cache=True)
+def noslip_finish(red, data, f_normal, refine, share, quiet):
+    """v⁺ (m,), τ (nu,) N·m, f_S, f_T (n,) N from the LCP's normal forces ``f_normal`` (N, refined in place when
+    ``refine``: :func:`refine_normal_forces`), the kept rows' tangential forces (:func:`kept_rows_solution`),
+    when ``share``, those shared in proportion to the normal forces (:func:`share_tangential`), and with
+    ``quiet`` an unloaded contact's tangential forces under ``RELEASE_FLOOR`` of the largest normal force set to
+    zero; v⁺ and τ follow the forces kept, computed once."""
+    n = f_normal.shape[0]
+    if refine:
+        refine_normal_forces(red, data, f_normal)
+    v, tau, f_s, f_t = kept_rows_solution(red, data, f_normal)
+    changed = False
+    if share and n > 1:
+        shared, f_s_new, f_t_new = share_tangential(red, data, f_normal, f_s, f_t)
+        if shared:
+            f_s, f_t, changed = f_s_new, f_t_new, True
+    if quiet and n:  # the share's floor on an unloaded contact (see RELEASE_FLOOR): none
+        floor = RELEASE_FLOOR * f_normal.max()
+        for c in range(n):
+            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and abs(f_s[c]) <= floor \
+                    and abs(f_t[c]) <= floor:  # fmt: skip
+                f_s[c] = 0.0
+                f_t[c] = 0.0
+                changed = True
+    if changed:
+        y = np.empty(3 * n)
+        y[:n] = f_normal
+        y[n : 2 * n] = f_s
+        y[2 * n :] = f_t
+        v, tau = velocity_and_torque(red, red.R_w, red.R, y)
+    return v, tau, f_s, f_t
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the whole solve in one call
 
 #: the projection of q̇_des (``project``) leaves directions below this × the largest singular value alone: Unitree
 #: H1's soles have spurious ones at 10⁻⁷ (answered with 2000 rad/s at 10⁻⁹). Measured at 10⁻³ / 10⁻⁴ / 10⁻⁶: the
@@ -456,22 +468,7 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     f_normal = z.copy()
     # complementarity in the robot's coordinates, not only the whitened ones (refine: a vertex answer's);
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
-    v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found)
-    if quiet and found and n:  # an unloaded contact's share-floor friction (see RELEASE_FLOOR): none, and the motion
-        floor = RELEASE_FLOOR * f_normal.max()
-        quieted = False
-        for c in range(n):
-            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and abs(f_s[c]) <= floor \
-                    and abs(f_t[c]) <= floor:  # fmt: skip
-                f_s[c] = 0.0
-                f_t[c] = 0.0
-                quieted = True
-        if quieted:
-            y = np.empty(3 * n)
-            y[:n] = f_normal
-            y[n : 2 * n] = f_s
-            y[2 * n :] = f_t
-            v_next, tau = velocity_and_torque(red, red.R_w, red.R, y)
+    v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found, quiet and found)
     rows = stacked_rows(B, root)  # the factor's rows: Algorithm 2's rank bound
     return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, rows,
                                                                          as_status, lemke_eps)  # fmt: skip
