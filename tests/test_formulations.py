@@ -157,7 +157,7 @@ def test_noslip_lcp_releases_feet_hovering_by_micrometres_without_a_second_round
     robot = RobotModel("solo12")
     controller = InverseDynamicsController(robot, formulation="noslip_lcp")
     q0 = robot.standing_configuration()
-    joints = [robot.model.joints[robot.model.getJointId(j)].idx_q for j in robot.actuated_joints]
+    joints = robot.actuated_idx_q
     tracking = Tracking(np.zeros(robot.nu), np.zeros(robot.nu))
     hovering = 0
     for i in range(0, 400, 20):

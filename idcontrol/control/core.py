@@ -138,9 +138,7 @@ class ControlCore:
         self.gains = robot.gains
         self.filter = SafetyFilter(robot, self.safety, self.dt)
         self.tau_limit = self.filter.tau_limit
-        self._idx_q = np.asarray(
-            [robot.model.joints[robot.model.getJointId(n)].idx_q for n in robot.actuated_joints], dtype=np.intp
-        )
+        self._idx_q = robot.actuated_idx_q
         self._idx_v = np.asarray(robot.actuated_dofs, dtype=np.intp)
         self._zero = np.zeros(robot.nu)
         self._tau_prev: Array | None = None  # the last run-mode torque sent (reused by a failed solve)

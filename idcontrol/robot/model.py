@@ -82,6 +82,7 @@ class RobotModel:
     ----------
     actuated_dofs : (nu,) indices into ``v`` of the actuated joints (the
         selection matrix P of the paper picks these).
+    actuated_idx_q : (nu,) indices into ``q`` of the actuated (one-DoF) joints.
     unactuated_dofs : (nv - nu,) the remaining indices (floating base first).
     torque_limits : (nu,) N·m (or N for prismatic joints).
     """
@@ -112,6 +113,7 @@ class RobotModel:
             dofs.extend(range(j.idx_v, j.idx_v + j.nv))
         self.actuated_joints: tuple[str, ...] = tuple(actuated)
         self.actuated_dofs: IntArray = np.asarray(dofs, dtype=np.intp)
+        self.actuated_idx_q: IntArray = np.asarray([m.joints[m.getJointId(n)].idx_q for n in actuated], dtype=np.intp)
         mask = np.ones(self.nv, dtype=bool)
         mask[self.actuated_dofs] = False
         self.unactuated_dofs: IntArray = np.flatnonzero(mask)
@@ -245,17 +247,13 @@ class RobotModel:
 
     def joint_positions(self, q: Array) -> Array:
         """(nu,) actuated joint positions taken from a configuration (one-DoF joints)."""
-        return np.asarray(q)[self._actuated_idx_q()]
-
-    def _actuated_idx_q(self) -> list[int]:
-        return [self.model.joints[self.model.getJointId(n)].idx_q for n in self.actuated_joints]
+        return np.asarray(q)[self.actuated_idx_q]
 
     def actuated_position_limits(self) -> tuple[Array, Array]:
         """(q_min, q_max), each (nu,): the actuated joints' URDF position limits, rad or m (±inf for a joint
         without limits, which the model holds as none or as an empty interval)."""
-        idx_q = self._actuated_idx_q()
-        lower = np.asarray(self.model.lowerPositionLimit, dtype=float)[idx_q]
-        upper = np.asarray(self.model.upperPositionLimit, dtype=float)[idx_q]
+        lower = np.asarray(self.model.lowerPositionLimit, dtype=float)[self.actuated_idx_q]
+        upper = np.asarray(self.model.upperPositionLimit, dtype=float)[self.actuated_idx_q]
         bounded = lower < upper
         return np.where(bounded, lower, -np.inf), np.where(bounded, upper, np.inf)
 

@@ -102,7 +102,7 @@ def bench_scenario(
     q0 = robot.standing_configuration()
     q = q0.copy()
     v = np.zeros(robot.nv)
-    joints_q = [robot.model.joints[robot.model.getJointId(j)].idx_q for j in robot.actuated_joints]
+    joints_q = robot.actuated_idx_q
     nu = robot.nu
     qdd = np.zeros(nu)
     tracking = Tracking(np.zeros(nu), np.zeros(nu))

@@ -62,7 +62,7 @@ def perturbed_states(robot: RobotModel, count: int, rng: np.random.Generator) ->
     """``count`` (state, q̈_des) pairs near the robot's stance (see the module docstring)."""
     model, data = robot.model, robot.model.createData()
     q0 = robot.standing_configuration()
-    idx_q = [model.joints[model.getJointId(j)].idx_q for j in robot.actuated_joints]
+    idx_q = robot.actuated_idx_q
     out = []
     for _ in range(count):
         q = q0.copy()
