@@ -8,17 +8,20 @@ from idcontrol.tools.cli import main
 
 
 def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
-    """``idcontrol bench --json`` prints a table and writes rows: robot, formulation, contacts, p50/p99/max, ticks."""
+    """``idcontrol bench --json`` prints a table and writes rows: robot, formulation, contacts, p50/p99/max, ticks;
+    a robot standing in two rows per formulation (the same state every tick, and swayed), Fig. 19 swayed."""
     out = tmp_path / "bench.json"
     code = main(["bench", "--ticks", "100", "--scenarios", "quadruped,fig19", "--contacts", "8",
                  "--formulations", "noslip_lcp,two_stage_qp", "--json", str(out)])  # fmt: skip
     assert code == 0
     rows = json.loads(out.read_text())
-    assert [(r["robot"], r["formulation"], r["contacts"]) for r in rows] == [
-        ("quadruped", "noslip_lcp", 4),
-        ("quadruped", "two_stage_qp", 4),
-        ("quadruped", "noslip_lcp", 8),
-        ("quadruped", "two_stage_qp", 8),
+    assert [(r["robot"], r["formulation"], r["contacts"], r["state"]) for r in rows] == [
+        ("quadruped", "noslip_lcp", 4, "still"),
+        ("quadruped", "noslip_lcp", 4, "sway"),
+        ("quadruped", "two_stage_qp", 4, "still"),
+        ("quadruped", "two_stage_qp", 4, "sway"),
+        ("quadruped", "noslip_lcp", 8, "sway"),
+        ("quadruped", "two_stage_qp", 8, "sway"),
     ]
     for row in rows:
         assert row["ticks"] >= 50 and row["found_fraction"] == 1.0

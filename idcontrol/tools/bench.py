@@ -2,15 +2,14 @@
 
 Each tick is timed whole, as the daemon would run it: the state's validation, model update, contact
 detection, problem assembly, the solve and its certificate (the desired accelerations and tracking
-errors are the daemon's own, so they are not validated again). The state is perturbed slightly
-from tick to tick (small joint-angle oscillations) so warm starts see
-realistic, not identical, problems. The perturbation moves the joint angles
-only (by up to 1e-4 rad, at rest), so no-slip requests stay consistent. Scenarios:
+errors are the daemon's own, so they are not validated again). Scenarios:
 
-* ``quadruped``: our quadruped standing on its four feet;
-* ``solo12``: Solo12 standing as in the TSID reference (base 0.24 m, legs
-  ±0.8/∓1.6 rad), when example-robot-data is installed;
-* ``fig19``: the paper's Fig. 19, the quadruped with the contacts at each foot
+* a robot's name (``quadruped``, ``solo12``, ...): the robot standing on its feet, in two rows per formulation:
+  ``still``, the same state every tick, as the TSID reference times Solo12 (base 0.24 m, legs ±0.8/∓1.6 rad), and
+  ``sway``, the joint angles swayed from tick to tick by up to :data:`SWAY_RAD` at rest, so that warm starts see
+  problems that differ (the feet then move by micrometres with v = 0, and the formulations correct the gaps that
+  opens or closes);
+* ``fig19``: the paper's Fig. 19, the quadruped (swayed) with the contacts at each foot
   multiplied (4, 8, 16, 32, 64, 128 contacts in all);
 * ``transport``: the floor under any round trip on this machine: a quadruped
   state sent over loopback ZeroMQ to a second process that decodes it and
@@ -60,6 +59,8 @@ FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
 SPECIAL_SCENARIOS = (*WORKLOADS, "fig19", "gap", "transport", "coupling", "daemon", "rigid_sim", "drake_sim", "ess_sim")
 #: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
 COULOMB_MAX_CONTACTS = 8
+#: rad: the largest change of a joint angle from the standing posture in a swayed row
+SWAY_RAD = 1e-4
 
 
 @dataclass
@@ -78,6 +79,7 @@ class BenchRow:
     contacts_us: float
     build_us: float
     solve_us: float
+    state: str = "sway"  # "still": the same state every tick; "sway": joint angles swayed by up to SWAY_RAD
 
 
 def cpu_name() -> str:
@@ -91,9 +93,15 @@ def cpu_name() -> str:
 
 
 def bench_scenario(
-    robot: RobotModel, formulation: str, ticks: int, samples_per_contact: int = 1, row_budget_s: float = 30.0
+    robot: RobotModel,
+    formulation: str,
+    ticks: int,
+    samples_per_contact: int = 1,
+    row_budget_s: float = 30.0,
+    sway_rad: float = SWAY_RAD,
 ) -> BenchRow:
-    """Time ``ticks`` whole controller ticks on the robot's standing posture.
+    """Time ``ticks`` whole controller ticks on the robot's standing posture, its joint angles swayed by up to
+    ``sway_rad`` (rad, at rest; 0: the same state every tick).
 
     Rows whose ticks are slow (many contacts) run fewer ticks, so that one row
     takes about ``row_budget_s``; the row reports how many it ran.
@@ -121,7 +129,8 @@ def bench_scenario(
     gc.collect()
     gc.freeze()
     for i in range(warmup + ticks):
-        q[joints_q] = q0[joints_q] + 1e-4 * np.sin(0.05 * i + np.arange(nu))  # sway by up to 0.1 mrad
+        if sway_rad:
+            q[joints_q] = q0[joints_q] + sway_rad * np.sin(0.05 * i + np.arange(nu))
         state = RobotState(q=q, v=v, objects=objects)
         cpu_start = time.process_time_ns()
         start = time.perf_counter()
@@ -155,6 +164,7 @@ def bench_scenario(
         contacts_us=round(float(phases[1]), 1),
         build_us=round(float(phases[2]), 1),
         solve_us=round(float(phases[3]), 1),
+        state="sway" if sway_rad else "still",
     )
 
 
@@ -521,7 +531,7 @@ def run(
     tsid: tuple[str, str] | None,
 ) -> list[BenchRow]:
     rows: list[BenchRow] = []
-    header = f"{'robot':<10} {'formulation':<13} {'contacts':>8} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} " \
+    header = f"{'robot':<16} {'formulation':<13} {'contacts':>8} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} " \
              f"{'cpu p50':>8} {'cpu p99':>8} {'found':>6}  {'model':>6} {'contact':>7} {'build':>6} " \
              f"{'solve':>6}"  # fmt: skip
     print(f"idcontrol bench on {cpu_name()} ({platform.python_implementation()} {platform.python_version()}), "
@@ -531,7 +541,8 @@ def run(
 
     def emit(row: BenchRow) -> None:
         rows.append(row)
-        print(f"{row.robot:<10} {row.formulation:<13} {row.contacts:>8} {row.p50_us:>8.1f} {row.p99_us:>8.1f} "
+        where = f"{row.robot} {row.state}"
+        print(f"{where:<16} {row.formulation:<13} {row.contacts:>8} {row.p50_us:>8.1f} {row.p99_us:>8.1f} "
               f"{row.max_us:>8.1f} {row.cpu_p50_us:>8.1f} {row.cpu_p99_us:>8.1f} {row.found_fraction:>6.1%}  "
               f"{row.model_us:>6.1f} {row.contacts_us:>7.1f} {row.build_us:>6.1f} {row.solve_us:>6.1f}",
               flush=True)  # fmt: skip
@@ -602,14 +613,20 @@ def run(
             print(f"skipping {scenario}: {e}", file=sys.stderr)
             continue
         for f in formulations:
-            emit(bench_scenario(robot, f, ticks))
+            for sway_rad in (0.0, SWAY_RAD):
+                emit(bench_scenario(robot, f, ticks, sway_rad=sway_rad))
     if tsid is not None:
         ref = run_tsid(tsid[0], tsid[1], ticks)
         if ref is not None:
-            print(f"TSID reference (same machine, same run): p50 {ref['p50_us']} µs, p99 {ref['p99_us']} µs")
+            print(f"TSID reference (same machine, same run; the same state every tick): p50 {ref['p50_us']} µs, "
+                  f"p99 {ref['p99_us']} µs")  # fmt: skip
+            ratios: dict[str, dict[str, float]] = {}
             for row in rows:
                 if row.robot == "solo12":
-                    print(f"  solo12 {row.formulation}: p50 ratio to TSID = {row.p50_us / ref['p50_us']:.2f}")
+                    ratios.setdefault(row.formulation, {})[row.state] = row.p50_us / ref["p50_us"]
+            for formulation, ratio in ratios.items():
+                swayed = f" (swayed: {ratio['sway']:.2f})" if "sway" in ratio else ""
+                print(f"  solo12 {formulation}: p50 ratio to TSID = {ratio.get('still', float('nan')):.2f}{swayed}")
     if json_path:
         payload = [{**asdict(r), "cpu": cpu_name()} for r in rows + workload_rows]
         text = jsontext.dumps(payload, indent=1)
