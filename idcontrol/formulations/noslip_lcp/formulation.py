@@ -27,7 +27,6 @@ certified answers on all 200 (``idcontrol experiment certificates``).
 
 from __future__ import annotations
 
-import copy
 import time
 
 import numpy as np
@@ -146,12 +145,16 @@ class NoSlipLCP(Formulation):
     def reset(self) -> None:
         self._previous_ids: tuple = ()
         self._previous_active: list[int] = []
+        self._warm = _NO_WARM_START  # the previous tick's loaded contacts as this tick's indices, same contacts
 
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
         p = problem
         ids = p.ids()
-        warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
+        if ids is self._previous_ids or ids == self._previous_ids:  # the same contacts (usual): the same indices
+            warm = self._warm
+        else:
+            warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
         reduction = reduction_arguments(p)
         self._repairs.cover(len(reduction[9]), p.n)
         outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
@@ -161,10 +164,9 @@ class NoSlipLCP(Formulation):
          violated, fixed) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
-        n_released = int(np.count_nonzero(released))
+        n_released = int(np.count_nonzero(released)) if released.any() else 0
         if self.project or n_released:  # the problem as solved: the certificate checks the rows it kept
-            p = copy.copy(p)
-            p.S, p.T, p.qd_des = S, T, qd_des
+            p = p.with_rows(S, T, qd_des)
         found = diagnostics[0] != BY_NONE
         fallback = fallback_text(diagnostics)
         if not found and not self.repair:
@@ -174,6 +176,7 @@ class NoSlipLCP(Formulation):
             return out
         self._previous_ids = ids
         self._previous_active = [i for i in active.tolist() if f_normal[i] > 0.0]
+        self._warm = np.array(self._previous_active, dtype=np.intp)
 
         repaired = False
         message = f"solved ({kept} tangential rows kept of {2 * p.n})"
@@ -201,6 +204,8 @@ class NoSlipLCP(Formulation):
         super().prepare_repair(problem)
         self._repairs.cover(index_array(problem.actuated, problem.m).shape[0], problem.n)
 
+
+_NO_WARM_START = np.zeros(0, dtype=np.intp)
 
 _PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
              PPM_SINGULAR: "active block of {a} contacts is singular",
