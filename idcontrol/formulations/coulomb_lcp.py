@@ -181,8 +181,8 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     caller repairs).
 
     Returns (ok: M_uu positive definite, Lemke's outcome (:func:`~idcontrol.solvers.lemke.lemke_regularized_kernel`),
-    v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt, the repair: (outcome (−1: not attempted), v⁺, τ, violation left m/s,
-    max change of q̇_des rad/s)).
+    v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt of the LCP's answer, the repair's outcome (−1: not attempted; else v⁺ and
+    τ are the repair's, NaN when it failed), the violation it left, m/s, and its largest change of q̇_des, rad/s).
     """
     n = N.shape[0]
     ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
@@ -190,7 +190,7 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if not ok:
         Q, q = np.zeros((0, 0)), np.zeros(0)
         outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-        return False, outcome, empty, empty, empty, empty, empty, 0.0, (-1, empty, empty, 0.0, 0.0)
+        return False, outcome, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
     weight = 0.0
     if spread > 0.0 and n:  # ε · mean(diag of the normal block) on the 5n force variables' diagonal
@@ -207,10 +207,11 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
         if verdict == SPREAD_UNSOLVABLE:  # the paper's own answer (none: zero impulses, then the repair)
             outcome, z = _lemke(Q, q)
     v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
-    fixed = (-1, v_next, tau, 0.0, 0.0)
+    repaired, violation, change = -1, 0.0, 0.0
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
-        fixed = repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, False, qd_des, repairs[n - 1])
-    return True, outcome, v_next, tau, f_normal, f_s, f_t, gap, fixed
+        repaired, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a,
+                                                                 u, False, qd_des, repairs[n - 1])  # fmt: skip
+    return True, outcome, v_next, tau, f_normal, f_s, f_t, gap, repaired, violation, change
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
@@ -283,7 +284,8 @@ class CoulombLCP(Formulation):
             return self._solve_mindiff(p, arguments, started)
         self._repairs.cover(len(arguments[9]), n)
         arguments = (*arguments, self.spread, self.repair, self._repairs.by_count)
-        ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, fixed = call_compiled(coulomb_solve, *arguments)
+        (ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation,
+         change) = call_compiled(coulomb_solve, *arguments)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
@@ -294,7 +296,7 @@ class CoulombLCP(Formulation):
         else:
             lemke_text = regularized_solution(outcome, np.zeros(size), cap, 1e-2).message
         return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
-                            started, fixed)  # fmt: skip
+                            started, (repaired, violation, change))  # fmt: skip
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
@@ -329,10 +331,11 @@ class CoulombLCP(Formulation):
         f_t: Array,
         gap_rate: float,
         started: float,
-        fixed: tuple = (-1,),
+        repair: tuple[int, float, float] = (-1, 0.0, 0.0),
     ) -> SolveResult:
         """The result of the LCP's answer (zero impulses when it had none: then, and when v⁺ penetrates, the
-        Section 4.5 repair: ``fixed``, the compiled solve's, unless it was not attempted)."""
+        Section 4.5 repair: ``repair``, the compiled solve's (outcome, violation left, largest change of q̇_des;
+        ``v_next`` and ``tau`` then are its), unless it was not attempted)."""
         unsolvable = not found
         if unsolvable:
             if not self.repair:
@@ -346,8 +349,9 @@ class CoulombLCP(Formulation):
         repaired = False
         message = f"Lemke: {lemke_text}"
         if unsolvable or (self.repair and gap_rate < -REPAIR_TOL):
-            if fixed[0] >= 0:  # repaired inside the solve, on its own DAQP workspace
-                fix = Repair(fixed[0] == REPAIRED, fixed[1], fixed[2], fixed[4], repair_text(fixed[0], fixed[3]))
+            outcome, violation, change = repair
+            if outcome >= 0:  # repaired inside the solve, on its own DAQP workspace
+                fix = Repair(outcome == REPAIRED, v_next, tau, change, repair_text(outcome, violation))
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=self.repair_qp)
             if not fix.found:

@@ -160,11 +160,10 @@ class NoSlipLCP(Formulation):
         outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
                                 self.project, self.release_unloaded, self.share_friction, self.repair,
                                 self._repairs.by_count)  # fmt: skip
-        (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released, S, T, qd_des,
-         violated, fixed) = outcome  # fmt: skip
+        (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, n_released, S, T, qd_des,
+         violated, repair_outcome, repair_violation, repair_change) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
-        n_released = int(np.count_nonzero(released)) if released.any() else 0
         if self.project or n_released:  # the problem as solved: the certificate checks the rows it kept
             p = p.with_rows(S, T, qd_des)
         found = diagnostics[0] != BY_NONE
@@ -185,8 +184,9 @@ class NoSlipLCP(Formulation):
         if not found or (self.repair and violated):
             # repaired inside the solve on its own DAQP workspace, unless that QP was infeasible: the Python path
             # then hands DAQP the no-slip rows' independent part (redundant contacts make them dependent)
-            if fixed[0] >= 0 and fixed[0] != REPAIR_INFEASIBLE:
-                fix = Repair(fixed[0] == REPAIRED, fixed[1], fixed[2], fixed[4], repair_text(fixed[0], fixed[3]))
+            if repair_outcome >= 0 and repair_outcome != REPAIR_INFEASIBLE:  # v_next and tau are the repair's
+                fix = Repair(repair_outcome == REPAIRED, v_next, tau, repair_change,
+                             repair_text(repair_outcome, repair_violation))  # fmt: skip
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
             if not fix.found:
