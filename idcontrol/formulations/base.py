@@ -114,7 +114,7 @@ def map_warm_start(
 
     Contacts that disappeared are dropped; the order of the rest is kept.
     """
-    if not previous_active:
+    if len(previous_active) == 0:  # a list or an index array
         return []
     index = {cid: i for i, cid in enumerate(ids)}
     out = []

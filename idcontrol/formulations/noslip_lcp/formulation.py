@@ -144,7 +144,7 @@ class NoSlipLCP(Formulation):
 
     def reset(self) -> None:
         self._previous_ids: tuple = ()
-        self._previous_active: list[int] = []
+        self._previous_active: np.ndarray = _NO_WARM_START  # indices of the loaded contacts
         self._warm = _NO_WARM_START  # the previous tick's loaded contacts as this tick's indices, same contacts
 
     def solve(self, problem: ContactProblem) -> SolveResult:
@@ -160,7 +160,7 @@ class NoSlipLCP(Formulation):
         outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
                                 self.project, self.release_unloaded, self.share_friction, self.repair,
                                 self._repairs.by_count)  # fmt: skip
-        (ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, n_released, S, T, qd_des,
+        (ok, pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, n_released, S, T, qd_des,
          violated, repair_outcome, repair_violation, repair_change) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
@@ -174,8 +174,7 @@ class NoSlipLCP(Formulation):
             out.fallback = fallback
             return out
         self._previous_ids = ids
-        self._previous_active = [i for i in active.tolist() if f_normal[i] > 0.0]
-        self._warm = np.array(self._previous_active, dtype=np.intp)
+        self._previous_active = self._warm = loaded
 
         repaired = False
         message = f"solved ({kept} tangential rows kept of {2 * p.n})"

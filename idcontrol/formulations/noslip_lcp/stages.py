@@ -493,7 +493,8 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     the DAQP workspace ``repairs[n − 1]`` (:func:`~idcontrol.formulations.consistency.repair_native`; none there:
     not attempted, the caller repairs).
 
-    Returns (ok, pivots (all rounds'), active, kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see
+    Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0, the next tick's warm
+    start), kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see
     :func:`_solve_once`), the number of contacts released, S and T as solved, q̇_des as solved, whether the LCP's v⁺
     violates a constraint, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it
     failed), the violation it left, m/s, and its largest change of q̇_des, rad/s). Scalars where Python needs no
@@ -540,5 +541,6 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     released_count = 0
     for c in range(n):
         released_count += released[c]
-    return (ok, rounds_pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released_count, S_now,
+    loaded = active[f_normal[active] > 0.0] if ok else active
+    return (ok, rounds_pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released_count, S_now,
             T_now, qd, violated, outcome, violation, change)  # fmt: skip
