@@ -60,9 +60,10 @@ from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
 from idcontrol.solvers.lemke import (
     SPREAD_UNSOLVABLE,
+    compiled_summary,
     lemke_message,
     lemke_regularized_kernel,
-    regularized_solution,
+    regularized_message,
     settle_spread,
 )
 
@@ -180,9 +181,10 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     ``repairs[n − 1]`` (:func:`~idcontrol.formulations.consistency.repair_native`; none there: not attempted, the
     caller repairs).
 
-    Returns (ok: M_uu positive definite, Lemke's outcome (:func:`~idcontrol.solvers.lemke.lemke_regularized_kernel`),
-    v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt of the LCP's answer, the repair's outcome (−1: not attempted; else v⁺ and
-    τ are the repair's, NaN when it failed), the violation it left, m/s, and its largest change of q̇_des, rad/s).
+    Returns (ok: M_uu positive definite, Lemke's outcome without z and w
+    (:func:`~idcontrol.solvers.lemke.compiled_summary`), the LCP's size, v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt of
+    the LCP's answer, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed),
+    the violation it left, m/s, and its largest change of q̇_des, rad/s).
     """
     n = N.shape[0]
     ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
@@ -190,7 +192,7 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if not ok:
         Q, q = np.zeros((0, 0)), np.zeros(0)
         outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-        return False, outcome, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0
+        return False, compiled_summary(outcome), 0, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
     weight = 0.0
     if spread > 0.0 and n:  # ε · mean(diag of the normal block) on the 5n force variables' diagonal
@@ -211,7 +213,8 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
         repaired, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a,
                                                                  u, False, qd_des, repairs[n - 1])  # fmt: skip
-    return True, outcome, v_next, tau, f_normal, f_s, f_t, gap, repaired, violation, change
+    return True, compiled_summary(outcome), q.shape[0], v_next, tau, f_normal, f_s, f_t, gap, repaired, violation, \
+        change
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
@@ -284,17 +287,16 @@ class CoulombLCP(Formulation):
             return self._solve_mindiff(p, arguments, started)
         self._repairs.cover(len(arguments[9]), n)
         arguments = (*arguments, self.spread, self.repair, self._repairs.by_count)
-        (ok, outcome, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation,
+        (ok, lemke, size, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation,
          change) = call_compiled(coulomb_solve, *arguments)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
-        found, z, _, pivots, eps, status, _, rel, entering = outcome[:9]
-        size = len(z)
+        found, pivots, eps, status, _, rel, entering = lemke[:7]
         cap = 50 * size + 100
-        if found and eps == 0.0:  # the usual case: the plain solve's message, without building the solution
+        if found and eps == 0.0:  # the usual case: the plain solve's message
             lemke_text = lemke_message(status, pivots, rel, entering, size, cap)
         else:
-            lemke_text = regularized_solution(outcome, np.zeros(size), cap, 1e-2).message
+            lemke_text = regularized_message(lemke, size, cap, 1e-2)
         return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
                             started, (repaired, violation, change))  # fmt: skip
 

@@ -241,23 +241,43 @@ def lemke_regularized(
 
 def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> LCPSolution:
     """The :class:`LCPSolution` of :func:`lemke_regularized_kernel`'s ``outcome`` for LCP(q, ·)."""
-    (found, z, w, pivots, eps, status, attempt_pivots, rel, entering, first_status, first_pivots, first_rel,
-     first_entering, residual, rejected_eps) = outcome  # fmt: skip
+    found, z, w, pivots, eps = outcome[:5]
     n = q.shape[0]
+    message = regularized_message(summary_of(outcome), n, cap, max_eps)
+    if found:
+        return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), eps, message)
+    return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
+
+
+def regularized_message(summary: tuple, n: int, cap: int, max_eps: float) -> str:
+    """What :func:`lemke_regularized_kernel` did on an LCP of size ``n``, from its outcome without z and w
+    (:func:`summary_of`)."""
+    (found, pivots, eps, status, attempt_pivots, rel, entering, first_status, first_pivots, first_rel,
+     first_entering, residual, rejected_eps) = summary  # fmt: skip
     if found and eps == 0.0:
-        return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), 0.0,
-                           lemke_message(status, pivots, rel, entering, n, cap))  # fmt: skip
+        return lemke_message(status, pivots, rel, entering, n, cap)
     first_failure = lemke_message(first_status, first_pivots, first_rel, first_entering, n, cap)
     if found:
-        message = (f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} (relative residual "
-                   f"on M {residual:.1e}): {lemke_message(status, attempt_pivots, rel, entering, n, cap)}")  # fmt: skip
-        return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), eps, message)
+        return (f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} (relative residual "
+                f"on M {residual:.1e}): {lemke_message(status, attempt_pivots, rel, entering, n, cap)}")  # fmt: skip
     rejected = ""
     if rejected_eps > 0.0:
         rejected = (f"; regularized solutions violate LCP(q, M) (relative residual {residual:.1e} at "
                     f"ε={rejected_eps:.1e})")  # fmt: skip
-    message = f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}"
-    return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
+    return f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}"
+
+
+def summary_of(outcome: tuple) -> tuple:
+    """:func:`lemke_regularized_kernel`'s ``outcome`` without z and w (:func:`compiled_summary` in compiled code)."""
+    return outcome[:1] + outcome[3:]
+
+
+@njit(cache=True)
+def compiled_summary(outcome):
+    """:func:`summary_of` for a compiled caller, which then returns scalars only to Python (each array it returns
+    costs its boxing, ~0.35 µs)."""
+    return (outcome[0], outcome[3], outcome[4], outcome[5], outcome[6], outcome[7], outcome[8], outcome[9],
+            outcome[10], outcome[11], outcome[12], outcome[13], outcome[14])  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
