@@ -59,6 +59,9 @@ TORQUE_FACTOR = 30.0  # times the torque limit
 FRICTION_PYRAMID, FRICTION_NO_SLIP, FRICTION_NONE = 0, 1, 2
 
 
+_FRICTION_CODES = {"pyramid": FRICTION_PYRAMID, "no_slip": FRICTION_NO_SLIP, "none": FRICTION_NONE}
+
+
 @dataclass(frozen=True)
 class ContactModel:
     """What a formulation claims of its contacts, for its certificate.
@@ -78,7 +81,7 @@ class ContactModel:
 
     @property
     def friction_code(self) -> int:
-        return {"pyramid": FRICTION_PYRAMID, "no_slip": FRICTION_NO_SLIP, "none": FRICTION_NONE}[self.friction]
+        return _FRICTION_CODES[self.friction]
 
 
 @dataclass(frozen=True)
