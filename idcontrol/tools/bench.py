@@ -7,7 +7,7 @@ errors are the daemon's own, so they are not validated again). Scenarios:
 * a robot's name (``quadruped``, ``solo12``, ...): the robot standing on its feet, in two rows per formulation:
   ``still``, the same state every tick, as the TSID reference times Solo12 (base 0.24 m, legs ±0.8/∓1.6 rad), and
   ``sway``, the joint angles swayed from tick to tick by up to :data:`SWAY_RAD` at rest, so that warm starts see
-  problems that differ (the feet then move by micrometres with v = 0, and the formulations correct the gaps that
+  problems that differ (the feet then move by micrometres with v = 0, and the formulations correct the gaps this
   opens or closes);
 * ``fig19``: the paper's Fig. 19, the quadruped (swayed) with the contacts at each foot
   multiplied (4, 8, 16, 32, 64, 128 contacts in all);

@@ -493,12 +493,11 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     the DAQP workspace ``repairs[n − 1]`` (:func:`~idcontrol.formulations.consistency.repair_native`; none there:
     not attempted, the caller repairs).
 
-    Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0, the next tick's warm
-    start), kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see
-    :func:`_solve_once`), the number of contacts released, S and T as solved, q̇_des as solved, whether the LCP's v⁺
-    violates a constraint, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it
-    failed), the violation it left, m/s, and its largest change of q̇_des, rad/s). Scalars where Python needs no
-    more: every array returned costs its boxing (~0.35 µs).
+    Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0: the next tick's warm
+    start), kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see :func:`_solve_once`), the number of contacts released,
+    S and T as solved, q̇_des as solved, whether the LCP's v⁺ violates a constraint, the repair's outcome (−1: not
+    attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s, and its largest
+    change of q̇_des, rad/s). Scalars where Python needs no more: every array returned costs its boxing (~0.35 µs).
     """
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
