@@ -75,6 +75,22 @@ def test_noslip_lcp_output_is_complementary_and_slip_free(seed: int) -> None:
     assert max(r.penetration, r.complementarity, r.slip) <= 1e-8, r
 
 
+def test_with_rows_copies_the_problem_and_leaves_the_original_alone() -> None:
+    """``ContactProblem.with_rows``: the copy has the new S, T and q̇_des and every other field of the original; the
+    original keeps its own (the certificate checks a no-slip result against the rows it solved with)."""
+    rng = np.random.default_rng(7)
+    problem = random_problem(rng, n=3, mu=np.inf, phi_scale=1e-4)
+    S, T, qd_des = problem.S.copy(), problem.T.copy(), problem.qd_des.copy()
+    S2, T2, qd2 = np.zeros_like(S), np.ones_like(T), qd_des + 1.0
+    copy = problem.with_rows(S2, T2, qd2)
+    assert type(copy) is ContactProblem and copy is not problem
+    assert copy.S is S2 and copy.T is T2 and copy.qd_des is qd2
+    assert copy.M is problem.M and copy.N is problem.N and copy.contact_ids == problem.contact_ids
+    np.testing.assert_array_equal(problem.S, S)
+    np.testing.assert_array_equal(problem.T, T)
+    np.testing.assert_array_equal(problem.qd_des, qd_des)
+
+
 def _duplicated_contacts(rng: np.random.Generator):
     """A random problem whose contacts 2 and 3 repeat the rows of contacts 0 and 1 (two feet on one spot each)."""
     base = random_problem(rng, n=2, mu=np.inf, phi_scale=1e-4)
