@@ -52,6 +52,17 @@ _EMPTY = np.zeros(0)
 FRICTION_RAMP = 0.1
 
 
+@njit(types.void(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, float64, VECTOR), cache=True)
+def joint_loss_torque(damping, friction, inertia, velocity, dt, out):
+    """out (k,) ← D q̇ + clip(M_jj q̇ / (r Δt), −F, F), N·m: what the motors spend against the URDF's joint damping D
+    (N·m·s/rad) and dry friction F (N·m) at velocity q̇ (k,) rad/s, with M_jj (k,) the joints' diagonal inertia and
+    r = :data:`FRICTION_RAMP` (see :meth:`InverseDynamicsController._bias`)."""
+    scale = FRICTION_RAMP * dt
+    for i in range(out.shape[0]):
+        ramp = min(max(inertia[i] * velocity[i] / scale, -friction[i]), friction[i])
+        out[i] = damping[i] * velocity[i] + ramp
+
+
 @njit(VECTOR(ANY_VECTOR, float64, float64), cache=True)
 def reduced_penetration(phi, tolerance, gain):
     """(n,) signed distances, m, with each penetration φ < 0 replaced by gain · min(φ + tolerance, 0)."""
@@ -257,7 +268,7 @@ class InverseDynamicsController:
         # overcome: added to h(q, v) (None: the robot declares neither, and h is Pinocchio's alone)
         damping = np.asarray(r.model.damping, dtype=float)[self.actuated]
         friction = np.asarray(r.model.friction, dtype=float)[self.actuated]
-        self._passive = (damping, friction, -friction) if np.any(damping) or np.any(friction) else None
+        self._passive = (damping, friction) if np.any(damping) or np.any(friction) else None
         self._h = np.zeros(r.nv)  # buffers of _bias, written each tick
         self._v_ref, self._friction_torque = np.zeros(r.nu), np.zeros(r.nu)
         self._warm_up()
@@ -418,17 +429,13 @@ class InverseDynamicsController:
         with less than F sticks. None without a tracking record."""
         if self._passive is None or tracking is None:
             return self.robot.bias
-        damping, friction, no_friction = self._passive
+        damping, friction = self._passive
         dofs = self.actuated  # a slice on the usual robot: views, nothing allocated
         h, v_ref, torque = self._h, self._v_ref, self._friction_torque
         np.copyto(h, self.robot.bias)
         np.add(v[dofs], tracking.velocity_error, out=v_ref)
-        np.multiply(np.diagonal(self.robot.M)[dofs], v_ref, out=torque)
-        torque /= FRICTION_RAMP * self.dt
-        np.clip(torque, no_friction, friction, out=torque)
-        np.multiply(damping, v_ref, out=v_ref)  # v_ref is not needed any more: D q̇_ref + the friction term
-        v_ref += torque
-        h[dofs] += v_ref
+        joint_loss_torque(damping, friction, np.diagonal(self.robot.M)[dofs], v_ref, self.dt, torque)
+        h[dofs] += torque
         return h
 
     def _body_terms(self, objects: Mapping[str, ObjectState]) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 import pinocchio as pin
 
 from idcontrol import jsontext
-from idcontrol.control.controller import FRICTION_RAMP, InverseDynamicsController
+from idcontrol.control.controller import InverseDynamicsController, joint_loss_torque
 from idcontrol.control.state import RobotState
 from idcontrol.formulations import certificate
 from idcontrol.reference.base import Tracking
@@ -87,7 +87,9 @@ def joint_losses(robot: RobotModel, q: np.ndarray, v: np.ndarray, dt: float) -> 
     dofs = robot.actuated_dofs
     damping, friction = np.asarray(model.damping)[dofs], np.asarray(model.friction)[dofs]
     inertia = np.diagonal(pin.crba(model, model.createData(), q))[dofs]
-    return damping * v[dofs] + np.clip(inertia * v[dofs] / (FRICTION_RAMP * dt), -friction, friction)
+    out = np.empty(len(dofs))
+    joint_loss_torque(damping, friction, inertia, v[dofs], dt, out)
+    return out
 
 
 def independent_residual(robot: RobotModel, state: RobotState, result, contacts, dt: float) -> float:
