@@ -144,15 +144,14 @@ class NoSlipLCP(Formulation):
 
     def reset(self) -> None:
         self._previous_ids: tuple = ()
-        self._previous_active: np.ndarray = _NO_WARM_START  # indices of the loaded contacts
-        self._warm = _NO_WARM_START  # the previous tick's loaded contacts as this tick's indices, same contacts
+        self._previous_active: np.ndarray = _NO_WARM_START  # indices of the last tick's loaded contacts
 
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
         p = problem
         ids = p.ids()
         if ids is self._previous_ids or ids == self._previous_ids:  # the same contacts (usual): the same indices
-            warm = self._warm
+            warm = self._previous_active
         else:
             warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
         reduction = reduction_arguments(p)
@@ -174,7 +173,7 @@ class NoSlipLCP(Formulation):
             out.fallback = fallback
             return out
         self._previous_ids = ids
-        self._previous_active = self._warm = loaded
+        self._previous_active = loaded
 
         repaired = False
         message = f"solved ({kept} tangential rows kept of {2 * p.n})"
