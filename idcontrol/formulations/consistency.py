@@ -131,8 +131,8 @@ def repair_desired_velocity(
     # DAQP's own defaults (tolerance 1e-6, 10000 iterations): the repair is a one-off QP, not a per-tick one
     qp = qp if qp is not None else DenseQP(primal_tol=1e-6, iter_limit=10000)
     try:
-        sol = qp.solve(_identity(nu), -p.qd_des, C if len(C) else None, lower if len(C) else None,
-                       upper if len(C) else None, equalities=equalities)  # fmt: skip
+        constraints = (C, lower, upper) if len(C) else (None, None, None)
+        sol = qp.solve(_identity(nu), -p.qd_des, *constraints, equalities=equalities)
     except Exception as e:  # back-end errors become a failed repair, not a crash
         va = None
         reason = f"repair QP raised {type(e).__name__}: {e}"

@@ -243,7 +243,7 @@ def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> 
     """The :class:`LCPSolution` of :func:`lemke_regularized_kernel`'s ``outcome`` for LCP(q, ·)."""
     found, z, w, pivots, eps = outcome[:5]
     n = q.shape[0]
-    message = regularized_message(summary_of(outcome), n, cap, max_eps)
+    message = regularized_message(outcome[:1] + outcome[3:], n, cap, max_eps)  # the outcome without z and w
     if found:
         return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), eps, message)
     return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
@@ -251,7 +251,7 @@ def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> 
 
 def regularized_message(summary: tuple, n: int, cap: int, max_eps: float) -> str:
     """What :func:`lemke_regularized_kernel` did on an LCP of size ``n``, from its outcome without z and w
-    (:func:`summary_of`)."""
+    (:func:`compiled_summary`)."""
     (found, pivots, eps, status, attempt_pivots, rel, entering, first_status, first_pivots, first_rel,
      first_entering, residual, rejected_eps) = summary  # fmt: skip
     if found and eps == 0.0:
@@ -267,15 +267,10 @@ def regularized_message(summary: tuple, n: int, cap: int, max_eps: float) -> str
     return f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}"
 
 
-def summary_of(outcome: tuple) -> tuple:
-    """:func:`lemke_regularized_kernel`'s ``outcome`` without z and w (:func:`compiled_summary` in compiled code)."""
-    return outcome[:1] + outcome[3:]
-
-
 @njit(cache=True)
 def compiled_summary(outcome):
-    """:func:`summary_of` for a compiled caller, which then returns scalars only to Python (each array it returns
-    costs its boxing, ~0.35 µs)."""
+    """:func:`lemke_regularized_kernel`'s ``outcome`` without z and w, for a compiled caller that then returns
+    scalars only to Python (each array it returns costs its boxing, ~0.35 µs)."""
     return (outcome[0], outcome[3], outcome[4], outcome[5], outcome[6], outcome[7], outcome[8], outcome[9],
             outcome[10], outcome[11], outcome[12], outcome[13], outcome[14])  # fmt: skip
 

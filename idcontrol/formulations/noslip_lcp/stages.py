@@ -537,9 +537,6 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     if ok and repair and n and n <= len(repairs) and (violated or diagnostics[0] == BY_NONE):
         outcome, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S_now, T_now, phi, dt, f_normal, f_s,
                                                                 f_t, a, u, True, qd, repairs[n - 1])  # fmt: skip
-    released_count = 0
-    for c in range(n):
-        released_count += released[c]
     loaded = active[f_normal[active] > 0.0] if ok else active
-    return (ok, rounds_pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, released_count, S_now,
-            T_now, qd, violated, outcome, violation, change)  # fmt: skip
+    return (ok, rounds_pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, np.count_nonzero(released),
+            S_now, T_now, qd, violated, outcome, violation, change)  # fmt: skip
