@@ -204,7 +204,7 @@ class FoxgloveView:
         self._sphere_frames = [int(f) for f in robot.sphere_frame_ids]
         self._sphere_offsets = [np.asarray(s.offset_in_frame, dtype=float) for s in spheres]
         self._sphere_radii = [float(s.radius) for s in spheres]
-        self._joint_q = np.array([model.joints[model.getJointId(name)].idx_q for name in robot.actuated_joints])
+        self._joint_q = robot.actuated_idx_q
         self._slot = -math.inf  # the last message instant, in periods of 1/rate since the clock's zero
         self._next_model = -math.inf
         self._window = [0, 0, 0.0, 0.0, 0.0]  # ticks, late, compute sum, compute max, round trip max

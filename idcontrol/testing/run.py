@@ -105,8 +105,7 @@ class ClosedLoopRun:
     @property
     def q_joints(self) -> Array:
         """(n, nu) actuated joint positions, in ``robot.actuated_joints`` order."""
-        model = self.robot.model
-        return self.q[:, [model.joints[model.getJointId(name)].idx_q for name in self.robot.actuated_joints]]
+        return self.q[:, self.robot.actuated_idx_q]
 
     @property
     def tracking_error(self) -> Array:
