@@ -356,3 +356,18 @@ def test_launch_says_so_stops_the_bridge_and_fails_when_the_daemon_is_killed(tmp
     assert launch.returncode != 0
     assert "Traceback" not in err and "the daemon was killed by signal SIGKILL" in err, err[-2000:]
     assert not _children_running(f"idcontrol bridge {path}")
+
+
+def test_terminate_kills_a_child_that_does_not_exit_on_sigterm_and_says_so():
+    from idcontrol.tools.processes import terminate
+
+    deaf = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                             "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)\n"
+                             "time.sleep(60)"], stdout=subprocess.PIPE)  # fmt: skip
+    assert deaf.stdout.readline().strip() == b"ready"  # its SIGTERM handler is in place
+    started = time.monotonic()
+    assert terminate(deaf, timeout=0.5) is False
+    assert deaf.returncode == -signal.SIGKILL and time.monotonic() - started < 10.0
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert terminate(polite, timeout=10.0) is True and polite.returncode == -signal.SIGTERM
+    assert terminate(polite) is True  # already ended: nothing to do

@@ -27,6 +27,7 @@ from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.settings import LaunchConfig
+from idcontrol.tools.processes import terminate
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
                 "tau_rate_mean", "formulation")  # fmt: skip
@@ -254,12 +255,7 @@ class Launch:
     def _stop_children(self) -> dict[str, Any]:
         """Stop the bridge, then the daemon (already told to shut down); the bridge's report, if it gave one now."""
         report = self._stop_bridge()
-        if self.live_view is not None and self.live_view.poll() is None:
-            self.live_view.send_signal(signal.SIGTERM)
-            try:
-                self.live_view.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.live_view.kill()
+        terminate(self.live_view)
         if self.daemon is not None:
             try:
                 self.daemon.wait(timeout=5)
