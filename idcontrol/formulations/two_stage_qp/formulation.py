@@ -319,7 +319,7 @@ class TwoStageQP(Formulation):
         self._stage_one_x = DenseQP()  # Stage I over x = R̃y without the pyramids (nb variables)
         #: both stages in one compiled call when DAQP's C API is usable: its workspaces by contact count and μ
         self._native = native_available()
-        self._native_qps: dict[tuple[int, bytes], tuple[NativeQP, List]] = {}
+        self._native_qps: dict[tuple[int, bytes], List] = {}
         #: Stage II solves certified by the dual Newton method, and those that fell back to the null-space QP
         self.structured_solves = 0
         self.structured_fallbacks = 0
@@ -425,17 +425,17 @@ class TwoStageQP(Formulation):
         mu = p.mu
         key = (n, mu.tobytes())
         qps = self._native_qps.get(key)
-        if qps is None:  # Stage I's workspace, and Stage II's for each dimension k = 1 … 3n its optimal set may have
+        if qps is None:  # [Stage I's workspace, Stage II's for each dimension k = 1 … 3n its optimal set may have]
             rows = n + 4 * int(np.count_nonzero(np.isfinite(mu)))
-            stage_two = List.empty_list(NATIVE_QP)
+            qps = List.empty_list(NATIVE_QP)
+            qps.append(NativeQP(3 * n, rows, bounds=True))
             for k in range(1, 3 * n + 1):
-                stage_two.append(NativeQP(k, rows, bounds=False))
-            qps = (NativeQP(3 * n, rows, bounds=True), stage_two)
+                qps.append(NativeQP(k, rows, bounds=False))
             if len(self._native_qps) > 256:
                 self._native_qps.clear()
             self._native_qps[key] = qps
         outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = call_compiled(
-            two_stages, *reduction, self.dissipation == "contacts", qps[0], qps[1], self.null_tol, self.ridge)
+            two_stages, *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge)
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
@@ -445,7 +445,7 @@ class TwoStageQP(Formulation):
         elif solved:
             message = f"Stage II over a {k}-dimensional optimal set"
         else:
-            message = f"Stage II failed (daqp exit {qps[1][k - 1].exitflag}); Stage I forces used"
+            message = f"Stage II failed (daqp exit {qps[k].exitflag}); Stage I forces used"
         return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate)
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:

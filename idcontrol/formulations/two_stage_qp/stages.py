@@ -26,7 +26,7 @@ from idcontrol.solvers.daqp_abi import INFINITY
 from idcontrol.solvers.daqp_native import COLD
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.daqp_native import solve_stacked as native_solve_stacked
-from idcontrol.solvers.dense import gram
+from idcontrol.solvers.dense import cholesky_in_place, cholesky_solve_in_place, gram
 
 
 @njit(cache=True)
@@ -287,15 +287,40 @@ def clip_normal_forces(y, n):
 STAGES_SOLVED, STAGES_NOT_PD, STAGES_SIZES, STAGES_STAGE_ONE_FAILED = 0, 1, 2, 3
 
 
+@njit(cache=True)
+def unconstrained_if_feasible(H, g, A, lower):
+    """(True, w) for w = −H⁻¹g, the unconstrained minimizer of ½wᵀHw + gᵀw (H (k, k) SPD), when A w ≥ lower holds
+    on every row: w is then the optimum of the QP with those rows, none of them active. (False, w) otherwise.
+
+    Stage II on a robot standing or walking usually ends here: no pyramid facet binds the minimum-torque forces.
+    Inside a compiled loop on the standing Solo12 (k = 6, 20 rows) it takes 0.2 µs against 1.0 µs for DAQP, whose
+    proximal iterations also stop ~1e-5 N from this exact minimizer.
+    """
+    L = H.copy()
+    w = -g
+    if not cholesky_in_place(L):
+        return False, w
+    cholesky_solve_in_place(L, w)
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j in range(w.shape[0]):
+            s += A[i, j] * w[j]
+        if not s >= lower[i]:
+            return False, w
+    return True, w
+
+
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, boolean, NATIVE_QP, types.ListType(NATIVE_QP), float64, float64),
+     IN_INDICES, float64, boolean, types.ListType(NATIVE_QP), float64, float64),
     cache=True,
 )  # fmt: skip
-def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qp1, qp2s, null_tol, ridge):
-    """Stage I and Stage II (:mod:`.formulation`) in one call, the QPs on the DAQP workspaces ``qp1`` (3n variables
-    with bounds, n + 4 nf rows) and ``qp2s[k − 1]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both started cold;
-    workspaces of other sizes are only checked.
+def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qps, null_tol, ridge):
+    """Stage I and Stage II (:mod:`.formulation`) in one call, the QPs on the DAQP workspaces ``qps[0]`` (3n
+    variables with bounds, n + 4 nf rows) and ``qps[k]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both started
+    cold; workspaces of other sizes are only checked (one list: each workspace record passed on its own costs
+    ~0.6 µs to unbox). Stage II takes its unconstrained minimizer where that satisfies every row
+    (:func:`unconstrained_if_feasible`, 0 iterations), else DAQP.
 
     Returns (outcome, Stage I iterations, k, whether Stage II was solved, its iterations, y, v⁺, τ,
     min N v⁺ + φ/Δt): with k = 0 or Stage II unsolved, y is Stage I's z₁. For any outcome but STAGES_SOLVED the
@@ -306,6 +331,7 @@ def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relativ
     empty = np.zeros(0)
     if not ok:
         return STAGES_NOT_PD, 0, 0, False, 0, empty, empty, empty, 0.0
+    qp1 = qps[0]
     if qp1.n != g.shape[0] or qp1.rows != A.shape[0] or qp1.ms != g.shape[0]:
         return STAGES_SIZES, 0, 0, False, 0, empty, empty, empty, 0.0
     native_solve_stacked(qp1, H, g, A, lower, upper, COLD)
@@ -320,9 +346,13 @@ def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relativ
     if k == 0:
         y, v_next, tau, gap = stage_two_result(red, z1, W, z1, False)
         return STAGES_SOLVED, its1, 0, True, 0, y, v_next, tau, gap
-    if k > len(qp2s) or qp2s[k - 1].n != k or qp2s[k - 1].rows != C2.shape[0] or qp2s[k - 1].ms != 0:
+    free, w = unconstrained_if_feasible(H2, g2, C2, l2)
+    if free:
+        y, v_next, tau, gap = stage_two_result(red, z1, W, w, True)
+        return STAGES_SOLVED, its1, k, True, 0, y, v_next, tau, gap
+    if k >= len(qps) or qps[k].n != k or qps[k].rows != C2.shape[0] or qps[k].ms != 0:
         return STAGES_SIZES, its1, k, False, 0, empty, empty, empty, 0.0
-    qp2 = qp2s[k - 1]
+    qp2 = qps[k]
     native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
     solved = qp2.found
     y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
