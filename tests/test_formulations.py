@@ -316,6 +316,36 @@ def test_stage_two_never_raises_the_stage_one_objective(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
+def test_stage_two_unconstrained_minimizer_is_taken_only_where_it_is_the_qp_optimum(seed: int) -> None:
+    """``unconstrained_if_feasible`` answers True only when every row holds at −H⁻¹g, and its w is then ProxQP's
+    optimum of the constrained QP; with a row cutting through the minimizer it answers False."""
+    from idcontrol.formulations.two_stage_qp.stages import unconstrained_if_feasible
+
+    rng = np.random.default_rng(9000 + seed)
+    k, rows = int(rng.integers(1, 13)), int(rng.integers(1, 30))
+    B = rng.normal(size=(k + 3, k))
+    H, g, A = B.T @ B + 1e-3 * np.eye(k), rng.normal(size=k), rng.normal(size=(rows, k))
+    w_free = -np.linalg.solve(H, g)
+    d = rng.normal(size=k)
+    A[0] = d  # the row that will cut the minimizer off; w_free + d stays strictly feasible
+    lower = np.minimum(A @ w_free, A @ (w_free + d)) - rng.uniform(0.0, 1.0, rows)  # every row holds at both
+    lower[rng.random(rows) < 0.2] = -1e20  # rows the facets imply (DAQP's −∞)
+    free, w = unconstrained_if_feasible(H, g, A, lower)
+    assert free
+
+    def reference() -> np.ndarray:  # ProxQP on the finite rows (it takes ±1e20 as numbers, not as infinity)
+        kept = lower > -1e19
+        return _proxqp(H, g, A[kept], lower[kept], np.full(k, -1e20)) if kept.any() else w_free
+
+    np.testing.assert_allclose(w, reference(), atol=1e-7)
+    cut = 0
+    lower[cut] = A[cut] @ w_free + 0.5 * d @ d  # this row now excludes the minimizer, not w_free + d
+    free, _ = unconstrained_if_feasible(H, g, A, lower)
+    assert not free
+    assert A[cut] @ reference() == pytest.approx(lower[cut], abs=1e-6)  # the optimum lies on the row (ProxQP: 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(40))
 def test_contact_relative_stage_one_holds_the_contacts_at_rest_where_it_can(seed: int) -> None:
     """``dissipation = "contacts"``: Stage I's objective matches ProxQP's; where its unconstrained minimum is
     feasible (sticking forces inside the cone, no penetration), the predicted contacts are at rest
