@@ -60,3 +60,28 @@ def test_the_workload_benchmark_replays_recorded_trot_states_through_each_formul
             least = 0.3 if (formulation, variant) == ("noslip_lcp", "paper") else 0.9
             assert row.ticks == 300 and row.found_fraction > least, row
             assert 0 < row.p50_us <= row.p99_us <= row.max_us and row.solve_us > 0, row
+
+
+def test_tsid_runs_right_before_and_after_solo12_and_a_speed_change_between_them_is_flagged(tmp_path, capsys):
+    """With ``--tsid-python/--tsid-script``, the reference script runs just before and just after the Solo12 rows;
+    the ratios are over the two runs' mean p50, and runs 50 % apart are reported as a change of the machine's speed.
+    (The script here stands in for TSID: it prints the JSON line a reference prints, 40 µs, then 60 µs.)"""
+    import re
+    import sys
+
+    calls = tmp_path / "calls"
+    script = tmp_path / "reference.py"
+    script.write_text("import json, pathlib, sys\n"
+                      f"calls = pathlib.Path({str(calls)!r})\n"
+                      "n = len(calls.read_text()) if calls.exists() else 0\n"
+                      "calls.write_text('x' * (n + 1))\n"
+                      "print(json.dumps({'p50_us': 40.0 + 20.0 * n, 'p99_us': 99.0}))\n")  # fmt: skip
+    code = main(["bench", "--ticks", "60", "--scenarios", "solo12", "--formulations", "two_stage_qp",
+                 "--tsid-python", sys.executable, "--tsid-script", str(script)])  # fmt: skip
+    assert code == 0 and calls.read_text() == "xx"
+    out = capsys.readouterr().out
+    assert "p50 40.0 / 60.0 µs" in out and "before / after the Solo12 rows" in out
+    assert "the machine's speed changed" in out
+    still = re.search(r"solo12 still\s+two_stage_qp\s+\d+\s+([\d.]+)", out)
+    ratio = re.search(r"solo12 two_stage_qp: p50 ratio to TSID = ([\d.]+)", out)
+    assert still and ratio and float(ratio[1]) == round(float(still[1]) / 50.0, 2)

@@ -522,6 +522,35 @@ def run_tsid(python: str, script: str, ticks: int) -> dict | None:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: The robot the TSID reference times (``../shared/bench/tsid_reference.py``).
+TSID_ROBOT = "solo12"
+#: TSID's p50 before and after the Solo12 rows differing by more than this fraction: the machine changed speed.
+TSID_DRIFT = 0.15
+
+
+def _print_tsid_ratios(refs: list[dict], rows: list[BenchRow]) -> None:
+    """TSID's p50 / p99 (each run), and each formulation's Solo12 p50 over TSID's mean p50, with a warning when the
+    runs disagree by more than :data:`TSID_DRIFT`."""
+    if not refs:
+        return
+    p50s = [float(r["p50_us"]) for r in refs]
+    where = " (before / after the Solo12 rows)" if len(refs) == 2 else ""
+    print(f"TSID reference (same machine, same run; the same state every tick): p50 "
+          f"{' / '.join(f'{p:.1f}' for p in p50s)} µs, p99 {' / '.join(str(r['p99_us']) for r in refs)} µs"
+          f"{where}")  # fmt: skip
+    if max(p50s) > (1.0 + TSID_DRIFT) * min(p50s):
+        print(f"  the machine's speed changed during the rows (TSID's p50 moved by more than {TSID_DRIFT:.0%}): "
+              "the ratios below are not to be trusted; run again")  # fmt: skip
+    reference = float(np.mean(p50s))
+    ratios: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if row.robot == TSID_ROBOT:
+            ratios.setdefault(row.formulation, {})[row.state] = row.p50_us / reference
+    for formulation, ratio in ratios.items():
+        swayed = f" (swayed: {ratio['sway']:.2f})" if "sway" in ratio else ""
+        print(f"  {TSID_ROBOT} {formulation}: p50 ratio to TSID = {ratio.get('still', float('nan')):.2f}{swayed}")
+
+
 def run(
     scenarios: list[str],
     formulations: list[str],
@@ -548,6 +577,7 @@ def run(
               flush=True)  # fmt: skip
 
     workload_rows: list = []
+    tsid_runs: list[dict | None] = []
     for scenario in scenarios:
         if scenario in WORKLOADS:
             workload_rows += bench_workload(scenario, [f for f in formulations if f in WORKLOAD_FORMULATIONS])
@@ -612,21 +642,19 @@ def run(
         except IdControlError as e:
             print(f"skipping {scenario}: {e}", file=sys.stderr)
             continue
+        # TSID times Solo12 right before and right after Solo12's rows: the machine's speed drifts within minutes
+        beside_tsid = tsid is not None and robot.name == TSID_ROBOT
+        if beside_tsid:
+            tsid_runs.append(run_tsid(tsid[0], tsid[1], ticks))
         for f in formulations:
             for sway_rad in (0.0, SWAY_RAD):
                 emit(bench_scenario(robot, f, ticks, sway_rad=sway_rad))
+        if beside_tsid:
+            tsid_runs.append(run_tsid(tsid[0], tsid[1], ticks))
     if tsid is not None:
-        ref = run_tsid(tsid[0], tsid[1], ticks)
-        if ref is not None:
-            print(f"TSID reference (same machine, same run; the same state every tick): p50 {ref['p50_us']} µs, "
-                  f"p99 {ref['p99_us']} µs")  # fmt: skip
-            ratios: dict[str, dict[str, float]] = {}
-            for row in rows:
-                if row.robot == "solo12":
-                    ratios.setdefault(row.formulation, {})[row.state] = row.p50_us / ref["p50_us"]
-            for formulation, ratio in ratios.items():
-                swayed = f" (swayed: {ratio['sway']:.2f})" if "sway" in ratio else ""
-                print(f"  solo12 {formulation}: p50 ratio to TSID = {ratio.get('still', float('nan')):.2f}{swayed}")
+        if not tsid_runs:
+            tsid_runs.append(run_tsid(tsid[0], tsid[1], ticks))
+        _print_tsid_ratios([r for r in tsid_runs if r is not None], rows)
     if json_path:
         payload = [{**asdict(r), "cpu": cpu_name()} for r in rows + workload_rows]
         text = jsontext.dumps(payload, indent=1)
