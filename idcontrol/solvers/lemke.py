@@ -243,7 +243,7 @@ def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> 
     """The :class:`LCPSolution` of :func:`lemke_regularized_kernel`'s ``outcome`` for LCP(q, ·)."""
     found, z, w, pivots, eps = outcome[:5]
     n = q.shape[0]
-    message = regularized_message(outcome[:1] + outcome[3:], n, cap, max_eps)  # the outcome without z and w
+    message = regularized_message((outcome[0],) + outcome[3:], n, cap, max_eps)  # as compiled_summary: no z, w
     if found:
         return LCPSolution(z, w, True, pivots, np.flatnonzero(z > 0.0).tolist(), eps, message)
     return LCPSolution(np.zeros(n), q.copy(), False, pivots, [], 0.0, message)
@@ -271,8 +271,7 @@ def regularized_message(summary: tuple, n: int, cap: int, max_eps: float) -> str
 def compiled_summary(outcome):
     """:func:`lemke_regularized_kernel`'s ``outcome`` without z and w, for a compiled caller that then returns
     scalars only to Python (each array it returns costs its boxing, ~0.35 µs)."""
-    return (outcome[0], outcome[3], outcome[4], outcome[5], outcome[6], outcome[7], outcome[8], outcome[9],
-            outcome[10], outcome[11], outcome[12], outcome[13], outcome[14])  # fmt: skip
+    return (outcome[0],) + outcome[3:]  # as regularized_solution drops z and w in Python
 
 
 # ---------------------------------------------------------------------------------------------------------------------
