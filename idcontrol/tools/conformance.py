@@ -47,6 +47,7 @@ from idcontrol.errors import IdControlError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
 from idcontrol.tools.ports import free_ports
+from idcontrol.tools.processes import terminate
 
 ROBOT = "quadruped"
 LATE_LIMIT = 20
@@ -381,13 +382,7 @@ class Suite:
 
     def close(self) -> None:
         for proc in (self.driver, self.daemon):
-            if proc is not None and proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                    proc.wait(timeout=10)
-                except (subprocess.TimeoutExpired, ProcessLookupError):
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, group=True)
         if self.proxy is not None:
             self.proxy.close()
         self.admin.close()

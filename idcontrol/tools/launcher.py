@@ -260,11 +260,7 @@ class Launch:
             try:
                 self.daemon.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.daemon.send_signal(signal.SIGTERM)
-                try:
-                    self.daemon.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.daemon.kill()
+                terminate(self.daemon, timeout=5)
         return report
 
 
