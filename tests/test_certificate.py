@@ -13,7 +13,7 @@ from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.control.state import RobotState
 from idcontrol.formulations.base import Formulation
-from idcontrol.formulations.certificate import CHECKS, TORQUE_FACTOR, ContactModel
+from idcontrol.formulations.certificate import CHECKS, TORQUE_FACTOR, Certificate, ContactModel
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.formulations.problem import ContactProblem, SolveResult
 from idcontrol.reference import make_reference
@@ -165,3 +165,51 @@ def test_the_core_counts_a_rejected_answer_holds_the_previous_torque_then_stops(
     assert out.mode in ("safe_stop", "stopped") and "certificate: dynamics" in out.note  # (at rest: stopped at once)
     assert core.filter.counts["certificate"] == core.safety.hold_ticks + 1
     assert core.filter.counts["held"] == core.safety.hold_ticks
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("two_stage_qp", {}), ("noslip_lcp", {}), ("noslip_lcp", PAPER_OPTIONS), ("coulomb_lcp", {}),
+     ("coulomb_lcp", {"spread": 0.0})],
+)  # fmt: skip
+def test_a_compiled_solve_certifies_its_answer_as_the_certifier_does(quadruped, name, options):
+    """The certificate a formulation's compiled solve makes of its own answer (with its controller's terms) is the
+    certifier's, check by check, on perturbed stance states with the base moving: passed or failed alike (the
+    no-slip LCP's paper method fails some), so accepting it in place of a second check changes no outcome."""
+    controller = InverseDynamicsController(quadruped, formulation=name, formulation_options=options)
+    rng = np.random.default_rng(11)
+    made = failed = 0
+    for state, qdd_des in perturbed_states(quadruped, 30, rng):
+        v = state.v.copy()
+        v[:6] += rng.uniform(-0.2, 0.2, 6)
+        problem, _ = controller.build_problem(replace(state, v=v), qdd_des)
+        result = controller.formulation.solve(problem)
+        if not result.found or result.verdict is None:
+            continue
+        made += 1
+        own = controller.certifier.check(problem, result, controller.formulation.contact_model)
+        assert result.verdict.certificate.check == own.check
+        assert result.verdict.certificate.value == pytest.approx(own.value, rel=1e-9, abs=1e-12)
+        failed += not own.passed
+    assert made >= 20, made
+    if options is PAPER_OPTIONS:
+        assert failed, "the paper's no-slip method near a stance has answers to reject"
+
+
+def test_the_certifier_takes_a_solve_s_certificate_only_for_what_it_was_made_of(quadruped):
+    """A verdict is used as it is only for the problem, the very arrays and the terms it was made with: an answer
+    whose arrays were replaced after the solve, another problem, or another certifier's terms are checked again."""
+    controller = InverseDynamicsController(quadruped, formulation="two_stage_qp")
+    model = controller.formulation.contact_model
+    state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv))
+    problem, _ = controller.build_problem(state, np.zeros(quadruped.nu))
+    result = controller.formulation.solve(problem)
+    assert result.found and result.verdict is not None and result.verdict.certificate.passed
+    marked = Certificate("dynamics", 1.0, 0.5)  # a mark to tell the verdict's answer from a fresh check's
+    result.verdict.certificate = marked
+    assert controller.certifier.verdict(problem, result, model) is marked
+    assert controller.certifier.verdict(problem, replace(result, tau=result.tau.copy()), model).passed
+    assert controller.certifier.verdict(replace(problem), result, model).passed
+    assert controller.certifier.verdict(problem, result, ContactModel(friction="none")).passed
+    other = InverseDynamicsController(quadruped, formulation="two_stage_qp")
+    assert other.certifier.verdict(problem, result, model).passed

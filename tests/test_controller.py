@@ -493,3 +493,29 @@ def test_coulomb_spread_shares_the_weight_and_the_repair_keeps_the_feet_on_the_g
     assert 1.0 - 2.0 * spread < result.f_normal.sum() / weight <= 1.0 + 1e-9
     res = result.residuals
     assert res.dynamics < 1e-8 and res.penetration <= 1e-7 and res.friction < 1e-10
+
+
+def test_the_problem_and_result_records_hold_each_value_in_its_own_field(quadruped: RobotModel) -> None:
+    """The controller builds its problem, and a formulation its result, positionally (the fast way in the tick):
+    every field holds what its name says."""
+    controller = InverseDynamicsController(quadruped, formulation="two_stage_qp")
+    tracking = Tracking(np.full(quadruped.nu, 0.1), np.full(quadruped.nu, 0.2), np.full(quadruped.nu, 0.3))
+    qdd_des = np.zeros(quadruped.nu)
+    problem, _ = controller.build_problem(standing(quadruped), qdd_des, tracking)
+    contacts, gains = controller.last_contacts, quadruped.pid_gains
+    assert problem.dt == controller.dt and problem.M.shape == (quadruped.nv, quadruped.nv)
+    assert problem.actuated == controller.actuated and problem.unactuated == controller.unactuated
+    assert np.allclose(problem.qd_des, problem.v[6:] + controller.dt * qdd_des)
+    assert problem.mu is contacts.mu and problem.contact_ids == contacts.ids and problem.normals is contacts.normals
+    assert problem.tangents_s is contacts.tangents_s and problem.tangents_t is contacts.tangents_t
+    assert problem.sensed_force is None
+    assert problem.position_error is tracking.position_error and problem.velocity_error is tracking.velocity_error
+    assert problem.integral_error is tracking.integral_error
+    assert (problem.kp, problem.kd, problem.ki) == (gains.kp, gains.kd, gains.ki)
+    result = controller.formulation.solve(problem)
+    assert result.found and result.formulation == "two_stage_qp" and result.problem is problem
+    assert result.tau.shape == (quadruped.nu,) and result.v_next.shape == (quadruped.nv,)
+    assert result.f_normal.sum() > 0.0 and result.contact_ids == problem.ids() and result.iterations >= 0
+    assert not result.consistency_repaired and result.fallback is None and result.message.startswith("Stage")
+    assert set(result.timings) == {"solve"} and not result.no_slip and not result.sensed and result.certificate == ""
+    assert result.verdict.certificate.passed

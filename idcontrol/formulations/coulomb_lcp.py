@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp
 from idcontrol.formulations.base import Formulation, check_nonnegative
-from idcontrol.formulations.certificate import ContactModel
+from idcontrol.formulations.certificate import UNCHECKED, ContactModel, certify_in_solve
 from idcontrol.formulations.consistency import (
     REPAIR_TOL,
     REPAIRED,
@@ -169,10 +169,10 @@ def _lemke(Q, q):
 
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, float64, boolean, types.ListType(NATIVE_QP)),
+     IN_INDICES, float64, float64, boolean, types.ListType(NATIVE_QP), IN_VECTOR),
     cache=True,
 )  # fmt: skip
-def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repair, repairs):
+def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repair, repairs, terms):
     """The Coulomb LCP's solve in one call: the reduction, the LCP (:func:`coulomb_lcp_data`), Lemke with its
     Tikhonov fallback (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule; with ``spread``, first on the
     regularized LCP, then its nearest exact solution or the paper's: see :class:`CoulombLCP`), the motion of the
@@ -184,7 +184,8 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     Returns (ok: M_uu positive definite, Lemke's outcome without z and w
     (:func:`~idcontrol.solvers.lemke.compiled_summary`), the LCP's size, v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt of
     the LCP's answer, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed),
-    the violation it left, m/s, and its largest change of q̇_des, rad/s).
+    the violation it left, m/s, its largest change of q̇_des, rad/s, and the certificate of the answer returned
+    under ``terms``: code, value, bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`).
     """
     n = N.shape[0]
     ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
@@ -192,7 +193,8 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if not ok:
         Q, q = np.zeros((0, 0)), np.zeros(0)
         outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-        return False, compiled_summary(outcome), 0, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0
+        return (False, compiled_summary(outcome), 0, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0, UNCHECKED,
+                0.0, 0.0)  # fmt: skip
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
     weight = 0.0
     if spread > 0.0 and n:  # ε · mean(diag of the normal block) on the 5n force variables' diagonal
@@ -213,8 +215,10 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
         repaired, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a,
                                                                  u, False, qd_des, repairs[n - 1])  # fmt: skip
-    return True, compiled_summary(outcome), q.shape[0], v_next, tau, f_normal, f_s, f_t, gap, repaired, violation, \
-        change
+    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t,
+                                          terms)  # fmt: skip
+    return (True, compiled_summary(outcome), q.shape[0], v_next, tau, f_normal, f_s, f_t, gap, repaired, violation,
+            change, code, value, bound)  # fmt: skip
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
@@ -286,9 +290,9 @@ class CoulombLCP(Formulation):
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
             return self._solve_mindiff(p, arguments, started)
         self._repairs.cover(len(arguments[9]), n)
-        arguments = (*arguments, self.spread, self.repair, self._repairs.by_count)
-        (ok, lemke, size, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation,
-         change) = call_compiled(coulomb_solve, *arguments)  # fmt: skip
+        arguments = (*arguments, self.spread, self.repair, self._repairs.by_count, self.certificate_terms)
+        (ok, lemke, size, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation, change,
+         *checked) = call_compiled(coulomb_solve, *arguments)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         found, pivots, eps, status, _, rel, entering = lemke[:7]
@@ -298,7 +302,7 @@ class CoulombLCP(Formulation):
         else:
             lemke_text = regularized_message(lemke, size, cap, 1e-2)
         return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
-                            started, (repaired, violation, change))  # fmt: skip
+                            started, (repaired, violation, change), checked)  # fmt: skip
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
@@ -334,10 +338,12 @@ class CoulombLCP(Formulation):
         gap_rate: float,
         started: float,
         repair: tuple[int, float, float] = (-1, 0.0, 0.0),
+        checked: tuple[float, float, float] | None = None,
     ) -> SolveResult:
         """The result of the LCP's answer (zero impulses when it had none: then, and when v⁺ penetrates, the
         Section 4.5 repair: ``repair``, the compiled solve's (outcome, violation left, largest change of q̇_des;
-        ``v_next`` and ``tau`` then are its), unless it was not attempted)."""
+        ``v_next`` and ``tau`` then are its), unless it was not attempted). ``checked``: the compiled solve's
+        certificate of what it returned (dropped when the repair here changes it)."""
         unsolvable = not found
         if unsolvable:
             if not self.repair:
@@ -356,10 +362,12 @@ class CoulombLCP(Formulation):
                 fix = Repair(outcome == REPAIRED, v_next, tau, change, repair_text(outcome, violation))
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=self.repair_qp)
+                checked = None
             if not fix.found:
                 return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         self._previous_tau = tau.copy()
         return self._result(p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message,
-                            started=started, consistency_repaired=repaired, fallback=fallback)  # fmt: skip
+                            started=started, consistency_repaired=repaired, fallback=fallback,
+                            checked=checked)  # fmt: skip

@@ -213,6 +213,10 @@ class SolveResult:
     #: the certificate check this result failed ("" when it passed or was not checked; see
     #: :mod:`idcontrol.formulations.certificate`): then ``found`` is False
     certificate: str = ""
+    #: the certificate the formulation's compiled solve made of this answer (a
+    #: :class:`~idcontrol.formulations.certificate.Verdict`), which the controller's certifier may accept instead of
+    #: checking again; None: not made
+    verdict: object = field(default=None, repr=False)
     _residuals: Residuals | None = field(default=None, repr=False)
     _force_in_world: Array | None = field(default=None, repr=False)
 

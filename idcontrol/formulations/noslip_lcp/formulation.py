@@ -148,7 +148,7 @@ class NoSlipLCP(Formulation):
 
     def solve(self, problem: ContactProblem) -> SolveResult:
         started = time.perf_counter()
-        p = problem
+        p = asked = problem
         ids = p.ids()
         if ids is self._previous_ids or ids == self._previous_ids:  # the same contacts (usual): the same indices
             warm = self._previous_active
@@ -158,9 +158,9 @@ class NoSlipLCP(Formulation):
         self._repairs.cover(len(reduction[9]), p.n)
         outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
                                 self.project, self.release_unloaded, self.share_friction, self.repair,
-                                self._repairs.by_count)  # fmt: skip
+                                self._repairs.by_count, self.certificate_terms)  # fmt: skip
         (ok, pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, n_released, S, T, qd_des,
-         violated, repair_outcome, repair_violation, repair_change) = outcome  # fmt: skip
+         violated, repair_outcome, repair_violation, repair_change, *checked) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if self.project or n_released:  # the problem as solved: the certificate checks the rows it kept
@@ -187,6 +187,7 @@ class NoSlipLCP(Formulation):
                              repair_text(repair_outcome, repair_violation))  # fmt: skip
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
+                checked = None  # the compiled solve's certificate was of the answer before this repair
             if not fix.found:
                 out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
                 out.fallback = fallback
@@ -195,7 +196,7 @@ class NoSlipLCP(Formulation):
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         return self._result(
             p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message, started=started,
-            consistency_repaired=repaired, fallback=fallback,
+            consistency_repaired=repaired, fallback=fallback, checked=checked, asked=asked,
         )  # fmt: skip
 
     def prepare_repair(self, problem: ContactProblem) -> None:

@@ -18,6 +18,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.certificate import UNCHECKED, certify_in_solve
 from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution, repair_native
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
 from idcontrol.formulations.reduced import (
@@ -477,11 +478,11 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
      IN_INDICES, float64, IN_INDICES, float64, float64, float64, boolean, boolean, boolean, boolean,
-     types.ListType(NATIVE_QP)),
+     types.ListType(NATIVE_QP), IN_VECTOR),
     cache=True,
 )  # fmt: skip
 def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, project,
-                 release_unloaded, share, repair, repairs):  # fmt: skip
+                 release_unloaded, share, repair, repairs, terms):  # fmt: skip
     """The no-slip LCP's solve in one call (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`): ``project``
     q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
     contact left without normal force removed, and, while one of them carried a tangential force (above the
@@ -496,8 +497,10 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0: the next tick's warm
     start), kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see :func:`_solve_once`), the number of contacts released,
     S and T as solved, q̇_des as solved, whether the LCP's v⁺ violates a constraint, the repair's outcome (−1: not
-    attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s, and its largest
-    change of q̇_des, rad/s). Scalars where Python needs no more: every array returned costs its boxing (~0.35 µs).
+    attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s, its largest
+    change of q̇_des, rad/s, and the certificate of the answer returned under ``terms``: code, value, bound,
+    :func:`~idcontrol.formulations.certificate.certify_in_solve`). Scalars where Python needs no more: every array
+    returned costs its boxing (~0.35 µs).
     """
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
@@ -538,5 +541,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
         outcome, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S_now, T_now, phi, dt, f_normal, f_s,
                                                                 f_t, a, u, True, qd, repairs[n - 1])  # fmt: skip
     loaded = active[f_normal[active] > 0.0] if ok else active
+    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu, a, tau, f_normal, f_s,
+                                          f_t, terms) if ok else (UNCHECKED, 0.0, 0.0)  # fmt: skip
     return (ok, rounds_pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, np.count_nonzero(released),
-            S_now, T_now, qd, violated, outcome, violation, change)  # fmt: skip
+            S_now, T_now, qd, violated, outcome, violation, change, code, value, bound)  # fmt: skip

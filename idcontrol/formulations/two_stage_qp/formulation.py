@@ -434,8 +434,9 @@ class TwoStageQP(Formulation):
             if len(self._native_qps) > 256:
                 self._native_qps.clear()
             self._native_qps[key] = qps
-        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate = call_compiled(
-            two_stages, *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge)
+        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate, *checked = call_compiled(
+            two_stages, *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge,
+            self.certificate_terms)  # fmt: skip
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
@@ -446,7 +447,8 @@ class TwoStageQP(Formulation):
             message = f"Stage II over a {k}-dimensional optimal set"
         else:
             message = f"Stage II failed (daqp exit {qps[k].exitflag}); Stage I forces used"
-        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate)
+        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate,
+                      checked=checked)  # fmt: skip
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).
@@ -516,10 +518,12 @@ def finish(
     *,
     repair: bool = True,
     gap_rate: float | None = None,
+    checked: tuple[float, float, float] | None = None,
 ) -> SolveResult:
     """The result for forces z = [f_N; f_S; f_T] with their v⁺ and τ, repairing q̇_des if needed (and
     ``repair``; otherwise a penetrating q̇_des is a failed result). ``gap_rate``: min N v⁺ + φ/Δt (m/s) when the
-    caller has it (else computed here)."""
+    caller has it (else computed here); ``checked``: the compiled solve's certificate of z, v⁺ and τ (dropped when
+    the repair changes them)."""
     n = p.n
     f_normal, f_s, f_t = z[:n], z[n : 2 * n], z[2 * n :]  # views of this tick's own z
     repaired = False
@@ -530,7 +534,7 @@ def finish(
         fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=formulation.repair_qp)
         if not fix.found:
             return failed_result(p, formulation.name, f"inconsistent q̇_des and {fix.message}", iterations)
-        v_next, tau, repaired = fix.v_next, fix.tau, True
+        v_next, tau, repaired, checked = fix.v_next, fix.tau, True, None
         message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
     return formulation._result(p, v_next, tau, f_normal, f_s, f_t, iterations=iterations, message=message,
-                               started=started, consistency_repaired=repaired)  # fmt: skip
+                               started=started, consistency_repaired=repaired, checked=checked)  # fmt: skip

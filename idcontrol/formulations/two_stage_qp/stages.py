@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit, types
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.certificate import UNCHECKED, certify_in_solve
 from idcontrol.formulations.consistency import least_norm_solution
 from idcontrol.formulations.reduced import RECORD, _reduce, min_gap_rate_of, velocity_and_torque
 from idcontrol.formulations.two_stage_qp.null_space import null_space_basis
@@ -312,49 +313,54 @@ def unconstrained_if_feasible(H, g, A, lower):
 
 @njit(
     (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, boolean, types.ListType(NATIVE_QP), float64, float64),
+     IN_INDICES, float64, boolean, types.ListType(NATIVE_QP), float64, float64, IN_VECTOR),
     cache=True,
 )  # fmt: skip
-def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qps, null_tol, ridge):
+def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qps, null_tol, ridge, terms):
     """Stage I and Stage II (:mod:`.formulation`) in one call, the QPs on the DAQP workspaces ``qps[0]`` (3n
     variables with bounds, n + 4 nf rows) and ``qps[k]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both started
     cold; workspaces of other sizes are only checked (one list: each workspace record passed on its own costs
     ~0.6 µs to unbox). Stage II takes its unconstrained minimizer where that satisfies every row
-    (:func:`unconstrained_if_feasible`, 0 iterations), else DAQP.
+    (:func:`unconstrained_if_feasible`, 0 iterations), else DAQP. The answer is certified under ``terms``
+    (:func:`~idcontrol.formulations.certificate.certify_in_solve`; empty: not).
 
     Returns (outcome, Stage I iterations, k, whether Stage II was solved, its iterations, y, v⁺, τ,
-    min N v⁺ + φ/Δt): with k = 0 or Stage II unsolved, y is Stage I's z₁. For any outcome but STAGES_SOLVED the
-    caller starts over on the QP path (Stage I's data are not returned: the boundary costs ~0.3 µs an array).
+    min N v⁺ + φ/Δt, the certificate's code, value and bound): with k = 0 or Stage II unsolved, y is Stage I's z₁.
+    For any outcome but STAGES_SOLVED the caller starts over on the QP path (Stage I's data are not returned: the
+    boundary costs ~0.3 µs an array).
     """
     ok, red, C, H, g, A, lower, upper, R_a = stage_one_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt,
                                                              contacts_relative, INFINITY)  # fmt: skip
     empty = np.zeros(0)
     if not ok:
-        return STAGES_NOT_PD, 0, 0, False, 0, empty, empty, empty, 0.0
+        return STAGES_NOT_PD, 0, 0, False, 0, empty, empty, empty, 0.0, UNCHECKED, 0.0, 0.0
     qp1 = qps[0]
     if qp1.n != g.shape[0] or qp1.rows != A.shape[0] or qp1.ms != g.shape[0]:
-        return STAGES_SIZES, 0, 0, False, 0, empty, empty, empty, 0.0
+        return STAGES_SIZES, 0, 0, False, 0, empty, empty, empty, 0.0, UNCHECKED, 0.0, 0.0
     native_solve_stacked(qp1, H, g, A, lower, upper, COLD)
     its1 = qp1.iterations
     if not qp1.found:
-        return STAGES_STAGE_ONE_FAILED, its1, 0, False, 0, empty, empty, empty, 0.0
+        return STAGES_STAGE_ONE_FAILED, its1, 0, False, 0, empty, empty, empty, 0.0, UNCHECKED, 0.0, 0.0
     n = N.shape[0]
     z1 = qp1.x.copy()
     clip_normal_forces(z1, n)
     W, H2, g2, C2, l2, u2 = stage_two_setup(red, R_a, z1, C, null_tol, ridge, INFINITY)
     k = W.shape[1]
+    solved, its2 = True, 0
     if k == 0:
         y, v_next, tau, gap = stage_two_result(red, z1, W, z1, False)
-        return STAGES_SOLVED, its1, 0, True, 0, y, v_next, tau, gap
-    free, w = unconstrained_if_feasible(H2, g2, C2, l2)
-    if free:
-        y, v_next, tau, gap = stage_two_result(red, z1, W, w, True)
-        return STAGES_SOLVED, its1, k, True, 0, y, v_next, tau, gap
-    if k >= len(qps) or qps[k].n != k or qps[k].rows != C2.shape[0] or qps[k].ms != 0:
-        return STAGES_SIZES, its1, k, False, 0, empty, empty, empty, 0.0
-    qp2 = qps[k]
-    native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
-    solved = qp2.found
-    y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
-        stage_two_result(red, z1, W, z1, False)  # fmt: skip
-    return STAGES_SOLVED, its1, k, solved, qp2.iterations, y, v_next, tau, gap
+    else:
+        free, w = unconstrained_if_feasible(H2, g2, C2, l2)
+        if free:
+            y, v_next, tau, gap = stage_two_result(red, z1, W, w, True)
+        else:
+            if k >= len(qps) or qps[k].n != k or qps[k].rows != C2.shape[0] or qps[k].ms != 0:
+                return STAGES_SIZES, its1, k, False, 0, empty, empty, empty, 0.0, UNCHECKED, 0.0, 0.0
+            qp2 = qps[k]
+            native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
+            solved, its2 = qp2.found, qp2.iterations
+            y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
+                stage_two_result(red, z1, W, z1, False)  # fmt: skip
+    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, y[:n], y[n : 2 * n],
+                                          y[2 * n :], terms)  # fmt: skip
+    return STAGES_SOLVED, its1, k, solved, its2, y, v_next, tau, gap, code, value, bound
