@@ -44,7 +44,7 @@ def curve_daemon(quadruped, keys):
     admin.request("shutdown")
     thread.join(timeout=5)
     admin.close()
-    ctx.term()
+    ctx.destroy(linger=0)  # closes what a failed test left open (term() would wait on it forever)
 
 
 def test_keys_generate_writes_both_pairs_and_authorizes_the_client(tmp_path):
