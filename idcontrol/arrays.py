@@ -4,11 +4,13 @@ Every compiled entry point is declared with its argument types, so it is compile
 disk cache) when its module is imported and can never specialize again at run time: a call with other
 types is a ``TypeError``, not a millisecond compile in the control loop. Arrays are float64 or intp and
 C-contiguous; an argument the kernel only reads is declared read-only, which accepts writable arrays too
-(read-only ones, like the contact set's μ, are another numba type).
+(read-only ones, like the contact set's μ, are another numba type). Arrays coming back stack their vectors
+in one (:func:`split` takes views of it).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import types
 
 float64 = types.float64
@@ -30,3 +32,14 @@ IN_MASK = types.Array(boolean, 1, "C", readonly=True)
 ANY_VECTOR = types.Array(float64, 1, "A", readonly=True)
 #: any 2-D float64 array (a strided view too), only read
 ANY_MATRIX = types.Array(float64, 2, "A", readonly=True)
+
+
+def split(stacked: np.ndarray, *sizes: int) -> list[np.ndarray]:
+    """Views of ``stacked`` (k,) in consecutive parts of ``sizes``, the rest last. A compiled call returns its
+    vectors stacked in one array: boxing each array it returns costs ~0.35 µs, a view of one in Python 0.08."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(stacked[start : start + size])
+        start += size
+    parts.append(stacked[start:])
+    return parts

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp, split
 from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import UNCHECKED, ContactModel, certify_in_solve
 from idcontrol.formulations.consistency import (
@@ -182,10 +182,11 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     caller repairs).
 
     Returns (ok: M_uu positive definite, Lemke's outcome without z and w
-    (:func:`~idcontrol.solvers.lemke.compiled_summary`), the LCP's size, v⁺, τ, f_N, f_S, f_T, min N v⁺ + φ/Δt of
-    the LCP's answer, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed),
-    the violation it left, m/s, its largest change of q̇_des, rad/s, and the certificate of the answer returned
-    under ``terms``: code, value, bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`).
+    (:func:`~idcontrol.solvers.lemke.compiled_summary`), the LCP's size, the answer [f_N; f_S; f_T; v⁺; τ]
+    (3n + m + nu,: one array returned, views of it in Python), min N v⁺ + φ/Δt of the LCP's answer, the repair's
+    outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s,
+    its largest change of q̇_des, rad/s, and the certificate of the answer returned under ``terms``: code, value,
+    bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`).
     """
     n = N.shape[0]
     ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
@@ -193,8 +194,7 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     if not ok:
         Q, q = np.zeros((0, 0)), np.zeros(0)
         outcome = lemke_regularized_kernel(Q, q, q, 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
-        return (False, compiled_summary(outcome), 0, empty, empty, empty, empty, empty, 0.0, -1, 0.0, 0.0, UNCHECKED,
-                0.0, 0.0)  # fmt: skip
+        return False, compiled_summary(outcome), 0, empty, 0.0, -1, 0.0, 0.0, UNCHECKED, 0.0, 0.0
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
     weight = 0.0
     if spread > 0.0 and n:  # ε · mean(diag of the normal block) on the 5n force variables' diagonal
@@ -217,8 +217,8 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
                                                                  u, False, qd_des, repairs[n - 1])  # fmt: skip
     code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t,
                                           terms)  # fmt: skip
-    return (True, compiled_summary(outcome), q.shape[0], v_next, tau, f_normal, f_s, f_t, gap, repaired, violation,
-            change, code, value, bound)  # fmt: skip
+    answer = np.concatenate((f_normal, f_s, f_t, v_next, tau))
+    return True, compiled_summary(outcome), q.shape[0], answer, gap, repaired, violation, change, code, value, bound
 
 
 def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, Array, Array, Array]:
@@ -291,10 +291,11 @@ class CoulombLCP(Formulation):
             return self._solve_mindiff(p, arguments, started)
         self._repairs.cover(len(arguments[9]), n)
         arguments = (*arguments, self.spread, self.repair, self._repairs.by_count, self.certificate_terms)
-        (ok, lemke, size, v_next, tau, f_normal, f_s, f_t, gap_rate, repaired, violation, change,
-         *checked) = call_compiled(coulomb_solve, *arguments)  # fmt: skip
+        ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = call_compiled(coulomb_solve,
+                                                                                                 *arguments)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
+        f_normal, f_s, f_t, v_next, tau = split(answer, n, n, n, p.m)
         found, pivots, eps, status, _, rel, entering = lemke[:7]
         cap = 50 * size + 100
         if found and eps == 0.0:  # the usual case: the plain solve's message
@@ -367,7 +368,8 @@ class CoulombLCP(Formulation):
                 return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
-        self._previous_tau = tau.copy()
+        if self.mindiff:  # Algorithm 3's reference torque
+            self._previous_tau = tau.copy()
         return self._result(p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message,
                             started=started, consistency_repaired=repaired, fallback=fallback,
                             checked=checked)  # fmt: skip

@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from idcontrol.arrays import split
 from idcontrol.formulations.base import Formulation, check_nonnegative, map_warm_start
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import (
@@ -159,12 +160,13 @@ class NoSlipLCP(Formulation):
         outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
                                 self.project, self.release_unloaded, self.share_friction, self.repair,
                                 self._repairs.by_count, self.certificate_terms)  # fmt: skip
-        (ok, pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, n_released, S, T, qd_des,
-         violated, repair_outcome, repair_violation, repair_change, *checked) = outcome  # fmt: skip
+        (ok, pivots, loaded, kept, answer, diagnostics, n_released, rows, violated, repair_outcome, repair_violation,
+         repair_change, *checked) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
+        f_normal, f_s, f_t, v_next, tau, qd_des = split(answer, p.n, p.n, p.n, p.m, len(reduction[9]))
         if self.project or n_released:  # the problem as solved: the certificate checks the rows it kept
-            p = p.with_rows(S, T, qd_des)
+            p = p.with_rows(rows[0], rows[1], qd_des)
         found = diagnostics[0] != BY_NONE
         fallback = fallback_text(diagnostics)
         if not found and not self.repair:

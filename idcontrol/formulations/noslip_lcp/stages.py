@@ -495,16 +495,20 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     not attempted, the caller repairs).
 
     Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0: the next tick's warm
-    start), kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (see :func:`_solve_once`), the number of contacts released,
-    S and T as solved, q̇_des as solved, whether the LCP's v⁺ violates a constraint, the repair's outcome (−1: not
-    attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s, its largest
-    change of q̇_des, rad/s, and the certificate of the answer returned under ``terms``: code, value, bound,
-    :func:`~idcontrol.formulations.certificate.certify_in_solve`). Scalars where Python needs no more: every array
-    returned costs its boxing (~0.35 µs).
+    start), kept rows, the answer [f_N; f_S; f_T; v⁺; τ; q̇_des as solved] (3n + m + 2 nu,), diagnostics (see
+    :func:`_solve_once`), the number of contacts released, [S; T] as solved (2, n, m), whether the LCP's v⁺ violates
+    a constraint, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed), the
+    violation it left, m/s, its largest change of q̇_des, rad/s, and the certificate of the answer returned under
+    ``terms``: code, value, bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`). Scalars where
+    Python needs no more, and arrays stacked: every array returned costs its boxing (~0.35 µs), a view of one in
+    Python 0.08.
     """
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
-    S_now, T_now = S.copy(), T.copy()
+    rows = np.empty((2, n, S.shape[1]))  # S and T as solved, returned as one array
+    S_now, T_now = rows[0], rows[1]
+    S_now[:] = S
+    T_now[:] = T
     released = np.zeros(n, dtype=np.bool_)
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
         M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, release_unloaded)
@@ -543,5 +547,6 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     loaded = active[f_normal[active] > 0.0] if ok else active
     code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu, a, tau, f_normal, f_s,
                                           f_t, terms) if ok else (UNCHECKED, 0.0, 0.0)  # fmt: skip
-    return (ok, rounds_pivots, loaded, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, np.count_nonzero(released),
-            S_now, T_now, qd, violated, outcome, violation, change, code, value, bound)  # fmt: skip
+    answer = np.concatenate((f_normal, f_s, f_t, v_next, tau, qd))
+    return (ok, rounds_pivots, loaded, kept, answer, diagnostics, np.count_nonzero(released), rows, violated, outcome,
+            violation, change, code, value, bound)  # fmt: skip

@@ -63,6 +63,7 @@ import numpy as np
 from numba.typed import List
 from numpy.typing import NDArray
 
+from idcontrol.arrays import split
 from idcontrol.errors import ConfigError
 from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import ContactModel
@@ -434,13 +435,14 @@ class TwoStageQP(Formulation):
             if len(self._native_qps) > 256:
                 self._native_qps.clear()
             self._native_qps[key] = qps
-        outcome, its1, k, solved, its2, y, v_next, tau, gap_rate, *checked = call_compiled(
+        outcome, its1, k, solved, its2, answer, gap_rate, *checked = call_compiled(
             two_stages, *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge,
             self.certificate_terms)  # fmt: skip
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:
             return None
+        y, v_next, tau = split(answer, 3 * n, p.m)
         if k == 0:
             message = "Stage I solution is unique"
         elif solved:
