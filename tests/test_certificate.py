@@ -213,3 +213,30 @@ def test_the_certifier_takes_a_solve_s_certificate_only_for_what_it_was_made_of(
     assert controller.certifier.verdict(problem, result, ContactModel(friction="none")).passed
     other = InverseDynamicsController(quadruped, formulation="two_stage_qp")
     assert other.certifier.verdict(problem, result, model).passed
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("two_stage_qp", {}), ("noslip_lcp", {}), ("noslip_lcp", PAPER_OPTIONS), ("coulomb_lcp", {})],
+)  # fmt: skip
+def test_a_compiled_solve_certifies_the_grasp_as_the_certifier_does(arm, name, options):
+    """The same agreement with a movable body in the problem (the arm's fingers on its box, m = nv + 6): joints
+    and the box's twist perturbed, the box's block and its rows in every check."""
+    controller = InverseDynamicsController(arm, formulation=name, formulation_options=options)
+    rng = np.random.default_rng(5)
+    box = controller.initial_object_states()["box"]
+    made = 0
+    for _ in range(30):
+        q = arm.standing_configuration() + rng.uniform(-0.01, 0.01, arm.nq)
+        moved = replace(box, linear_velocity=rng.uniform(-0.05, 0.05, 3), angular_velocity=rng.uniform(-0.2, 0.2, 3))
+        state = RobotState(q, rng.uniform(-0.05, 0.05, arm.nv), objects={"box": moved})
+        problem, _ = controller.build_problem(state, rng.uniform(-1.0, 1.0, arm.nu))
+        result = controller.formulation.solve(problem)
+        if not result.found or result.verdict is None:
+            continue
+        assert problem.m == arm.nv + 6 and problem.n > 0
+        made += 1
+        own = controller.certifier.check(problem, result, controller.formulation.contact_model)
+        assert result.verdict.certificate.check == own.check
+        assert result.verdict.certificate.value == pytest.approx(own.value, rel=1e-9, abs=1e-12)
+    assert made >= 20, made
