@@ -108,9 +108,9 @@ class TickStats:
         ``total``: ``model``, ``contacts``, ``build``, ``solve``), ``send`` and ``publish`` (the telemetry and log
         record, after the command left), and ``transport``, the mean round trip less the mean compute time of the
         commands it timed (a state's round trip is the previous command's): ZeroMQ both ways plus the bridge's own
-        send and receive, less the part of ``send`` after the command already left (the send call returns once
-        ZeroMQ's I/O thread has it, which may deliver it first: then ``transport`` can be negative, never below
-        −``send``)."""
+        send and receive, less the part of ``send`` after the command already left (the send call queues it for
+        ZeroMQ's I/O thread on the other CPU, which may deliver it before the call returns: then ``transport`` can
+        be negative, never below −``send``)."""
         n = max(self.ticks, 1)
         means = {k: round(v / n, 1) for k, v in self.phase_sums_us.items()}
         if self._paired:
