@@ -7,7 +7,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from idcontrol.formulations.reduced import ReducedDynamics, contact_velocity_and_torque, velocity_and_torque
+from idcontrol.control.controller import InverseDynamicsController
+from idcontrol.control.state import RobotState
+from idcontrol.formulations.problem import index_array
+from idcontrol.formulations.reduced import (
+    ReducedDynamics,
+    contact_velocity_and_torque,
+    reduction_arguments,
+    velocity_and_torque,
+)
 from tests.conftest import random_problem
 
 
@@ -70,3 +78,19 @@ def test_a_singular_unactuated_inertia_raises() -> None:
     p.M[:6, :6] = 0.0
     with pytest.raises(np.linalg.LinAlgError):
         ReducedDynamics(p)
+
+
+def test_the_reduction_s_index_arrays_are_each_problem_s_own(quadruped, arm):
+    """The index arrays kept for the last problem's slices are used only for a problem with those very slices:
+    problems of two robots (and one with index arrays instead of slices) solved in turn each get their own."""
+    problems = []
+    for robot in (quadruped, arm):
+        controller = InverseDynamicsController(robot)
+        objects = controller.initial_object_states()
+        state = RobotState(robot.standing_configuration(), np.zeros(robot.nv), objects=objects)
+        problems.append(controller.build_problem(state, np.zeros(robot.nu))[0])
+    p = problems[0]
+    problems.append(replace(p, actuated=index_array(p.actuated, p.m), unactuated=index_array(p.unactuated, p.m)))
+    for p in problems * 3:
+        a, u = reduction_arguments(p)[9:11]
+        assert np.array_equal(a, index_array(p.actuated, p.m)) and np.array_equal(u, index_array(p.unactuated, p.m))
