@@ -38,11 +38,17 @@ def block(A: Array, rows: Index, cols: Index) -> Array:
 
 
 _SLICE_INDICES: dict[tuple[int, int | None, int | None, int | None], IntArray] = {}
+#: the same arrays by the slice object's identity, with the slice kept (its id cannot be reused while kept): a
+#: controller passes the same slices every tick: the call takes 0.12 µs, 0.25 through the key
+_BY_SLICE: dict[int, tuple[slice, int, IntArray]] = {}
 
 
 def index_array(index: Index, size: int) -> IntArray:
     """``index`` (an index array or slice into ``range(size)``) as a read-only intp array (slices memoized)."""
     if isinstance(index, slice):
+        known = _BY_SLICE.get(id(index))  # one tuple, read at once: safe beside another thread's update
+        if known is not None and known[0] is index and known[1] == size:
+            return known[2]
         key = (size, index.start, index.stop, index.step)
         out = _SLICE_INDICES.get(key)
         if out is None:
@@ -51,6 +57,9 @@ def index_array(index: Index, size: int) -> IntArray:
             if len(_SLICE_INDICES) > 256:
                 _SLICE_INDICES.clear()
             _SLICE_INDICES[key] = out
+        if len(_BY_SLICE) > 256:
+            _BY_SLICE.clear()
+        _BY_SLICE[id(index)] = (index, size, out)
         return out
     return np.asarray(index, dtype=np.intp)
 

@@ -160,17 +160,8 @@ def reduction_arguments(problem: ContactProblem) -> tuple:
     actuated and unactuated indices and Δt (the order of :func:`_reduce`)."""
     p = problem
     m = p.M.shape[0]
-    actuated, unactuated, size, a, u = _LAST_SPLIT[0]  # one tuple, read at once (another thread may replace it)
-    if p.actuated is not actuated or p.unactuated is not unactuated or m != size:
-        a, u = index_array(p.actuated, m), index_array(p.unactuated, m)
-        if isinstance(p.actuated, slice) and isinstance(p.unactuated, slice):  # immutable: safe to know by identity
-            _LAST_SPLIT[0] = (p.actuated, p.unactuated, m, a, u)
-    return p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, a, u, float(p.dt)
-
-
-#: (the last problem's actuated and unactuated slices, its m, both as index arrays): a controller's ticks find
-#: their index arrays here by the slices' identity (0.2 µs a tick, not 0.6)
-_LAST_SPLIT: list[tuple] = [(None, None, 0, None, None)]
+    return (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, m),
+            index_array(p.unactuated, m), float(p.dt))  # fmt: skip
 
 
 def call_compiled(kernel, *arguments):  # noqa: ANN001, ANN201 - any compiled function and what it returns
