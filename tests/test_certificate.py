@@ -167,6 +167,15 @@ def test_the_core_counts_a_rejected_answer_holds_the_previous_torque_then_stops(
     assert core.filter.counts["held"] == core.safety.hold_ticks
 
 
+def _verdict_is_the_certifiers(controller: InverseDynamicsController, problem: ContactProblem,
+                               result: SolveResult) -> Certificate:
+    """The certifier's own check of ``result``, asserted equal (check and value) to the verdict its solve made."""
+    own = controller.certifier.check(problem, result, controller.formulation.contact_model)
+    assert result.verdict.certificate.check == own.check
+    assert result.verdict.certificate.value == pytest.approx(own.value, rel=1e-9, abs=1e-12)
+    return own
+
+
 @pytest.mark.parametrize(
     ("name", "options"),
     [("two_stage_qp", {}), ("noslip_lcp", {}), ("noslip_lcp", PAPER_OPTIONS), ("coulomb_lcp", {}),
@@ -187,10 +196,7 @@ def test_a_compiled_solve_certifies_its_answer_as_the_certifier_does(quadruped, 
         if not result.found or result.verdict is None:
             continue
         made += 1
-        own = controller.certifier.check(problem, result, controller.formulation.contact_model)
-        assert result.verdict.certificate.check == own.check
-        assert result.verdict.certificate.value == pytest.approx(own.value, rel=1e-9, abs=1e-12)
-        failed += not own.passed
+        failed += not _verdict_is_the_certifiers(controller, problem, result).passed
     assert made >= 20, made
     if options is PAPER_OPTIONS:
         assert failed, "the paper's no-slip method near a stance has answers to reject"
@@ -236,7 +242,5 @@ def test_a_compiled_solve_certifies_the_grasp_as_the_certifier_does(arm, name, o
             continue
         assert problem.m == arm.nv + 6 and problem.n > 0
         made += 1
-        own = controller.certifier.check(problem, result, controller.formulation.contact_model)
-        assert result.verdict.certificate.check == own.check
-        assert result.verdict.certificate.value == pytest.approx(own.value, rel=1e-9, abs=1e-12)
+        _verdict_is_the_certifiers(controller, problem, result)
     assert made >= 20, made
