@@ -12,6 +12,7 @@ from idcontrol.contacts.world import Environment
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.control.state import RobotState
+from idcontrol.errors import ShapeError
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import CHECKS, TORQUE_FACTOR, Certificate, ContactModel
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
@@ -244,3 +245,19 @@ def test_a_compiled_solve_certifies_the_grasp_as_the_certifier_does(arm, name, o
         made += 1
         _verdict_is_the_certifiers(controller, problem, result)
     assert made >= 20, made
+
+
+def test_a_formulation_s_certificate_terms_are_always_a_contiguous_float64_vector(quadruped):
+    """The terms a compiled solve takes unchecked are converted when set (a float32 or strided array), the
+    certifier's own array kept as it is (its verdicts are known by identity), and a matrix refused."""
+    controller = InverseDynamicsController(quadruped, formulation="noslip_lcp")
+    formulation = controller.formulation
+    own = controller.certifier.terms(formulation.contact_model)
+    assert formulation.certificate_terms is own
+    for given in (own.astype(np.float32), np.repeat(own, 2)[::2]):
+        formulation.certificate_terms = given
+        terms = formulation.certificate_terms
+        assert terms.dtype == np.float64 and terms.flags.c_contiguous
+        np.testing.assert_array_equal(terms, own.astype(np.float32) if given.dtype == np.float32 else own)
+    with pytest.raises(ShapeError):
+        formulation.certificate_terms = np.zeros((2, 3))

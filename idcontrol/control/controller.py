@@ -251,6 +251,8 @@ class InverseDynamicsController:
         self.last_contacts: ContactSet | None = None
         self._actuated_indices = np.ascontiguousarray(np.arange(self.m, dtype=np.intp)[self.actuated])
         self._actuated_indices.setflags(write=False)
+        self._unactuated_indices = np.ascontiguousarray(np.arange(self.m, dtype=np.intp)[self.unactuated])
+        self._unactuated_indices.setflags(write=False)
         # the movable bodies' per-tick terms (M blocks, f_ext, velocities), written in place
         b = len(environment.objects)
         # the robot's and the bodies' velocities side by side (the activation filter's (m,) velocity, no copy a
@@ -423,11 +425,15 @@ class InverseDynamicsController:
         if tracking is not None:
             position_error, velocity_error = tracking.position_error, tracking.velocity_error
             integral_error = tracking.integral_error
+        # vouched for: the assembly's and the detector's compiled outputs (C-contiguous float64), the detector's μ
+        # (one), this controller's index arrays; a formulation's solve takes them unchecked (test_kernel_arguments)
+        arguments = ((M, f_ext, v_all, qd_des, N, S, T, phi, contacts.mu, self._actuated_indices,
+                      self._unactuated_indices, self.dt), self.actuated, self.unactuated)  # fmt: skip
         # positional, in ContactProblem's field order: 0.4 µs, where by keyword it took 0.9
         problem = ContactProblem(self.dt, M, f_ext, v_all, self.actuated, self.unactuated, qd_des, N, S, T, phi,
                                  contacts.mu, contacts.ids, contacts.normals, contacts.tangents_s, contacts.tangents_t,
                                  sensed, position_error, velocity_error, integral_error, gains.kp, gains.kd,
-                                 gains.ki)  # fmt: skip
+                                 gains.ki, arguments)  # fmt: skip
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
 

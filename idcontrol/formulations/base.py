@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from idcontrol.errors import ConfigError
+from idcontrol.errors import ConfigError, ShapeError
 from idcontrol.formulations.certificate import NO_TERMS, ContactModel, Verdict, certificate_of
 from idcontrol.formulations.consistency import repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult
@@ -38,9 +38,21 @@ class Formulation(ABC):
     #: What the formulation claims of its contacts: every found result is checked against it
     #: (:mod:`idcontrol.formulations.certificate`).
     contact_model: ContactModel = ContactModel()  # (an instance's, where its options change the claim)
-    #: The certificate's claims and bounds (:meth:`~idcontrol.formulations.certificate.Certifier.terms`) that a
-    #: compiled solve may check its answer with (the controller gives its certifier's); empty: none.
-    certificate_terms: NDArray[np.float64] = NO_TERMS
+    _certificate_terms: NDArray[np.float64] = NO_TERMS
+
+    @property
+    def certificate_terms(self) -> NDArray[np.float64]:
+        """The certificate's claims and bounds (:meth:`~idcontrol.formulations.certificate.Certifier.terms`) that a
+        compiled solve may check its answer with (the controller gives its certifier's); empty: none. Always a
+        C-contiguous float64 vector: a compiled solve may take it unchecked."""
+        return self._certificate_terms
+
+    @certificate_terms.setter
+    def certificate_terms(self, terms: NDArray[np.float64]) -> None:
+        terms = np.ascontiguousarray(terms, dtype=np.float64)  # the same array when it is one already
+        if terms.ndim != 1:
+            raise ShapeError("certificate_terms", (terms.size,), terms.shape)
+        self._certificate_terms = terms
 
     @abstractmethod
     def solve(self, problem: ContactProblem) -> SolveResult:

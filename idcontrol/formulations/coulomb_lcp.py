@@ -51,6 +51,7 @@ from idcontrol.formulations.reduced import (
     ReducedDynamics,
     _reduce,
     call_compiled,
+    kernel_calls,
     min_gap_rate_of,
     reduction_arguments,
     velocity_and_torque,
@@ -238,6 +239,9 @@ def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, A
 PAPER_OPTIONS = {"spread": 0.0}
 
 
+_COULOMB_SOLVE = kernel_calls(coulomb_solve)
+
+
 class CoulombLCP(Formulation):
     """Coulomb-friction LCP solved by Lemke (optionally MINDIFF for few contacts).
 
@@ -286,13 +290,13 @@ class CoulombLCP(Formulation):
         started = time.perf_counter()
         p = problem
         n = p.n
-        arguments = reduction_arguments(p)
+        arguments, vouched = reduction_arguments(p)
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
             return self._solve_mindiff(p, arguments, started)
         self._repairs.cover(len(arguments[9]), n)
-        arguments = (*arguments, self.spread, self.repair, self._repairs.by_count, self.certificate_terms)
-        ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = call_compiled(coulomb_solve,
-                                                                                                 *arguments)
+        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
+        ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = _COULOMB_SOLVE[vouched](
+            *arguments, self.spread, self.repair, self._repairs.by_count, self.certificate_terms)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau = split(answer, n, n, n, p.m)

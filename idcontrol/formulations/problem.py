@@ -94,6 +94,12 @@ class ContactProblem:
     sensed_force : (m,) generalized force of *measured* contact forces (sensed_id only).
     position_error, velocity_error, integral_error : (nu,) tracking errors for the PID baseline.
     kp, kd, ki : (nu,) PID gains.
+    kernel_arguments : ((M, f_ext, v, q̇_des, N, S, T, φ, μ, the actuated and unactuated index arrays, Δt),
+        actuated, unactuated): the first as the formulations' compiled solves take them, vouched for by whoever
+        built the problem from arrays whose types it knows (the controller: its own compiled assembly's); a solve
+        then calls its kernel without the dispatcher's type checks (:func:`~idcontrol.arrays.unchecked_entry`)
+        while these are still the problem's own fields (:func:`~idcontrol.formulations.reduced.reduction_arguments`).
+        None: the dispatcher checks them.
     """
 
     dt: float
@@ -119,6 +125,7 @@ class ContactProblem:
     kp: Array | None = None
     kd: Array | None = None
     ki: Array | None = None
+    kernel_arguments: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def m(self) -> int:
@@ -171,7 +178,7 @@ class ContactProblem:
         solved after changing them (0.7 µs; ``copy.copy`` takes 2)."""
         out = object.__new__(ContactProblem)
         out.__dict__.update(self.__dict__)
-        out.S, out.T, out.qd_des = S, T, qd_des
+        out.S, out.T, out.qd_des, out.kernel_arguments = S, T, qd_des, None
         return out
 
 

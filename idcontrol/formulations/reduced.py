@@ -28,12 +28,16 @@ jitclass recompiles in every process) and crosses the boundary as one object (0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, float64
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, float64, unchecked_entry
 from idcontrol.formulations.problem import ContactProblem, index_array
 from idcontrol.solvers.dense import cholesky_in_place, lower_inverse
 
@@ -149,19 +153,41 @@ structref.define_boxing(ReducedDynamicsType, ReducedDynamics)
 
 def reduce(problem: ContactProblem) -> ReducedDynamics:
     """The reduced dynamics of ``problem`` (one compiled call); LinAlgError when M_uu is not positive definite."""
-    ok, red = call_compiled(_reduce, *reduction_arguments(problem))
+    ok, red = call_compiled(_reduce, *reduction_arguments(problem)[0])
     if not ok:
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return red
 
 
-def reduction_arguments(problem: ContactProblem) -> tuple:
-    """The arguments every formulation's compiled solve starts with: M, f_ext, v, q̇_des, N, S, T, φ, μ, the
-    actuated and unactuated indices and Δt (the order of :func:`_reduce`)."""
+def reduction_arguments(problem: ContactProblem) -> tuple[tuple, bool]:
+    """(arguments, vouched): the arguments every formulation's compiled solve starts with, M, f_ext, v, q̇_des, N,
+    S, T, φ, μ, the actuated and unactuated indices and Δt (the order of :func:`_reduce`); ``vouched`` when they
+    are the problem's :attr:`~.problem.ContactProblem.kernel_arguments`, still its fields (checked by identity,
+    0.3 µs): the solve may call its kernel unchecked (:func:`~idcontrol.arrays.unchecked_entry`)."""
     p = problem
+    known = p.kernel_arguments
+    if known is not None:
+        a = known[0]
+        if a[0] is p.M and a[1] is p.f_ext and a[2] is p.v and a[3] is p.qd_des and a[4] is p.N and a[5] is p.S \
+                and a[6] is p.T and a[7] is p.phi and a[8] is p.mu and a[11] == p.dt and known[1] is p.actuated \
+                and known[2] is p.unactuated:  # fmt: skip
+            return a, True
     m = p.M.shape[0]
     return (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, m),
-            index_array(p.unactuated, m), float(p.dt))  # fmt: skip
+            index_array(p.unactuated, m), float(p.dt)), False  # fmt: skip
+
+
+class KernelCalls(NamedTuple):
+    """A compiled solve's two ways in, indexed by whether its problem's arguments are vouched for
+    (:func:`reduction_arguments`): ``calls[vouched](*arguments)``."""
+
+    checked: Callable  # call_compiled: the dispatcher checks (and converts) every argument
+    unchecked: Callable  # unchecked_entry: every argument's type known by construction
+
+
+def kernel_calls(kernel) -> KernelCalls:  # noqa: ANN001 - a numba dispatcher with one declared signature
+    """:class:`KernelCalls` of ``kernel``."""
+    return KernelCalls(partial(call_compiled, kernel), unchecked_entry(kernel))
 
 
 def call_compiled(kernel, *arguments):  # noqa: ANN001, ANN201 - any compiled function and what it returns

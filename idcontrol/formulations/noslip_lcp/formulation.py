@@ -52,7 +52,7 @@ from idcontrol.formulations.noslip_lcp.stages import (
     noslip_solve,
 )
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
-from idcontrol.formulations.reduced import call_compiled, reduction_arguments
+from idcontrol.formulations.reduced import kernel_calls, reduction_arguments
 from idcontrol.solvers.ppm import (
     ACTIVE_SET_CAP,
     ACTIVE_SET_UNBOUNDED,
@@ -155,11 +155,12 @@ class NoSlipLCP(Formulation):
             warm = self._previous_active
         else:
             warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
-        reduction = reduction_arguments(p)
+        reduction, vouched = reduction_arguments(p)
         self._repairs.cover(len(reduction[9]), p.n)
-        outcome = call_compiled(noslip_solve, *reduction, warm, float(self.rank_tol), float(self.tol), self.spread,
-                                self.project, self.release_unloaded, self.share_friction, self.repair,
-                                self._repairs.by_count, self.certificate_terms)  # fmt: skip
+        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
+        outcome = _NOSLIP_SOLVE[vouched](
+            *reduction, warm, float(self.rank_tol), float(self.tol), self.spread, self.project, self.release_unloaded,
+            self.share_friction, self.repair, self._repairs.by_count, self.certificate_terms)  # fmt: skip
         (ok, pivots, loaded, kept, answer, diagnostics, n_released, rows, violated, repair_outcome, repair_violation,
          repair_change, *checked) = outcome  # fmt: skip
         if not ok:
@@ -207,6 +208,7 @@ class NoSlipLCP(Formulation):
 
 
 _NO_WARM_START = np.zeros(0, dtype=np.intp)
+_NOSLIP_SOLVE = kernel_calls(noslip_solve)
 
 _PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
              PPM_SINGULAR: "active block of {a} contacts is singular",

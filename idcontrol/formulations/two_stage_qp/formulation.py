@@ -73,6 +73,7 @@ from idcontrol.formulations.reduced import (
     ReducedDynamics,
     call_compiled,
     contact_velocity_and_torque,
+    kernel_calls,
     reduce,
     reduction_arguments,
 )
@@ -181,6 +182,9 @@ def remap_active_set(
     return np.concatenate([head.ravel(), facets[:, np.isfinite(mu)].ravel()])
 
 
+_TWO_STAGES = kernel_calls(two_stages)
+
+
 class StageOne:
     """Stage I data of one problem over y = [f_N; f_S; f_T], in force units (built once per tick).
 
@@ -198,7 +202,7 @@ class StageOne:
         (:func:`.stages.stage_one_setup`). Raises ``numpy.linalg.LinAlgError`` when M_uu is not positive definite."""
         p = problem
         ok, red, C_pyramid, H, g, A, lower, upper, R_a = call_compiled(
-            stage_one_setup, *reduction_arguments(p), dissipation == "contacts", INFINITY)  # fmt: skip
+            stage_one_setup, *reduction_arguments(p)[0], dissipation == "contacts", INFINITY)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         stage = cls.__new__(cls)
@@ -421,7 +425,7 @@ class TwoStageQP(Formulation):
         does not apply; None when that call could not finish (Stage I infeasible, an R̃ whose rank gives an
         optimal set of unexpected dimension, the structured path's sizes): the QP path then starts over."""
         n = p.n
-        reduction = reduction_arguments(p)
+        reduction, vouched = reduction_arguments(p)
         a, u = reduction[9], reduction[10]
         nu, nb = a.shape[0], u.shape[0]
         if self.structured and 3 * n - nb >= nu + nb:
@@ -443,8 +447,9 @@ class TwoStageQP(Formulation):
                 self._native_qps.clear()
             self._native_qps[key] = qps
         self._last_native = (mu, qps)
-        outcome, its1, k, solved, its2, answer, gap_rate, *checked = call_compiled(
-            two_stages, *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge,
+        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
+        outcome, its1, k, solved, its2, answer, gap_rate, *checked = _TWO_STAGES[vouched](
+            *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge,
             self.certificate_terms)  # fmt: skip
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
