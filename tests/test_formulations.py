@@ -14,7 +14,7 @@ from idcontrol.formulations import available_formulations, make_formulation
 from idcontrol.formulations.consistency import independent_equalities, needs_repair, repair_desired_velocity
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS, NoSlipLCP, project_desired_velocity
-from idcontrol.formulations.problem import ContactProblem
+from idcontrol.formulations.problem import ContactProblem, index_array
 from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.formulations.two_stage_qp import TwoStageQP
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions
@@ -158,6 +158,31 @@ def test_project_desired_velocity_is_no_slip_consistent_and_idempotent(seed: int
     assert np.abs(J_u @ V + J_a @ qd).max() <= 1e-9 * max(1.0, np.abs(J_a @ qd).max())
     assert np.abs(J_u @ np.linalg.lstsq(J_u, -J_a @ problem.qd_des, rcond=None)[0] + J_a @ problem.qd_des).max() > 1e-6
     np.testing.assert_allclose(project_desired_velocity(replace(problem, qd_des=qd)), qd, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_desired_velocity_that_moves_no_stance_leg_is_projected_to_itself(seed: int) -> None:
+    """q̇_des with J_a q̇_des = 0 exactly (all zero, or moving only joints no contact row depends on: a swing
+    leg) comes back unchanged, bit for bit what the projection's two least-squares solves give it."""
+    from idcontrol.formulations.noslip_lcp.stages import PROJECTION_RCOND, projected_velocity, rest_correction_kernel
+
+    rng = np.random.default_rng(8100 + seed)
+    problem = random_problem(rng, n=3, mu=np.inf)
+    a, u = index_array(problem.actuated, problem.m), index_array(problem.unactuated, problem.m)
+    swing = a[: len(a) // 3]  # joints no contact row depends on
+    S, T = problem.S.copy(), problem.T.copy()
+    S[:, swing] = T[:, swing] = 0.0
+    for qd in (np.zeros(len(a)), np.where(np.isin(a, swing), rng.normal(size=len(a)), 0.0)):
+        out = projected_velocity(S, T, a, u, qd, PROJECTION_RCOND)
+        J = np.concatenate([S, T])
+        J_a, J_u = np.ascontiguousarray(J[:, a]), np.ascontiguousarray(J[:, u])
+        drift = J_a @ qd
+        assert np.all(drift == 0.0)
+        V = rest_correction_kernel(J_u, drift, PROJECTION_RCOND)
+        solved = qd + rest_correction_kernel(J_a, J_u @ V + drift, PROJECTION_RCOND)
+        np.testing.assert_array_equal(out, qd)
+        np.testing.assert_array_equal(out, solved)
+        assert out is not qd
 
 
 def test_noslip_lcp_releases_feet_hovering_by_micrometres_without_a_second_round() -> None:

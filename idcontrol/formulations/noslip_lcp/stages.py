@@ -29,7 +29,7 @@ from idcontrol.formulations.reduced import (
     velocity_and_torque,
 )
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
-from idcontrol.solvers.dense import cholesky_solve_in_place, gram_cholesky
+from idcontrol.solvers.dense import cholesky_solve_in_place, gram_by_loops, gram_cholesky
 from idcontrol.solvers.lemke import (
     SPREAD_EXACT,
     SPREAD_LEAST_SQUARES,
@@ -379,11 +379,15 @@ def projected_velocity(S, T, a, u, qd_des, rcond):
             for j in range(nb):
                 J_u[block * n + i, j] = rows[i, u[j]]
     drift = np.empty(2 * n)
+    consistent = True
     for r in range(2 * n):
         s = 0.0
         for j in range(nu):
             s += J_a[r, j] * qd_des[j]
         drift[r] = s
+        consistent = consistent and s == 0.0
+    if consistent:  # no stance leg asked to move (a robot holding still): both solves would return exact zeros
+        return qd_des.copy()
     V = rest_correction_kernel(J_u, drift, rcond)
     for r in range(2 * n):
         s = drift[r]
@@ -475,7 +479,7 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
     # there: the spread's (ε-near), unless the paper's LCP has no solution and the spread answered about r/ε: then
     # the paper's answer
     if spread_weight > 0.0 and found:
-        verdict, z = settle_spread(B.T @ B, r, z, spread_weight, spread, n, True)
+        verdict, z = settle_spread(gram_by_loops(B), r, z, spread_weight, spread, n, True)
         if verdict == SPREAD_EXACT or verdict == SPREAD_LEAST_SQUARES:
             active = np.flatnonzero(z > 0.0)
         elif verdict == SPREAD_UNSOLVABLE:
