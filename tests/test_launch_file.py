@@ -315,20 +315,29 @@ def test_a_value_of_the_wrong_type_is_reported_as_a_type_error_not_a_range_error
 def test_the_soak_runs_with_the_shipped_real_time_settings(tmp_path):
     """`idcontrol soak` under SCHED_FIFO on CPUs 0 and 1 uses the real-time table of
     launch/quadruped_stand_realtime.toml (pinning, spin, latency request, warm); on other CPUs, the same pinned to
-    the first two it may use; with no priority or one CPU, none of it."""
+    the first two it may use; with no priority or one CPU, none of it. Its controller, reference and bridge are
+    the shipped file's, whatever the formulation."""
     from dataclasses import replace
 
     from idcontrol.tools.soak import LAUNCH_TEMPLATE, realtime_table
 
-    def soak_settings(priority: int, cpus: set[int]):
+    def soak_launch(priority: int, cpus: set[int], formulation: str = "two_stage_qp"):
         path = tmp_path / "soak.toml"
-        path.write_text(LAUNCH_TEMPLATE.format(formulation="two_stage_qp", priority=priority,
+        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority,
                                                realtime=realtime_table(priority, cpus), control=5555, admin=5556,
                                                telemetry=5557))  # fmt: skip
-        return load_launch(path).realtime
+        return load_launch(path)
 
-    shipped = load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime
+    def soak_settings(priority: int, cpus: set[int]):
+        return soak_launch(priority, cpus).realtime
+
+    stand = load_launch(LAUNCH / "quadruped_stand_realtime.toml")
+    shipped = stand.realtime
     assert soak_settings(50, {0, 1}) == shipped
+    for formulation in ("two_stage_qp", "noslip_lcp"):
+        soak = soak_launch(50, {0, 1}, formulation)
+        assert soak.controller == replace(stand.controller, formulation=formulation)
+        assert (soak.reference, soak.bridge, soak.robot) == (stand.reference, stand.bridge, stand.robot)
     if (os.cpu_count() or 1) >= 3:
         assert soak_settings(50, {2, 1}) == replace(shipped, bridge_cpu=1, io_cpu=1, daemon_cpu=2)
     for priority, cpus in ((50, {1}), (0, {0, 1})):
