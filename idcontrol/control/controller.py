@@ -426,7 +426,8 @@ class InverseDynamicsController:
             position_error, velocity_error = tracking.position_error, tracking.velocity_error
             integral_error = tracking.integral_error
         # vouched for: the assembly's and the detector's compiled outputs (C-contiguous float64), the detector's μ
-        # (one), this controller's index arrays; a formulation's solve takes them unchecked (test_kernel_arguments)
+        # (one), this controller's index arrays; a formulation's solve takes them unchecked (tests/test_reduced.py
+        # checks their types against each solve's signature on every path here)
         arguments = ((M, f_ext, v_all, qd_des, N, S, T, phi, contacts.mu, self._actuated_indices,
                       self._unactuated_indices, self.dt), self.actuated, self.unactuated)  # fmt: skip
         # positional, in ContactProblem's field order: 0.4 µs, where by keyword it took 0.9
