@@ -15,7 +15,7 @@ from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
-from idcontrol.daemon.server import Daemon
+from idcontrol.daemon.server import TELEMETRY_CHECK_TICKS, Daemon
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
@@ -388,6 +388,38 @@ def test_telemetry_publishes_one_record_per_command_with_predicted_forces(harnes
     weight = harness.robot.total_mass() * 9.81
     assert abs(f_n.sum() - weight) < 0.05 * weight  # standing still: the feet carry the weight
     assert np.frombuffer(record["tau"], "<f8").shape == (12,)
+
+
+def test_records_are_made_only_while_a_telemetry_subscriber_listens(harness):
+    """No tick record for nobody: with the harness's subscriber gone (and no log), the daemon sees that none
+    listens within TELEMETRY_CHECK_TICKS ticks and stops making records; a subscriber that comes in the middle of
+    the run gets the record of the next tick after its subscription reached the daemon, and after."""
+    time.sleep(0.2)
+    harness.admin.request("start")
+    harness.state()
+    assert harness.telemetry.poll(2000)
+    assert harness.admin.request("status")["telemetry_listened"]
+    harness.telemetry.close(linger=0)
+    time.sleep(0.2)  # the unsubscription reaches the daemon's socket
+    for _ in range(TELEMETRY_CHECK_TICKS + 1):
+        harness.state()
+    assert not harness.admin.request("status")["telemetry_listened"]
+    late = harness.ctx.socket(zmq.SUB)
+    late.setsockopt(zmq.LINGER, 0)
+    late.setsockopt(zmq.SUBSCRIBE, b"")
+    late.connect(harness.daemon.bound["telemetry"])
+    time.sleep(0.2)  # the subscription reaches the daemon's socket
+    harness.state()
+    assert harness.admin.request("status")["telemetry_listened"]
+    for _ in range(3):
+        harness.state()
+        assert late.poll(2000)
+        seqs = [msgpack.unpackb(late.recv(), raw=False)["seq"]]
+        while late.poll(0):
+            seqs.append(msgpack.unpackb(late.recv(), raw=False)["seq"])
+        assert seqs[-1] == harness.seq
+    late.close(linger=0)
+    harness.telemetry = harness.ctx.socket(zmq.SUB)  # for the harness's close
 
 
 def test_stream_reference_follows_published_targets(harness):
