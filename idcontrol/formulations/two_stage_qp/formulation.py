@@ -58,6 +58,7 @@ the constraint by changing q̇_des; the result says so.
 from __future__ import annotations
 
 import time
+from functools import cache
 
 import numpy as np
 from numba.typed import List
@@ -106,8 +107,11 @@ STRUCTURED_TOL = 1e-10
 STRUCTURED_MAX_ITER = 30
 
 DISSIPATION_REFERENCES = ("world", "contacts")
-#: the message of a Stage II over a k-dimensional optimal set, by k (made once: a formatted string costs 0.25 µs)
-_OPTIMAL_SET: dict[int, str] = {}
+@cache
+def optimal_set_text(k: int) -> str:
+    """The message of a Stage II over a k-dimensional optimal set (made once per k: formatting costs 0.25 µs a
+    tick, the cached call 0.06)."""
+    return f"Stage II over a {k}-dimensional optimal set"
 
 
 def check_dissipation(dissipation: str) -> str:
@@ -459,7 +463,7 @@ class TwoStageQP(Formulation):
         if k == 0:
             message = "Stage I solution is unique"
         elif solved:
-            message = _OPTIMAL_SET.get(k) or _OPTIMAL_SET.setdefault(k, f"Stage II over a {k}-dimensional optimal set")
+            message = optimal_set_text(k)
         else:
             message = f"Stage II failed (daqp exit {qps[k].exitflag}); Stage I forces used"
         return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate,
