@@ -36,7 +36,7 @@ from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.certificate import Certifier
-from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index
+from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index, index_array
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 from idcontrol.solvers.dense import least_norm_lstsq
@@ -249,10 +249,8 @@ class InverseDynamicsController:
         self.actuated = as_index(r.actuated_dofs)
         self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
         self.last_contacts: ContactSet | None = None
-        self._actuated_indices = np.ascontiguousarray(np.arange(self.m, dtype=np.intp)[self.actuated])
-        self._actuated_indices.setflags(write=False)
-        self._unactuated_indices = np.ascontiguousarray(np.arange(self.m, dtype=np.intp)[self.unactuated])
-        self._unactuated_indices.setflags(write=False)
+        self._actuated_indices, self._unactuated_indices = (
+            np.ascontiguousarray(index_array(index, self.m)) for index in (self.actuated, self.unactuated))
         # the movable bodies' per-tick terms (M blocks, f_ext, velocities), written in place
         b = len(environment.objects)
         # the robot's and the bodies' velocities side by side (the activation filter's (m,) velocity, no copy a
