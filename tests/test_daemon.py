@@ -15,7 +15,7 @@ from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
-from idcontrol.daemon.server import TELEMETRY_CHECK_TICKS, Daemon
+from idcontrol.daemon.server import TELEMETRY_CHECK_TICKS, TELEMETRY_IDLE_CHECK_TICKS, Daemon
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
@@ -393,8 +393,9 @@ def test_telemetry_publishes_one_record_per_command_with_predicted_forces(harnes
 def test_records_are_made_only_while_a_telemetry_subscriber_listens(harness):
     """No tick record for nobody: with the harness's subscriber gone (and no log), the daemon sees that none
     listens within TELEMETRY_CHECK_TICKS ticks of the unsubscription reaching it, and stops making records; a
-    subscriber that comes in the middle of the run gets the record of every tick after its subscription reached
-    the daemon."""
+    subscriber that comes in the middle of the run gets records within TELEMETRY_IDLE_CHECK_TICKS ticks of its
+    subscription reaching the daemon's socket, and, once the daemon's status says it listens, the record of every
+    tick after."""
 
     def ticks_until(listened: bool) -> int:
         """Ticks (states answered) until the daemon's status says ``listened``, at most 5 s of them."""
@@ -418,6 +419,11 @@ def test_records_are_made_only_while_a_telemetry_subscriber_listens(harness):
     late.setsockopt(zmq.LINGER, 0)
     late.setsockopt(zmq.SUBSCRIBE, b"")
     late.connect(harness.daemon.bound["telemetry"])
+    time.sleep(0.5)  # the subscription reaches the daemon's socket
+    for _ in range(TELEMETRY_IDLE_CHECK_TICKS):  # no status request in between: the ticks alone notice it
+        harness.state()
+    assert late.poll(2000)
+    assert msgpack.unpackb(late.recv(), raw=False)["seq"] <= harness.seq
     ticks_until(True)
     while late.poll(100):  # whatever came before the daemon's status said so
         late.recv()

@@ -53,6 +53,8 @@ log = logging.getLogger("idcontrol.daemon")
 LOGGED_REQUESTS = ("start", "stop", "set_formulation", "set_gains", "set_reference")
 #: while a telemetry subscriber listens, its socket's subscriptions are read every this many ticks
 TELEMETRY_CHECK_TICKS = 50
+#: ... and while none listens, every this many ticks (a new subscriber's first record waits at most that long)
+TELEMETRY_IDLE_CHECK_TICKS = 10
 
 
 class RateLimitedLog:
@@ -144,7 +146,7 @@ class Daemon:
             self.telemetry = self._socket(zmq.XPUB, self.endpoints.telemetry, "telemetry")
             self.telemetry.setsockopt(zmq.SNDHWM, 1000)  # a slow subscriber loses records, never stalls the tick
         self._telemetry_topics: set[bytes] = set()  # what the telemetry subscribers subscribed to
-        self._telemetry_check_in = 0  # ticks until the subscriptions are read again (while any)
+        self._telemetry_check_in = 0  # ticks until the subscriptions are read again
         self.reference = None
         if self.endpoints.reference:
             self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference")
@@ -441,26 +443,31 @@ class Daemon:
 
     # ------------------------------------------------------------------ telemetry
     def _telemetry_listened(self) -> bool:
-        """Whether a telemetry subscriber listens: the subscriptions the socket handed up read, each tick while
-        none listens (2.2 µs: a record built for nobody cost 30-40 µs a tick in the daemon), every
-        :data:`TELEMETRY_CHECK_TICKS` ticks while one does (for a subscriber that left, records go nowhere until
-        then). XPUB hands up a topic's first subscription and its last unsubscription, a subscriber's also when
-        it goes."""
+        """Whether a telemetry subscriber listens, as of the last read of the subscriptions the socket handed
+        up: read every :data:`TELEMETRY_CHECK_TICKS` ticks while one listens (for a subscriber that left, records
+        go nowhere until then), every :data:`TELEMETRY_IDLE_CHECK_TICKS` while none does (a subscriber that comes
+        gets its first record within that many ticks), and after each admin request, so that a tick rarely pays
+        for the read (5 µs in the spinning daemon)."""
+        if self.telemetry is None:
+            return False
+        self._telemetry_check_in -= 1
+        if self._telemetry_check_in <= 0:
+            self._read_subscriptions()
+        return bool(self._telemetry_topics)
+
+    def _read_subscriptions(self) -> None:
+        """Take the subscription changes the telemetry socket handed up. XPUB hands up a topic's first
+        subscription and its last unsubscription, a subscriber's also when it goes."""
         socket = self.telemetry
         if socket is None:
-            return False
-        if self._telemetry_topics:
-            self._telemetry_check_in -= 1
-            if self._telemetry_check_in > 0:
-                return True
-            self._telemetry_check_in = TELEMETRY_CHECK_TICKS
+            return
         while socket.get(zmq.EVENTS) & zmq.POLLIN:
             change = socket.recv()
             if change[:1] == b"\x01":
                 self._telemetry_topics.add(change[1:])
             elif change[:1] == b"\x00":
                 self._telemetry_topics.discard(change[1:])
-        return bool(self._telemetry_topics)
+        self._telemetry_check_in = TELEMETRY_CHECK_TICKS if self._telemetry_topics else TELEMETRY_IDLE_CHECK_TICKS
 
     def _publish(self, out: Command, message: StateMessage, compute_us: float, now: float, listened: bool) -> None:
         """Publish (when ``listened``) and log the tick record (:data:`idcontrol.logs.schema.TICK_FIELDS`), after the
@@ -526,6 +533,9 @@ class Daemon:
         raw = self.admin.recv()
         try:
             request = wire.decode_request(raw)
+            # the telemetry subscriptions as of this request, which the ticks read only every few: a subscriber
+            # that came before a start gets the run's first record, and status says telemetry_listened as of now
+            self._read_subscriptions()
             if request.kind not in READ_ONLY_REQUESTS and not self._authorized(request.token):
                 raise ProtocolError("unauthorized", f"{request.kind} needs the daemon's credential (field 'token'); "
                                     "status and stats do not")  # fmt: skip
