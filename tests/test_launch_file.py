@@ -171,13 +171,15 @@ def test_port_in_use_is_reported_before_anything_starts(tmp_path):
 
 
 def test_realtime_table_is_checked_at_load(tmp_path):
-    """[realtime] priority (0-99), CPU indices, spin_us (0-10000 µs) and cpu_latency_us (an integer, 0-1e6 µs)
-    are validated when the file is read."""
+    """[realtime] priority (0-99), CPU indices, spin_us and bridge_spin_us (0-10000 µs) and cpu_latency_us (an
+    integer, 0-1e6 µs) are validated when the file is read; the shipped file spins the daemon, not the bridge."""
     base = (LAUNCH / "quadruped_stand_realtime.toml").read_text()
     settings = load_launch(LAUNCH / "quadruped_stand_realtime.toml").realtime
     assert (settings.priority, settings.io_cpu, settings.cpu_latency_us) == (50, 0, 0)
+    assert (settings.spin_us, settings.bridge_spin_us) == (1000.0, 0.0)
     bad_priorities = ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}")
-    bad_spins = ("spin_us = 20000.0", "spin_us = -1.0")
+    bad_spins = ("spin_us = 20000.0", "spin_us = -1.0", "spin_us = 1000.0\nbridge_spin_us = 20000.0",
+                 "spin_us = 1000.0\nbridge_spin_us = -1.0", "spin_us = 1000.0\nbridge_spin_us = true")
     bad_io = (("io_cpu = 0 ", f"io_cpu = {os.cpu_count()} "), ("io_cpu = 0 ", "io_cpu = true "))
     bad_latency = ("cpu_latency_us = -1 ", "cpu_latency_us = 1.5 ", "cpu_latency_us = 2000000 ")
     for old, bad in [*(("priority = 50", b) for b in bad_priorities), *(("spin_us = 1000.0", b) for b in bad_spins),

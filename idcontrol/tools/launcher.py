@@ -133,7 +133,7 @@ class Launch:
                 from idcontrol.tools.live import spawn_live
 
                 if self.config.realtime.spin_us > 0 and len(os.sched_getaffinity(0)) <= 2:
-                    print("idcontrol: warning: the live view shares two CPUs with a spinning daemon and bridge; "
+                    print("idcontrol: warning: the live view shares two CPUs with a spinning daemon; "
                           "a view that wants more CPU than the loop leaves idle gets it from the kernel in bursts of "
                           "up to 50 ms, which stall the loop (late commands, the watchdog). Set [realtime] "
                           "spin_us = 0, give it a third CPU, or watch a lock-step run (docs/benchmarks.md)",
