@@ -17,7 +17,7 @@ the bridges and the tests. In short:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,25 +180,46 @@ def get_bool(message: Mapping[str, Any], key: str, seq: int | None = None) -> bo
 
 def get_array(message: Mapping[str, Any], key: str, length: int, seq: int | None = None) -> Array:
     """A float array field of exactly ``length`` finite values."""
-    value = require(message, key)
-    if isinstance(value, (bytes, bytearray)):
-        if len(value) != 8 * length:
-            raise ProtocolError("bad_field", f"{key} holds {len(value)} bytes, expected {8 * length} "
-                                f"({length} float64)", seq)  # fmt: skip
-        array = np.frombuffer(value, dtype="<f8").copy()  # writable: compiled kernels specialize on it
-    elif isinstance(value, list):
-        if len(value) != length:
-            raise ProtocolError("bad_field", f"{key} has {len(value)} values, expected {length}", seq)
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-            raise ProtocolError("bad_field", f"{key} must hold only numbers", seq)
-        array = np.asarray(value, dtype=float)
-    else:
-        raise ProtocolError("bad_field", f"{key} must be float64 bytes or an array of numbers, "
-                            f"got {type(value).__name__}", seq)  # fmt: skip
-    if not all_finite(array):  # compiled: numpy's isfinite().all() costs several times more per array
-        bad = np.flatnonzero(~np.isfinite(array))[:10].tolist()
-        raise ProtocolError("non_finite", f"{key} is not finite at indices {bad}", seq)
-    return array
+    return get_arrays(((message, key, length, ""),), seq)[0]
+
+
+def get_arrays(fields: Sequence[tuple[Mapping[str, Any], str, int, str]], seq: int | None = None) -> list[Array]:
+    """Float array fields, each (message, key, length, where: the map's name for errors, "" for the message's
+    own fields, or ``objects['box'].``) of exactly ``length`` finite values:
+    views of one writable float64 buffer (compiled kernels specialize on writability), read with one copy and
+    one finiteness check for all of them (a state's q, qd, forces and object poses: 6.2 → 5.4 µs a trot state,
+    11.8 → 8.1 µs an arm's with its box, decoded in a loop)."""
+    parts, lengths = [], []
+    for message, key, length, where in fields:
+        value = message.get(key)
+        if value is None:
+            value = require(message, key)  # missing_field, or a nil value: bad_field below
+        if type(value) is bytes or isinstance(value, bytearray):
+            if len(value) != 8 * length:
+                raise ProtocolError("bad_field", f"{where}{key} holds {len(value)} bytes, expected {8 * length} "
+                                    f"({length} float64)", seq)  # fmt: skip
+        elif isinstance(value, list):
+            if len(value) != length:
+                raise ProtocolError("bad_field", f"{where}{key} has {len(value)} values, expected {length}", seq)
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+                raise ProtocolError("bad_field", f"{where}{key} must hold only numbers", seq)
+            value = f64(np.asarray(value, dtype=float))
+        else:
+            raise ProtocolError("bad_field", f"{where}{key} must be float64 bytes or an array of numbers, "
+                                f"got {type(value).__name__}", seq)  # fmt: skip
+        parts.append(value)
+        lengths.append(length)
+    values = np.frombuffer(bytearray().join(parts), dtype="<f8")  # a bytearray: writable, no further copy
+    arrays, start = [], 0
+    for length in lengths:
+        arrays.append(values[start : start + length])
+        start += length
+    if not all_finite(values):  # compiled: numpy's isfinite().all() costs several times more per array
+        for (_, key, _, where), array in zip(fields, arrays, strict=True):
+            bad = np.flatnonzero(~np.isfinite(array))[:10].tolist()
+            if bad:
+                raise ProtocolError("non_finite", f"{where}{key} is not finite at indices {bad}", seq)
+    return arrays
 
 
 # ---------------------------------------------------------------------------------------------- control channel
@@ -259,12 +280,10 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
         return message
     seq = get_int(message, "seq")
     t = get_float(message, "t")
-    q = get_array(message, "q", shape.nq, seq)
-    v = get_array(message, "qd", shape.nv, seq)
-    forces = None
-    if message.get("contact_forces") is not None:
-        forces = get_array(message, "contact_forces", 3 * len(shape.contact_names), seq).reshape(-1, 3)
-    objects: dict[str, ObjectState] = {}
+    fields = [(message, "q", shape.nq, ""), (message, "qd", shape.nv, "")]
+    sensed = message.get("contact_forces") is not None
+    if sensed:
+        fields.append((message, "contact_forces", 3 * len(shape.contact_names), ""))
     raw_objects = message.get("objects")
     if raw_objects is not None:
         if not isinstance(raw_objects, dict):
@@ -276,16 +295,19 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
                 )
             if not isinstance(pose, dict):
                 raise ProtocolError("bad_field", f"objects[{name!r}] must be a map", seq)
-            objects[name] = ObjectState(
-                position=get_array(pose, "position", 3, seq),
-                orientation_xyzw=get_array(pose, "orientation_xyzw", 4, seq),
-                linear_velocity=get_array(pose, "linear_velocity", 3, seq),
-                angular_velocity=get_array(pose, "angular_velocity", 3, seq),
-            )
+            where = f"objects[{name!r}]."
+            fields += [(pose, "position", 3, where), (pose, "orientation_xyzw", 4, where),  # ObjectState's order
+                       (pose, "linear_velocity", 3, where), (pose, "angular_velocity", 3, where)]
     for name in shape.object_names:
-        if name not in objects:
+        if raw_objects is None or name not in raw_objects:
             raise ProtocolError("missing_field", f"objects lacks the movable body {name!r} (every state carries "
                                 f"{list(shape.object_names)})", seq)  # fmt: skip
+    q, v, *rest = get_arrays(fields, seq)
+    forces = rest.pop(0).reshape(-1, 3) if sensed else None
+    objects: dict[str, ObjectState] = {}
+    if raw_objects:
+        for i, name in enumerate(raw_objects):
+            objects[name] = ObjectState(*rest[4 * i : 4 * i + 4])
     rtt = message.get("last_rtt_us")
     if rtt is not None:
         rtt = get_float(message, "last_rtt_us")

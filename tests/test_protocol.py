@@ -62,6 +62,36 @@ def test_arrays_may_also_be_msgpack_lists_of_numbers():
     assert msg.state.q[2] == 0.16 and msg.state.q.dtype == np.float64
 
 
+def test_decoded_arrays_are_writable_contiguous_float64_and_share_no_memory_with_the_message():
+    """Every float field of a state decodes to a writable, C-contiguous float64 array of its own values (the
+    compiled kernels specialize on that), also when bytes and plain arrays mix; writing one changes no other."""
+    raw = encode_state(qd=[float(i) for i in range(18)], contact_forces=wire.f64(np.ones(12)))
+    msg = wire.decode_control(raw, SHAPE)
+    box = msg.state.objects["box"]
+    arrays = [msg.state.q, msg.state.v, msg.state.sensed_forces, box.position, box.orientation_xyzw,
+              box.linear_velocity, box.angular_velocity]  # fmt: skip
+    for array in arrays:
+        assert array.dtype == np.float64 and array.flags.writeable and array.flags.c_contiguous
+    before = [a.copy() for a in arrays]
+    for array in arrays:
+        array += 100.0
+    for array, old in zip(arrays, before, strict=True):
+        np.testing.assert_array_equal(array, old + 100.0)  # each field moved by 100 once: none overlaps another
+    np.testing.assert_array_equal(msg.state.v, np.arange(18.0) + 100.0)
+
+
+@pytest.mark.parametrize("field", ["position", "orientation_xyzw", "linear_velocity", "angular_velocity"])
+def test_a_non_finite_object_field_is_named_with_its_body_and_index(field):
+    pose = {k: wire.f64(v) for k, v in (("position", BOX.position), ("orientation_xyzw", BOX.orientation_xyzw),
+                                        ("linear_velocity", np.zeros(3)), ("angular_velocity", np.zeros(3)))}
+    bad = np.frombuffer(pose[field], "<f8").copy()
+    bad[2] = np.nan
+    pose[field] = wire.f64(bad)
+    with pytest.raises(ProtocolError, match=rf"objects\['box'\]\.{field} is not finite at indices \[2\]") as e:
+        wire.decode_control(encode_state(objects={"box": pose}), SHAPE)
+    assert (e.value.code, e.value.seq) == ("non_finite", 7)
+
+
 def test_arrays_are_little_endian_float64_bytes():
     """The documented encoding: 8 bytes per value, little-endian IEEE-754."""
     assert wire.f64(np.array([1.0, -2.5])) == b"\x00\x00\x00\x00\x00\x00\xf0?\x00\x00\x00\x00\x00\x00\x04\xc0"
