@@ -531,11 +531,12 @@ class Daemon:
     # ------------------------------------------------------------------ admin channel
     def _serve_admin(self) -> None:
         raw = self.admin.recv()
+        # the telemetry subscriptions as of this request, which the ticks read only every few: a subscriber that
+        # came before a start gets the run's first record, and status says telemetry_listened as of now
+        with contextlib.suppress(zmq.ZMQError):  # telemetry is for observers: never a reason to refuse a request
+            self._read_subscriptions()
         try:
             request = wire.decode_request(raw)
-            # the telemetry subscriptions as of this request, which the ticks read only every few: a subscriber
-            # that came before a start gets the run's first record, and status says telemetry_listened as of now
-            self._read_subscriptions()
             if request.kind not in READ_ONLY_REQUESTS and not self._authorized(request.token):
                 raise ProtocolError("unauthorized", f"{request.kind} needs the daemon's credential (field 'token'); "
                                     "status and stats do not")  # fmt: skip
