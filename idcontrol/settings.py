@@ -281,8 +281,8 @@ class RealtimeSettings:
     bridge_spin_us : the bridge polls for its command for up to this long (µs) after sending the state,
         before it blocks. 0 (the default): block. Measured here (daemon on CPU 1; bridge and both I/O threads
         on CPU 0): with the bridge spinning, the daemon's hand-over of each command to ZeroMQ took 31-38 µs
-        p50, with it blocking 16-20 µs, since waking the I/O thread no longer preempts a running process on
-        the other CPU; the bridge sleeps until the next period anyway once its command came.
+        p50, with it blocking 16-20 µs (likely: waking the I/O thread then preempts no running process); the
+        bridge sleeps until the next period anyway once its command came.
     io_cpu : run the process's ZeroMQ I/O threads, which move every message between the sockets and the
         kernel, on this CPU (None: wherever the process runs). Measured here with the daemon on CPU 1
         and the bridge on CPU 0: both I/O threads on CPU 0 took the daemon's hand-over of a command to
