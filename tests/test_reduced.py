@@ -87,6 +87,22 @@ def test_a_singular_unactuated_inertia_raises() -> None:
         ReducedDynamics(p)
 
 
+def test_index_arrays_are_read_only_contiguous_intp_whatever_the_index():
+    """index_array gives the compiled kernels' index type (read-only, C-contiguous intp) for a slice, a writable
+    array, a strided one and a read-only one, and leaves the caller's array writable."""
+    writable = np.array([0, 2, 5])
+    strided = np.arange(12)[::3]
+    frozen = np.array([1, 4], dtype=np.intp)
+    frozen.setflags(write=False)
+    for index, expected in ((slice(6, 12), np.arange(6, 12)), (writable, writable), (strided, strided),
+                            (frozen, frozen)):  # fmt: skip
+        out = index_array(index, 12)
+        assert out.dtype == np.intp and out.flags.c_contiguous and not out.flags.writeable
+        np.testing.assert_array_equal(out, expected)
+    assert writable.flags.writeable
+    assert index_array(frozen, 12) is frozen
+
+
 def test_the_reduction_s_index_arrays_are_each_problem_s_own(quadruped, arm):
     """The index arrays kept for the last problem's slices are used only for a problem with those very slices:
     problems of two robots (and one with index arrays instead of slices) solved in turn each get their own."""

@@ -249,8 +249,8 @@ class InverseDynamicsController:
         self.actuated = as_index(r.actuated_dofs)
         self.unactuated = as_index(np.concatenate([r.unactuated_dofs, np.arange(r.nv, self.m)]))
         self.last_contacts: ContactSet | None = None
-        self._actuated_indices, self._unactuated_indices = (
-            np.ascontiguousarray(index_array(index, self.m)) for index in (self.actuated, self.unactuated))
+        self._actuated_indices = index_array(self.actuated, self.m)
+        self._unactuated_indices = index_array(self.unactuated, self.m)
         # the movable bodies' per-tick terms (M blocks, f_ext, velocities), written in place
         b = len(environment.objects)
         # the robot's and the bodies' velocities side by side (the activation filter's (m,) velocity, no copy a

@@ -44,7 +44,8 @@ _BY_SLICE: dict[int, tuple[slice, int, IntArray]] = {}
 
 
 def index_array(index: Index, size: int) -> IntArray:
-    """``index`` (an index array or slice into ``range(size)``) as a read-only intp array (slices memoized)."""
+    """``index`` (an index array or slice into ``range(size)``) as a read-only, C-contiguous intp array (slices
+    memoized; an array already so is returned as it is)."""
     if isinstance(index, slice):
         known = _BY_SLICE.get(id(index))  # one tuple, read at once: safe beside another thread's update
         if known is not None and known[0] is index and known[1] == size:
@@ -61,7 +62,11 @@ def index_array(index: Index, size: int) -> IntArray:
             _BY_SLICE.clear()
         _BY_SLICE[id(index)] = (index, size, out)
         return out
-    return np.asarray(index, dtype=np.intp)
+    out = np.ascontiguousarray(index, dtype=np.intp)
+    if out.flags.writeable:  # a read-only view: the caller's own array keeps its flag
+        out = out.view()
+        out.setflags(write=False)
+    return out
 
 
 def as_index(indices: IntArray) -> Index:
