@@ -583,7 +583,8 @@ def decode_reply(raw: bytes) -> dict[str, Any]:
 def decode_reference(raw: bytes, nu: int) -> tuple[Array, Array, Array]:
     """A ``reference`` message from the user's planner: (q_ref rad, qd_ref rad/s, qdd_ref rad/s²), each (nu,)."""
     message = unpack(raw, ("reference",))
-    return (get_array(message, "q", nu), get_array(message, "qd", nu), get_array(message, "qdd", nu))
+    q_ref, qd_ref, qdd_ref = get_arrays([(message, "q", nu, ""), (message, "qd", nu, ""), (message, "qdd", nu, "")])
+    return q_ref, qd_ref, qdd_ref
 
 
 def encode_reference(q_ref: Array, qd_ref: Array, qdd_ref: Array, t: float = 0.0) -> bytes:

@@ -107,6 +107,8 @@ STRUCTURED_TOL = 1e-10
 STRUCTURED_MAX_ITER = 30
 
 DISSIPATION_REFERENCES = ("world", "contacts")
+
+
 @cache
 def optimal_set_text(k: int) -> str:
     """The message of a Stage II over a k-dimensional optimal set (made once per k: formatting costs 0.25 µs a
