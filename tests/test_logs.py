@@ -385,3 +385,84 @@ def test_a_folder_given_as_a_log_is_said_to_be_a_folder(tmp_path, capsys) -> Non
     """`log info DIR` says it is a folder (it said 'not found', which sends one looking for a missing path)."""
     assert main(["log", "info", str(tmp_path)]) == 2
     assert "is a folder, not a log file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workload", ["trot", "grasp"])
+def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_would_publish(workload, monkeypatch):
+    """While no telemetry subscriber listens the daemon logs each tick as a snapshot (the state's bytes as received
+    and what the tick computed); the log writer's record rebuilt from it packs to the same bytes, and writes the
+    same JSON, as the record the daemon builds for its subscribers: on recorded closed-loop states (touchdowns and
+    lift-offs, the box between the fingers), with the bridge's optional fields and crossings on some ticks, and on
+    ticks outside run mode."""
+    from idcontrol.control.factory import build_core
+    from idcontrol.logs.snapshot import pack_snapshot, record_from_snapshot
+    from idcontrol.tools import workloads
+
+    launch, _ = workloads.WORKLOADS[workload]
+    monkeypatch.setitem(workloads.WORKLOADS, workload, (launch, 0.25))
+    monkeypatch.setattr(workloads, "_RECORDINGS", {})
+    recording = workloads.record(workload)
+    core = build_core(recording.config, recording.robot)
+    robot = recording.robot
+    shape = wire.RobotShape(robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names),
+                            core.object_names)  # the daemon's  # fmt: skip
+    sphere = shape.contact_names[0]
+    kinds = set()
+    for seq, state in enumerate(recording.states):
+        if seq == 5:
+            core.start(state.t)
+        if seq == len(recording.states) - 20:
+            core.stop("end of the test", state.t)
+        crossings = ((f"{sphere}/touchdown", state.t - 2e-4, "event"), (f"{sphere}/liftoff", state.t, "event")) \
+            if seq % 7 == 3 else ()  # fmt: skip
+        raw = wire.encode_state(seq, state.t, state.q, state.v, state.sensed_forces, state.objects,
+                                last_rtt_us=None if seq % 5 == 0 else 400.0 + seq, last_late=seq % 11 == 0,
+                                crossings=crossings)  # fmt: skip
+        if seq % 3 == 1:  # a bridge may send its arrays as numbers, and its time as an integer when whole
+            sent = msgpack.unpackb(raw, raw=False)
+            sent["q"] = np.frombuffer(sent["q"], dtype="<f8").tolist()
+            if "objects" in sent:
+                pose = next(iter(sent["objects"].values()))
+                pose["position"] = np.frombuffer(pose["position"], dtype="<f8").tolist()
+            raw = wire.pack(sent)
+        message = wire.decode_control(raw, shape)
+        out = core.tick(message.state, now=state.t)
+        labels = ["/".join(map(str, c)) for c in out.contacts.ids] if out.contacts is not None else None
+        coupling, compute_us, now, dropped = core.coupling(out), 100.0 + seq, 1000.0 + state.t, seq // 50
+        snapshot = pack_snapshot(raw, out, compute_us=compute_us, now=now, contact_labels=labels, coupling=coupling,
+                                 log_dropped=dropped)  # fmt: skip
+        rebuilt = record_from_snapshot(msgpack.unpackb(snapshot, raw=False))
+        record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us, now=now,
+                                    contact_labels=labels, last_rtt_us=message.last_rtt_us,
+                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late,
+                                    crossings=message.crossings, coupling=coupling)  # fmt: skip
+        record["v"], record["type"], record["log_dropped"] = wire.PROTOCOL_VERSION, "telemetry", dropped
+        published = wire.pack(schema.encode_tick_record(record))
+        assert wire.pack(rebuilt) == published, f"tick {seq}"
+        logged = schema.to_json(json_record(msgpack.unpackb(published, raw=False)))
+        assert schema.to_json(json_record(rebuilt)) == logged, f"tick {seq}"
+        kinds.add((out.mode, "coupling" in rebuilt, "crossings" in rebuilt, "objects" in rebuilt))
+    modes = {k[0] for k in kinds}
+    assert {"idle", "run"} <= modes and len(modes) >= 3, kinds
+    assert any(k[1] for k in kinds) and any(k[2] for k in kinds)
+    assert any(k[3] for k in kinds) == (workload == "grasp")
+
+
+def test_a_snapshot_that_does_not_rebuild_is_counted_and_said_and_the_log_goes_on(tmp_path: Path, capsys) -> None:
+    """A tick snapshot the writer cannot rebuild (too short, a state that is not msgpack, a hello for a state) loses
+    that tick only: it is counted, said on stderr, and the records after it are written."""
+    config = {"robot": "quadruped", "nq": 19, "nv": 18}
+    log = SegmentedLog(tmp_path / "run.mcap", config, 1 << 30)
+    tail = [1.0, 10.0, "idle", "two_stage_qp", wire.f64(np.zeros(12)), 0, "", 0, None, None]
+    assert log.add([1, 2, 3]) is False
+    assert log.add([b"\xc1", *tail]) is False
+    assert log.add([wire.encode_hello("quadruped", 19, 18, 12), *tail]) is False
+    record = synthetic_record(np.random.default_rng(0), 1, 2)
+    assert log.add(record) is False
+    log.close()
+    assert log.lost == 3 and log.ticks == 1
+    err = capsys.readouterr().err
+    assert "a tick record is lost (1 so far): a tick snapshot has 11 items, this one 3" in err
+    assert "(2 so far)" not in err  # the first is said, then every thousandth
+    logged = read_log(tmp_path / "run.mcap")
+    assert len(logged) == 1 and logged.tick(0)["seq"] == 1

@@ -43,6 +43,7 @@ from idcontrol.daemon.warmth import TickWarmer
 from idcontrol.errors import ConfigError, IdControlError, InputError, InvalidTransition, ProtocolError, UnknownName
 from idcontrol.logs import schema
 from idcontrol.logs.recorder import LogRecorder
+from idcontrol.logs.snapshot import pack_snapshot
 from idcontrol.protocol import RobotShape, StateMessage
 from idcontrol.realtime import rt_rest_fraction, spin_until_readable, wait_readable
 from idcontrol.security import READ_ONLY_REQUESTS, Credential, KeyDirectory
@@ -394,7 +395,7 @@ class Daemon:
         listened = self._telemetry_listened()
         if listened or self.logger is not None:
             try:
-                self._publish(out, message, compute_us, now, listened)
+                self._publish(out, message, raw, compute_us, now, listened)
             except Exception as e:  # telemetry is for observers: a bug there must not stop the robot
                 self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
         self.stats.record_publish((time.perf_counter() - sent) * 1e6, stages_us[0], stages_us[2])
@@ -469,11 +470,20 @@ class Daemon:
                 self._telemetry_topics.discard(change[1:])
         self._telemetry_check_in = TELEMETRY_CHECK_TICKS if self._telemetry_topics else TELEMETRY_IDLE_CHECK_TICKS
 
-    def _publish(self, out: Command, message: StateMessage, compute_us: float, now: float, listened: bool) -> None:
-        """Publish (when ``listened``) and log the tick record (:data:`idcontrol.logs.schema.TICK_FIELDS`), after the
-        command left. The contact-coupling diagnostic in it follows touchdowns only on the ticks recorded: a
-        subscriber that comes in the middle of a run may miss a coupled touchdown in its first two ticks."""
+    def _publish(
+        self, out: Command, message: StateMessage, raw: bytes, compute_us: float, now: float, listened: bool
+    ) -> None:
+        """Publish (when ``listened``) and log the tick record (:data:`idcontrol.logs.schema.TICK_FIELDS`) of the
+        state ``message`` (decoded from ``raw``), after the command left. While no subscriber listens, the log gets
+        the tick's snapshot (:mod:`idcontrol.logs.snapshot`), from which its writer process builds the record. The
+        contact-coupling diagnostic in it follows touchdowns only on the ticks recorded: a subscriber that comes in
+        the middle of a run may miss a coupled touchdown in its first two ticks."""
         labels = self._contact_labels(out.contacts.ids) if out.contacts is not None else None
+        if not listened:
+            snapshot = pack_snapshot(raw, out, compute_us=compute_us, now=now, contact_labels=labels,
+                                     coupling=self.core.coupling(out), log_dropped=self.logger.dropped)  # fmt: skip
+            self.logger.tick(snapshot)
+            return
         record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
                                     now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
                                     bridge_stopped=message.bridge_stopped, last_late=message.last_late,
@@ -484,11 +494,10 @@ class Daemon:
         packed = wire.pack(schema.encode_tick_record(record))
         if self.logger is not None:
             self.logger.tick(packed)
-        if listened:
-            try:
-                self.telemetry.send(packed, zmq.NOBLOCK)
-            except zmq.Again:
-                pass
+        try:
+            self.telemetry.send(packed, zmq.NOBLOCK)
+        except zmq.Again:
+            pass
 
     def _log_event(self, kind: str, now: float, **fields: Any) -> None:
         """Record an admin change or stop among the ticks, so that replay can apply it at the same place."""

@@ -1,7 +1,8 @@
 """The daemon's side of logging: hand each tick record to the writer process, never waiting.
 
-The daemon already packs one msgpack telemetry record per tick; :meth:`LogRecorder.tick` copies
-those bytes into a bounded shared-memory ring (:mod:`idcontrol.logs.ring`) that the writer
+The daemon packs one msgpack record per tick (the telemetry record while a subscriber listens, else the
+tick's snapshot, :mod:`idcontrol.logs.snapshot`); :meth:`LogRecorder.tick` copies those bytes into a bounded
+shared-memory ring (:mod:`idcontrol.logs.ring`) that the writer
 process (:mod:`idcontrol.logs.writer`) drains. When the ring is full the record is dropped and
 counted (:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run
 statistics): the tick never waits on the disk, and wakes no other process.
@@ -140,7 +141,7 @@ class LogRecorder:
         self.events_dropped = 0
 
     def tick(self, record: bytes) -> None:
-        """Queue one packed tick record; drop and count it when the ring is full. Never blocks."""
+        """Queue one packed tick record or snapshot; drop and count it when the ring is full. Never blocks."""
         self.ticks += 1
         if not self.ring.push(record):
             self.dropped += 1

@@ -191,14 +191,14 @@ def tick_record(
 
 if sys.byteorder == "little":
 
-    def _f64(array: np.ndarray) -> bytes:
+    def f64_bytes(array: np.ndarray) -> bytes:
         """float64 bytes, row-major: the record's arrays are float64 (the controller's own), so ``tobytes``
         suffices (a quarter of ``ascontiguousarray``'s cost, which the daemon pays a dozen times a tick)."""
         return array.tobytes()
 
 else:  # pragma: no cover - big-endian machines
 
-    def _f64(array: np.ndarray) -> bytes:
+    def f64_bytes(array: np.ndarray) -> bytes:
         return np.ascontiguousarray(array, dtype="<f8").tobytes()
 
 
@@ -208,9 +208,9 @@ def encode_tick_record(record: dict[str, Any]) -> dict[str, Any]:
     for name in _ARRAYS:
         value = record.get(name)
         if value is not None:
-            record[name] = _f64(value)
+            record[name] = f64_bytes(value)
     if "objects" in record:
-        record["objects"] = {n: {k: _f64(v) for k, v in pose.items()} for n, pose in record["objects"].items()}
+        record["objects"] = {n: {k: f64_bytes(v) for k, v in pose.items()} for n, pose in record["objects"].items()}
     return record
 
 

@@ -1,4 +1,4 @@
-"""The log writer process: msgpack records from the daemon in, an MCAP file (JSON messages) out.
+"""The log writer process: msgpack records and tick snapshots from the daemon in, an MCAP file (JSON messages) out.
 
 Run by :class:`idcontrol.logs.recorder.LogRecorder` as ``python -m idcontrol.logs.writer``, so that
 encoding, compression and disk writes use their own process (and interpreter lock), never the
@@ -34,6 +34,7 @@ from mcap.writer import CompressionType, Writer
 from idcontrol.errors import LogError
 from idcontrol.logs import schema
 from idcontrol.logs.ring import Ring
+from idcontrol.logs.snapshot import record_from_snapshot
 
 POLL_S = 0.01  # the ring is read every 10 ms
 CHUNK_BYTES = 1 << 20
@@ -84,6 +85,7 @@ class SegmentedLog:
     def __init__(self, path: Path, config: dict[str, Any], max_bytes: int) -> None:
         self.path = path
         self.max_bytes = max_bytes
+        self.lost = 0  # tick snapshots that did not rebuild into a record
         self.config_json = json.dumps(config).encode()
         self.clock_offset = float(config.get("clock_offset_s", 0.0))  # Unix time minus the daemon's monotonic
         self.events: list[tuple[int, bytes]] = []  # (log time, JSON), repeated in each new segment
@@ -118,8 +120,19 @@ class SegmentedLog:
             w.add_message(self.channels[schema.EVENT_TOPIC], log_time, data, log_time)
         w.flush()
 
-    def add(self, record: dict[str, Any]) -> bool:
-        """Write one daemon record; True when it was the end record."""
+    def add(self, record: dict[str, Any] | list[Any]) -> bool:
+        """Write one daemon record, or the tick record rebuilt from a tick's snapshot (:mod:`idcontrol.logs.snapshot`);
+        True when it was the end record. A snapshot that does not rebuild is counted in :attr:`lost` and said on
+        stderr (the first, then every thousandth); the log goes on."""
+        if isinstance(record, list):
+            try:
+                record = record_from_snapshot(record)
+            except LogError as e:
+                self.lost += 1
+                if self.lost == 1 or self.lost % 1000 == 0:
+                    print(f"idcontrol log writer: a tick record is lost ({self.lost} so far): {e}", file=sys.stderr,
+                          flush=True)  # fmt: skip
+                return False
         kind = record.get("type")
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)
         if kind == "telemetry":  # its place among all ticks answered, dropped ones included
