@@ -37,8 +37,14 @@ class Ring:
 
     @classmethod
     def create(cls, capacity: int) -> Ring:
+        """A new ring of ``capacity`` bytes, zeroed. Zeroing it touches each of its pages, which the kernel then
+        allocates here rather than on the tick that first writes there: in the daemon's real-time trot the ring's
+        first lap (some 20 s) cost the tick 10.8 µs a push untouched, 6.8 touched."""
         shm = SharedMemory(create=True, size=HEADER + capacity)
-        shm.buf[:HEADER] = bytes(HEADER)
+        zeros = bytes(1 << 20)  # every page touched now, not on the tick that first writes it (below)
+        for start in range(0, HEADER + capacity, len(zeros)):
+            n = min(len(zeros), HEADER + capacity - start)
+            shm.buf[start : start + n] = zeros[:n]
         _U64.pack_into(shm.buf, _CAPACITY, capacity)
         return cls(shm, capacity)
 
