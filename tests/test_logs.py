@@ -450,7 +450,7 @@ def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_wou
 
 def test_a_snapshot_that_does_not_rebuild_is_counted_and_said_and_the_log_goes_on(tmp_path: Path, capsys) -> None:
     """A tick snapshot the writer cannot rebuild (too short, a state that is not msgpack, a hello for a state) loses
-    that tick only: it is counted, said on stderr, and the records after it are written."""
+    that tick only: it is counted, said on stderr, and the records after it are written in their places."""
     config = {"robot": "quadruped", "nq": 19, "nv": 18}
     log = SegmentedLog(tmp_path / "run.mcap", config, 1 << 30)
     tail = [1.0, 10.0, "idle", "two_stage_qp", wire.f64(np.zeros(12)), 0, "", 0, None, None]
@@ -466,6 +466,7 @@ def test_a_snapshot_that_does_not_rebuild_is_counted_and_said_and_the_log_goes_o
     assert "(2 so far)" not in err  # the first is said, then every thousandth
     logged = read_log(tmp_path / "run.mcap")
     assert len(logged) == 1 and logged.tick(0)["seq"] == 1
+    assert logged.tick(0)["index"] == 3  # its place among the ticks: the lost ones came before it
 
 
 def _drain_ring(name: str) -> None:

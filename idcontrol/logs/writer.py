@@ -135,8 +135,8 @@ class SegmentedLog:
                 return False
         kind = record.get("type")
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)
-        if kind == "telemetry":  # its place among all ticks answered, dropped ones included
-            record["index"] = self.ticks + int(record.get("log_dropped", 0))
+        if kind == "telemetry":  # its place among all ticks answered, dropped and lost ones included
+            record["index"] = self.ticks + self.lost + int(record.get("log_dropped", 0))
         data = schema.to_json(json_record(record))
         if kind == "telemetry":
             topic = schema.TICK_TOPIC
