@@ -35,6 +35,7 @@ class Harness:
         clock: str = "lockstep",
         spin_us: float = 0.0,
         warm: bool = False,
+        logger=None,  # noqa: ANN001 - a LogRecorder
     ) -> None:
         self.ctx = zmq.Context()
         self.robot = robot
@@ -45,7 +46,8 @@ class Harness:
             shadow_robot = RobotModel(robot.name)
             shadow = ControlCore(InverseDynamicsController(shadow_robot, formulation=formulation),
                                  make_reference("hold", shadow_robot))  # fmt: skip
-        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, shadow=shadow)
+        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, shadow=shadow,
+                             logger=logger)  # fmt: skip
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
@@ -431,6 +433,51 @@ def test_records_are_made_only_while_a_telemetry_subscriber_listens(harness):
         harness.state()
         assert late.poll(2000)
         assert msgpack.unpackb(late.recv(), raw=False)["seq"] == harness.seq
+
+
+def test_a_logged_run_whose_subscriber_leaves_logs_every_tick_whole(quadruped, tmp_path):
+    """A logged daemon whose telemetry subscriber leaves in the middle of the run logs every tick it answered: while
+    the subscriber listens, the very record it published; after, the record its log writer builds from the tick's
+    snapshot, with the same fields; the ticks' index runs on without a gap."""
+    import json
+
+    from mcap.reader import make_reader
+
+    from idcontrol.logs.recorder import LogRecorder
+    from idcontrol.logs.schema import TICK_TOPIC
+
+    path = tmp_path / "run.mcap"
+    h = Harness(quadruped, logger=LogRecorder(path, {"robot": "quadruped"}))
+    try:
+        time.sleep(0.2)  # the subscription reaches the daemon's socket
+        h.admin.request("start")
+        published = {}
+        for _ in range(20):
+            h.state()
+            assert h.telemetry.poll(2000)
+            record = msgpack.unpackb(h.telemetry.recv(), raw=False)
+            published[record["seq"]] = record
+        h.telemetry.close(linger=0)
+        time.sleep(0.2)  # the unsubscription reaches the daemon's socket
+        for _ in range(TELEMETRY_CHECK_TICKS + 40):
+            h.state()
+        assert h.admin.request("status")["telemetry_listened"] is False
+        answered = h.seq
+    finally:
+        h.close()
+    with open(path, "rb") as f:
+        logged = [json.loads(m.data) for _, _, m in make_reader(f).iter_messages(topics=[TICK_TOPIC])]
+    assert [r["seq"] for r in logged] == list(range(1, answered + 1))
+    assert [r["index"] for r in logged] == list(range(answered))
+    for r in logged:
+        if r["seq"] in published:
+            p = published[r["seq"]]
+            assert set(r) == set(p) - {"v", "type"} | {"index"}
+            np.testing.assert_array_equal(r["tau"], np.frombuffer(p["tau"], "<f8"))
+            assert r["coupling"] == p["coupling"] and r["contact_ids"] == p["contact_ids"]
+    run_fields = {tuple(sorted(r)) for r in logged}
+    assert len(run_fields) == 1, run_fields  # the snapshot's records hold every field the published ones do
+    assert answered - len(published) >= 40  # and there were such records
 
 
 def test_stream_reference_follows_published_targets(harness):
