@@ -418,7 +418,7 @@ def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_wou
         raw = wire.encode_state(seq, state.t, state.q, state.v, state.sensed_forces, state.objects,
                                 last_rtt_us=None if seq % 5 == 0 else 400.0 + seq, last_late=seq % 11 == 0,
                                 crossings=crossings)  # fmt: skip
-        if seq % 3 == 1:  # a bridge may send its arrays as numbers, and its time as an integer when whole
+        if seq % 3 == 1:  # a bridge may send its arrays as numbers instead of float64 bytes
             sent = msgpack.unpackb(raw, raw=False)
             sent["q"] = np.frombuffer(sent["q"], dtype="<f8").tolist()
             if "objects" in sent:
