@@ -307,12 +307,17 @@ class Driver:
 
     # ------------------------------------------------------------------ wire
     def _send_state(self) -> float:
+        """Read, encode and send the state; returns perf_counter s just before the send, where its round trip
+        starts (taken after the send, a preemption of this process between the two would hide from the round
+        trip the daemon's work done meanwhile, making it shorter than the daemon's own compute time)."""
         s = self.last_state = self.read_state()
-        self.socket.send(wire.encode_state(self._seq, float(s.t), s.q, s.v, getattr(s, "contact_forces", None),
-                                           getattr(s, "objects", None), self._last_rtt_us, self._safe_stopped,
-                                           self._late > 0, getattr(s, "crossings", ())))  # fmt: skip
+        raw = wire.encode_state(self._seq, float(s.t), s.q, s.v, getattr(s, "contact_forces", None),
+                                getattr(s, "objects", None), self._last_rtt_us, self._safe_stopped, self._late > 0,
+                                getattr(s, "crossings", ()))  # fmt: skip
+        sent_at = time.perf_counter()
+        self.socket.send(raw)
         self.report.states_sent += 1
-        return time.perf_counter()
+        return sent_at
 
     def _receive(self, deadline: float, sent_at: float) -> wire.CommandMessage | None:
         """The command answering the last state sent, or None if none came by ``deadline`` (perf_counter s) or an

@@ -541,9 +541,12 @@ class Driver {
     if (rtt) { pack_key(pk, "last_rtt_us"); pack_f64_value(last_rtt_us_); }
     if (safe_stopped_) { pack_key(pk, "bridge_stopped"); pk.pack_true(); }
     if (late_ > 0) { pack_key(pk, "last_late"); pk.pack_true(); }
+    // The round trip starts just before the send: taken after it, a preemption between the two would hide
+    // the daemon's work done meanwhile from the round trip.
+    const double sent_at = detail::now_s();
     socket_.send(zmq::const_buffer(out_.data(), out_.size()), zmq::send_flags::dontwait);
     report_.states_sent += 1;
-    return detail::now_s();
+    return sent_at;
   }
 
   // Wait for the socket to have a message until `deadline` (CLOCK_MONOTONIC s), with µs resolution.
