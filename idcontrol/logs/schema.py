@@ -132,7 +132,37 @@ MAPS = _BY_KIND["map"]
 STRINGS = _BY_KIND["strings"]
 _ARRAYS = VECTORS + CONTACT_VECTORS + ROWS3
 _FIELD_NAMES = frozenset(f.name for f in TICK_FIELDS)
-_OBJECT_KEYS = ("position", "orientation_xyzw", "linear_velocity", "angular_velocity")
+#: a movable body's fields in a record's ``objects`` map
+OBJECT_KEYS = ("position", "orientation_xyzw", "linear_velocity", "angular_velocity")
+#: A run-mode tick's targets, in the record's order (:func:`target_values`).
+TARGET_FIELDS = ("q_ref", "qd_ref", "qdd_des")
+#: A solved tick's fields, in the record's order (:func:`solved_values`); the last :data:`SOLVED_ARRAYS` are float
+#: arrays.
+SOLVED_FIELDS = ("found", "certificate", "iterations", "fallback", "repaired", "message", "timings_us", "contact_ids",
+                 "contact_points", "contact_normals", "contact_phi", "force_normal", "force_world")  # fmt: skip
+SOLVED_ARRAYS = 5
+#: The contact-coupling diagnostic's fields (``ControlCore.coupling``).
+COUPLING_FIELDS = ("coupling", "coupling_held", "coupled_touchdown")
+_NO_FORCES = np.zeros((0, 3))
+_NO_FORCES.setflags(write=False)
+
+
+def target_values(command: Command) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The values of :data:`TARGET_FIELDS` for a tick with a reference sample (``command.target``)."""
+    return command.target.q_ref, command.target.v_ref, command.qdd_des
+
+
+def solved_values(command: Command, contact_labels: list[str] | None) -> list[Any]:
+    """The values of :data:`SOLVED_FIELDS` for a tick with a solve (``command.result`` and ``command.contacts``);
+    ``contact_labels`` as for :func:`tick_record`."""
+    result, contacts = command.result, command.contacts
+    force_world = result.force_in_world
+    return [
+        bool(result.found), result.certificate, int(result.iterations), result.fallback or "",
+        bool(result.consistency_repaired), result.message, {k: v * 1e6 for k, v in result.timings.items()},
+        contact_labels or [], contacts.points, contacts.normals, contacts.phi, result.f_normal,
+        force_world if force_world is not None else _NO_FORCES,
+    ]  # fmt: skip
 
 
 def tick_record(
@@ -162,30 +192,21 @@ def tick_record(
         "note": command.note, "bridge_stopped": bridge_stopped, "last_late": last_late, "last_rtt_us": last_rtt_us,
     }  # fmt: skip
     if state.objects:
-        record["objects"] = {name: {key: getattr(s, key) for key in _OBJECT_KEYS} for name, s in state.objects.items()}
+        record["objects"] = {name: {key: getattr(s, key) for key in OBJECT_KEYS} for name, s in state.objects.items()}
     if state.sensed_forces is not None:
         record["sensed_forces"] = state.sensed_forces
     if crossings:
         record["crossings"] = {"label": [c[0] for c in crossings], "t": [c[1] for c in crossings],
                                "how": [c[2] for c in crossings]}  # fmt: skip
-    target = command.target
-    if target is not None:
-        record["q_ref"], record["qd_ref"], record["qdd_des"] = target.q_ref, target.v_ref, command.qdd_des
+    if command.target is not None:
+        record.update(zip(TARGET_FIELDS, target_values(command), strict=True))
         if command.reference:
             record["reference"] = command.reference
     result, contacts = command.result, command.contacts
     if result is not None and contacts is not None:
-        record.update({
-            "found": bool(result.found), "certificate": result.certificate, "iterations": int(result.iterations),
-            "fallback": result.fallback or "",
-            "repaired": bool(result.consistency_repaired), "message": result.message,
-            "timings_us": {k: v * 1e6 for k, v in result.timings.items()}, "contact_ids": contact_labels or [],
-            "contact_points": contacts.points, "contact_normals": contacts.normals, "contact_phi": contacts.phi,
-            "force_normal": result.f_normal,
-            "force_world": result.force_in_world if result.force_in_world is not None else np.zeros((0, 3)),
-        })  # fmt: skip
+        record.update(zip(SOLVED_FIELDS, solved_values(command, contact_labels), strict=True))
         if coupling is not None:
-            record["coupling"], record["coupling_held"], record["coupled_touchdown"] = coupling
+            record.update(zip(COUPLING_FIELDS, coupling, strict=True))
     return record
 
 

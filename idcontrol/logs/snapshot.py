@@ -13,9 +13,10 @@ the world frame, the contacts' labels) and the copy into the ring.
 A snapshot is a msgpack array (the ring's other records, events and the end, are maps):
 ``[raw_state, now, compute_us, mode, formulation, tau, clipped, note, log_dropped, run, solved]`` where ``run``
 is nil outside run mode or ``[q_ref, qd_ref, qdd_des, reference]`` and ``solved`` is nil without a solve or
-``[found, certificate, iterations, fallback, repaired, message, timings_s, contact_ids, contact_points,
-contact_normals, contact_phi, force_normal, force_world, coupling]``; arrays are little-endian float64 bytes,
-``timings_s`` maps a phase to seconds, ``coupling`` is nil or [coupling, coupling_held, coupled_touchdown].
+the values of :data:`~idcontrol.logs.schema.SOLVED_FIELDS` and then ``coupling``, nil or the values of
+:data:`~idcontrol.logs.schema.COUPLING_FIELDS`; arrays are little-endian float64 bytes. The values are those
+of :func:`~idcontrol.logs.schema.target_values` and :func:`~idcontrol.logs.schema.solved_values`, which the
+daemon's own record takes too.
 """
 
 from __future__ import annotations
@@ -27,12 +28,20 @@ import numpy as np
 
 from idcontrol import protocol as wire
 from idcontrol.errors import LogError
-from idcontrol.logs.schema import f64_bytes
+from idcontrol.logs.schema import (
+    COUPLING_FIELDS,
+    OBJECT_KEYS,
+    SOLVED_ARRAYS,
+    SOLVED_FIELDS,
+    TARGET_FIELDS,
+    f64_bytes,
+    solved_values,
+    target_values,
+)
 
 if TYPE_CHECKING:
     from idcontrol.control.core import Command
 
-_OBJECT_KEYS = ("position", "orientation_xyzw", "linear_velocity", "angular_velocity")
 _SNAPSHOT_LENGTH = 11
 
 
@@ -49,18 +58,12 @@ def pack_snapshot(
     """The snapshot of the tick that answered ``raw_state`` (the state message's bytes, as received) with
     ``command``; the other arguments as for :func:`schema.tick_record <idcontrol.logs.schema.tick_record>`."""
     run = solved = None
-    target = command.target
-    if target is not None:
-        run = [f64_bytes(target.q_ref), f64_bytes(target.v_ref), f64_bytes(command.qdd_des), command.reference]
-    result, contacts = command.result, command.contacts
-    if result is not None and contacts is not None:
-        force_world = result.force_in_world
-        solved = [
-            bool(result.found), result.certificate, int(result.iterations), result.fallback or "",
-            bool(result.consistency_repaired), result.message, result.timings, contact_labels or [],
-            f64_bytes(contacts.points), f64_bytes(contacts.normals), f64_bytes(contacts.phi),
-            f64_bytes(result.f_normal), f64_bytes(force_world) if force_world is not None else b"", coupling,
-        ]  # fmt: skip
+    if command.target is not None:
+        run = [*map(f64_bytes, target_values(command)), command.reference]
+    if command.result is not None and command.contacts is not None:
+        solved = solved_values(command, contact_labels)  # a new list: its arrays become bytes in place
+        solved[-SOLVED_ARRAYS:] = map(f64_bytes, solved[-SOLVED_ARRAYS:])
+        solved.append(coupling)
     return wire.pack([raw_state, now, compute_us, command.mode, command.formulation, f64_bytes(command.tau),
                       command.clipped, command.note, log_dropped, run, solved])  # fmt: skip
 
@@ -96,7 +99,7 @@ def _record(snapshot: list[Any]) -> dict[str, Any]:
     }  # fmt: skip
     objects = state.get("objects")
     if objects:
-        record["objects"] = {name: {key: _f64(pose[key]) for key in _OBJECT_KEYS} for name, pose in objects.items()}
+        record["objects"] = {name: {key: _f64(pose[key]) for key in OBJECT_KEYS} for name, pose in objects.items()}
     forces = state.get("contact_forces")
     if forces is not None:
         record["sensed_forces"] = _f64(forces)
@@ -105,19 +108,14 @@ def _record(snapshot: list[Any]) -> dict[str, Any]:
         times = np.frombuffer(_f64(crossings["t"]), dtype="<f8").tolist()
         record["crossings"] = {"label": crossings["label"], "t": times, "how": crossings["how"]}
     if run is not None:
-        record["q_ref"], record["qd_ref"], record["qdd_des"], reference = run
+        *targets, reference = run
+        record.update(zip(TARGET_FIELDS, targets, strict=True))
         if reference:
             record["reference"] = reference
     if solved is not None:
-        (found, certificate, iterations, fallback, repaired, text, timings_s, labels, points, normals, phi,
-         force_normal, force_world, coupling) = solved  # fmt: skip
-        record.update({
-            "found": found, "certificate": certificate, "iterations": iterations, "fallback": fallback,
-            "repaired": repaired, "message": text, "timings_us": {k: v * 1e6 for k, v in timings_s.items()},
-            "contact_ids": labels, "contact_points": points, "contact_normals": normals, "contact_phi": phi,
-            "force_normal": force_normal, "force_world": force_world,
-        })  # fmt: skip
+        *values, coupling = solved
+        record.update(zip(SOLVED_FIELDS, values, strict=True))
         if coupling is not None:
-            record["coupling"], record["coupling_held"], record["coupled_touchdown"] = coupling
+            record.update(zip(COUPLING_FIELDS, coupling, strict=True))
     record["v"], record["type"], record["log_dropped"] = wire.PROTOCOL_VERSION, "telemetry", log_dropped
     return record
