@@ -17,6 +17,7 @@ from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import TELEMETRY_CHECK_TICKS, TELEMETRY_IDLE_CHECK_TICKS, Daemon
 from idcontrol.errors import ConfigError, ProtocolError
+from idcontrol.logs.recorder import LogRecorder
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import Endpoints
@@ -35,7 +36,7 @@ class Harness:
         clock: str = "lockstep",
         spin_us: float = 0.0,
         warm: bool = False,
-        logger=None,  # noqa: ANN001 - a LogRecorder
+        logger: LogRecorder | None = None,
     ) -> None:
         self.ctx = zmq.Context()
         self.robot = robot
@@ -443,7 +444,6 @@ def test_a_logged_run_whose_subscriber_leaves_logs_every_tick_whole(quadruped, t
 
     from mcap.reader import make_reader
 
-    from idcontrol.logs.recorder import LogRecorder
     from idcontrol.logs.schema import TICK_TOPIC
 
     path = tmp_path / "run.mcap"

@@ -1,11 +1,11 @@
 """The daemon's side of logging: hand each tick record to the writer process, never waiting.
 
 The daemon packs one msgpack record per tick (the telemetry record while a subscriber listens, else the
-tick's snapshot, :mod:`idcontrol.logs.snapshot`); :meth:`LogRecorder.tick` copies those bytes into a bounded
-shared-memory ring (:mod:`idcontrol.logs.ring`) that the writer
-process (:mod:`idcontrol.logs.writer`) drains. When the ring is full the record is dropped and
-counted (:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run
-statistics): the tick never waits on the disk, and wakes no other process.
+tick's snapshot, :mod:`idcontrol.logs.snapshot`); :meth:`LogRecorder.tick` copies those bytes into a
+bounded shared-memory ring (:mod:`idcontrol.logs.ring`) that the writer process
+(:mod:`idcontrol.logs.writer`) drains. When the ring is full the record is dropped and counted
+(:attr:`LogRecorder.dropped`, in every later record, in ``status`` and in the run statistics): the tick
+never waits on the disk, and wakes no other process.
 """
 
 from __future__ import annotations
