@@ -255,8 +255,9 @@ class TrotGait(Reference):
     # ------------------------------------------------------------------ leg state views
     @property
     def in_stance(self) -> list[bool]:
-        """Planned stance of each leg (in leg order) at the last sample."""
-        return [bool(x) for x in self._state[:, _STANCE]]
+        """Planned stance of each leg (in leg order) at the last sample (each flag 0.0 or 1.0 in the state; read as
+        a list first: a numpy comparison costs 7.3 µs after the daemon's send, this 3.0)."""
+        return [x > 0.5 for x in self._state[:, _STANCE].tolist()]
 
     @property
     def landed(self) -> list[bool]:
@@ -278,8 +279,7 @@ class TrotGait(Reference):
     # ------------------------------------------------------------------ run-time commands
     def telemetry(self) -> dict[str, object]:
         """Gait phase in [0, 1), planned stance per leg (leg order), commanded twist (m/s, m/s, rad/s)."""
-        stance = [x > 0.5 for x in self._state[:, _STANCE].tolist()]  # no ufunc: 7.3 -> 3.0 µs after a send
-        return {"phase": self.phase, "in_stance": stance, "command": list(self.command)}
+        return {"phase": self.phase, "in_stance": self.in_stance, "command": list(self.command)}
 
     RUNTIME_OPTIONS = ("forward_speed", "lateral_speed", "yaw_rate", "waypoints")
 
