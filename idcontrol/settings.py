@@ -16,6 +16,10 @@ A launch file is TOML (see ``launch/*.toml``)::
     activation_distance = 1e-4   # m: a candidate contact enters the problem only if its predicted gap at the
                                  # end of the period is at most this (omit: every candidate in the margin)
     consistent_contact_velocity = false  # q̇_des starts from joint velocities that hold the active contacts still
+    contacts = "estimated"       # "world" (the default: the paper's contacts, with the state taken as exact) or
+                                 # "estimated": stance from the gait, kinematics and foot sensors, the ground
+                                 # from the stance feet, v kept consistent with them (idcontrol.contacts.stance)
+    stance = { liftoff_height = 0.04 }  # the estimated contacts' settings (StanceSettings), optional
     gains = { kp = 1000.0, kd = 60.0 }   # PD(I) gains of q̈_des (default: the robot file's [gains])
     options = {}                 # options of this formulation (overrides its [formulations.NAME] table)
 
@@ -35,9 +39,13 @@ A launch file is TOML (see ``launch/*.toml``)::
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
-    terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too
-    terrain_seed = 0             # the height map's random seed
-    terrain_height = 0.03        # m, the height map's highest bump
+    terrain = "flat"             # or "height_map" (rigid only): random bumps, seen by the controller too;
+                                 # or (mujoco only, unknown to the controller, which assumes flat ground)
+                                 # "bumps" (random bumps of ± terrain_height), "slope" (terrain_slope degrees
+                                 # up along +x from x = 0.3 m), "step" (terrain_height up at x = 0.3 m)
+    terrain_seed = 0             # the height map's or the bumps' random seed
+    terrain_height = 0.03        # m, the height map's highest bump; the bumps' amplitude; the step's height
+    terrain_slope = 10.0         # degrees, terrain = "slope"
     contact_stiffness = 1e6      # N/m (drake only): stiffness of every contact pair (default 1e6)
     contact_relaxation_time = 1e-3  # s (drake only): SAP's dissipation time constant τ_d (default 1e-3)
     stiffness = 1e6              # ess only: N/m per contact sphere (default 1e6)
@@ -46,6 +54,12 @@ A launch file is TOML (see ``launch/*.toml``)::
     slip_velocity = 1e-4         # ess only: the bristle friction's creep scale, m/s (default 1e-4)
     impact_sampling = false      # rigid only, offline studies: each touchdown's outcome is a seeded sample of
     impact_seed = 0              # Halm & Posa's Algorithm 1 instead of the simulator's single one
+
+    [bridge.sensors]             # what the bridge reports in place of the simulator's truth (every kind;
+    preset = "typical"           # idcontrol.sim.sensing): "ideal" (the default: the truth) or "typical", then
+    seed = 0                     # any key of SensorSettings over the preset's, e.g. base_height_bias = 0.02
+    [bridge.actuators]           # how torques reach the joints: "ideal" (the default: at once) or "typical",
+    preset = "typical"           # then any key of ActuatorSettings, e.g. delay_ticks = 2
 
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
@@ -106,7 +120,9 @@ if TYPE_CHECKING:
 Array = NDArray[np.float64]
 
 BRIDGE_KINDS = ("mujoco", "rigid", "drake", "ess")
-TERRAINS = ("flat", "height_map")
+TERRAINS = ("flat", "height_map", "bumps", "slope", "step")
+#: terrains only the MuJoCo simulator builds, and the controller is not told of (it assumes flat ground)
+UNKNOWN_TERRAINS = ("bumps", "slope", "step")
 BRIDGE_MODES = ("lockstep", "realtime")
 
 
@@ -372,6 +388,8 @@ class ControllerSettings:
     penetration_tolerance: float = 0.0
     activation_distance: float | None = None
     consistent_contact_velocity: bool = False
+    contacts: str = "world"  # or "estimated": contacts from what a robot knows (idcontrol.contacts.stance)
+    stance: dict[str, Any] = field(default_factory=dict)  # the estimated contacts' settings (StanceSettings)
     gains: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -384,6 +402,168 @@ class ControllerSettings:
 class ReferenceSettings:
     name: str = "hold"
     options: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------- [bridge.sensors]
+# What a bridge reports in place of its simulator's truth, and how torques reach its joints: the models themselves
+# are idcontrol.sim.sensing's (its docstring gives every key's meaning and unit).
+JOINT_VELOCITY_SOURCES = ("measured", "differentiated")
+FOOT_SENSORS = ("robot", "none", "force")
+
+
+@dataclass(frozen=True)
+class SensorSettings:
+    """``[bridge.sensors]``: what the bridge reports in place of the simulator's truth (units in the module doc)."""
+
+    preset: str = "ideal"
+    seed: int = 0
+    encoder_resolution: float = 0.0
+    encoder_noise: float = 0.0
+    joint_velocity: str = "measured"
+    joint_velocity_noise: float = 0.0
+    imu_tilt: float = 0.0
+    imu_yaw_drift: float = 0.0
+    imu_orientation_noise: float = 0.0
+    gyro_noise: float = 0.0
+    gyro_bias: float = 0.0
+    base_height_bias: float = 0.0
+    base_position_walk: float = 0.0
+    base_velocity_bias: float = 0.0
+    base_velocity_error: float = 0.0
+    base_velocity_correlation: float = 1.0
+    foot_sensors: str = "robot"
+    foot_force_noise: float = 0.0
+    latency_ticks: int = 0
+
+    @property
+    def ideal(self) -> bool:
+        """Whether the bridge reports the simulator's truth as it is."""
+        return _is_off(self, {"preset", "seed", "joint_velocity", "foot_sensors", "base_velocity_correlation"}) \
+            and self.joint_velocity == "measured" and self.foot_sensors in ("robot", "force")  # fmt: skip
+
+    def check(self, where: str) -> SensorSettings:
+        """This table validated (ConfigError naming the key)."""
+        _check_numbers(self, where, "sensors", {"seed", "latency_ticks"}, signed={"base_height_bias"})
+        if self.joint_velocity not in JOINT_VELOCITY_SOURCES:
+            raise ConfigError(f"{where}: bridge.sensors.joint_velocity must be one of {list(JOINT_VELOCITY_SOURCES)}, "
+                              f"got {self.joint_velocity!r}")  # fmt: skip
+        if self.foot_sensors not in FOOT_SENSORS:
+            raise ConfigError(f"{where}: bridge.sensors.foot_sensors must be one of {list(FOOT_SENSORS)}, "
+                              f"got {self.foot_sensors!r}")  # fmt: skip
+        if not self.base_velocity_correlation > 0.0:
+            raise ConfigError(f"{where}: bridge.sensors.base_velocity_correlation must be > 0 s")
+        if not 0 <= self.latency_ticks <= 100:
+            raise ConfigError(f"{where}: bridge.sensors.latency_ticks must be in 0 .. 100, got {self.latency_ticks}")
+        return self
+
+
+@dataclass(frozen=True)
+class ActuatorSettings:
+    """``[bridge.actuators]``: how a commanded torque reaches the joints (units in the module doc)."""
+
+    preset: str = "ideal"
+    delay_ticks: int = 0
+    bandwidth_hz: float = 0.0
+    coulomb_friction: float = 0.0
+    viscous_friction: float = 0.0
+    speed_knee: float = 1.0
+
+    @property
+    def ideal(self) -> bool:
+        return _is_off(self, {"preset", "speed_knee"}) and self.speed_knee >= 1.0
+
+    def check(self, where: str) -> ActuatorSettings:
+        _check_numbers(self, where, "actuators", {"delay_ticks"})
+        if not 0 <= self.delay_ticks <= 100:
+            raise ConfigError(f"{where}: bridge.actuators.delay_ticks must be in 0 .. 100, got {self.delay_ticks}")
+        if not 0.0 < self.speed_knee <= 1.0:
+            raise ConfigError(f"{where}: bridge.actuators.speed_knee must be in (0, 1], got {self.speed_knee}")
+        if not self.coulomb_friction < 1.0:
+            raise ConfigError(f"{where}: bridge.actuators.coulomb_friction is a fraction of the effort limit, < 1")
+        return self
+
+
+#: The ``typical`` sensors of a legged robot (sources: docs/robustness.md, "Presets").
+SENSOR_PRESETS: dict[str, dict[str, Any]] = {
+    "ideal": {},
+    "typical": {
+        "encoder_resolution": 2.0 * math.pi / (2**14 * 6.0),  # 14-bit magnetic encoder behind a 6:1 gearbox
+        "encoder_noise": 0.0,
+        "joint_velocity": "differentiated",
+        "joint_velocity_noise": 0.02,
+        "imu_tilt": math.radians(0.2),  # roll/pitch accuracy of an industrial MEMS AHRS
+        "imu_yaw_drift": math.radians(1.0) / 60.0,
+        "imu_orientation_noise": math.radians(0.02),
+        "gyro_noise": 0.004,  # rad/s: a 0.01 °/s/√Hz noise density over a 500 Hz bandwidth
+        "gyro_bias": 0.002,
+        "base_height_bias": 0.01,  # a leg-odometry estimator's centimetres
+        "base_position_walk": 0.005,
+        "base_velocity_bias": 0.0,
+        "base_velocity_error": 0.03,  # a good estimator's velocity error
+        "base_velocity_correlation": 0.5,
+        "foot_force_noise": 2.0,
+        "latency_ticks": 0,
+    },
+}
+
+#: The ``typical`` actuators of an electric legged robot (sources: docs/robustness.md, "Presets").
+ACTUATOR_PRESETS: dict[str, dict[str, Any]] = {
+    "ideal": {},
+    "typical": {
+        "delay_ticks": 1,
+        "bandwidth_hz": 300.0,
+        "coulomb_friction": 0.01,
+        "viscous_friction": 0.01,
+        "speed_knee": 0.5,
+    },
+}
+
+
+def _is_off(settings: object, skip: set[str]) -> bool:
+    return all(getattr(settings, f.name) == 0 for f in fields(settings) if f.name not in skip)  # type: ignore[arg-type]
+
+
+def _check_numbers(
+    settings: object, where: str, table: str, integers: set[str], signed: frozenset[str] | set[str] = frozenset()
+) -> None:
+    """Every numeric key finite and >= 0 (``signed``: any sign), ``integers`` integers."""
+    for f in fields(settings):  # type: ignore[arg-type]
+        value = getattr(settings, f.name)
+        if f.name == "preset" or isinstance(value, str):
+            continue
+        if f.name in integers:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{where}: bridge.{table}.{f.name} must be an integer >= 0, got {value!r}")
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ConfigError(f"{where}: bridge.{table}.{f.name} must be a finite number, got {value!r}")
+        if value < 0 and f.name not in signed:
+            raise ConfigError(f"{where}: bridge.{table}.{f.name} must be >= 0, got {value!r}")
+
+
+def sensor_settings(table: dict[str, Any] | None, where: str) -> SensorSettings:
+    """``[bridge.sensors]`` read: its ``preset``'s values (default ``ideal``), then the table's own keys."""
+    return _settings(SensorSettings, SENSOR_PRESETS, table, where, "sensors").check(where)
+
+
+def actuator_settings(table: dict[str, Any] | None, where: str) -> ActuatorSettings:
+    """``[bridge.actuators]`` read: its ``preset``'s values (default ``ideal``), then the table's own keys."""
+    return _settings(ActuatorSettings, ACTUATOR_PRESETS, table, where, "actuators").check(where)
+
+
+def _settings(kind: type, presets: dict[str, dict[str, Any]], table: dict[str, Any] | None, where: str, name: str):
+    table = dict(table or {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: bridge.{name} must be a table")
+    preset = table.get("preset", "ideal")
+    if preset not in presets:
+        raise ConfigError(f"{where}: bridge.{name}.preset must be one of {sorted(presets)}, got {preset!r}")
+    known = {f.name for f in fields(kind)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown} in [bridge.{name}]; known: {sorted(known)}")
+    return kind(**{**presets[preset], **table, "preset": preset})
+
 
 
 @dataclass(frozen=True)
@@ -406,6 +586,9 @@ class BridgeSettings:
 
     impact_sampling: bool = False  # rigid bridge only: sample each touchdown's outcome (idcontrol.sim.rigid)
     impact_seed: int = 0  # the impact samples' random seed
+    terrain_slope: float = 10.0  # degrees, terrain = "slope" (mujoco: unknown to the controller)
+    sensors: SensorSettings = field(default_factory=SensorSettings)  # [bridge.sensors], every kind
+    actuators: ActuatorSettings = field(default_factory=ActuatorSettings)  # [bridge.actuators], every kind
 
     #: the keys only the ess simulator takes
     ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")
@@ -608,6 +791,11 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
         raise ConfigError(f"{path}: controller.activation_distance must be in [0, 0.05) m, got {act!r}")
     if not isinstance(controller.consistent_contact_velocity, bool):
         raise ConfigError(f"{path}: controller.consistent_contact_velocity must be true or false")
+    if controller.contacts not in ("world", "estimated"):
+        raise ConfigError(f"{path}: controller.contacts must be 'world' or 'estimated', got {controller.contacts!r}")
+    from idcontrol.contacts.stance import StanceSettings
+
+    StanceSettings.from_table(controller.stance, str(path))
     gains = controller.gains
     if not isinstance(gains, dict) or set(gains) - {"kp", "kd", "ki"}:
         raise ConfigError(f"{path}: controller.gains must be a table with keys among kp, kd, ki, got {gains!r}")
@@ -622,7 +810,11 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
         raise ConfigError(f"{path} [reference] name: unknown reference {reference.name!r}; available: "
                           f"{', '.join(available_references())}")  # fmt: skip
 
-    bridge = BridgeSettings(**_fields(_section(data, "bridge", path), BridgeSettings, f"{path} [bridge]"))
+    bridge_table = dict(_section(data, "bridge", path))
+    sensors = sensor_settings(bridge_table.pop("sensors", None), str(path))
+    actuators = actuator_settings(bridge_table.pop("actuators", None), str(path))
+    bridge = BridgeSettings(**_fields(bridge_table, BridgeSettings, f"{path} [bridge]"), sensors=sensors,
+                            actuators=actuators)
     _check_bridge(bridge, str(path))
     if bridge.mode not in BRIDGE_MODES:
         raise ConfigError(f"{path}: bridge.mode {bridge.mode!r} not one of {list(BRIDGE_MODES)}")
@@ -664,8 +856,13 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
     """The simulator kind and the keys that only one kind reads (ConfigError naming the key)."""
     if bridge.kind not in BRIDGE_KINDS:
         raise ConfigError(f"{where}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
-    if bridge.terrain in TERRAINS and bridge.terrain != "flat" and bridge.kind != "rigid":  # (an unknown one: below)
+    if bridge.terrain == "height_map" and bridge.kind != "rigid":
         raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
+    if bridge.terrain in UNKNOWN_TERRAINS and bridge.kind != "mujoco":
+        raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'mujoco'")
+    slope = bridge.terrain_slope
+    if not isinstance(slope, (int, float)) or isinstance(slope, bool) or not 0.0 <= slope <= 30.0:
+        raise ConfigError(f"{where}: bridge.terrain_slope must be in [0, 30] degrees, got {slope!r}")
     if not isinstance(bridge.impact_sampling, bool):
         raise ConfigError(f"{where}: bridge.impact_sampling must be true or false, got {bridge.impact_sampling!r}")
     if bridge.impact_sampling and bridge.kind != "rigid":

@@ -413,6 +413,29 @@ class ContactDetector:
         self._no_bodies = np.zeros((0, _POSE))
         #: per contact pattern: identities, spheres (copied for each set), body indices and μ (read-only, shared)
         self._id_cache: dict[Hashable, tuple[tuple[Hashable, ...], IntArray, IntArray, Array]] = {}
+        self._ground_params: Array | None = None  # the ground's slot of the world's floats, once it moves
+
+    def set_ground(self, normal: Array, offset: float) -> None:
+        """Move the world's first half-space (the ground) to n̂·x = ``offset`` (m) with unit ``normal`` (3,) in
+        world, at most 40° from the vertical, and its tangents (ŝ the projection of x̂, t̂ = n̂ × ŝ, the rule of
+        :func:`~idcontrol.contacts.geometry.tangent_bases` there): a ground estimated each tick
+        (:mod:`idcontrol.contacts.stance`). ConfigError for a world without a half-space."""
+        if self._ground_params is None:
+            slots = self._world_ints[0]
+            kinds = self._world_ints[4 : 4 + slots]
+            if slots == 0 or kinds[0] != _HALF_SPACE:
+                raise ConfigError("the world has no ground half-space to estimate")
+            floats = self._world_floats.copy()  # writable from now on: the ground moves
+            self._world_floats = floats
+            k, samples = self._world_ints[1], self._world_ints[2]
+            start = 1 + k + 2 * samples
+            self._ground_params = floats[start : start + 10]
+        nx, ny, nz = (float(x) for x in normal)
+        sx, sy, sz = 1.0 - nx * nx, -nx * ny, -nx * nz
+        norm = math.sqrt(sx * sx + sy * sy + sz * sz)
+        sx, sy, sz = sx / norm, sy / norm, sz / norm
+        self._ground_params[:] = (nx, ny, nz, offset, sx, sy, sz, ny * sz - nz * sy, nz * sx - nx * sz,
+                                  nx * sy - ny * sx)  # fmt: skip
 
     # ------------------------------------------------------------------ per tick
     def detect(self, objects: Mapping[str, ObjectState] | None = None, allowed: Array | None = None) -> ContactSet:

@@ -31,6 +31,8 @@ from idcontrol.arrays import (
     split,
 )
 from idcontrol.contacts.detection import ContactDetector, ContactSet, point_wrenches
+from idcontrol.contacts.geometry import HalfSpace
+from idcontrol.contacts.stance import StanceEstimator, StanceSettings
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
@@ -51,6 +53,9 @@ _EMPTY = np.zeros(0)
 #: driven with less than F sticks: at a whole period, TIAGo Pro's wrist (F = 1 N·m, M_jj = 5e-4 kg·m²) stood still;
 #: at a hundredth, reversals threw light joints. Measured: docs/robots.md, "MuJoCo from a published URDF".
 FRICTION_RAMP = 0.1
+
+#: How the controller decides its contacts (see :class:`InverseDynamicsController`'s ``contacts``).
+CONTACT_MODES = ("world", "estimated")
 
 
 @njit(types.void(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, float64, VECTOR), cache=True)
@@ -205,6 +210,13 @@ class InverseDynamicsController:
         1–2 mm of a foot landing on a compliant floor for 1–2 m/s, which the predicted forces then
         deliver. Against a compliant simulator or noisy estimates a small tolerance and γ keep the
         robot from climbing out of the ground.
+    contacts : ``"world"`` (the paper's: a contact is a sphere within ``margin`` of the surfaces the controller is
+        told, its gap their signed distance, the state's velocity taken as exact) or ``"estimated"``, for a state
+        that comes from a robot's sensors: each sphere's stance decided from the gait schedule, kinematics and a
+        foot sensor, the ground estimated from the stance feet, stance contacts touching, and v replaced by the
+        nearest velocity that keeps the stance feet still (:mod:`idcontrol.contacts.stance`, with ``stance`` its
+        settings). Applies to a floating base on a ground of one half-space without movable bodies; a fixed base
+        keeps ``"world"``.
     """
 
     def __init__(
@@ -221,6 +233,8 @@ class InverseDynamicsController:
         penetration_gain: float = 1.0,
         activation_distance: float | None = None,
         consistent_contact_velocity: bool = False,
+        contacts: str = "world",
+        stance: StanceSettings | None = None,
     ) -> None:
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         if environment is None:
@@ -240,6 +254,20 @@ class InverseDynamicsController:
         self.penetration_gain = float(penetration_gain)
         self.environment = environment
         self.dt = float(dt)
+        if contacts not in CONTACT_MODES:
+            raise ConfigError(f"contacts must be one of {list(CONTACT_MODES)}, got {contacts!r}")
+        #: the estimated contacts' state (None: contacts as the world says, ``contacts = "world"`` or a fixed base)
+        self.stance: StanceEstimator | None = None
+        if contacts == "estimated" and self.robot.floating_base:
+            if environment.objects or len(environment.surfaces) != 1 \
+                    or not isinstance(environment.surfaces[0].shape, HalfSpace):  # fmt: skip
+                raise ConfigError("contacts = 'estimated' takes a ground of one half-space and no movable bodies "
+                                  f"(this world has {[x.name for x in environment.surfaces]} and "
+                                  f"{[o.name for o in environment.objects]}); use contacts = 'world'")  # fmt: skip
+            self.stance = StanceEstimator(self.robot, self.dt, stance)
+            margin = max(margin, float(self.stance.params[2]) + 0.005)  # every stance sphere is a candidate
+        self.contacts_mode = "estimated" if self.stance is not None else "world"
+        self._prepared: RobotState | None = None  # the state :meth:`prepare` updated the model and stance for
         self.detector = ContactDetector(self.robot, environment, margin=margin, samples_per_contact=samples_per_contact)
         r = self.robot
         mass = r.total_mass() + sum(body.mass for body in environment.objects)
@@ -316,6 +344,32 @@ class InverseDynamicsController:
             pass  # a posture this set-up cannot solve: the kernels then load at the first real tick
         self.formulation.reset()
         self.last_contacts = contacts
+        if self.stance is not None:
+            self.stance.reset()
+
+    def prepare(self, state: RobotState, contact_mask: Array | None, planned_stance: Array | None) -> Array:
+        """With estimated contacts, before the reference and the PD law: update the model and the stance for
+        ``state`` (validated) and return the contact-consistent velocity (nv,) (the estimator's buffer); the
+        next :meth:`build_problem` of this same state reuses both. ``contact_mask``, ``planned_stance``: as in
+        :meth:`build_problem`."""
+        stance = self.stance
+        if stance is None:
+            return state.v
+        self.robot.update(state.q, state.v)
+        mask = state.contact_mask if contact_mask is None else contact_mask
+        force = None if state.sensed_forces is None else state.sensed_forces @ stance.normal
+        v = stance.update(state.v, mask, planned_stance, force)
+        self._prepared = state
+        return v
+
+    def ground_relative(self, q: Array) -> Array:
+        """``q`` itself, or with estimated contacts a copy whose floating-base height is the base's height above
+        the estimated ground (what a reference or a fall check means by the base's height)."""
+        if self.stance is None:
+            return q
+        out = q.copy()
+        out[2] = self.stance.height_above_ground(q[:3])
+        return out
 
     def initial_object_states(self) -> dict[str, ObjectState]:
         return {o.name: o.initial_state() for o in self.environment.objects}
@@ -369,10 +423,12 @@ class InverseDynamicsController:
         *,
         checked: bool = False,
         contact_mask: Array | None = None,
+        planned_stance: Array | None = None,
     ) -> tuple[ContactProblem, dict[str, float]]:
         """Validate the input (unless ``checked``: the caller validated ``state`` with :meth:`check_state` and
         computed ``qdd_des`` and ``tracking`` from it), update the model, detect contacts and assemble the
-        problem. ``contact_mask`` (k,) bool per contact sphere replaces ``state.contact_mask`` when given."""
+        problem. ``contact_mask`` (k,) bool per contact sphere replaces ``state.contact_mask`` when given;
+        ``planned_stance`` (k,) bool: the spheres a gait plans in stance now (estimated contacts only)."""
         t0 = time.perf_counter()
         r = self.robot
         if not checked:
@@ -386,7 +442,9 @@ class InverseDynamicsController:
                     else check_vector("integral_error", tracking.integral_error, r.nu),
                 )  # fmt: skip
         q, v, objects = state.q, state.v, state.objects
-        r.update(q, v)
+        prepared = self._prepared is state  # estimated contacts: model and stance updated for this state already
+        if not prepared:
+            r.update(q, v)
         t1 = time.perf_counter()
         mask = state.contact_mask if contact_mask is None else contact_mask
         if mask is not None:
@@ -395,7 +453,19 @@ class InverseDynamicsController:
                 raise ShapeError("contact_mask", (self._sphere_count,), mask.shape)
         if self.environment.objects:
             self._body_terms(objects)
-        if self.activation_distance is None:
+        phi = None
+        if self.stance is not None:  # estimated contacts: stance from what a robot knows, touching, v kept still
+            stance = self.stance
+            if prepared:
+                v = stance.velocity
+            else:
+                force = None if state.sensed_forces is None else state.sensed_forces @ stance.normal
+                v = stance.update(v, mask, planned_stance, force)
+            self._prepared = None
+            self.detector.set_ground(stance.normal, stance.offset)
+            contacts, N, S, T = self.detector.detect_rows(objects, stance.mask)
+            phi = np.zeros(contacts.n)
+        elif self.activation_distance is None:
             contacts, N, S, T = self.detector.detect_rows(objects, mask)
         else:  # only contacts whose predicted gap at the end of the period is within the activation distance
             velocity = v
@@ -409,10 +479,11 @@ class InverseDynamicsController:
         t2 = time.perf_counter()
 
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
+        estimated = phi is not None  # stance contacts touch: no penetration to undo
         M, vectors = assemble_problem(
-            r.M, self._bias(v, tracking), v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T, contacts.phi,
-            self._actuated_indices, self.dt, self.consistent_contact_velocity, self.penetration_tolerance,
-            self.penetration_gain,
+            r.M, self._bias(v, tracking), v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T,
+            phi if estimated else contacts.phi, self._actuated_indices, self.dt, self.consistent_contact_velocity,
+            0.0 if estimated else self.penetration_tolerance, 1.0 if estimated else self.penetration_gain,
         )  # fmt: skip
         f_ext, v_all, qd_des, phi = split(vectors, self.m, self.m, r.nu)
         sensed = None
@@ -475,11 +546,13 @@ class InverseDynamicsController:
         *,
         checked: bool = False,
         contact_mask: Array | None = None,
+        planned_stance: Array | None = None,
     ) -> SolveResult:
-        """Torques for one tick (``checked``, ``contact_mask``: see :meth:`build_problem`). Raises InputError
-        subclasses on malformed input; solver failure is ``found=False``."""
+        """Torques for one tick (``checked``, ``contact_mask``, ``planned_stance``: see :meth:`build_problem`).
+        Raises InputError subclasses on malformed input; solver failure is ``found=False``."""
         started = time.perf_counter()
-        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask)
+        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask,
+                                              planned_stance=planned_stance)  # fmt: skip
         result = self.formulation.solve(problem)
         if result.found:
             certified = time.perf_counter()

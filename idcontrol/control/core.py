@@ -365,7 +365,7 @@ class ControlCore:
                 np.copyto(self.metrics.base_last, q[:3])
                 if self.metrics.base_first is None:
                     self.metrics.base_first = q[:3].copy()
-            fall = self._fallen(q) if robot.floating_base else ""
+            fall = self._fallen(self.controller.ground_relative(q)) if robot.floating_base else ""
             if fall:
                 self.metrics.fell, self.metrics.fall_cause = True, fall
                 if self.mode == MODE_RUN:
@@ -374,7 +374,7 @@ class ControlCore:
                     self.reason = f"the robot fell: {fall}; {self.reason}"[:REASON_MAX]
                 out.note, out.event = f"fell ({fall}): safe stop", "fell"
         if guarded and self.mode != MODE_RUN and out.event in GUARD_EVENTS and robot.floating_base:
-            collapsing = self._collapsing(q)  # a guard that stopped a collapsing robot: it fell
+            collapsing = self._collapsing(self.controller.ground_relative(q))  # a guard stopped a collapsing robot
             if collapsing and not self.metrics.fell:
                 self.metrics.fell = True
                 self.metrics.fall_cause = f"{collapsing} when a guard ended the run ({self.reason})"
@@ -408,14 +408,20 @@ class ControlCore:
         """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether
         the formulation's own torque is used."""
         reference = self.reference
-        target = reference.sample(state.t, q, v)
+        controller = self.controller
+        if controller.stance is not None:  # estimated contacts: the reference and the PD law see the velocity that
+            # keeps the stance feet still (with the schedule of the last sample), not the raw estimate
+            v = controller.prepare(state, reference.contact_mask(), reference.planned_stance())
+            v_act = v[self._idx_v]
+        target = reference.sample(state.t, controller.ground_relative(q), v)
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
         out.target, out.qdd_des = target, qdd_des
         out.sampled_from = reference
         self._tracking = tracking
         mask = reference.contact_mask()
         try:
-            result = self.controller.solve(state, qdd_des, tracking, checked=True, contact_mask=mask)
+            result = self.controller.solve(state, qdd_des, tracking, checked=True, contact_mask=mask,
+                                           planned_stance=reference.planned_stance())  # fmt: skip
         except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
         except Exception as e:  # a formulation that throws is a failed solve, not a dead daemon
@@ -538,13 +544,15 @@ class ControlCore:
     def _body_on_ground(self) -> str:
         """The name of a watched joint whose origin is at the ground (model updated this tick), or ''."""
         robot = self.robot
+        stance = self.controller.stance  # estimated contacts: heights above the estimated ground
+        height = (lambda p: p[2]) if stance is None else stance.height_above_ground
         if self._watched_origins:
             for view, j in zip(self._watched_origins, self._watched, strict=True):
-                if view[2] < self._ground_clearance:
+                if height(view) < self._ground_clearance:
                     return str(robot.model.names[j])
             return ""
         for j in self._watched:
-            if robot.data.oMi[j].translation[2] < self._ground_clearance:
+            if height(robot.data.oMi[j].translation) < self._ground_clearance:
                 return str(robot.model.names[j])
         return ""
 
@@ -554,8 +562,9 @@ class ControlCore:
         z, x, y = q[2:5].tolist()
         if z >= self._fall_height and 1.0 - 2.0 * (x * x + y * y) >= self._cos_fall_tilt:
             clearance = self._ground_clearance
+            stance = self.controller.stance  # estimated contacts: the origins' heights above the estimated ground
             for view in self._watched_origins:  # the usual case, in a few µs: upright, and no body on the ground
-                if view[2] < clearance:
+                if (view[2] if stance is None else stance.height_above_ground(view)) < clearance:
                     break
             else:
                 if self._watched_origins or not self._watched:

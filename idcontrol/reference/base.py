@@ -88,6 +88,12 @@ class Reference:
         (a gait's planned stance feet); None when the reference plans no contacts."""
         return None
 
+    def planned_stance(self) -> Array | None:
+        """(k,) bool per contact sphere: which a gait plans to stand at the last sample (its swing feet past their
+        planned touchdown included); None when the reference plans no stance (then every candidate of
+        :meth:`contact_mask` may stand)."""
+        return None
+
 
 def desired_acceleration(
     target: JointTarget,

@@ -276,6 +276,12 @@ class TrotGait(Reference):
         last :meth:`sample`, with the plan.)"""
         return self._mask
 
+    def planned_stance(self) -> Array | None:
+        """The feet of the legs the plan has in stance at the last sample (a sphere on no leg: always)."""
+        legs = self._leg_of_sphere
+        stance = self._state[:, _STANCE]
+        return np.array([leg < 0 or stance[leg] > 0.5 for leg in legs.tolist()], dtype=bool)
+
     # ------------------------------------------------------------------ run-time commands
     def telemetry(self) -> dict[str, object]:
         """Gait phase in [0, 1), planned stance per leg (leg order), commanded twist (m/s, m/s, rad/s)."""

@@ -103,6 +103,22 @@ class SimOptions:
     repair_inertia: bool = False
 
 
+#: What a foot's sensor may measure (``[sensors] feet``): nothing, or the force on it.
+FOOT_SENSOR_KINDS = ("none", "force")
+
+
+@dataclass(frozen=True)
+class SensorsConfig:
+    """A robot file's ``[sensors]`` table: what the real robot measures beyond its joint encoders and IMU.
+
+    feet : ``"force"`` when every contact sphere has a force sensor (Unitree's quadrupeds report foot forces),
+        ``"none"`` (the default: Solo, ANYmal and most legged robots measure none). A simulator bridge with a
+        sensor model reports contact forces only where this says the robot has them.
+    """
+
+    feet: str = "none"
+
+
 @dataclass(frozen=True)
 class Gains:
     """Joint-space feedback gains, one value per actuated joint (SI units)."""
@@ -132,6 +148,7 @@ class RobotConfig:
     limbs: tuple[LimbConfig, ...] | None = None  # None: inferred from the contact spheres (robot.limbs)
     fingers: tuple[str, ...] = ()  # actuated joints that close a grip (q grows as a finger closes)
     sim: SimOptions = field(default_factory=SimOptions)
+    sensors: SensorsConfig = field(default_factory=SensorsConfig)
 
 
 def robot_search_dirs() -> list[Path]:
@@ -249,7 +266,7 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
         )
 
     known = {"name", "urdf", "base", "actuated_joints", "gains", "pid_gains", "limits", "contact_spheres", "objects",
-             "standing", "limbs", "fingers", "sim"}  # fmt: skip
+             "standing", "limbs", "fingers", "sim", "sensors"}  # fmt: skip
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -288,7 +305,21 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
         limbs=limbs,
         fingers=tuple(fingers),
         sim=SimOptions(repair_inertia=sim_table.get("repair_inertia", False)),
+        sensors=_sensors(raw.get("sensors", {}), path),
     )
+
+
+def _sensors(table: Any, path: Path) -> SensorsConfig:
+    """The ``[sensors]`` table, checked."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [sensors] must be a table")
+    unknown = sorted(set(table) - {"feet"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown} in [sensors]; known: ['feet']")
+    feet = table.get("feet", "none")
+    if feet not in FOOT_SENSOR_KINDS:
+        raise ConfigError(f"{path}: sensors.feet must be one of {list(FOOT_SENSOR_KINDS)}, got {feet!r}")
+    return SensorsConfig(feet=feet)
 
 
 def _limb(entry: Any, i: int, path: Path) -> LimbConfig:

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from idcontrol.contacts.world import Environment
 from idcontrol.robot.model import RobotModel
-from idcontrol.settings import LaunchConfig
+from idcontrol.settings import UNKNOWN_TERRAINS, LaunchConfig
 from idcontrol.sim.base import Simulator, make_simulator
 from idcontrol.sim.rigid import RigidSim
+from idcontrol.sim.sensing import sensed
 
 
 def simulator_for(config: LaunchConfig, robot: RobotModel, *, ess_engine: str = "auto") -> Simulator:
     """The launch file's simulator (``[bridge]`` kind, friction, substeps, terrain, Drake's contact stiffness and
-    relaxation time, the ess contact; its movable bodies if ``objects``). ``ess_engine``: the ess simulator's
-    integrator engine (:class:`~idcontrol.sim.ess.backend.EssSim`; "scipy" to measure against the compiled one)."""
+    relaxation time, the ess contact; its movable bodies if ``objects``), behind its sensor and actuator models
+    (``[bridge.sensors]``, ``[bridge.actuators]``: :mod:`idcontrol.sim.sensing`; none when both are ideal).
+    ``ess_engine``: the ess simulator's integrator engine (:class:`~idcontrol.sim.ess.backend.EssSim`; "scipy" to
+    measure against the compiled one)."""
+    b = config.bridge
+    sim = _back_end(config, robot, ess_engine)
+    return sensed(sim, robot, b.sensors, b.actuators, period=config.controller.dt, substeps=b.substeps)
+
+
+def _back_end(config: LaunchConfig, robot: RobotModel, ess_engine: str) -> Simulator:
+    """The simulator of ``[bridge]`` itself (the truth)."""
     b = config.bridge
     timestep = config.controller.dt / b.substeps
     if b.kind == "rigid":
@@ -34,4 +44,10 @@ def simulator_for(config: LaunchConfig, robot: RobotModel, *, ess_engine: str = 
         contact = {key: getattr(b, key) for key in b.ESS_KEYS if getattr(b, key) is not None}
         return EssSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
                       engine=ess_engine, **contact)  # fmt: skip
+    if b.kind == "mujoco" and b.terrain in UNKNOWN_TERRAINS:
+        from idcontrol.sim.mujoco import MujocoSim, Terrain
+
+        terrain = Terrain(b.terrain, height=b.terrain_height, slope_deg=b.terrain_slope, seed=b.terrain_seed)
+        return MujocoSim(robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu,
+                         terrain=terrain)
     return make_simulator(b.kind, robot, mu=b.mu, timestep=timestep, with_objects=config.objects, object_mu=b.mu)

@@ -90,7 +90,9 @@ import math
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -211,6 +213,74 @@ def urdf_for_mujoco(urdf_path: Path) -> tuple[str, list[str]]:
     return ET.tostring(root, encoding="unicode"), changes
 
 
+@dataclass(frozen=True)
+class Terrain:
+    """Ground the controller is not told of (``[bridge] terrain``), built around the robot's standing footprint.
+
+    kind : ``"bumps"``: a height field of smooth random bumps within ± ``height`` m (drawn with ``seed``), flat under
+        the standing feet; ``"slope"``: the floor rises at ``slope_deg`` degrees along +x from just ahead of the
+        front feet; ``"step"``: the floor steps up by ``height`` m there.
+    """
+
+    kind: str
+    height: float = 0.02
+    slope_deg: float = 10.0
+    seed: int = 0
+
+    #: m the terrain starts ahead of the standing feet (slope, step) or beyond them (bumps)
+    CLEARANCE = 0.1
+    #: the bumps' field: half extent (m), grid spacing (m), spacing of the random heights it interpolates (m)
+    FIELD_HALF_EXTENT, FIELD_SPACING, BUMP_SPACING = 6.0, 0.02, 0.16
+
+    def add_to(self, spec: mujoco.MjSpec, footprint: Array, floor: dict[str, Any]) -> None:
+        """Add this terrain's geoms to ``spec``; ``footprint`` (2, 2) the standing feet's [min, max] x and y in
+        world, m; ``floor`` the floor geom's contact attributes."""
+        front = float(footprint[0, 1]) + self.CLEARANCE
+        if self.kind == "step":
+            half = np.array([self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT, 0.5 * self.height])
+            spec.worldbody.add_geom(name="terrain:step", type=mujoco.mjtGeom.mjGEOM_BOX, size=half,
+                                    pos=[front + half[0], 0.0, 0.5 * self.height], **floor)  # fmt: skip
+        elif self.kind == "slope":
+            angle = math.radians(self.slope_deg)
+            half = np.array([self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT, 0.5])
+            # the box's top face passes through (front, ·, 0), rising along +x
+            normal = np.array([-math.sin(angle), 0.0, math.cos(angle)])
+            centre = np.array([front, 0.0, 0.0]) + half[0] * np.array([math.cos(angle), 0.0, math.sin(angle)]) \
+                - half[2] * normal  # fmt: skip
+            quat = [math.cos(-0.5 * angle), 0.0, math.sin(-0.5 * angle), 0.0]  # w x y z: about y by −angle
+            spec.worldbody.add_geom(name="terrain:slope", type=mujoco.mjtGeom.mjGEOM_BOX, size=half, pos=centre,
+                                    quat=quat, **floor)  # fmt: skip
+        elif self.kind == "bumps":
+            heights = self.bump_heights(footprint)
+            n, low, high = heights.shape[0], float(heights.min()), float(heights.max())
+            # MuJoCo scales the field's data to [0, 1], then to [0, size[2]] above the geom: the geom sits at the
+            # lowest height, so that every height lands where it was drawn
+            spec.add_hfield(name="terrain:bumps", size=[self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT,
+                                                        max(high - low, 1e-6), 0.1],  # fmt: skip
+                            nrow=n, ncol=n, userdata=heights.ravel().tolist())
+            spec.worldbody.add_geom(name="terrain:bumps", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain:bumps",
+                                    pos=[0.0, 0.0, low], **floor)  # fmt: skip
+            spec.geom("floor").pos = [0.0, 0.0, low - 0.1]  # below the field: its dips are the ground
+        else:
+            raise ConfigError(f"unknown terrain {self.kind!r}; MuJoCo builds bumps, slope, step")
+
+    def bump_heights(self, footprint: Array) -> Array:
+        """(n, n) heights of the bumps' field, m, row i at y = −E + i·spacing, column j at x = −E + j·spacing: random
+        heights on a coarse grid, bilinearly interpolated, faded to 0 over the standing footprint."""
+        rng = np.random.default_rng(self.seed)
+        E = self.FIELD_HALF_EXTENT
+        axis = np.arange(-E, E + 0.5 * self.FIELD_SPACING, self.FIELD_SPACING)
+        coarse_axis = np.arange(-E, E + 0.5 * self.BUMP_SPACING, self.BUMP_SPACING)
+        coarse = rng.uniform(-self.height, self.height, (coarse_axis.size, coarse_axis.size))
+        rows = np.array([np.interp(axis, coarse_axis, row) for row in coarse])  # along x
+        field = np.array([np.interp(axis, coarse_axis, column) for column in rows.T]).T  # along y
+        x, y = np.meshgrid(axis, axis)  # field[i, j] at (x = axis[j], y = axis[i])
+        dx = np.maximum(np.maximum(footprint[0, 0] - x, x - footprint[0, 1]), 0.0)
+        dy = np.maximum(np.maximum(footprint[1, 0] - y, y - footprint[1, 1]), 0.0)
+        fade = np.clip(np.hypot(dx, dy) / self.CLEARANCE, 0.0, 1.0)
+        return field * fade * fade * (3.0 - 2.0 * fade)
+
+
 class MujocoSim:
     """A MuJoCo simulation of an idcontrol robot, stepped with joint torques.
 
@@ -226,6 +296,7 @@ class MujocoSim:
     solimp : MuJoCo contact impedance (5 numbers, default :data:`STIFF_SOLIMP`).
     impratio : frictional-to-normal stiffness ratio of the elliptic cones.
     initial : (nq,) configuration that :meth:`reset` returns to (default: the standing posture).
+    terrain : ground the controller is not told of (:class:`Terrain`), with the floor; floating base only.
     """
 
     def __init__(
@@ -241,6 +312,7 @@ class MujocoSim:
         solimp: tuple[float, float, float, float, float] = STIFF_SOLIMP,
         impratio: float = 10.0,
         initial: Array | None = None,
+        terrain: Terrain | None = None,
     ) -> None:
         self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
         r = self.robot
@@ -305,6 +377,10 @@ class MujocoSim:
                 friction=[floor_mu, 0.0, 0.0],
                 **contact,
             )
+            if terrain is not None:
+                attributes = {"contype": 1, "conaffinity": 1, "priority": _FLOOR_PRIORITY,
+                              "friction": [floor_mu, 0.0, 0.0], **contact}  # fmt: skip
+                terrain.add_to(spec, self._standing_footprint(), attributes)
         for o in self.objects:
             w_x_y_z = np.roll(o.initial_orientation_xyzw, 1)
             body = spec.worldbody.add_body(
@@ -497,6 +573,13 @@ class MujocoSim:
     def spec(self) -> mujoco.MjSpec:
         """The edited specification the model was compiled from (e.g. ``spec.to_xml()`` to inspect it)."""
         return self._spec
+
+    def _standing_footprint(self) -> Array:
+        """(2, 2) [min, max] world x and y of the contact spheres at the initial posture, m."""
+        r = self.robot
+        r.update(self.initial, np.zeros(r.nv))
+        centres = r.sphere_centers_in_world
+        return np.array([[centres[:, 0].min(), centres[:, 0].max()], [centres[:, 1].min(), centres[:, 1].max()]])
 
     @property
     def time(self) -> float:

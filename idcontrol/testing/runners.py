@@ -13,6 +13,7 @@ that runs on the robot.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -177,6 +178,8 @@ def _toml(value: object) -> str:
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
+    if dataclasses.is_dataclass(value):  # a nested table ([bridge.sensors]): as an inline table
+        return _toml({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     raise ConfigError(f"cannot write {value!r} ({type(value).__name__}) to a launch file")
 
 
