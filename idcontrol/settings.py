@@ -491,10 +491,10 @@ SENSOR_PRESETS: dict[str, dict[str, Any]] = {
         "encoder_noise": 0.0,
         "joint_velocity": "differentiated",
         "joint_velocity_noise": 0.02,
-        "imu_tilt": math.radians(0.2),  # roll/pitch accuracy of an industrial MEMS AHRS
+        "imu_tilt": math.radians(0.5),  # static roll/pitch accuracy of a small MEMS AHRS
         "imu_yaw_drift": math.radians(1.0) / 60.0,
         "imu_orientation_noise": math.radians(0.02),
-        "gyro_noise": 0.004,  # rad/s: a 0.01 °/s/√Hz noise density over a 500 Hz bandwidth
+        "gyro_noise": 0.002,  # rad/s: a 0.007 °/s/√Hz noise density over a 255 Hz bandwidth
         "gyro_bias": 0.002,
         "base_height_bias": 0.01,  # a leg-odometry estimator's centimetres
         "base_position_walk": 0.005,

@@ -10,8 +10,8 @@ in one compiled call (:func:`stance_kernel`):
   point while it stands, and its last footprint for a while after it lifts (so a trot's two stance feet and the
   two footprints before them still fix a tilt). With three or more points not on a line, the least-squares plane
   (its normal within ``max_ground_tilt`` of the vertical); with fewer, the normal is kept and only d is fitted.
-  Both are low-passed with the time constant ``ground_time_constant``. Before any foot stands, the ground is the
-  horizontal plane through the lowest sphere.
+  Both are low-passed with the time constant ``ground_time_constant``. A run starts standing: its first ground is
+  the plane normal to the base's z axis through the lowest sphere (a robot standing on a slope stands on it).
 * **The stance of each sphere**, with hysteresis, from the gait schedule (the reference's candidates and planned
   stance, when it has them), kinematics and a foot force sensor when the robot has one. A candidate sphere lands
   when its gap to the ground, predicted one period ahead, is within ``touchdown_height``; or when the schedule
@@ -68,12 +68,12 @@ class StanceSettings:
     touchdown_height: float | None = None
     scheduled_height: float | None = None
     liftoff_height: float | None = None
-    settle_speed: float = 0.1
+    settle_speed: float = 0.05
     force_on: float | None = None
     ground_time_constant: float = 0.02  # s
-    velocity_time_constant: float = 0.05  # s
+    velocity_time_constant: float = 0.02  # s
     max_ground_tilt: float = 30.0  # degrees
-    footprint_memory: float = 1.0  # s a lifted foot's footprint still fixes the ground
+    footprint_memory: float = 0.5  # s a lifted foot's footprint still fixes the ground
     base_velocity_sigma: float = 0.1  # m/s
     base_rate_sigma: float = 0.02  # rad/s
     joint_velocity_sigma: float = 0.05  # rad/s (m/s for a prismatic joint)
@@ -177,11 +177,12 @@ def stance_kernel(params, ground, stance, footprints, centres, radii, slot, orig
         for c in range(3):
             weights[c] = params[_SIG_B] ** 2
             weights[3 + c] = params[_SIG_W] ** 2
-    if ground[_READY] < 0.5:  # the horizontal plane through the lowest sphere
+    if ground[_READY] < 0.5:  # the plane normal to ground[:3] (set by the caller) through the lowest sphere
         lowest = np.inf
         for i in range(k):
-            lowest = min(lowest, centres[i, 2] - radii[i])
-        ground[_NX], ground[_NY], ground[_NZ], ground[_D], ground[_READY] = 0.0, 0.0, 1.0, lowest, 1.0
+            lowest = min(lowest, ground[0] * centres[i, 0] + ground[1] * centres[i, 1] + ground[2] * centres[i, 2]
+                         - radii[i])  # fmt: skip
+        ground[_D], ground[_READY] = lowest, 1.0
     nx, ny, nz, d = ground[_NX], ground[_NY], ground[_NZ], ground[_D]
     # the ground's tangents: x̂ projected onto the plane, and n̂ × ŝ
     sx, sy, sz = 1.0 - nx * nx, -nx * ny, -nx * nz
@@ -345,6 +346,30 @@ class StanceEstimator:
         """(k,) which spheres stand."""
         return self.stance > 0.5
 
+    def relative_to_ground(self, q: Array) -> Array:
+        """A copy of a floating base's ``q`` (nq,) expressed relative to the ground: the base's height above it
+        (along the vertical) and its orientation relative to the ground's frame (the rotation that turns the
+        vertical onto n̂, about the horizontal axis between them). A body level with sloped ground is level here."""
+        out = q.copy()
+        out[2] = self.height_above_ground(q[:3])
+        n = self.ground
+        if n[_READY] < 0.5:
+            return out
+        # the ground's rotation: about a = ẑ × n̂ by the angle between them, as the quaternion (a sin(θ/2), cos(θ/2))
+        cos_t = min(1.0, max(-1.0, float(n[2])))
+        half_cos, half_sin = math.sqrt(0.5 * (1.0 + cos_t)), math.sqrt(max(0.0, 0.5 * (1.0 - cos_t)))
+        ax, ay = -float(n[1]), float(n[0])
+        norm = math.hypot(ax, ay)
+        if norm < 1e-12:
+            return out
+        gx, gy, gw = -half_sin * ax / norm, -half_sin * ay / norm, half_cos  # the inverse rotation (z part 0)
+        x, y, z, w = (float(c) for c in q[3:7])
+        out[3] = gw * x + gx * w + gy * z
+        out[4] = gw * y - gx * z + gy * w
+        out[5] = gw * z + gx * y - gy * x
+        out[6] = gw * w - gx * x - gy * y
+        return out
+
     def height_above_ground(self, position: Array) -> float:
         """Vertical distance of the world point ``position`` (3,) above the ground plane, m."""
         n = self.ground
@@ -358,6 +383,8 @@ class StanceEstimator:
         ``allowed`` and ``planned`` (k,) bool (None: every sphere) and a foot sensor's ``normal_force`` (k,) N
         (None: no sensor)."""
         r = self.robot
+        if self.ground[_READY] < 0.5:  # a run starts standing: the first ground is normal to the base's z axis
+            self.ground[:3] = r.data.oMi[1].rotation[:, 2] if r.floating_base else (0.0, 0.0, 1.0)
         allowed_f = self._everyone if allowed is None else self._as_float(allowed, self._allowed)
         planned_f = allowed_f if planned is None else self._as_float(planned, self._planned)
         force = self._no_force if normal_force is None else normal_force

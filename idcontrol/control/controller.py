@@ -363,13 +363,12 @@ class InverseDynamicsController:
         return v
 
     def ground_relative(self, q: Array) -> Array:
-        """``q`` itself, or with estimated contacts a copy whose floating-base height is the base's height above
-        the estimated ground (what a reference or a fall check means by the base's height)."""
+        """``q`` itself, or with estimated contacts a copy with the floating base's pose relative to the estimated
+        ground (:meth:`~idcontrol.contacts.stance.StanceEstimator.relative_to_ground`): what a reference means by
+        the base's height and attitude, and a fall check by its height and tilt."""
         if self.stance is None:
             return q
-        out = q.copy()
-        out[2] = self.stance.height_above_ground(q[:3])
-        return out
+        return self.stance.relative_to_ground(q)
 
     def initial_object_states(self) -> dict[str, ObjectState]:
         return {o.name: o.initial_state() for o in self.environment.objects}

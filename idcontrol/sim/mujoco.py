@@ -227,8 +227,9 @@ class Terrain:
     slope_deg: float = 10.0
     seed: int = 0
 
-    #: m the terrain starts ahead of the standing feet (slope, step) or beyond them (bumps)
-    CLEARANCE = 0.1
+    #: m the terrain starts ahead of the standing feet (slope, step); the bumps grow over this beyond a flat pad
+    #: reaching ``PAD`` m past the standing feet (the feet start on flat ground, whatever the field's grid)
+    CLEARANCE, PAD = 0.1, 0.05
     #: the bumps' field: half extent (m), grid spacing (m), spacing of the random heights it interpolates (m)
     FIELD_HALF_EXTENT, FIELD_SPACING, BUMP_SPACING = 6.0, 0.02, 0.16
 
@@ -266,7 +267,7 @@ class Terrain:
 
     def bump_heights(self, footprint: Array) -> Array:
         """(n, n) heights of the bumps' field, m, row i at y = −E + i·spacing, column j at x = −E + j·spacing: random
-        heights on a coarse grid, bilinearly interpolated, faded to 0 over the standing footprint."""
+        heights on a coarse grid, bilinearly interpolated, faded to 0 over the standing footprint and ``PAD`` beyond."""
         rng = np.random.default_rng(self.seed)
         E = self.FIELD_HALF_EXTENT
         axis = np.arange(-E, E + 0.5 * self.FIELD_SPACING, self.FIELD_SPACING)
@@ -277,7 +278,7 @@ class Terrain:
         x, y = np.meshgrid(axis, axis)  # field[i, j] at (x = axis[j], y = axis[i])
         dx = np.maximum(np.maximum(footprint[0, 0] - x, x - footprint[0, 1]), 0.0)
         dy = np.maximum(np.maximum(footprint[1, 0] - y, y - footprint[1, 1]), 0.0)
-        fade = np.clip(np.hypot(dx, dy) / self.CLEARANCE, 0.0, 1.0)
+        fade = np.clip((np.hypot(dx, dy) - self.PAD) / self.CLEARANCE, 0.0, 1.0)
         return field * fade * fade * (3.0 - 2.0 * fade)
 
 

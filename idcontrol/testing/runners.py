@@ -159,7 +159,7 @@ def run_in_process(
             sim.step(out.tau)
     return recorder.finish(
         transport="in_process", formulation=core.formulation_name, dt=core.dt,
-        mu=config.controller.mu, q_end=np.array(sim.state().q), summary=core.metrics.summary(),
+        mu=config.controller.mu, q_end=np.array(getattr(sim, "truth", sim.state)().q), summary=core.metrics.summary(),
         end_reason=end_reason,
     )  # fmt: skip
 
