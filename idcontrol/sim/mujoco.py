@@ -265,6 +265,19 @@ class Terrain:
         else:
             raise ConfigError(f"unknown terrain {self.kind!r}; MuJoCo builds bumps, slope, step")
 
+    def height_at(self, x: float, y: float, footprint: Array) -> float:
+        """The terrain's height at world (x, y), m (``footprint`` as in :meth:`add_to`)."""
+        front = float(footprint[0, 1]) + self.CLEARANCE
+        if self.kind == "step":
+            return self.height if x >= front else 0.0
+        if self.kind == "slope":
+            return max(0.0, x - front) * math.tan(math.radians(self.slope_deg))
+        E, h = self.FIELD_HALF_EXTENT, self.FIELD_SPACING
+        if not (-E <= x <= E and -E <= y <= E):
+            return 0.0
+        heights = self.bump_heights(footprint)
+        return float(heights[int(round((y + E) / h)), int(round((x + E) / h))])
+
     def bump_heights(self, footprint: Array) -> Array:
         """(n, n) heights of the bumps' field, m, row i at y = −E + i·spacing, column j at x = −E + j·spacing: random
         heights on a coarse grid, bilinearly interpolated, faded to 0 over the standing footprint and ``PAD`` beyond."""
@@ -378,10 +391,12 @@ class MujocoSim:
                 friction=[floor_mu, 0.0, 0.0],
                 **contact,
             )
+            self.terrain = terrain
             if terrain is not None:
+                self._footprint = self._standing_footprint()
                 attributes = {"contype": 1, "conaffinity": 1, "priority": _FLOOR_PRIORITY,
                               "friction": [floor_mu, 0.0, 0.0], **contact}  # fmt: skip
-                terrain.add_to(spec, self._standing_footprint(), attributes)
+                terrain.add_to(spec, self._footprint, attributes)
         for o in self.objects:
             w_x_y_z = np.roll(o.initial_orientation_xyzw, 1)
             body = spec.worldbody.add_body(
@@ -575,8 +590,14 @@ class MujocoSim:
         """The edited specification the model was compiled from (e.g. ``spec.to_xml()`` to inspect it)."""
         return self._spec
 
+    def ground_height(self, x: float, y: float) -> float:
+        """The ground's height under world (x, y), m: the terrain's, or the floor's 0."""
+        terrain = getattr(self, "terrain", None)
+        return 0.0 if terrain is None else terrain.height_at(x, y, self._footprint)
+
     def _standing_footprint(self) -> Array:
-        """(2, 2) [min, max] world x and y of the contact spheres at the initial posture, m."""
+        """(2, 2) [min, max] world x and y of the contact spheres at the initial posture, m (updates the robot
+        model's kinematics: at construction only)."""
         r = self.robot
         r.update(self.initial, np.zeros(r.nv))
         centres = r.sphere_centers_in_world

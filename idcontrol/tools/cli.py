@@ -173,6 +173,16 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     robots.add_argument("--readme", default=None, metavar="PATH",
                         help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
     robots.set_defaults(func=_experiment_command("run_robots"))
+    hardware = which.add_parser("hardware", help="the quadrupeds on typical sensors and actuators, flat and unknown "
+                                                 "ground; or the robustness margins of a sweep (docs/robustness.md)")
+    hardware.add_argument("--quick", action="store_true", help="3 s runs instead of 60 s standing, 20 s trotting")
+    hardware.add_argument("--only", default=None, metavar="SUBSTRING",
+                          help="runs whose name (task/robot/formulation) contains it; comma list: any")
+    hardware.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
+    hardware.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
+    hardware.add_argument("--margins", default=None, metavar="PATH",
+                          help="print the margins of a finished `idcontrol sweep sweeps/robustness.toml` instead")
+    hardware.set_defaults(func=_experiment_command("run_hardware"))
     ess = which.add_parser("ess", help="Anderson & Revzen, the ESS integrator: order test, hopper, cost per contact")
     ess.add_argument("--json", default=None, metavar="PATH", help="write the results as one JSON object")
     ess.add_argument("--quick", action="store_true", help="two eps, short hopper, three plate sizes (CI)")

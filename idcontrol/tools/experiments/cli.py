@@ -149,6 +149,29 @@ def run_robots(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def run_hardware(args: argparse.Namespace) -> int:
+    """``idcontrol experiment hardware``: the quadrupeds on typical sensors and actuators, on flat and unknown
+    ground; with ``--margins PATH``, the robustness margins of a finished sweep. 0 when no run raised."""
+    from idcontrol.tools.experiments.hardware import margins, plan, read_rows, run_matrix, table
+
+    if args.margins:
+        print(margins(read_rows(Path(args.margins))), flush=True)
+        return 0
+    specs, _ = _planned(args, plan, "run", "trot/a1/coulomb_lcp")
+    started = time.perf_counter()
+    print(f"idcontrol experiment hardware: {len(specs)} runs, {args.jobs} at a time", flush=True)
+    results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True))
+    parts = ["idcontrol experiment hardware"] + (["--quick"] if args.quick else [])
+    parts += ([f"--only {args.only}"] if args.only else []) + ([f"--jobs {args.jobs}"] if args.jobs != 1 else [])
+    print(table(results, " ".join(parts)), flush=True)
+    if args.json:
+        Path(args.json).write_text(jsontext.dumps({"runs": results}, indent=1) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    errors = [r for r in results if "error" in r]
+    print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} run(s) raised an error", file=sys.stderr)
+    return 1 if errors else 0
+
+
 def run_ess(args: argparse.Namespace) -> int:
     """``idcontrol experiment ess``: the ESS integrator paper's checks; 0 when they ran."""
     from idcontrol.tools.experiments.ess import run
