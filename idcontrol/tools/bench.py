@@ -4,7 +4,8 @@ Each tick is timed whole, as the daemon would run it: the state's validation, mo
 detection, problem assembly, the solve and its certificate (the desired accelerations and tracking
 errors are the daemon's own, so they are not validated again). Scenarios:
 
-* a robot's name (``quadruped``, ``solo12``, ...): the robot standing on its feet, in two rows per formulation:
+* a robot's name (``quadruped``, ``solo12``, ...; ``solo12+estimated`` with the controller's estimated contacts,
+  :mod:`idcontrol.contacts.stance`): the robot standing on its feet, in two rows per formulation:
   ``still``, the same state every tick, as the TSID reference times Solo12 (base 0.24 m, legs ±0.8/∓1.6 rad), and
   ``sway``, the joint angles swayed from tick to tick by up to :data:`SWAY_RAD` at rest, so that warm starts see
   problems that differ (the feet then move by micrometres with v = 0, and the formulations correct the gaps this
@@ -14,7 +15,8 @@ errors are the daemon's own, so they are not validated again). Scenarios:
 * ``transport``: the floor under any round trip on this machine: a quadruped
   state sent over loopback ZeroMQ to a second process that decodes it and
   answers with a command (the daemon's codec, no controller), at 1 kHz;
-* ``trot``, ``grasp``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box),
+* ``trot``, ``grasp``, ``trot_hw``: recorded closed-loop workloads (the quadruped's trot, the arm holding its box,
+  the quadruped's trot on typical sensors with estimated contacts, ``launch/trot_hw.toml``),
   replayed through the whole control core of each formulation (:mod:`idcontrol.tools.workloads`);
 * ``gap``: the trot workload through the two-stage QP's core, back to back, with 0.5 ms between ticks
   (sleeping, spinning on the clock, or ticking a shadow core as a daemon with ``[realtime] warm`` does), as a
@@ -52,7 +54,7 @@ from idcontrol.robot.model import RobotModel
 
 DEFAULT_FORMULATIONS = ("noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp", "pid")
 #: the recorded closed-loop workloads (:mod:`idcontrol.tools.workloads`) and the formulations they time
-WORKLOADS = ("trot", "grasp")
+WORKLOADS = ("trot", "grasp", "trot_hw")
 WORKLOAD_FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
 #: the scenarios that are not a robot's name (a robot's name times it standing)
@@ -99,6 +101,7 @@ def bench_scenario(
     samples_per_contact: int = 1,
     row_budget_s: float = 30.0,
     sway_rad: float = SWAY_RAD,
+    contacts: str = "world",
 ) -> BenchRow:
     """Time ``ticks`` whole controller ticks on the robot's standing posture, its joint angles swayed by up to
     ``sway_rad`` (rad, at rest; 0: the same state every tick).
@@ -106,7 +109,8 @@ def bench_scenario(
     Rows whose ticks are slow (many contacts) run fewer ticks, so that one row
     takes about ``row_budget_s``; the row reports how many it ran.
     """
-    controller = InverseDynamicsController(robot, formulation=formulation, samples_per_contact=samples_per_contact)
+    controller = InverseDynamicsController(robot, formulation=formulation, samples_per_contact=samples_per_contact,
+                                           contacts=contacts)  # fmt: skip
     q0 = robot.standing_configuration()
     q = q0.copy()
     v = np.zeros(robot.nv)
@@ -637,8 +641,10 @@ def run(
                         continue
                     emit(bench_scenario(robot, f, ticks, samples_per_contact=per_foot))
             continue
+        name, _, mode = scenario.partition("+")  # "solo12+estimated": the controller's estimated contacts
+        contacts = mode or "world"
         try:
-            robot = RobotModel(scenario)
+            robot = RobotModel(name)
         except IdControlError as e:
             print(f"skipping {scenario}: {e}", file=sys.stderr)
             continue
@@ -648,7 +654,7 @@ def run(
             tsid_runs.append(run_tsid(tsid[0], tsid[1], ticks))
         for f in formulations:
             for sway_rad in (0.0, SWAY_RAD):
-                emit(bench_scenario(robot, f, ticks, sway_rad=sway_rad))
+                emit(bench_scenario(robot, f, ticks, sway_rad=sway_rad, contacts=contacts))
         if beside_tsid:
             tsid_runs.append(run_tsid(tsid[0], tsid[1], ticks))
     if tsid is not None:

@@ -4,7 +4,9 @@ A standing robot asks little of a formulation: the same contacts every tick, war
 right. The workloads here are what the robot really runs:
 
 * ``trot``: ``launch/quadruped_trot.toml`` for 3 s: touchdowns, lift-offs, two and four feet, 0.2 m/s;
-* ``grasp``: ``launch/arm_grasp.toml`` for 3 s: the arm's 3 Hz sinusoid with the box between its fingers.
+* ``grasp``: ``launch/arm_grasp.toml`` for 3 s: the arm's 3 Hz sinusoid with the box between its fingers;
+* ``trot_hw``: ``launch/trot_hw.toml`` for 3 s: the trot on what a robot measures (typical sensors, recorded as the
+  bridge reported them), answered with estimated contacts.
 
 Each workload is recorded once per process, deterministically (lock-step MuJoCo, the launch file's own
 formulation), as the states the bridge sent. Each formulation then answers the same states in order, through
@@ -33,7 +35,8 @@ from idcontrol.sim.launch import simulator_for
 
 LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
 #: workload name -> (launch file, seconds recorded)
-WORKLOADS: dict[str, tuple[str, float]] = {"trot": ("quadruped_trot.toml", 3.0), "grasp": ("arm_grasp.toml", 3.0)}
+WORKLOADS: dict[str, tuple[str, float]] = {"trot": ("quadruped_trot.toml", 3.0), "grasp": ("arm_grasp.toml", 3.0),
+                                           "trot_hw": ("trot_hw.toml", 3.0)}
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 #: the paper's exact methods: each formulation's options that turn this project's adaptations off
 PAPER = {"coulomb_lcp": COULOMB_PAPER, "noslip_lcp": NOSLIP_PAPER}
