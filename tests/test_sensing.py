@@ -71,11 +71,16 @@ def test_imu_tilt_rotates_the_base_by_its_angle(quadruped):
     assert 2.0 * math.acos(min(1.0, dot)) == pytest.approx(tilt, rel=1e-6)
 
 
-def test_foot_forces_only_where_the_robot_file_says_the_robot_has_sensors(quadruped):
-    """A robot without foot sensors reports no contact forces; one whose robot file declares force sensors (a1)
-    reports the simulator's forces."""
+def test_foot_forces_only_where_the_robot_file_says_the_robot_has_sensors(quadruped, tmp_path):
+    """A robot without foot sensors reports no contact forces; one whose robot file declares force sensors (the
+    A1's, with ``[sensors] feet = "force"`` added, as Unitree's quadrupeds have them) reports the simulator's
+    forces."""
     assert _sensed(quadruped, {"base_height_bias": 0.001}).state().contact_forces is None
-    a1 = RobotModel("a1")
+    shipped = RobotModel("a1").config.path
+    text = shipped.read_text() + '\n[sensors]\nfeet = "force"\n'
+    (tmp_path / "robot.toml").write_text(text)
+    a1 = RobotModel(str(tmp_path / "robot.toml"))
+    assert a1.config.sensors.feet == "force"
     sim = _sensed(a1, {"base_height_bias": 0.001})
     forces = sim.state().contact_forces
     assert forces is not None and np.array_equal(forces, sim.truth().contact_forces)
