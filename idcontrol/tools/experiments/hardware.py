@@ -194,7 +194,8 @@ ERRORS = {"height": ("base height bias", "m"), "tilt": ("base tilt (IMU)", "rad"
 def margins(rows: list[dict[str, Any]]) -> str:
     """Markdown: for each robot, motion and error, the largest error (by magnitude; a bias both ways) at which each
     formulation held its run, from the rows of ``idcontrol sweep sweeps/robustness.toml``. A run holds when it
-    completed without a fall; ``—`` none held."""
+    completed without a fall; ``≥ x``: the largest error tried held; ``< x``: even the smallest tried did not;
+    ``—``: not run."""
     held: dict[tuple[str, str, str, str], list[tuple[float, bool]]] = {}
     for row in rows:
         name = str(row.get("options", ""))
@@ -219,14 +220,16 @@ def margins(rows: list[dict[str, Any]]) -> str:
                     sides = []
                     for sign in (1.0, -1.0):
                         side = sorted((abs(v), ok) for v, ok in runs if v * sign > 0)
-                        best = 0.0
+                        best, all_held = 0.0, True
                         for magnitude, ok in side:
                             if not ok:
+                                all_held = False
                                 break
                             best = magnitude
                         if side:
-                            sides.append(("+" if sign > 0 and any(v < 0 for v, _ in runs) else
-                                          "−" if sign < 0 else "") + f"{best:g}")  # fmt: skip
+                            prefix = "+" if sign > 0 and any(v < 0 for v, _ in runs) else "−" if sign < 0 else ""
+                            text = f"{best:g}" if best else f"< {side[0][0]:g}"
+                            sides.append(("≥ " if all_held else "") + prefix + text)
                     row.append(" / ".join(sides) + f" {unit}")
                 lines.append(f"| {robot} | {motion} | {what} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
