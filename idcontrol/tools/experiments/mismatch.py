@@ -27,8 +27,9 @@ how many solves failed (and the fallbacks that took over).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from idcontrol.robot.model import RobotModel
 from idcontrol.settings import LaunchConfig, ReferenceSettings, load_launch
 from idcontrol.testing.run import ClosedLoopRun
 from idcontrol.tools.experiments.paper import LAUNCH_DIR, force_prediction_error, summed_normal_forces
+from idcontrol.tools.experiments.pool import run_all
 
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp", "sensed_id")
 SIMULATORS = {"stand": ("rigid", "mujoco", "drake", "ess"), "trot": ("rigid", "mujoco", "drake", "ess"),
@@ -194,25 +196,8 @@ def run_matrix(
     cells: list[Cell], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR, progress: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
     """Run every cell (``jobs`` processes at a time), reporting each through ``progress``; results in order."""
-    results: dict[int, dict[str, Any]] = {}
-    for done, (i, result) in enumerate(_results(cells, jobs, launch_dir), start=1):
-        results[i] = result
-        progress(f"[{done}/{len(cells)}] {cells[i].name}: {describe(result)}")
-    return [results[i] for i in range(len(cells))]
-
-
-def _results(cells: list[Cell], jobs: int, launch_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if jobs <= 1:
-        for i, cell in enumerate(cells):
-            yield i, run_cell_safely(cell, launch_dir)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_cell_safely, cell, launch_dir): i for i, cell in enumerate(cells)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+    return run_all(cells, partial(run_cell_safely, launch_dir=launch_dir), jobs=jobs, progress=progress,
+                   name=lambda cell: cell.name, describe=describe)  # fmt: skip
 
 
 def succeeded(result: dict[str, Any]) -> bool:

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from idcontrol.tools.experiments.pool import run_all
 
 LAUNCH_DIR = Path(__file__).resolve().parents[3] / "launch"
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
@@ -154,25 +157,8 @@ def sample_costs(robots: Iterable[str] = QUADRUPEDS, samples: int = 3000) -> dic
 def run_matrix(specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR,
                progress: Callable[[str], None] = print) -> list[dict[str, Any]]:  # fmt: skip
     """Run every spec (``jobs`` processes at a time), reporting each result; results in ``specs`` order."""
-    results: dict[int, dict[str, Any]] = {}
-    for done, (i, result) in enumerate(_results(specs, jobs, launch_dir), start=1):
-        results[i] = result
-        progress(f"[{done}/{len(specs)}] {specs[i].name}: {describe(result)}")
-    return [results[i] for i in range(len(specs))]
-
-
-def _results(specs: list[RunSpec], jobs: int, launch_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if jobs <= 1:
-        for i, spec in enumerate(specs):
-            yield i, _run_safely(spec, launch_dir)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_run_safely, spec, launch_dir): i for i, spec in enumerate(specs)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+    return run_all(specs, partial(_run_safely, launch_dir=launch_dir), jobs=jobs, progress=progress,
+                   name=lambda spec: spec.name, describe=describe)  # fmt: skip
 
 
 def describe(r: dict[str, Any]) -> str:
