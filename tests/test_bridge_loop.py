@@ -178,6 +178,16 @@ def test_realtime_safe_stop_holds_until_the_daemon_leaves_run_and_is_started_aga
     assert [s.get("bridge_stopped", False) for s in daemon.states if 31 <= s["seq"] <= 40] == [True] * 10
 
 
+def test_a_robot_the_daemon_holds_still_stays_held_when_its_commands_stop_coming():
+    """The daemon said stopped, then went silent: the 20th late command still sets bridge_stopped, but the bridge
+    keeps the robot on its brakes (no step), not under its own damping."""
+    sim, daemon, report = run_loop(lambda seq: (0.0, "stopped") if seq <= 3 else None, "realtime", 40 * PERIOD,
+                                   wall_limit=0.5)  # fmt: skip
+    assert report.max_late_in_a_row >= 20 and report.safe_stops == 1
+    assert sim.applied == [] and report.steps == 0
+    assert daemon.states[-1].get("bridge_stopped") is True
+
+
 def test_a_driver_stopped_while_no_daemon_answers_says_it_was_stopped_and_exits_0(caplog):
     """SIGTERM (the launcher, when the daemon failed to start) while the hello waits for a daemon: the driver says
     it was stopped, after how long, and exits 0, not "no daemon answered within 10 s" and 2."""

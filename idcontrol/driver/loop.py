@@ -366,13 +366,13 @@ class Driver:
                 self.report.safe_stops += 1
                 self.report.safe_stop_at = time.monotonic()
                 log.warning("%d commands late in a row: driver safe stop", self._late)
+        if self._daemon_mode not in DRIVEN_MODES:  # idle / stopped, late or not: the robot stays held
+            self.apply(np.zeros(self.robot.nu), self._daemon_mode)
+            return False
         if self._safe_stopped:  # nothing applied since the last state was read: its velocity is current
             self.apply(self.safe_stop_torque(self.last_state), MODE_SAFE_STOP)
-        elif self._daemon_mode in DRIVEN_MODES:
-            self.apply(self._tau, self._daemon_mode)
         else:
-            self.apply(np.zeros(self.robot.nu), self._daemon_mode)  # idle / stopped: hold still
-            return False
+            self.apply(self._tau, self._daemon_mode)
         self.report.steps += 1
         return True
 

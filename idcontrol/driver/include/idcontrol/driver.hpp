@@ -613,14 +613,15 @@ class Driver {
         report_.safe_stops += 1;
       }
     }
+    if (daemon_mode_ != Mode::run && daemon_mode_ != Mode::safe_stop) {
+      apply(zero_tau_.data(), daemon_mode_);  // idle / stopped, late or not: the robot stays held
+      return false;
+    }
     if (safe_stopped_) {
       safe_stop_torque(state_, safe_tau_.data());
       apply(safe_tau_.data(), Mode::safe_stop);
-    } else if (daemon_mode_ == Mode::run || daemon_mode_ == Mode::safe_stop) {
-      apply(tau_.data(), daemon_mode_);
     } else {
-      apply(zero_tau_.data(), daemon_mode_);
-      return false;
+      apply(tau_.data(), daemon_mode_);
     }
     report_.steps += 1;
     return true;
