@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.logs",),
     ("idcontrol.protocol", "idcontrol.sim", "idcontrol.realtime"),
     ("idcontrol.control",),
-    ("idcontrol.settings",),
+    ("idcontrol.settings", "idcontrol.simulators"),
     ("idcontrol.reference",),
     ("idcontrol.formulations",),
     ("idcontrol.analysis",),
