@@ -251,7 +251,7 @@ def run_over_protocol(
     after the daemon left run mode). ``summary`` is the daemon's ``stats`` for the whole run. Raises
     :class:`~idcontrol.errors.IdControlError` when a process fails to start or exits early.
     """
-    from idcontrol.tools.launcher import Launch
+    from idcontrol.launcher import Launch
 
     seconds = config.duration if seconds is None else seconds
     robot = RobotModel(config.robot)
