@@ -164,7 +164,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
                           help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
     mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
     mismatch.set_defaults(func=_experiment_command("run_mismatch"))
-    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (docs/robots.md table)")
+    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (docs/robots.md)")
     robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
     robots.add_argument("--only", default=None, metavar="SUBSTRING",
                         help="runs whose name (task/robot/formulation) contains it; comma list: any")  # fmt: skip
