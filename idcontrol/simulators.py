@@ -182,8 +182,8 @@ def check_bridge_keys(kind_name: str, terrain: str, given: Mapping[str, Any], wh
         own = any(k.name == name for k in kind.keys)
         if not own and key.exclusive and value != key.default:
             shown = " = true" if value is True else ""
-            raise ConfigError(f"{where}: bridge.{name}{shown} needs bridge.kind = {_named(kinds_reading(name))} "
-                              f"(it is {kind_name!r})")  # fmt: skip
+            needs = f"needs bridge.kind = {_named(kinds_reading(name))} (it is {kind_name!r})"
+            raise ConfigError(f"{where}: bridge.{name}{shown} {needs}")
         key.check(value, where)
 
 
@@ -200,37 +200,36 @@ def markdown_table() -> str:
 
 
 # -------------------------------------------------------------------------------------------------- the back ends
-register_simulator(SimulatorKind("mujoco", "idcontrol.sim.mujoco:MujocoSim", "MuJoCo, soft contact",
-                                 terrains=("flat", "bumps", "slope", "step")))  # fmt: skip
-register_simulator(SimulatorKind(
-    "rigid", "idcontrol.sim.rigid:RigidSim", "rigid contact, the controller's own model (Stewart-Trinkle LCP)",
-    terrains=("flat", "height_map"),
-    keys=(
-        BridgeKey("impact_sampling", "true or false", flag, default=False,
-                  doc="offline studies: each touchdown's outcome is a seeded sample of Halm & Posa's Algorithm 1"),
-        BridgeKey("impact_seed", "an integer >= 0", count, default=0, exclusive=False,
-                  doc="the impact samples' random seed"),
+#: offline studies: Halm & Posa's Algorithm 1 samples each touchdown's outcome (idcontrol.sim.rigid)
+RIGID_KEYS = (
+    BridgeKey("impact_sampling", "true or false", flag, default=False, doc="each touchdown's outcome a seeded sample"),
+    BridgeKey("impact_seed", "an integer >= 0", count, default=0, exclusive=False, doc="the samples' random seed"),
+)
+#: SAP's compliant point contact (idcontrol.sim.drake; None: its defaults)
+DRAKE_KEYS = (
+    BridgeKey("contact_stiffness", "a finite number > 0 N/m", positive, "stiffness", doc="N/m, per pair (1e6)"),
+    BridgeKey(
+        "contact_relaxation_time", "a finite number >= 0 s", non_negative, "relaxation_time", doc="s, SAP's τ_d (1e-3)"
     ),
-))  # fmt: skip
-register_simulator(SimulatorKind(
-    "drake", "idcontrol.sim.drake:DrakeSim", "Drake's SAP compliant contact (pip install 'idcontrol[drake]')",
-    keys=(
-        BridgeKey("contact_stiffness", "a finite number > 0 N/m", positive, parameter="stiffness",
-                  doc="N/m, every contact pair's stiffness (default 1e6)"),
-        BridgeKey("contact_relaxation_time", "a finite number >= 0 s", non_negative, parameter="relaxation_time",
-                  doc="s, SAP's dissipation time constant τ_d (default 1e-3)"),
+)
+#: the spring-damper contact and bristle friction (idcontrol.sim.ess.backend; None: its defaults)
+ESS_KEYS = (
+    BridgeKey("stiffness", "a finite number > 0 N/m", positive, doc="N/m per contact sphere (default 1e6)"),
+    BridgeKey("damping", "a finite number >= 0 N·s/m", non_negative, doc="N·s/m per contact sphere (default 2000)"),
+    BridgeKey("epsilon", "a finite number > 0 m", positive, doc="m of gap, the guards' band half-width (5e-6)"),
+    BridgeKey("slip_velocity", "a finite number > 0 m/s", positive, doc="m/s, the friction's creep scale (1e-4)"),
+)
+
+MUJOCO_TERRAINS = ("flat", "bumps", "slope", "step")  # the last three unknown to the controller
+RIGID_TERRAINS = ("flat", "height_map")  # the controller's own terrains
+
+for _kind in (
+    SimulatorKind("mujoco", "idcontrol.sim.mujoco:MujocoSim", "MuJoCo, soft contact", (), MUJOCO_TERRAINS),
+    SimulatorKind(
+        "rigid", "idcontrol.sim.rigid:RigidSim", "the controller's rigid contact", RIGID_KEYS, RIGID_TERRAINS
     ),
-))  # fmt: skip
-register_simulator(SimulatorKind(
-    "ess", "idcontrol.sim.ess.backend:EssSim", "compliant contact integrated by the ESS integrator",
-    keys=(
-        BridgeKey("stiffness", "a finite number > 0 N/m", positive, doc="N/m per contact sphere (default 1e6)"),
-        BridgeKey("damping", "a finite number >= 0 N·s/m", non_negative,
-                  doc="N·s/m per contact sphere (default 2000)"),
-        BridgeKey("epsilon", "a finite number > 0 m", positive,
-                  doc="m of gap, the guards' band half-width (default 5e-6)"),
-        BridgeKey("slip_velocity", "a finite number > 0 m/s", positive,
-                  doc="m/s, the bristle friction's creep scale (default 1e-4)"),
-    ),
-))  # fmt: skip
-register_simulator(SimulatorKind("mock", "idcontrol.sim.mock:MockSim", "no physics, deterministic: for tests"))
+    SimulatorKind("drake", "idcontrol.sim.drake:DrakeSim", "Drake's SAP compliant contact, extra [drake]", DRAKE_KEYS),
+    SimulatorKind("ess", "idcontrol.sim.ess.backend:EssSim", "compliant contact, ESS integrator", ESS_KEYS),
+    SimulatorKind("mock", "idcontrol.sim.mock:MockSim", "no physics, deterministic: for tests"),
+):
+    register_simulator(_kind)

@@ -128,8 +128,8 @@ def launch_arguments(config: LaunchConfig) -> dict[str, Any]:
     mu``), the physics step (the control period / ``substeps``), the movable bodies (``objects``), and the keys of
     its kind that the file gives."""
     b = config.bridge
-    return {"mu": b.mu, "timestep": config.controller.dt / b.substeps, "with_objects": config.objects,
-            "object_mu": b.mu, **simulator_kind(b.kind).arguments(b.back_end)}  # fmt: skip
+    common = {"mu": b.mu, "timestep": config.controller.dt / b.substeps, "with_objects": config.objects}
+    return {**common, "object_mu": b.mu, **simulator_kind(b.kind).arguments(b.back_end)}
 
 
 def make_simulator(

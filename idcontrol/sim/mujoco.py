@@ -321,8 +321,8 @@ class MujocoSim(SimulatorBase):
         """The launch file's MuJoCo, on its ``[bridge] terrain`` (flat, or one the controller is not told of)."""
         b = config.bridge
         if b.terrain in UNKNOWN_TERRAINS:
-            options.setdefault("terrain", Terrain(b.terrain, height=b.terrain_height, slope_deg=b.terrain_slope,
-                                                  seed=b.terrain_seed))  # fmt: skip
+            terrain = Terrain(b.terrain, height=b.terrain_height, slope_deg=b.terrain_slope, seed=b.terrain_seed)
+            options.setdefault("terrain", terrain)
         return super().from_launch(config, robot, **options)
 
     def __init__(

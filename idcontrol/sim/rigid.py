@@ -203,9 +203,8 @@ class RigidSim(SimulatorBase):
         """The launch file's rigid simulator on its ``[bridge] terrain`` (the controller's world,
         :func:`idcontrol.control.factory.world_for`, with the simulator's friction)."""
         b = config.bridge
-        world = Environment.around(robot.floating_base, b.mu, b.terrain, seed=b.terrain_seed,
-                                   max_height=b.terrain_height)  # fmt: skip
-        options.setdefault("environment", world)
+        terrain = {"seed": b.terrain_seed, "max_height": b.terrain_height}
+        options.setdefault("environment", Environment.around(robot.floating_base, b.mu, b.terrain, **terrain))
         return super().from_launch(config, robot, **options)
 
     def __init__(
