@@ -35,7 +35,9 @@ A launch file is TOML (see ``launch/*.toml``)::
     [bridge]
     kind = "mujoco"              # or "rigid": the rigid-contact simulator matched to the controller's model,
                                  # or "drake": Drake's SAP compliant contact (pip install 'idcontrol[drake]'),
-                                 # or "ess": compliant contact integrated by the ESS integrator (idcontrol.sim.ess)
+                                 # or "ess": compliant contact integrated by the ESS integrator (idcontrol.sim.ess),
+                                 # or "mock": no physics, for tests (idcontrol.sim.mock); the kinds and their own
+                                 # keys below: idcontrol.simulators
     mode = "lockstep"            # or "realtime"
     mu = 1.0                     # the simulator's friction
     substeps = 1                 # physics steps per control period
@@ -113,13 +115,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, NameNotFound, RobotFileNotFound
+from idcontrol.simulators import bridge_key, bridge_keys, check_bridge_keys
 
 if TYPE_CHECKING:
     from idcontrol.robot.model import RobotModel
 
 Array = NDArray[np.float64]
 
-BRIDGE_KINDS = ("mujoco", "rigid", "drake", "ess")
 TERRAINS = ("flat", "height_map", "bumps", "slope", "step")
 #: terrains only the MuJoCo simulator builds, and the controller is not told of (it assumes flat ground)
 UNKNOWN_TERRAINS = ("bumps", "slope", "step")
@@ -565,9 +567,12 @@ def _settings(kind: type, presets: dict[str, dict[str, Any]], table: dict[str, A
     return kind(**{**presets[preset], **table, "preset": preset})
 
 
-
 @dataclass(frozen=True)
 class BridgeSettings:
+    """``[bridge]``: the keys every simulator kind reads are fields; a kind's own keys (Drake's contact, the ess
+    contact, rigid impact sampling: :mod:`idcontrol.simulators`) are read as attributes too
+    (``bridge.contact_stiffness``), their default when the file leaves them out."""
+
     kind: str = "mujoco"
     mode: str = "lockstep"
     mu: float = 1.0
@@ -576,22 +581,18 @@ class BridgeSettings:
     terrain: str = "flat"  # or "height_map" (rigid bridge only)
     terrain_seed: int = 0
     terrain_height: float = 0.03  # m, highest bump of the height map
-    contact_stiffness: float | None = None  # N/m, drake only (None: idcontrol.sim.drake.DEFAULT_STIFFNESS)
-    contact_relaxation_time: float | None = None  # s, drake only (None: DEFAULT_RELAXATION_TIME)
-    # ess only (None: the back end's default, idcontrol.sim.ess.backend)
-    stiffness: float | None = None  # N/m per contact sphere
-    damping: float | None = None  # N·s/m per contact sphere
-    epsilon: float | None = None  # m of gap, the guards' band half-width
-    slip_velocity: float | None = None  # m/s, the bristle friction's creep scale
-
-    impact_sampling: bool = False  # rigid bridge only: sample each touchdown's outcome (idcontrol.sim.rigid)
-    impact_seed: int = 0  # the impact samples' random seed
     terrain_slope: float = 10.0  # degrees, terrain = "slope" (mujoco: unknown to the controller)
     sensors: SensorSettings = field(default_factory=SensorSettings)  # [bridge.sensors], every kind
     actuators: ActuatorSettings = field(default_factory=ActuatorSettings)  # [bridge.actuators], every kind
+    back_end: dict[str, Any] = field(default_factory=dict)  # the kinds' own keys the file gives, by name
 
-    #: the keys only the ess simulator takes
-    ESS_KEYS = ("stiffness", "damping", "epsilon", "slip_velocity")
+    def __getattr__(self, name: str) -> Any:
+        """A kind's own key: its value, or its default when the file leaves it out (AttributeError for a name
+        no kind reads)."""
+        key = bridge_key(name)
+        if key is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.__dict__.get("back_end", {}).get(name, key.default)
 
 
 @dataclass(frozen=True)
@@ -681,11 +682,15 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return value
 
 
-def _fields(table: dict[str, Any], cls: type, where: str) -> dict[str, Any]:
-    known = set(cls.__dataclass_fields__)
+def _fields(
+    table: dict[str, Any], cls: type, where: str, skip: tuple[str, ...] = (), more: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``table`` if each of its keys is a field of ``cls`` (less ``skip``); ConfigError listing the known ones (and
+    ``more``) otherwise."""
+    known = set(cls.__dataclass_fields__) - set(skip)
     unknown = sorted(set(table) - known)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known | set(more))}")
     return table
 
 
@@ -813,8 +818,9 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     bridge_table = dict(_section(data, "bridge", path))
     sensors = sensor_settings(bridge_table.pop("sensors", None), str(path))
     actuators = actuator_settings(bridge_table.pop("actuators", None), str(path))
-    bridge = BridgeSettings(**_fields(bridge_table, BridgeSettings, f"{path} [bridge]"), sensors=sensors,
-                            actuators=actuators)
+    own = {name: bridge_table.pop(name) for name in list(bridge_table) if bridge_key(name) is not None}
+    common = _fields(bridge_table, BridgeSettings, f"{path} [bridge]", skip=("back_end",), more=bridge_keys())
+    bridge = BridgeSettings(**common, sensors=sensors, actuators=actuators, back_end=own)
     _check_bridge(bridge, str(path))
     if bridge.mode not in BRIDGE_MODES:
         raise ConfigError(f"{path}: bridge.mode {bridge.mode!r} not one of {list(BRIDGE_MODES)}")
@@ -823,8 +829,6 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
         raise ConfigError(f"{path}: bridge.substeps must be a positive integer, got {bridge.substeps!r}")
     if not isinstance(bridge.late_limit, int) or bridge.late_limit < 1:
         raise ConfigError(f"{path}: bridge.late_limit must be a positive integer")
-    if bridge.terrain not in TERRAINS:
-        raise ConfigError(f"{path}: bridge.terrain {bridge.terrain!r} not one of {list(TERRAINS)}")
     if not isinstance(bridge.terrain_seed, int) or isinstance(bridge.terrain_seed, bool) or bridge.terrain_seed < 0:
         raise ConfigError(f"{path}: bridge.terrain_seed must be an integer >= 0, got {bridge.terrain_seed!r}")
     height = bridge.terrain_height
@@ -853,43 +857,14 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
 
 
 def _check_bridge(bridge: BridgeSettings, where: str) -> None:
-    """The simulator kind and the keys that only one kind reads (ConfigError naming the key)."""
-    if bridge.kind not in BRIDGE_KINDS:
-        raise ConfigError(f"{where}: bridge.kind {bridge.kind!r} not one of {list(BRIDGE_KINDS)}")
-    if bridge.terrain == "height_map" and bridge.kind != "rigid":
-        raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'rigid'")
-    if bridge.terrain in UNKNOWN_TERRAINS and bridge.kind != "mujoco":
-        raise ConfigError(f"{where}: bridge.terrain = {bridge.terrain!r} needs bridge.kind = 'mujoco'")
+    """The simulator kind, its terrain and the keys that only some kinds read (ConfigError naming the key), as the
+    simulator registry declares them (:mod:`idcontrol.simulators`)."""
+    if bridge.terrain not in TERRAINS:
+        raise ConfigError(f"{where}: bridge.terrain {bridge.terrain!r} not one of {list(TERRAINS)}")
+    check_bridge_keys(bridge.kind, bridge.terrain, bridge.back_end, where)
     slope = bridge.terrain_slope
     if not isinstance(slope, (int, float)) or isinstance(slope, bool) or not 0.0 <= slope <= 30.0:
         raise ConfigError(f"{where}: bridge.terrain_slope must be in [0, 30] degrees, got {slope!r}")
-    if not isinstance(bridge.impact_sampling, bool):
-        raise ConfigError(f"{where}: bridge.impact_sampling must be true or false, got {bridge.impact_sampling!r}")
-    if bridge.impact_sampling and bridge.kind != "rigid":
-        raise ConfigError(f"{where}: bridge.impact_sampling = true needs bridge.kind = 'rigid'")
-    if not isinstance(bridge.impact_seed, int) or isinstance(bridge.impact_seed, bool) or bridge.impact_seed < 0:
-        raise ConfigError(f"{where}: bridge.impact_seed must be an integer >= 0, got {bridge.impact_seed!r}")
-    for key in ("contact_stiffness", "contact_relaxation_time"):
-        value = getattr(bridge, key)
-        if value is None:
-            continue
-        if bridge.kind != "drake":
-            raise ConfigError(f"{where}: bridge.{key} needs bridge.kind = 'drake'")
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        stiffness = key == "contact_stiffness"
-        if not number or not (value > 0 if stiffness else value >= 0):
-            bound = "> 0 N/m" if stiffness else ">= 0 s"
-            raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
-    for key in BridgeSettings.ESS_KEYS:
-        value = getattr(bridge, key)
-        if value is None:
-            continue
-        if bridge.kind != "ess":
-            raise ConfigError(f"{where}: bridge.{key} needs bridge.kind = 'ess' (it is {bridge.kind!r})")
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not number or not (value >= 0.0 if key == "damping" else value > 0.0):
-            bound = ">= 0" if key == "damping" else "> 0"
-            raise ConfigError(f"{where}: bridge.{key} must be a finite number {bound}, got {value!r}")
 
 
 def _check_safety_tables(safety: SafetySettings, robot: str) -> None:

@@ -15,12 +15,14 @@ PACKAGE = ROOT / "idcontrol"
 #: From the top down: a module may import its own layer and the layers below it, never one above.
 #: (docs/architecture.md explains each layer.)
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("idcontrol.tools", "idcontrol.testing", "idcontrol.__main__"),
+    ("idcontrol.tools", "idcontrol.__main__"),
+    ("idcontrol.testing",),
+    ("idcontrol.launcher", "idcontrol.processes", "idcontrol.compile"),
     ("idcontrol.daemon", "idcontrol.bridges", "idcontrol.driver", "idcontrol.client"),
     ("idcontrol.logs",),
     ("idcontrol.protocol", "idcontrol.sim", "idcontrol.realtime"),
     ("idcontrol.control",),
-    ("idcontrol.settings",),
+    ("idcontrol.settings", "idcontrol.simulators"),
     ("idcontrol.reference",),
     ("idcontrol.formulations",),
     ("idcontrol.analysis",),
@@ -74,8 +76,9 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_only_point_down():
-    """No module imports from a layer above its own (tools -> daemon/bridges -> logs -> protocol/sim -> control
-    -> settings -> reference -> formulations -> analysis -> solvers -> contacts -> robot -> errors)."""
+    """No module imports from a layer above its own (tools -> testing -> launcher -> daemon/bridges -> logs ->
+    protocol/sim -> control -> settings -> reference -> formulations -> analysis -> solvers -> contacts -> robot ->
+    errors)."""
     upward = []
     for name, path in modules().items():
         for target in imported(name, path):
@@ -119,10 +122,14 @@ def test_no_import_circles():
 
 
 def test_the_service_never_imports_the_tools():
-    """The daemon, bridges, control core and everything below import nothing from tools/ or testing/."""
-    service = {n: p for n, p in modules().items() if layer_of(n) > 0}
-    offending = [f"{n} -> {t}" for n, p in service.items() for t in imported(n, p) if layer_of(t) == 0]
+    """The launcher, daemon, bridges, control core and everything below import nothing from tools/ or testing/,
+    and testing/ nothing from tools/."""
+    tools, testing = layer_of("idcontrol.tools"), layer_of("idcontrol.testing")
+    below = {n: p for n, p in modules().items() if layer_of(n) > testing}
+    offending = [f"{n} -> {t}" for n, p in below.items() for t in imported(n, p) if layer_of(t) <= testing]
     assert not offending
+    harness = {n: p for n, p in modules().items() if layer_of(n) == testing}
+    assert harness and not [f"{n} -> {t}" for n, p in harness.items() for t in imported(n, p) if layer_of(t) == tools]
 
 
 def test_protocol_doc_lists_the_tick_record_as_the_schema_defines_it():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from numba.core.caching import _CacheLocator
 
-from idcontrol.tools.compile import cache_folder, invalidate_dependents, kernel_modules
+from idcontrol.compile import cache_folder, invalidate_dependents, kernel_modules
 
 ROOT = Path(__file__).resolve().parents[1] / "idcontrol"
 
@@ -51,18 +51,18 @@ def test_a_cold_cache_is_seen_and_a_parallel_compile_fills_it(tmp_path):
     compiling formulations.certificate in two processes compiles it and what it needs, each imported under an
     empty `idcontrol.formulations` package (not its __init__, which imports every formulation); afterwards those
     are no longer stale while the others still are."""
-    check = "import json; from idcontrol.tools.compile import stale_modules; print(json.dumps(stale_modules()))"
+    check = "import json; from idcontrol.compile import stale_modules; print(json.dumps(stale_modules()))"
     before = json.loads(run(check, tmp_path))
     target = "idcontrol.formulations.certificate"
     assert {target, "idcontrol.solvers.lemke", "idcontrol.validation"} <= set(before)
     assert not any(m.startswith("idcontrol.sim.ess") for m in before)  # compiled on first call, not at import
-    out = run("from idcontrol.tools.compile import compile_all\n"
+    out = run("from idcontrol.compile import compile_all\n"
               f"for r in compile_all(2, only={{'{target}'}}): print(r.module, repr(r.error))", tmp_path)
     lines = sorted(out.splitlines())
     assert lines == sorted(f"{m} ''" for m in ("idcontrol.arrays", "idcontrol.validation", target)), out
     after = json.loads(run(check, tmp_path))
     assert set(after) == set(before) - {target, "idcontrol.validation"}
-    stubbed = run("import sys\nfrom idcontrol.tools.compile import _import, _Package\n"
+    stubbed = run("import sys\nfrom idcontrol.compile import _import, _Package\n"
                   f"print(_import('{target}', _Package.read().stubs('{target}')).error == '', "
                   "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
                   "'idcontrol.formulations.coulomb_lcp' in sys.modules)", tmp_path)  # fmt: skip

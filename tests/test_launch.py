@@ -278,7 +278,7 @@ def run_launch(path: Path, tmp_path: Path, *extra: str, status: int = 0) -> dict
 
 def test_launch_exit_status_says_how_the_run_ended():
     """0: as asked (duration, Ctrl-C); 3: a fall, however the run then ended; 4: any other early end."""
-    from idcontrol.tools.launcher import EXIT_ENDED_EARLY, EXIT_FELL, exit_status
+    from idcontrol.launcher import EXIT_ENDED_EARLY, EXIT_FELL, exit_status
 
     assert exit_status({"end": "duration reached", "fell": False}) == 0
     assert exit_status({"end": "interrupted", "fell": False}) == 0
@@ -364,7 +364,7 @@ def test_launch_says_so_stops_the_bridge_and_fails_when_the_daemon_is_killed(tmp
 
 
 def test_terminate_kills_a_child_that_does_not_exit_on_sigterm_and_says_so():
-    from idcontrol.tools.processes import terminate
+    from idcontrol.processes import terminate
 
     deaf = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
                              "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)\n"

@@ -15,8 +15,8 @@ import pytest
 import zmq
 
 from idcontrol.errors import ConfigError, RobotFileNotFound, UnknownFormulation, UnknownRobot
+from idcontrol.launcher import check_endpoints_free
 from idcontrol.settings import load_launch
-from idcontrol.tools.launcher import check_endpoints_free
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 

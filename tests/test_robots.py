@@ -186,8 +186,8 @@ def test_a_run_stopped_before_its_first_run_tick_reports_no_metrics():
     """A run whose guard stopped it at its first tick (a posture outside the joint limits, say) prints no
     tracking error and no unloaded feet, which would read as a perfect stand, in the launch summary and the
     matrix's lines."""
+    from idcontrol.launcher import format_summary
     from idcontrol.tools.experiments.robots import describe
-    from idcontrol.tools.launcher import format_summary
 
     stopped = {"task": "stand", "robot": "r", "formulation": "two_stage_qp", "seconds": 10.0, "sim_seconds": 0.001,
                "wall_seconds": 1.0, "ticks": 0, "completed": False, "tracking_error_rad": 0.0, "fell": False,

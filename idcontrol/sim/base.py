@@ -1,25 +1,31 @@
-"""What every simulator gives the bridge loop and the test harness: one protocol, one state type, a registry.
+"""What every simulator gives the bridge loop and the test harness: one protocol, one state type, and the
+constructor head the back ends share.
 
-A back end is a class taking ``(robot, *, mu, timestep, with_objects, object_mu)`` (as
-:class:`~idcontrol.sim.mujoco.MujocoSim` does) and satisfying :class:`Simulator`. Back ends are named
-``"module:Class"`` and imported on first use, so one whose dependencies are missing costs nothing until it
-is asked for.
+A back end is a class taking ``(robot, *, mu, timestep, with_objects, object_mu, **its own keys)`` (a
+:class:`SimulatorBase`, as :class:`~idcontrol.sim.mujoco.MujocoSim` is) and satisfying :class:`Simulator`. The back
+ends are named in one registry, :mod:`idcontrol.simulators`, with the ``[bridge]`` keys each reads.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import ObjectState
 from idcontrol.control.state import RobotState
-from idcontrol.errors import InputError, UnknownName
+from idcontrol.errors import ConfigError, InputError
+from idcontrol.robot.config import ObjectConfig
 from idcontrol.robot.model import RobotModel
+from idcontrol.simulators import available_simulators, register_simulator, simulator_kind
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from idcontrol.settings import LaunchConfig
 
 Array = NDArray[np.float64]
 
@@ -71,23 +77,59 @@ class Simulator(Protocol):
         ...
 
 
-SimulatorFactory = Callable[..., Simulator]
-
-_SIMULATORS: dict[str, str | SimulatorFactory] = {
-    "mujoco": "idcontrol.sim.mujoco:MujocoSim",
-    "rigid": "idcontrol.sim.rigid:RigidSim",  # flat ground here; a launch file's terrain: sim.launch
-    "drake": "idcontrol.sim.drake:DrakeSim",  # SAP compliant contact; needs the extra idcontrol[drake]
-    "ess": "idcontrol.sim.ess.backend:EssSim",  # compliant contact, ESS integrator; its [bridge] keys: sim.launch
-}
+__all__ = ["SimState", "Simulator", "SimulatorBase", "available_simulators", "make_simulator", "register_simulator"]
 
 
-def register_simulator(name: str, factory: str | SimulatorFactory) -> None:
-    """Make ``name`` buildable: ``factory`` is a callable or a ``"module:attribute"`` path to one."""
-    _SIMULATORS[name] = factory
+class SimulatorBase:
+    """The constructor head every back end shares: the robot (a model, or a name or path to load), the floor's
+    friction ``mu`` (>= 0, inf allowed), the physics step ``timestep`` s, and the robot file's movable bodies when
+    ``with_objects`` (their friction ``object_mu``, default their own). ConfigError names a bad value.
+
+    A back end whose launch-file keys are its registry entry's (:mod:`idcontrol.simulators`) builds from a launch
+    file through :meth:`from_launch` as it is; one that reads more of ``[bridge]`` (the terrain) overrides it.
+    """
+
+    #: the registry's name of the back end (its errors start with it)
+    kind: ClassVar[str] = "simulator"
+
+    def __init__(
+        self,
+        robot: RobotModel | str,
+        mu: float = 1.0,
+        timestep: float = 1e-3,
+        with_objects: bool = False,
+        *,
+        object_mu: float | None = None,
+    ) -> None:
+        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        if not (isinstance(timestep, (int, float)) and math.isfinite(timestep) and timestep > 0.0):
+            raise ConfigError(f"{self.kind}: timestep must be > 0 s, got {timestep}")
+        if not mu >= 0.0:
+            raise ConfigError(f"{self.kind}: floor: mu must be >= 0 (inf allowed), got {mu}")
+        self.timestep = float(timestep)
+        self.mu = mu
+        self.object_mu = object_mu
+        self.objects: tuple[ObjectConfig, ...] = tuple(self.robot.config.objects) if with_objects else ()
+
+    @property
+    def dt(self) -> float:
+        """The physics step Δt, s (``timestep``)."""
+        return self.timestep
+
+    @classmethod
+    def from_launch(cls, config: LaunchConfig, robot: RobotModel, **options: Any) -> Self:
+        """The back end a launch file describes (:func:`launch_arguments`); ``options``: more constructor
+        keywords."""
+        return cls(robot, **launch_arguments(config), **options)
 
 
-def available_simulators() -> list[str]:
-    return sorted(_SIMULATORS)
+def launch_arguments(config: LaunchConfig) -> dict[str, Any]:
+    """A back end's constructor keywords from a launch file: the floor's and the objects' friction (``[bridge]
+    mu``), the physics step (the control period / ``substeps``), the movable bodies (``objects``), and the keys of
+    its kind that the file gives."""
+    b = config.bridge
+    common = {"mu": b.mu, "timestep": config.controller.dt / b.substeps, "with_objects": config.objects}
+    return {**common, "object_mu": b.mu, **simulator_kind(b.kind).arguments(b.back_end)}
 
 
 def make_simulator(
@@ -101,12 +143,7 @@ def make_simulator(
 ) -> Simulator:
     """Build the back end ``name`` for ``robot``: floor friction ``mu``, physics step ``timestep`` s,
     the robot file's movable bodies when ``with_objects`` (friction ``object_mu``, default their own)."""
-    factory = _SIMULATORS.get(name)
-    if factory is None:
-        raise UnknownName(f"unknown simulator {name!r}; available: {', '.join(available_simulators())}")
-    if isinstance(factory, str):
-        module, _, attribute = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attribute)
+    factory = simulator_kind(name).load()
     return factory(robot, mu=mu, timestep=timestep, with_objects=with_objects, object_mu=object_mu)
 
 

@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, MissingDependency, SimulationError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState, base_fell
+from idcontrol.sim.base import SimState, SimulatorBase, base_fell
 from idcontrol.validation import check_vector
 
 try:
@@ -178,7 +178,7 @@ def _rotation_from_wxyz(w: float, x: float, y: float, z: float) -> Array:
     ])  # fmt: skip
 
 
-class DrakeSim:
+class DrakeSim(SimulatorBase):
     """A Drake (SAP) simulation of an idcontrol robot, stepped with joint torques.
 
     Parameters
@@ -198,6 +198,8 @@ class DrakeSim:
     installed, ConfigError for bad parameters or a URDF Drake cannot read.
     """
 
+    kind = "drake"
+
     def __init__(
         self,
         robot: RobotModel | str,
@@ -212,17 +214,14 @@ class DrakeSim:
         initial: Array | None = None,
     ) -> None:
         require_drake()
-        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        super().__init__(robot, mu, timestep, with_objects, object_mu=object_mu)
         r = self.robot
-        self.timestep = _positive(timestep, "timestep (s)")
-        self.mu = mu
         self.stiffness = _positive(DEFAULT_STIFFNESS if stiffness is None else stiffness, "contact stiffness (N/m)")
         tau_d = DEFAULT_RELAXATION_TIME if relaxation_time is None else relaxation_time
         if not (isinstance(tau_d, (int, float)) and math.isfinite(tau_d) and tau_d >= 0.0):
             raise ConfigError(f"contact relaxation time (s) must be a finite number >= 0, got {tau_d!r}")
         self.relaxation_time = float(tau_d)
         self.has_floor = r.floating_base if floor is None else floor
-        self.objects = r.config.objects if with_objects else ()
         floor_mu = _mu_for_drake(mu, "ground")
         object_mus = [_mu_for_drake(o.mu if object_mu is None else object_mu, o.name) for o in self.objects]
         sphere_mu = floor_mu if self.has_floor or not object_mus else object_mus[0]

@@ -102,7 +102,8 @@ from idcontrol.contacts.world import GRAVITY, ObjectState
 from idcontrol.errors import ConfigError, InputError, SimulationDiverged
 from idcontrol.robot.model import RobotModel
 from idcontrol.robot.urdf import drop_missing_meshes, read_urdf
-from idcontrol.sim.base import SimState, base_fell
+from idcontrol.settings import UNKNOWN_TERRAINS, LaunchConfig
+from idcontrol.sim.base import SimState, SimulatorBase, base_fell
 from idcontrol.validation import check_vector
 
 Array = NDArray[np.float64]
@@ -295,7 +296,7 @@ class Terrain:
         return field * fade * fade * (3.0 - 2.0 * fade)
 
 
-class MujocoSim:
+class MujocoSim(SimulatorBase):
     """A MuJoCo simulation of an idcontrol robot, stepped with joint torques.
 
     Parameters
@@ -313,6 +314,17 @@ class MujocoSim:
     terrain : ground the controller is not told of (:class:`Terrain`), with the floor; floating base only.
     """
 
+    kind = "mujoco"
+
+    @classmethod
+    def from_launch(cls, config: LaunchConfig, robot: RobotModel, **options: Any) -> MujocoSim:
+        """The launch file's MuJoCo, on its ``[bridge] terrain`` (flat, or one the controller is not told of)."""
+        b = config.bridge
+        if b.terrain in UNKNOWN_TERRAINS:
+            terrain = Terrain(b.terrain, height=b.terrain_height, slope_deg=b.terrain_slope, seed=b.terrain_seed)
+            options.setdefault("terrain", terrain)
+        return super().from_launch(config, robot, **options)
+
     def __init__(
         self,
         robot: RobotModel | str,
@@ -328,11 +340,8 @@ class MujocoSim:
         initial: Array | None = None,
         terrain: Terrain | None = None,
     ) -> None:
-        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        super().__init__(robot, mu, timestep, with_objects, object_mu=object_mu)
         r = self.robot
-        if not timestep > 0.0:
-            raise ConfigError(f"timestep must be > 0 s, got {timestep}")
-        self.mu = mu
         floor_mu = _mu_for_mujoco(mu, "floor")
         self.has_floor = r.floating_base if floor is None else floor
         self.initial = r.standing_configuration() if initial is None else r.check_state(initial, np.zeros(r.nv))[0]
@@ -341,7 +350,6 @@ class MujocoSim:
             "solref": list(solref) if solref is not None else [2.0 * timestep, 1.0],
             "solimp": list(solimp),
         }
-        self.objects = r.config.objects if with_objects else ()
 
         text, read_changes = urdf_for_mujoco(Path(r.config.urdf_path))
         try:

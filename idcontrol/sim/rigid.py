@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -50,7 +51,8 @@ from idcontrol.contacts.detection import ContactDetector, ContactSet
 from idcontrol.contacts.world import Environment, MovableBody, ObjectState
 from idcontrol.errors import ConfigError, ContactSolveFailed, InputError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState, base_fell
+from idcontrol.settings import LaunchConfig
+from idcontrol.sim.base import SimState, SimulatorBase, base_fell
 from idcontrol.solvers.lemke import ACCEPT_TOL, lemke_regularized, polish
 
 Array = NDArray[np.float64]
@@ -82,8 +84,6 @@ class ImpactStats:
     energy_ratio_max: float = 0.0
     approach_speed_max: float = 0.0
     spread_max: float = 0.0
-
-
 
 
 @dataclass
@@ -174,7 +174,7 @@ def solve_from_active_set(Q: Array, q: Array, active: Array) -> tuple[Array, Arr
     return (z, w) if relative_residual <= ACCEPT_TOL else None
 
 
-class RigidSim:
+class RigidSim(SimulatorBase):
     """A rigid-contact simulation of an idcontrol robot, stepped with joint torques.
 
     Parameters
@@ -196,6 +196,17 @@ class RigidSim:
         its corners'); ``impact_iterations``: its N.
     """
 
+    kind = "rigid"
+
+    @classmethod
+    def from_launch(cls, config: LaunchConfig, robot: RobotModel, **options: Any) -> RigidSim:
+        """The launch file's rigid simulator on its ``[bridge] terrain`` (the controller's world,
+        :func:`idcontrol.control.factory.world_for`, with the simulator's friction)."""
+        b = config.bridge
+        terrain = {"seed": b.terrain_seed, "max_height": b.terrain_height}
+        options.setdefault("environment", Environment.around(robot.floating_base, b.mu, b.terrain, **terrain))
+        return super().from_launch(config, robot, **options)
+
     def __init__(
         self,
         robot: RobotModel | str,
@@ -212,13 +223,8 @@ class RigidSim:
         impact_step: float | None = None,
         impact_iterations: int = 10,
     ) -> None:
-        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        super().__init__(robot, mu, timestep, with_objects, object_mu=object_mu)
         r = self.robot
-        if not timestep > 0.0:
-            raise ConfigError(f"timestep must be > 0 s, got {timestep}")
-        if not mu >= 0.0:
-            raise ConfigError(f"floor: mu must be >= 0 (inf allowed), got {mu}")
-        self.dt = float(timestep)
         if impact_step is not None and not (math.isfinite(impact_step) and impact_step > 0):
             raise ConfigError(f"impact_step must be a finite number > 0 N·s, got {impact_step}")
         if not isinstance(impact_iterations, int) or impact_iterations < 1:
@@ -229,10 +235,7 @@ class RigidSim:
         self.impact_seed = impact_seed
         self.impact_step = impact_step
         self.impact_iterations = impact_iterations
-        objects = ()
-        if with_objects:
-            objects = tuple(MovableBody(o if object_mu is None else replace(o, mu=object_mu))
-                            for o in r.config.objects)  # fmt: skip
+        objects = tuple(MovableBody(o if object_mu is None else replace(o, mu=object_mu)) for o in self.objects)
         if environment is None:
             environment = Environment.around(r.floating_base, mu, objects=objects)
         elif objects:
@@ -314,7 +317,7 @@ class RigidSim:
 
         Raises :class:`ContactSolveFailed` (state unchanged) if the contact LCP cannot be solved.
         """
-        r, dt, nv = self.robot, self.dt, self.robot.nv
+        r, dt, nv = self.robot, self.timestep, self.robot.nv
         tau = np.clip(np.asarray(tau, dtype=float), -r.torque_limits, r.torque_limits)
         if tau.shape != (r.nu,):
             raise InputError(f"tau must have shape ({r.nu},), got {tau.shape}")
@@ -352,7 +355,7 @@ class RigidSim:
         """At a touchdown event, one Algorithm-1 sample of the velocity after the impact (m,); else None."""
         N, S, T = rows
         approach = N @ v
-        arriving = (contacts.phi + self.dt * (N @ v_free) <= 0.0) & (approach < -IMPACT_MIN_APPROACH)
+        arriving = (contacts.phi + self.timestep * (N @ v_free) <= 0.0) & (approach < -IMPACT_MIN_APPROACH)
         new = np.array([c not in self._loaded for c in contacts.ids], dtype=bool)
         if not (arriving & new).any():
             return None
@@ -393,7 +396,7 @@ class RigidSim:
     def _solve_contacts(self, contacts: ContactSet, objects, factor, v_free: Array,
                         rows: tuple[Array, Array, Array]) -> Array:  # fmt: skip
         """Solve the step's LCP; fill the per-sphere forces and ``last_step``; return v⁺ (m,)."""
-        dt, n = self.dt, contacts.n
+        dt, n = self.timestep, contacts.n
         N, S, T = rows
         R = np.vstack([N, S, -S, T, -T])  # (5n, m)
         R_w = solve_triangular(factor[0], R.T, lower=True, check_finite=False)
@@ -426,7 +429,7 @@ class RigidSim:
 
     def _advance(self, v_next: Array) -> None:
         """q⁺ = q ⊕ Δt v⁺ for the robot (Pinocchio), exponential map for the bodies."""
-        r, dt, nv = self.robot, self.dt, self.robot.nv
+        r, dt, nv = self.robot, self.timestep, self.robot.nv
         self._v = v_next[:nv].copy()
         self._q = pin.integrate(r.model, self._q, self._v * dt)
         for i, b in enumerate(self._bodies):

@@ -7,7 +7,7 @@
   ``.over_protocol`` pick one explicitly.
 
 A run in several processes (pytest-xdist's ``-n``) first compiles what numba's cache lacks, once and in parallel
-(:func:`idcontrol.tools.compile.ensure_compiled`), in the controlling process: each worker would otherwise compile
+(:func:`idcontrol.compile.ensure_compiled`), in the controlling process: each worker would otherwise compile
 every kernel again in its own imports.
 """
 
@@ -24,16 +24,16 @@ TRANSPORTS = ("in_process", "protocol")
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """With pytest-xdist workers (``-n N`` or ``-n auto``), before they start: compile the kernels numba's cache
     lacks, with a line per module. One process compiles what it imports anyway: a serial run only has the cached
-    kernels whose callees changed removed first (:func:`~idcontrol.tools.compile.invalidate_dependents`)."""
+    kernels whose callees changed removed first (:func:`~idcontrol.compile.invalidate_dependents`)."""
     if hasattr(early_config, "workerinput"):
         return
     workers = getattr(early_config.known_args_namespace, "numprocesses", None)
     if not workers or workers == 1:  # one process compiles in its imports; kernels whose callees changed go first
-        from idcontrol.tools.compile import invalidate_dependents
+        from idcontrol.compile import invalidate_dependents
 
         invalidate_dependents()
         return
-    from idcontrol.tools.compile import ensure_compiled
+    from idcontrol.compile import ensure_compiled
 
     capture = early_config.pluginmanager.getplugin("capturemanager")
     if capture is None:

@@ -190,10 +190,10 @@ def launch_file_text(config: LaunchConfig) -> str:
     for section in ("controller", "reference", "bridge", "endpoints"):
         settings = getattr(config, section)
         lines.append(f"\n[{section}]")
-        for name in settings.__dataclass_fields__:
-            value = getattr(settings, name)
-            if value is not None:
-                lines.append(f"{name} = {_toml(value)}")
+        table = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
+        if section == "bridge":  # the kind's own keys are the table's, as the file gives them
+            table.update(table.pop("back_end"))
+        lines += [f"{name} = {_toml(value)}" for name, value in table.items() if value is not None]
     return "\n".join(lines) + "\n"
 
 
@@ -251,7 +251,7 @@ def run_over_protocol(
     after the daemon left run mode). ``summary`` is the daemon's ``stats`` for the whole run. Raises
     :class:`~idcontrol.errors.IdControlError` when a process fails to start or exits early.
     """
-    from idcontrol.tools.launcher import Launch
+    from idcontrol.launcher import Launch
 
     seconds = config.duration if seconds is None else seconds
     robot = RobotModel(config.robot)

@@ -21,7 +21,7 @@ def _csv(text: str) -> list[str]:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from idcontrol.tools.compile import main as compile_main
+    from idcontrol.compile import main as compile_main
 
     return compile_main(args.jobs)
 
@@ -164,7 +164,7 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
                           help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
     mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
     mismatch.set_defaults(func=_experiment_command("run_mismatch"))
-    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (README table)")
+    robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (docs/robots.md)")
     robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
     robots.add_argument("--only", default=None, metavar="SUBSTRING",
                         help="runs whose name (task/robot/formulation) contains it; comma list: any")  # fmt: skip
@@ -248,8 +248,9 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from idcontrol.tools.compile import ensure_compiled
-    from idcontrol.tools.launcher import launch
+    from idcontrol.compile import ensure_compiled
+    from idcontrol.launcher import LiveView, launch
+    from idcontrol.tools.live import connect_live, spawn_live
 
     summary = Path(args.summary_json).resolve() if args.summary_json else None
     if summary is not None and (not summary.parent.is_dir() or summary.is_dir()):  # said now, not after the run
@@ -259,7 +260,8 @@ def _launch(args: argparse.Namespace) -> int:
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
     return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
-                  driver=args.driver or None, foxglove=args.foxglove)  # fmt: skip
+                  driver=args.driver or None, foxglove=args.foxglove,
+                  viewer=LiveView(spawn_live, connect_live))  # fmt: skip
 
 
 def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
@@ -280,7 +282,7 @@ def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
 
 
 def _daemon(args: argparse.Namespace) -> int:
-    from idcontrol.tools.compile import ensure_compiled
+    from idcontrol.compile import ensure_compiled
 
     ensure_compiled()  # a first start (a new container): in parallel, with progress, not silently in the import
     from idcontrol.daemon.app import run_daemon

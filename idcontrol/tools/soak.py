@@ -25,8 +25,8 @@ import numpy as np
 
 from idcontrol import jsontext
 from idcontrol.client import AdminClient
+from idcontrol.launcher import Launch
 from idcontrol.settings import load_launch
-from idcontrol.tools.launcher import Launch
 from idcontrol.tools.ports import free_ports
 
 #: the quadruped standing as the shipped ``launch/quadruped_stand_realtime.toml`` stands it, with its controller

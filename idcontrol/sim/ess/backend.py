@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError
 from idcontrol.robot.model import RobotModel
-from idcontrol.sim.base import SimState, base_fell
+from idcontrol.sim.base import SimState, SimulatorBase, base_fell
 from idcontrol.sim.ess.integrator import END, TICK, Crossing, EssIntegrator, EssStats, GuardMemory
 from idcontrol.sim.ess.robot import RobotContactSystem
 from idcontrol.validation import check_vector
@@ -68,7 +68,7 @@ class ContactCrossing:
         return f"{self.sphere}/{self.event}"
 
 
-class EssSim:
+class EssSim(SimulatorBase):
     """The robot on compliant ground, integrated by the ESS integrator; satisfies :class:`~idcontrol.sim.Simulator`.
 
     Parameters
@@ -92,6 +92,8 @@ class EssSim:
         raised until no sphere penetrates, then lowered by its weight over the touching spheres' stiffness).
     """
 
+    kind = "ess"
+
     def __init__(
         self,
         robot: RobotModel | str,
@@ -111,20 +113,16 @@ class EssSim:
         initial: Array | None = None,
         engine: str = "auto",
     ) -> None:
-        self.robot = robot if isinstance(robot, RobotModel) else RobotModel(robot)
+        super().__init__(robot, mu, timestep, with_objects, object_mu=object_mu)
         r = self.robot
-        if not (np.isfinite(timestep) and timestep > 0.0):
-            raise ConfigError(f"ess: timestep must be > 0 s, got {timestep}")
-        if with_objects and r.config.objects:
+        if self.objects:
             raise ConfigError(f"ess: robot {r.name!r} has movable bodies ([[objects]]); the ess simulator models "
                               f"only the robot on the ground plane (use bridge.kind 'mujoco' or 'rigid')")  # fmt: skip
-        del object_mu
-        self.dt = float(timestep)
         self.system = RobotContactSystem(r, stiffness=stiffness, damping=damping, mu=mu, slip_velocity=slip_velocity,
                                          min_cone=mu * stiffness * epsilon)  # fmt: skip
         s = self.system
         if min_rate is None:
-            min_rate = epsilon / self.dt
+            min_rate = epsilon / self.timestep
         # bristles ~0.1 mm deep whose error the bristle damping turns into force: 1e-4 of atol keeps a sliding
         # contact's friction within 1e-4 of μ f_n (atol itself: 0.5 % weak, measured on a sliding block)
         atol_vector = np.concatenate([np.full(s.nq, atol), np.full(s.nv, 100 * atol), np.full(3 * s.k, 100 * atol),
@@ -159,7 +157,7 @@ class EssSim:
     @property
     def time(self) -> float:
         """Simulated time, s."""
-        return self._ticks * self.dt
+        return self._ticks * self.timestep
 
     @property
     def stats(self) -> EssStats:
@@ -207,7 +205,7 @@ class EssSim:
         s.tau[self._act] = tau
         x = self._x.copy()
         s.impulses_of(x)[:] = 0.0
-        t0, t1 = self._ticks * self.dt, (self._ticks + 1) * self.dt
+        t0, t1 = self._ticks * self.timestep, (self._ticks + 1) * self.timestep
         memory = self._memory.copy()
         advance = self.integrator.advance(x, t0, t1, memory)
         x = advance.x
@@ -215,7 +213,7 @@ class EssSim:
             x[3:7] /= np.linalg.norm(x[3:7])
         self._x, self._memory = x, memory
         self._ticks += 1
-        self._forces[: s.k] = s.impulses_of(x) / self.dt
+        self._forces[: s.k] = s.impulses_of(x) / self.timestep
         self.last_crossings = tuple(self._contact_crossing(c) for c in advance.crossings if c.guard != TICK)
 
     def _contact_crossing(self, c: Crossing) -> ContactCrossing:

@@ -321,7 +321,7 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
             if case.gains is not None:
                 core.set_gains(kp=case.gains[0], kd=case.gains[1])
             core.warm_up()
-            sim = simulator_for(config, robot, ess_engine=engine)
+            sim = simulator_for(config, robot, engine=engine)
             core.start(0.0)
             sim_cpu = core_cpu = 0.0
             ticks, reason, crossings = 0, "duration reached", 0

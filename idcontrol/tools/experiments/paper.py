@@ -144,7 +144,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec("pid", "PID", "pid"),
     ControllerSpec("sensed_1", "ID(tᵢ₋₁)", "sensed_id"),
     ControllerSpec("sensed_2", "ID(tᵢ₋₂)", "sensed_id", sensed_delay=1),
-    # this project's variants (formulation options of launch/quadruped_trot.toml; see the README)
+    # this project's variants (formulation options of launch/quadruped_trot.toml; see docs/formulations.md)
     ControllerSpec("cqp_mu", "ID(tᵢ)_QP,μ contact-relative", "two_stage_qp", trot_options={"dissipation": "contacts"},
                    paper=False),
     ControllerSpec("slcp_inf", "ID(tᵢ)_LCP,∞ shared friction", "noslip_lcp", friction="inf", paper=False,

@@ -198,7 +198,7 @@ def _cell(r: dict[str, Any] | None) -> str:
 
 
 def tables(results: list[dict[str, Any]], costs: dict[str, tuple[float, float]], command: str) -> str:
-    """The README's tables (markdown) from the matrix's results."""
+    """The robots tables of docs/robots.md (markdown) from the matrix's results."""
     by = {(r["task"], r["robot"], r["formulation"]): r for r in results}
     lines = [f"Measured with `{command}` (lock-step MuJoCo, μ = 1; a cell: mean joint error, or how the run ended; "
              "'unloaded': feet carrying under 1 N for most of the second half)."]  # fmt: skip

@@ -87,7 +87,7 @@ class _Package:
 
     @classmethod
     def read(cls, root: Path | None = None) -> _Package:
-        paths = _modules(root or Path(__file__).resolve().parents[1])
+        paths = _modules(root or Path(__file__).resolve().parent)
         texts = {name: path.read_text() for name, path in paths.items()}
         imports = {name: _imports(name, texts[name], paths[name], set(paths)) for name in paths}
         return cls(paths, imports, frozenset(n for n, text in texts.items() if _USES_NUMBA.search(text)))
@@ -205,7 +205,7 @@ def invalidate_dependents(root: Path | None = None) -> list[str]:
     (:data:`SOURCES_RECORD`, a few ms); only when one changed is the import graph read (about 0.5 s). Without a
     record, every cached kernel is removed once. An install the process may not write to (and no
     ``NUMBA_CACHE_DIR``) is left alone; a cache it fails to change is reported on stderr."""
-    root = root or Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parent
     if not _caches_beside(root):
         return []
     paths = _modules(root)
@@ -246,7 +246,7 @@ def stale_modules() -> list[str]:
     the ones an import would compile (a first start on this machine, or an edited source). Judged by files alone,
     without importing numba (a launch pays this check: a few milliseconds). Where numba would cache elsewhere (a
     read-only install without ``NUMBA_CACHE_DIR``: its user-wide folder), nothing is judged stale."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parent
     out = []
     for name, path in _modules(root).items():
         text = path.read_text()

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,8 @@ from idcontrol import jsontext
 from idcontrol.client import AdminClient
 from idcontrol.daemon.endpoints import bind
 from idcontrol.errors import IdControlError, ProtocolError
+from idcontrol.processes import terminate
 from idcontrol.settings import LaunchConfig
-from idcontrol.tools.processes import terminate
 
 SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
                 "tau_rate_mean", "formulation")  # fmt: skip
@@ -45,6 +46,16 @@ def check_endpoints_free(config: LaunchConfig) -> None:
             s.close(linger=0)
 
 
+@dataclass(frozen=True)
+class LiveView:
+    """How a launch starts the live view beside the daemon (the view is a tool: ``idcontrol launch`` gives
+    :mod:`idcontrol.tools.live`'s). spawn : ``(launch file, port)`` -> its process.  connect : ``(port, timeout
+    s)`` -> a client (closed at once) when its server accepts connections."""
+
+    spawn: Callable[[Path, int], subprocess.Popen]
+    connect: Callable[[int, float], Any]
+
+
 class Launch:
     """One launched run. ``overrides`` are passed on to both child processes, ``daemon_args`` to the daemon;
     ``prepare`` is called with the admin client once the bridge is connected, before the robot is started
@@ -59,9 +70,14 @@ class Launch:
         daemon_args: list[str] | None = None,
         driver_command: list[str] | None = None,
         foxglove_port: int | None = None,
+        viewer: LiveView | None = None,
     ) -> None:
         self.config = config
         self.foxglove_port = foxglove_port or config.telemetry.foxglove  # the live view (idcontrol.tools.live)
+        if self.foxglove_port and viewer is None:
+            raise IdControlError(f"a live view on port {self.foxglove_port} needs the launch's viewer "
+                                 "(idcontrol launch gives it)")  # fmt: skip
+        self.viewer = viewer
         self.live_view: subprocess.Popen | None = None
         self.driver_command = driver_command  # a robot driver's command in place of the bridge
         self.overrides = overrides
@@ -129,21 +145,17 @@ class Launch:
             if not self.driver_command:
                 self.bridge = self._spawn("bridge", stdout=subprocess.PIPE,
                                           extra=("--hello-timeout", f"{self.BRIDGE_HELLO_TIMEOUT_S:g}"))
-            if self.foxglove_port:
-                from idcontrol.tools.live import spawn_live
-
+            if self.foxglove_port and self.viewer is not None:
                 if self.config.realtime.spin_us > 0 and len(os.sched_getaffinity(0)) <= 2:
                     print("idcontrol: warning: the live view shares two CPUs with a spinning daemon; "
                           "a view that wants more CPU than the loop leaves idle gets it from the kernel in bursts of "
                           "up to 50 ms, which stall the loop (late commands, the watchdog). Set [realtime] "
                           "spin_us = 0, give it a third CPU, or watch a lock-step run (docs/benchmarks.md)",
                           file=sys.stderr)  # fmt: skip
-                self.live_view = spawn_live(self.config.path, self.foxglove_port)
+                self.live_view = self.viewer.spawn(self.config.path, self.foxglove_port)
             self._wait_daemon_ready(admin)
-            if self.live_view is not None:
-                from idcontrol.tools.live import connect_live
-
-                connect_live(self.foxglove_port, 30.0).close()  # serving before the run starts, not during it
+            if self.live_view is not None and self.viewer is not None:
+                self.viewer.connect(self.foxglove_port, 30.0).close()  # serving before the run starts, not during it
             if self.bridge is None:
                 self.bridge = self._spawn("bridge", stdout=subprocess.PIPE)
             self._wait(admin, lambda s: s["bridge_connected"], 60.0, "the bridge")
@@ -352,10 +364,11 @@ def launch(
     daemon_args: list[str] | None = None,
     driver: list[str] | None = None,
     foxglove: int | None = None,
+    viewer: LiveView | None = None,
 ) -> int:
     try:
         summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver,
-                         foxglove_port=foxglove).run()  # fmt: skip
+                         foxglove_port=foxglove, viewer=viewer).run()  # fmt: skip
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)
