@@ -13,6 +13,7 @@ from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ShapeError
+from idcontrol.formulations import contact_formulations
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.certificate import CHECKS, TORQUE_FACTOR, Certificate, ContactModel
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
@@ -125,7 +126,7 @@ def test_the_independent_check_counts_the_motors_share_against_joint_friction() 
     talos = RobotModel("talos")
     assert np.any(np.asarray(talos.model.friction)[talos.actuated_dofs] > 0)
     tracking = Tracking(np.zeros(talos.nu), np.zeros(talos.nu))
-    for name in ("two_stage_qp", "coulomb_lcp", "noslip_lcp"):
+    for name in contact_formulations():
         controller = InverseDynamicsController(talos, formulation=name)
         for state, qdd_des in perturbed_states(talos, 3, np.random.default_rng(5)):
             controller.formulation.reset()

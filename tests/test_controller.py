@@ -18,7 +18,7 @@ from idcontrol.errors import (
     UnknownFormulation,
     UnknownRobot,
 )
-from idcontrol.formulations import make_formulation
+from idcontrol.formulations import contact_formulations, make_formulation
 from idcontrol.formulations.coulomb_lcp import PAPER_OPTIONS as COULOMB_PAPER
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS
 from idcontrol.formulations.two_stage_qp import remap_active_set
@@ -27,7 +27,7 @@ from idcontrol.robot.config import load_robot_config
 from idcontrol.robot.model import RobotModel
 from tests.conftest import solo12_urdf, with_urdf
 
-CONTACT_FORMULATIONS = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
+CONTACT_FORMULATIONS = contact_formulations()
 G = 9.81
 
 
@@ -308,7 +308,7 @@ def test_a_movable_body_whose_quaternion_is_not_of_unit_norm_is_an_input_error(a
 
 def test_grasped_box_is_held_by_the_fingers(arm: RobotModel) -> None:
     """The arm squeezing the 6000 kg/m³ box: the box's 6 DoFs are appended and the predicted forces hold it."""
-    for name in ("two_stage_qp", "noslip_lcp", "coulomb_lcp"):
+    for name in CONTACT_FORMULATIONS:
         controller = InverseDynamicsController(arm, formulation=name)
         box = controller.environment.objects[0]
         assert box.mass == pytest.approx(6000.0 * 0.05**3)

@@ -17,6 +17,7 @@ from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.core import ControlCore
 from idcontrol.daemon.server import TELEMETRY_CHECK_TICKS, TELEMETRY_IDLE_CHECK_TICKS, Daemon
 from idcontrol.errors import ConfigError, ProtocolError
+from idcontrol.formulations import contact_formulations
 from idcontrol.logs.recorder import LogRecorder
 from idcontrol.reference import make_reference
 from idcontrol.robot.model import RobotModel
@@ -369,7 +370,7 @@ def test_admin_requests_and_their_error_replies(harness):
 def test_switching_formulation_mid_run_misses_no_tick(harness):
     """Every state is answered by a run command while the formulation changes between ticks."""
     harness.admin.request("start")
-    names = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
+    names = contact_formulations()
     for i in range(40):
         if i % 10 == 5:
             harness.admin.request("set_formulation", name=names[(i // 10) % len(names)])

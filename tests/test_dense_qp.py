@@ -60,3 +60,30 @@ def test_a_problem_rejected_at_set_up_is_not_found(native: bool) -> None:
     sol = qp.solve(np.eye(2), np.zeros(2), C, np.full(3, -INFINITY), b, equalities=3)
     assert not sol.found and sol.status == "daqp exit -6"
     assert qp.solve(np.eye(2), np.zeros(2), C[:1], np.full(1, -INFINITY), b[:1], equalities=1).found
+
+
+def test_both_paths_start_and_retry_alike() -> None:
+    """On one sequence of warm, given, stale and cold starts over two problem sizes, the compiled path and
+    daqp.Model give the same exit flags, iteration counts, x (to 1e-12) and active sets after each solve."""
+    if not daqp_native.native_available():
+        pytest.skip(f"DAQP's compiled path is off here: {daqp_native.native_status()}")
+    rng = np.random.default_rng(11)
+    paths = [DenseQP(native=True), DenseQP(native=False)]
+    for step in range(40):
+        n = 6 if step % 5 else 4  # another size now and then: a warm start only from the same size
+        rows = 2 * n
+        B = rng.standard_normal((n, n))
+        H = B @ B.T + 0.1 * np.eye(n)
+        g = rng.standard_normal(n)
+        C = rng.standard_normal((rows, n))
+        lower, upper = np.full(rows, -INFINITY), rng.uniform(-0.5, 1.0, rows)
+        active = rng.integers(0, 2, n + rows).astype(np.int32) if step % 7 == 3 else None  # often stale
+        lb, ub = np.full(n, -2.0), np.full(n, 2.0)
+        solutions = [qp.solve(H, g, C, lower, upper, lb, ub, warm=step % 3 != 0, active=active) for qp in paths]
+        native, model = solutions
+        assert (native.exitflag, native.iterations) == (model.exitflag, model.iterations), step
+        np.testing.assert_allclose(native.x, model.x, rtol=0, atol=1e-12)
+        flags = [qp.last_active for qp in paths]
+        assert (flags[0] is None) == (flags[1] is None)
+        if flags[0] is not None:
+            np.testing.assert_array_equal(flags[0], flags[1])

@@ -10,7 +10,7 @@ import proxsuite
 import pytest
 
 from idcontrol.errors import ConfigError, NonFiniteError, ShapeError, UnknownFormulation
-from idcontrol.formulations import available_formulations, make_formulation
+from idcontrol.formulations import available_formulations, contact_formulations, make_formulation
 from idcontrol.formulations.consistency import independent_equalities, needs_repair, repair_desired_velocity
 from idcontrol.formulations.coulomb_lcp import coulomb_lcp
 from idcontrol.formulations.noslip_lcp import PAPER_OPTIONS, NoSlipLCP, project_desired_velocity
@@ -20,7 +20,7 @@ from idcontrol.formulations.two_stage_qp import TwoStageQP
 from idcontrol.solvers.enumeration import enumerate_lcp_solutions
 from tests.conftest import random_problem
 
-CONTACT_FORMULATIONS = ["noslip_lcp", "coulomb_lcp", "two_stage_qp", "one_stage_qp"]
+CONTACT_FORMULATIONS = contact_formulations()
 
 
 def _proxqp(H: np.ndarray, g: np.ndarray, C: np.ndarray, l: np.ndarray, lb: np.ndarray) -> np.ndarray:

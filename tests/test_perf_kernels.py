@@ -8,6 +8,7 @@ import pytest
 
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
+from idcontrol.formulations import REGISTRY
 from idcontrol.formulations.reduced import ReducedDynamics
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
@@ -51,7 +52,7 @@ def test_reduced_dynamics_matches_its_definition() -> None:
     np.testing.assert_allclose(red.T_w, L_inv @ p.T[:, u].T, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["two_stage_qp", "one_stage_qp", "noslip_lcp", "coulomb_lcp", "pid"])
+@pytest.mark.parametrize("name", [name for name, cls in REGISTRY.items() if not cls.uses_sensed_forces])
 def test_a_kept_result_is_not_changed_by_later_ticks(name: str) -> None:
     """Results (and the problem they keep) stay as they were when the next ticks reuse the controller's buffers."""
     robot = RobotModel("quadruped")

@@ -9,12 +9,13 @@ import pytest
 
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
+from idcontrol.formulations import contact_formulations
 from idcontrol.robot.model import RobotModel
 
 UR5 = 'name = "ur5"\nurdf = "share:example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"\nbase = "fixed"\n'
 
 
-@pytest.mark.parametrize("formulation", ["two_stage_qp", "coulomb_lcp", "noslip_lcp"])
+@pytest.mark.parametrize("formulation", contact_formulations())
 def test_a_robot_without_contact_spheres_has_no_contacts(tmp_path: Path, formulation: str):
     """An arm with no contact spheres solves with zero contacts (no IndexError): τ = M q̈_des + h."""
     (tmp_path / "robot.toml").write_text(UR5)

@@ -13,6 +13,7 @@ from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError
+from idcontrol.formulations import contact_formulations
 from idcontrol.reference import REFERENCES, Reference, available_references
 from idcontrol.settings import load_launch
 from idcontrol.sim.mujoco import MujocoSim
@@ -34,7 +35,7 @@ def compiled_specializations() -> dict[str, int]:
 
 
 @pytest.mark.timing  # its 20 ms bound on a solve needs a core of its own (48 ms beside a second pytest worker)
-@pytest.mark.parametrize("formulation", ["two_stage_qp", "noslip_lcp", "coulomb_lcp", "one_stage_qp"])
+@pytest.mark.parametrize("formulation", contact_formulations())
 def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
     """The launch file's trot in MuJoCo, 1.2 s (standing, then the gait's four, three and two feet down): no
     tick adds a specialization to any kernel, and no solve takes over 20 ms."""

@@ -1,8 +1,10 @@
 """Inverse-dynamics formulations, registered by the names users write in launch files.
 
->>> from idcontrol.formulations import make_formulation, available_formulations
+>>> from idcontrol.formulations import available_formulations, contact_formulations
 >>> available_formulations()
 ['coulomb_lcp', 'noslip_lcp', 'one_stage_qp', 'pid', 'sensed_id', 'two_stage_qp']
+>>> contact_formulations()
+['coulomb_lcp', 'noslip_lcp', 'one_stage_qp', 'two_stage_qp']
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def available_formulations() -> list[str]:
     return sorted(REGISTRY)
 
 
+def contact_formulations() -> list[str]:
+    """Names of the formulations that model rigid contacts (their contact forces keep N v⁺ + φ/Δt ≥ 0), not the
+    baselines that take the contact forces as measured or predict none."""
+    return sorted(name for name, cls in REGISTRY.items() if cls.contact_model.rigid)
+
+
 def make_formulation(name: str, **options: object) -> Formulation:
     """A new formulation instance by name; unknown names raise UnknownFormulation listing the valid ones."""
     try:
@@ -45,4 +53,4 @@ def make_formulation(name: str, **options: object) -> Formulation:
     return cls(**options)
 
 
-__all__ = ["Formulation", "available_formulations", "make_formulation", "REGISTRY"]
+__all__ = ["Formulation", "available_formulations", "contact_formulations", "make_formulation", "REGISTRY"]

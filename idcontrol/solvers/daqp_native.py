@@ -5,10 +5,9 @@ Binds: ``daqp_default_settings``, ``setup_daqp_main``, ``daqp_update_ldp`` and `
 cached on disk like the others). The structs that cross (problem, settings, result, workspace) are numpy records
 laid out by :mod:`idcontrol.solvers.daqp_abi`; the problem points at the record's own arrays.
 
-Why: on the recorded trot's 6052 Stage I and II QPs, µs per solve, median (p99): ``DenseQP.solve_stacked`` from
-Python 13.1 (38.7); :func:`solve` in a numba loop 1.9 (8.0); :func:`solve_stacked` called from Python once per
-solve 4.5 (22.0); the same x (bitwise), exit flags and iteration counts. And a formulation no longer has to
-leave compiled code to solve.
+Why: a formulation no longer has to leave compiled code to solve, and a solve costs a fraction of one through
+``daqp.Model`` with the same x (bitwise), exit flags and iteration counts (docs/benchmarks.md, "DAQP from
+compiled code").
 
 Safety: callers test ``NATIVE_AVAILABLE`` (:func:`native_available`), which runs a self-check once: (1) the daqp
 release is one the layout was written for (:data:`~idcontrol.solvers.daqp_abi.SUPPORTED_SERIES`) and exports
@@ -32,9 +31,9 @@ Use: make a :class:`NativeQP` per problem size from Python, write the data into 
         solve(qp, WARM, CHANGED_ALL)              # set up on first use; then update the LDP and solve
         return qp.found                           # qp.x, qp.lam, qp.exitflag, qp.iterations
 
-:func:`solve` keeps ``DenseQP.solve_stacked``'s semantics: a warm start from the record's last found solve,
-a cold retry when it fails, one retry at 100x the primal tolerance when DAQP says infeasible. It allocates
-nothing; what DAQP allocates at set-up is freed when the record goes.
+:func:`solve` starts and retries as :mod:`idcontrol.solvers.daqp_start` says (as ``daqp.Model`` is driven in
+:mod:`idcontrol.solvers.daqp_model`). It allocates nothing; what DAQP allocates at set-up is freed when the record
+goes.
 """
 
 from __future__ import annotations
@@ -58,11 +57,21 @@ from idcontrol.errors import NativeSolverUnavailable
 from idcontrol.solvers import daqp_abi as abi
 from idcontrol.solvers.daqp_abi import INFINITY
 from idcontrol.solvers.daqp_model import ModelQP
+from idcontrol.solvers.daqp_start import (
+    COLD,
+    FLAGS,
+    GIVEN,
+    LOOSE_FACTOR,
+    RETRY_COLD,
+    RETRY_NONE,
+    WARM,
+    optimal,
+    retry_after,
+    start_flags,
+)
 
 _LOG = logging.getLogger(__name__)
 
-#: how :func:`solve` starts: from nothing, from the previous found solve's active set, from ``qp.sense``
-COLD, WARM, GIVEN = 0, 1, 2
 #: what changed since the last solve (DAQP's update bits): the Hessian, A, f, the bounds
 CHANGED_H, CHANGED_A, CHANGED_F, CHANGED_BOUNDS = abi.UPDATE_RINV, abi.UPDATE_M, abi.UPDATE_V, abi.UPDATE_D
 CHANGED_ALL = CHANGED_H | CHANGED_A | CHANGED_F | CHANGED_BOUNDS
@@ -150,7 +159,6 @@ class NativeQPType(types.StructRef):
         return tuple((name, types.unliteral(typ)) for name, typ in fields)
 
 
-FLAGS = types.Array(types.int32, 1, "C")
 #: numba types of the one-element record arrays that hold the C structs
 C_PROBLEM, C_SETTINGS = typeof(np.zeros(1, PROBLEM)), typeof(np.zeros(1, SETTINGS))
 C_RESULT, C_WORKSPACE = typeof(np.zeros(1, RESULT)), typeof(np.zeros(1, WORKSPACE))
@@ -351,11 +359,6 @@ def _solve_once(qp):
     return r.exitflag
 
 
-@njit(types.boolean(intp), cache=True)
-def _optimal(exitflag):
-    return exitflag == abi.EXIT_OPTIMAL or exitflag == abi.EXIT_SOFT_OPTIMAL
-
-
 @njit(intp(RECORD, intp, intp), cache=True)
 def solve(qp, start, changed):
     """Solve the QP in ``qp``'s arrays; its exit flag (``qp.found``: 1 or 2). ``qp.x``, ``qp.lam``, ``qp.iterations``.
@@ -370,15 +373,7 @@ def solve(qp, start, changed):
         qp.exitflag, qp.found, qp.warm_ok = EXIT_SHAPE_MISMATCH, False, False
         return EXIT_SHAPE_MISMATCH
     sense = qp.sense
-    if start == WARM and qp.warm_ok:
-        for i in range(first_equality):
-            sense[i] = abi.ACTIVE if qp.lam[i] != 0.0 else 0
-    elif start == GIVEN:
-        for i in range(first_equality):
-            sense[i] &= abi.ACTIVE | abi.LOWER  # never soft or binary flags: DAQP sized its workspace without them
-    else:
-        sense[:first_equality] = 0
-    sense[first_equality:] = abi.EQUALITY
+    start_flags(sense, qp.lam, qp.warm_ok, start, first_equality)
     _point_problem_at_arrays(qp)
     problem, work, settings = qp.c_problem.ctypes.data, qp.c_work.ctypes.data, qp.c_settings[0]
     if not qp.ready:
@@ -399,19 +394,17 @@ def solve(qp, start, changed):
             qp.exitflag, qp.iterations, qp.found, qp.warm_ok = flag, 0, False, False
             return flag
     exitflag = _solve_once(qp)
-    if not _optimal(exitflag):
-        warm = False
-        for i in range(first_equality):
-            warm = warm or sense[i] != 0
-        if warm:  # a stale warm start: retry cold
-            sense[:first_equality] = 0
+    retry = retry_after(exitflag, RETRY_NONE, sense, first_equality)
+    while retry != RETRY_NONE:
+        if retry == RETRY_COLD:
             _update_ldp(abi.UPDATE_SENSE, work, problem)
             exitflag = _solve_once(qp)
-    if not _optimal(exitflag):  # a degenerate but feasible problem declared infeasible: once at 100x the tolerance
-        settings.primal_tol = 100.0 * qp.primal_tol
-        exitflag = _solve_once(qp)
-        settings.primal_tol = qp.primal_tol
-    qp.exitflag, qp.found = exitflag, _optimal(exitflag)
+        else:
+            settings.primal_tol = LOOSE_FACTOR * qp.primal_tol
+            exitflag = _solve_once(qp)
+            settings.primal_tol = qp.primal_tol
+        retry = retry_after(exitflag, retry, sense, first_equality)
+    qp.exitflag, qp.found = exitflag, optimal(exitflag)
     qp.warm_ok = qp.found
     return exitflag
 
@@ -599,22 +592,25 @@ def known_problems() -> list[tuple[str, dict]]:
 
 def _compare_known_problems() -> str | None:
     """Solve :func:`known_problems` through NativeQP and through daqp.Model (:class:`ModelQP`, ``DenseQP``'s other
-    path); the first difference, or None."""
-    reference, natives = ModelQP({"primal_tol": 1e-8, "iter_limit": 1000}), {}
+    path), a workspace of each per problem size; the first difference, or None."""
+    workspaces: dict[tuple, tuple[NativeQP, ModelQP]] = {}
+    no_flags = np.zeros(0, dtype=np.int32)
     for name, p in known_problems():
         n, rows = p["g"].shape[0], p["A"].shape[0]
         key = (n, rows, p["bounds"], p["equalities"])
-        if key not in natives:
-            natives[key] = _new(n, rows, p["bounds"], p["equalities"], 1e-8, 1000)
-        qp = natives[key]
-        expected = reference.solve_stacked(p["H"], p["g"], p["A"], p["lower"], p["upper"], bounds=p["bounds"],
-                                           warm=p["warm"], equalities=p["equalities"])  # fmt: skip
-        exitflag = solve_stacked(qp, p["H"], p["g"], p["A"], p["lower"], p["upper"], WARM if p["warm"] else COLD)
-        x, iterations, found = qp.x, qp.iterations, qp.found
-        if (f"daqp exit {exitflag}" != expected.status or iterations != expected.iterations or found != expected.found
-                or not np.allclose(x, expected.x, rtol=0, atol=1e-12)):  # fmt: skip
+        if key not in workspaces:
+            native = _new(n, rows, p["bounds"], p["equalities"], 1e-8, 1000)
+            workspaces[key] = (native, ModelQP(n, rows, bounds=p["bounds"], equalities=p["equalities"]))
+        qp, reference = workspaces[key]
+        start = WARM if p["warm"] else COLD
+        data = (p["H"], p["g"], p["A"], p["lower"], p["upper"], start)
+        expected, expected_x, _, expected_iterations = reference.solve_stacked(*data, no_flags)
+        exitflag = solve_stacked(qp, *data)
+        x, iterations = qp.x, qp.iterations
+        same_x = np.allclose(x, expected_x, rtol=0, atol=1e-12)
+        if exitflag != expected or iterations != expected_iterations or not same_x:
             return (
                 f"{name!r}: the compiled path gives exit {exitflag}, {iterations} iterations, x={x.tolist()}; "
-                f"daqp.Model gives {expected.status}, {expected.iterations} iterations, x={expected.x.tolist()}"
+                f"daqp.Model gives exit {expected}, {expected_iterations} iterations, x={expected_x.tolist()}"
             )
     return None

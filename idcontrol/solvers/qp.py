@@ -9,7 +9,9 @@ positive *semi*-definite Stage I Hessian with its automatic proximal
 regularization.
 
 Two paths, the same answers: DAQP's C API called from compiled code (:mod:`idcontrol.solvers.daqp_native`, when
-its self-check passed) and its Python extension's ``daqp.Model`` (:mod:`idcontrol.solvers.daqp_model`).
+its self-check passed) and its Python extension's ``daqp.Model`` (:mod:`idcontrol.solvers.daqp_model`). Both
+keep one workspace per problem size here, start and retry as :mod:`idcontrol.solvers.daqp_start` says, and differ
+only in the workspace a solve goes to.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from numpy.typing import NDArray
 from idcontrol.solvers import daqp_native
 from idcontrol.solvers.daqp_abi import INFINITY
 from idcontrol.solvers.daqp_model import EXIT_OPTIMAL, ModelQP, QPSolution
+from idcontrol.solvers.daqp_start import COLD, GIVEN, WARM
 
 Array = NDArray[np.float64]
 _NO_FLAGS = np.zeros(0, dtype=np.int32)
@@ -34,16 +37,18 @@ class DenseQP:
     ----------
     primal_tol : primal feasibility tolerance (problem units).
     iter_limit : iteration cap; hitting it is reported as ``found=False``.
-    native : solve through :mod:`idcontrol.solvers.daqp_native` (DAQP's C API, one compiled call a solve: 4.5
-        against 13 µs on the trot's QPs, the same answers) or through ``daqp.Model``; None (default): natively
-        when that path passed its self-check.
+    native : solve through :mod:`idcontrol.solvers.daqp_native` (DAQP's C API, one compiled call a solve) or
+        through ``daqp.Model`` (:mod:`idcontrol.solvers.daqp_model`), the same answers; None (default): natively
+        when that path passed its self-check (docs/benchmarks.md compares the two).
     """
 
     def __init__(self, *, primal_tol: float = 1e-8, iter_limit: int = 1000, native: bool | None = None) -> None:
         self.settings = {"primal_tol": primal_tol, "iter_limit": iter_limit}
         self.native = daqp_native.native_available() if native is None else bool(native)
-        self._model = None if self.native else ModelQP(self.settings)
-        self._workspaces: dict[tuple, daqp_native.NativeQP] = {}  # per problem size
+        # a workspace per problem size, and the call that solves in one: (exit flag, x, λ, iterations)
+        self._workspace_of_size = daqp_native.NativeQP if self.native else ModelQP
+        self._solve_in = daqp_native.solve_copied if self.native else ModelQP.solve_stacked
+        self._workspaces: dict[tuple, daqp_native.NativeQP | ModelQP] = {}
         self._last_key: tuple | None = None
         self._lam: Array | None = None  # multipliers of the last successful solve
 
@@ -97,41 +102,23 @@ class DenseQP:
         box bounds first, then the bounds of the rows of ``A`` (len(A), len(g)),
         all C-contiguous float64; the last ``equalities`` rows of ``A`` are equalities.
         """
-        if self._model is not None:
-            return self._model.solve_stacked(H, g, A, lower, upper, bounds=bounds, warm=warm, active=active,
-                                             equalities=equalities)  # fmt: skip
-        return self._solve_native(H, g, A, lower, upper, bounds, warm, active, equalities)
-
-    def _solve_native(
-        self,
-        H: Array,
-        g: Array,
-        A: Array,
-        lower: Array,
-        upper: Array,
-        bounds: bool,
-        warm: bool,
-        active: NDArray[np.int32] | None,
-        equalities: int,
-    ) -> QPSolution:
-        """:meth:`solve_stacked` through a :class:`~idcontrol.solvers.daqp_native.NativeQP` per problem size (the
-        same warm start and retries, one compiled call)."""
         n, rows = g.shape[0], A.shape[0]
         key = (n, rows, bounds, equalities)
-        qp = self._workspaces.get(key)
-        if qp is None:
-            qp = self._workspaces[key] = daqp_native.NativeQP(n, rows, bounds=bounds, equalities=equalities,
-                                                              primal_tol=self.settings["primal_tol"],
-                                                              iter_limit=self.settings["iter_limit"])  # fmt: skip
+        workspace = self._workspaces.get(key)
+        if workspace is None:
+            tolerance, cap = self.settings["primal_tol"], self.settings["iter_limit"]
+            workspace = self._workspace_of_size(
+                n, rows, bounds=bounds, equalities=equalities, primal_tol=tolerance, iter_limit=cap
+            )
+            self._workspaces[key] = workspace
         given = _NO_FLAGS
-        m = rows + (n if bounds else 0)
-        if active is not None and len(active) == m:
-            start, given = daqp_native.GIVEN, np.ascontiguousarray(active, dtype=np.int32)
+        if active is not None and len(active) == rows + (n if bounds else 0):
+            start, given = GIVEN, np.ascontiguousarray(active, dtype=np.int32)
         elif warm and self._last_key == key and self._lam is not None:
-            start = daqp_native.WARM
+            start = WARM
         else:
-            start = daqp_native.COLD
-        exitflag, x, lam, iterations = daqp_native.solve_copied(qp, H, g, A, lower, upper, start, given)
+            start = COLD
+        exitflag, x, lam, iterations = self._solve_in(workspace, H, g, A, lower, upper, start, given)
         found = exitflag in EXIT_OPTIMAL
         self._last_key = key
         self._lam = lam if found else None
@@ -140,13 +127,9 @@ class DenseQP:
     @property
     def last_active(self) -> NDArray[np.int32] | None:
         """Active-set flags of the last successful solve (bounds first, then rows of C)."""
-        if self._model is not None:
-            return self._model.last_active
         return None if self._lam is None else (self._lam != 0.0).astype(np.int32)
 
     def forget(self) -> None:
         """Drop the warm start (the next solve starts cold)."""
-        if self._model is not None:
-            self._model.forget()
         self._last_key = None
         self._lam = None
