@@ -528,8 +528,8 @@ def _options(value: Any) -> dict[str, Any]:
 
 def _check_option_value(value: Any, where: str, depth: int) -> None:
     if value is None or isinstance(value, (bool, int, float)):
-        if isinstance(value, float) and math.isnan(value):
-            raise ProtocolError("non_finite", f"{where} is NaN")
+        if isinstance(value, float) and not math.isfinite(value):  # the doc: every accepted float is finite
+            raise ProtocolError("non_finite", f"{where} is {value}")
         return
     if isinstance(value, str):
         if len(value) > MAX_STRING:
