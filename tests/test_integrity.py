@@ -4,12 +4,19 @@ on each channel"), and a stranger's traffic cannot stop the robot."""
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
+import tempfile
+
 import pytest
+import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
 from idcontrol.errors import ConfigError, ProtocolError
 from idcontrol.reference import make_reference
+from idcontrol.security import Credential, runtime_dir
 from tests.test_daemon import Harness
 
 
@@ -108,3 +115,68 @@ def test_infinite_options_are_non_finite(harness, name, option):
         "non_finite"
     )
     assert harness.admin.request("status")["formulation"] == "two_stage_qp"
+
+
+# ------------------------------------------------------------------------------- the runtime directory, ipc://
+def test_a_symlinked_runtime_directory_is_refused_and_its_target_untouched(tmp_path, monkeypatch):
+    """A runtime directory that is a symbolic link (planted by another user, say) is refused, saying so; its
+    target keeps its mode and gets no credential (it used to be made 0700 and written into)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    victim.chmod(0o755)
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    monkeypatch.setenv("IDCONTROL_RUNTIME_DIR", str(link))
+    with pytest.raises(ConfigError, match="symbolic link"):
+        Credential.create("tcp://127.0.0.1:5555")
+    assert stat.S_IMODE(os.stat(victim).st_mode) == 0o755 and not list(victim.iterdir())
+
+
+def test_the_default_runtime_directory_in_tmp_is_refused_when_linked_or_open(tmp_path, monkeypatch):
+    """<tmp>/idcontrol-<uid>: a symbolic link there is refused, and so is a directory others may enter; a
+    missing one is made 0700."""
+    monkeypatch.delenv("IDCONTROL_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    default = tmp_path / f"idcontrol-{os.getuid()}"
+    assert runtime_dir() == default and stat.S_IMODE(os.stat(default).st_mode) == 0o700
+    default.chmod(0o755)
+    with pytest.raises(ConfigError, match="open to others"):
+        runtime_dir()
+    default.rmdir()
+    default.symlink_to(tmp_path)
+    with pytest.raises(ConfigError, match="symbolic link"):
+        runtime_dir()
+
+
+def test_a_second_daemon_on_ipc_endpoints_is_refused_and_leaves_the_first_alone(quadruped, tmp_path, monkeypatch):
+    """A second daemon on the ipc:// endpoints of a running one refuses to start, naming the endpoint; the
+    first keeps its socket files and its credential (the second used to replace both, and delete them on exit).
+    A socket file nobody serves (a daemon that died) is bound over."""
+    from idcontrol.control.controller import InverseDynamicsController
+    from idcontrol.control.core import ControlCore
+    from idcontrol.daemon.server import Daemon
+    from idcontrol.settings import Endpoints
+
+    monkeypatch.setenv("IDCONTROL_RUNTIME_DIR", str(tmp_path / "run"))
+    endpoints = Endpoints(f"ipc://{tmp_path}/control", f"ipc://{tmp_path}/admin", None)
+    ctx = zmq.Context()
+    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
+    first = Daemon(core, endpoints, context=ctx)
+    try:
+        with pytest.raises(ConfigError, match="running process"):
+            Daemon(core, endpoints, context=ctx)
+        assert (tmp_path / "control").exists() and (tmp_path / "admin").exists()
+        assert Credential.of_daemon(endpoints.control).token == first.credential.token
+        dealer = ctx.socket(zmq.DEALER)  # the first daemon still takes connections on its path
+        dealer.connect(endpoints.control)
+        dealer.send(b"x")
+        assert first.control.poll(2000)
+        dealer.close(linger=0)
+    finally:
+        first.close()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(tmp_path / "control"))  # a dead daemon's file: nobody listens on it
+    stale.close()
+    Daemon(core, endpoints, context=ctx).close()
+    ctx.term()
