@@ -204,6 +204,7 @@ class Daemon:
                 self.poller.register(s, zmq.POLLIN)
         self._peer: bytes | None = None  # the one client that commands (it said hello with the credential)
         self._peer_fd = -1  # the file descriptor of its connection (ZeroMQ's SRCFD of its hello)
+        self._peer_chose_id = False  # it set its own routing id (ZeroMQ's are 5 bytes, the first 0, never reused)
         self._peer_heard = -1e9  # monotonic s of its last hello or state
         self._lockstep = False  # the session's clock: a lock-step simulator, or real time
         self._last_seq = -1
@@ -389,7 +390,8 @@ class Daemon:
             newest_state = (peer, message, received, decoded, raw)
         if newest_state is None:
             return
-        self._follow_connections()
+        if self._peer_chose_id:  # a routing id a stranger may reuse: has its connection closed meanwhile?
+            self._follow_connections()
         if newest_state[0] == self._peer:
             self._answer(*newest_state, arrived)
         else:  # a hello later in the batch opened another session
@@ -397,7 +399,8 @@ class Daemon:
 
     def _follow_connections(self) -> None:
         """End the session when the connection that opened it has closed, or its descriptor serves a new one: a
-        peer that connects later with the same routing id must say hello with the credential again."""
+        peer that connects later with the same routing id must say hello with the credential again. Read as the
+        loop polls, and before each state of a session whose client chose its own routing id."""
         connections = self._connections
         while connections.get(zmq.EVENTS) & zmq.POLLIN:
             event = recv_monitor_message(connections)
@@ -445,6 +448,7 @@ class Daemon:
             log.info("a new client took over the control channel; mode %s (%s)", self.core.mode, self.core.reason)
         self._follow_connections()  # a connection that closed before this hello ends its session first
         self._peer, self._peer_fd, self._peer_heard, self._last_seq = peer, fd, now, -1
+        self._peer_chose_id = not (len(peer) == 5 and peer[0] == 0)
         self._lockstep = message.get("clock") == "lockstep"
         self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
