@@ -115,7 +115,7 @@ class Daemon:
     #: Control messages read per loop iteration at most: a flood cannot starve the admin channel.
     MAX_BATCH = 256
     #: Control messages of peers without a session decoded and answered per second at most (and at once): the
-    #: rest are dropped unread (``stats.foreign_unread``), so a stranger's flood costs the loop a bounded time.
+    #: rest are dropped undecoded (``stats.foreign_unread``), so a stranger's flood costs the loop a bounded time.
     FOREIGN_RATE, FOREIGN_BURST = 1000.0, 100.0
     #: Reference messages read per loop iteration at most; of those, the newest authorized one is used.
     MAX_REFERENCE_BATCH = 16

@@ -39,7 +39,7 @@ class TickStats:
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
         self.reference_clipped = 0  # reference-channel targets clipped to the joint limits
-        self.foreign_unread = 0  # control messages of peers without a session, dropped unread over their budget
+        self.foreign_unread = 0  # control messages of peers without a session, dropped undecoded over their budget
         self.reference_unauthorized = 0  # reference messages without the daemon's credential, dropped
         self.reference_superseded = 0  # reference messages a newer one replaced before they were read
         self.telemetry_topics_ignored = 0  # telemetry subscriptions beyond the topics tracked
