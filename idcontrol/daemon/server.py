@@ -302,8 +302,10 @@ class Daemon:
                 self.warmer.warm(self.control, self.core, due)
             spin_until_readable(self.control, due + self.spin_s)
 
-    #: The watchdog trips this much before its period ends, so that the safe stop is never late (s).
-    WATCHDOG_GUARD_S = 0.0003
+    #: The watchdog trips this much before its period ends, counted from the last state's arrival, so that the safe
+    #: stop is not late for the loop's reaction (s); less than a state's way from the bridge's send to the daemon,
+    #: so that it never comes before the watchdog time counted from the send.
+    WATCHDOG_GUARD_S = 0.00005
 
     def _watchdog_expiry(self) -> float:
         """Monotonic s at which run mode stops for want of a state."""
