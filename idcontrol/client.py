@@ -1,4 +1,5 @@
-"""A small client for the daemon's admin channel (used by ``idcontrol launch``, the tests and containers).
+"""Small clients of the daemon: its admin channel (used by ``idcontrol launch``, the tests and containers) and
+the planner's side of its reference channel (:class:`ReferencePublisher`).
 
 ``python -m idcontrol.client LAUNCH_FILE REQUEST`` sends one admin request to the daemon of a launch file
 and prints the reply as JSON; ``start`` first waits for the bridge to connect (docker/compose.yaml uses it
@@ -118,6 +119,65 @@ class AdminClient:
         self._socket.close(linger=0)
 
     def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReferencePublisher:
+    """The planner's side of the reference channel: joint targets for the daemon's ``stream`` reference, each
+    message with the daemon's credential (docs/protocol.md, "Reference channel").
+
+    endpoint : the daemon's ``[endpoints] reference``.  ``token`` / ``credential_for`` / ``curve``: as for
+    :class:`AdminClient` (the credential is read when first needed; with CURVE keys none is sent).
+    A ``PUB`` socket gets no replies: a message the daemon refuses is dropped and counted in its stats
+    (``reference_unauthorized``); :meth:`refresh_credential` reads the credential of a restarted daemon.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        context: zmq.Context | None = None,
+        curve: KeyDirectory | None = None,
+        *,
+        token: str | None = None,
+        credential_for: str | None = None,
+    ) -> None:
+        self.endpoint, self.curve, self.token, self.credential_for = endpoint, curve, token, credential_for
+        self._socket = (context or zmq.Context.instance()).socket(zmq.PUB)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            curve.make_client(self._socket)
+        wire.allow_ipv6(self._socket, endpoint)
+        self._socket.connect(endpoint)
+
+    @classmethod
+    def for_launch(cls, config: LaunchConfig) -> ReferencePublisher:
+        """A publisher to the reference endpoint of a launch file's daemon (ConfigError when it has none)."""
+        from idcontrol.errors import ConfigError
+
+        if not config.endpoints.reference:
+            raise ConfigError("the launch file has no [endpoints] reference: its daemon takes no planner's targets")
+        keys = KeyDirectory(config.curve_keys) if config.curve_keys else None
+        return cls(config.endpoints.reference, curve=keys, credential_for=None if keys else config.endpoints.control)
+
+    def refresh_credential(self) -> None:
+        """Read the daemon's credential again (a restarted daemon makes a new one)."""
+        if self.credential_for is not None:
+            self.token = Credential.of_daemon(self.credential_for).token
+
+    def publish(self, q_ref: Any, qd_ref: Any, qdd_ref: Any, t: float = 0.0) -> None:
+        """Send one target: q_ref rad (m), qd_ref rad/s, qdd_ref rad/s², each (nu,) in ``welcome.joint_names``
+        order; ``t`` s (the planner's clock, informative)."""
+        if self.token is None and self.curve is None and self.credential_for is not None:
+            self.refresh_credential()
+        self._socket.send(wire.encode_reference(q_ref, qd_ref, qdd_ref, t, None if self.curve else self.token))
+
+    def close(self) -> None:
+        self._socket.close(linger=0)
+
+    def __enter__(self) -> ReferencePublisher:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
@@ -528,8 +528,8 @@ def _options(value: Any) -> dict[str, Any]:
 
 def _check_option_value(value: Any, where: str, depth: int) -> None:
     if value is None or isinstance(value, (bool, int, float)):
-        if isinstance(value, float) and math.isnan(value):
-            raise ProtocolError("non_finite", f"{where} is NaN")
+        if isinstance(value, float) and not math.isfinite(value):  # the doc: every accepted float is finite
+            raise ProtocolError("non_finite", f"{where} is {value}")
         return
     if isinstance(value, str):
         if len(value) > MAX_STRING:
@@ -580,13 +580,27 @@ def decode_reply(raw: bytes) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------------------------- reference stream
-def decode_reference(raw: bytes, nu: int) -> tuple[Array, Array, Array]:
-    """A ``reference`` message from the user's planner: (q_ref rad, qd_ref rad/s, qdd_ref rad/s²), each (nu,)."""
+class ReferenceMessage(NamedTuple):
+    """A ``reference`` message from the user's planner: joint targets, each (nu,), and the credential shown."""
+
+    q_ref: Array  # rad (m for prismatic joints)
+    qd_ref: Array  # rad/s
+    qdd_ref: Array  # rad/s²
+    token: str | None  # the daemon's credential (docs/protocol.md, "Authorization"); None when absent
+
+
+def decode_reference(raw: bytes, nu: int) -> ReferenceMessage:
+    """Decode a ``reference`` message; its ``token`` is the caller's to check."""
     message = unpack(raw, ("reference",))
     q_ref, qd_ref, qdd_ref = get_arrays([(message, "q", nu, ""), (message, "qd", nu, ""), (message, "qdd", nu, "")])
-    return q_ref, qd_ref, qdd_ref
+    token = message.get("token")
+    return ReferenceMessage(q_ref, qd_ref, qdd_ref, token if isinstance(token, str) else None)
 
 
-def encode_reference(q_ref: Array, qd_ref: Array, qdd_ref: Array, t: float = 0.0) -> bytes:
-    return pack({"v": PROTOCOL_VERSION, "type": "reference", "t": t, "q": f64(q_ref), "qd": f64(qd_ref),
-                 "qdd": f64(qdd_ref)})  # fmt: skip
+def encode_reference(q_ref: Array, qd_ref: Array, qdd_ref: Array, t: float = 0.0, token: str | None = None) -> bytes:
+    """A ``reference`` message (each array (nu,)); ``token``: the daemon's credential (not needed with CURVE)."""
+    message = {"v": PROTOCOL_VERSION, "type": "reference", "t": t, "q": f64(q_ref), "qd": f64(qd_ref),
+               "qdd": f64(qdd_ref)}  # fmt: skip
+    if token is not None:
+        message["token"] = token
+    return pack(message)

@@ -20,11 +20,13 @@ loopback only (:meth:`idcontrol.daemon.endpoints.Endpoints.check`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,22 +116,41 @@ READ_ONLY_REQUESTS = ("status", "stats")
 
 
 def runtime_dir() -> Path:
-    """The private directory where daemons keep their credentials: created 0700 (made 0700 when this user owns
-    it already, a container's fresh volume say), refused when another user owns it."""
+    """The private directory where daemons keep their credentials.
+
+    Made 0700 when missing. Refused with ConfigError saying why when it is a symbolic link (checked without
+    following it: a planted link would have the credential written into, and chmod applied to, its target),
+    not a directory, or owned by another user. A directory of ours that others may enter is made 0700 when it was
+    chosen (``$IDCONTROL_RUNTIME_DIR``, a container's fresh volume say), and refused in the shared temporary
+    directory, where only a mistake or another process of ours makes one so."""
     base = os.environ.get(RUNTIME_DIR_ENV)
     if base:
-        path = Path(base)
+        path, chosen = Path(base), True
     elif os.environ.get("XDG_RUNTIME_DIR"):
-        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "idcontrol"
+        path, chosen = Path(os.environ["XDG_RUNTIME_DIR"]) / "idcontrol", True
     else:
-        path = Path(tempfile.gettempdir()) / f"idcontrol-{os.getuid()}"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if info.st_uid != os.getuid():
-        raise ConfigError(f"the credential directory {path} belongs to another user; set {RUNTIME_DIR_ENV} to a "
-                          "directory of yours")  # fmt: skip
-    if info.st_mode & 0o077:
-        path.chmod(0o700)
+        path, chosen = Path(tempfile.gettempdir()) / f"idcontrol-{os.getuid()}", False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)  # never follows a link at ``path``
+    how = f"set {RUNTIME_DIR_ENV} to a private directory of yours"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        what = "a symbolic link" if path.is_symlink() else f"not a directory we can open ({e.strerror})"
+        raise ConfigError(f"the runtime directory {path} is {what}; refusing it: {how}") from None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid():
+            raise ConfigError(f"the runtime directory {path} belongs to another user (uid {info.st_uid}); "
+                              f"refusing it: {how}")  # fmt: skip
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            if not chosen:
+                raise ConfigError(f"the runtime directory {path} is open to others (mode "
+                                  f"{stat.S_IMODE(info.st_mode):o}); refusing it: make it 0700 or {how}")  # fmt: skip
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return path
 
 

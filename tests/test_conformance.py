@@ -21,10 +21,10 @@ from idcontrol.tools.conformance import Suite
 
 RATE_HZ = 250.0
 PRIORITY = 30  # SCHED_FIFO; refused (no permission): the processes run at normal priority
-OBLIGATIONS = {"hello and version", "credentials", "field shapes", "quaternion order x y z w", "units and frames",
-               "period and jitter", "late command (reuse once)", "error replies", "reconnect with a new credential",
-               "stop after 20 late", "watchdog (a silent daemon)", "safe stop on stop", "safe stop on daemon shutdown",
-               "exit on SIGTERM", "seq monotonic"}  # fmt: skip
+OBLIGATIONS = {"hello and version", "credentials", "zeromq's routing id", "field shapes", "quaternion order x y z w",
+               "units and frames", "period and jitter", "late command (reuse once)", "error replies",
+               "reconnect with a new credential", "stop after 20 late", "watchdog (a silent daemon)",
+               "safe stop on stop", "safe stop on daemon shutdown", "exit on SIGTERM", "seq monotonic"}  # fmt: skip
 IDCONTROL = [sys.executable, "-m", "idcontrol"]
 
 

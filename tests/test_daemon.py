@@ -489,7 +489,7 @@ def test_stream_reference_follows_published_targets(harness):
     try:
         time.sleep(0.2)
         q_ref = r.joint_positions(harness.q) + 0.01
-        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12)))
+        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12), token=harness.token))
         time.sleep(0.05)
         harness.admin.request("start")
         harness.state()
@@ -497,7 +497,7 @@ def test_stream_reference_follows_published_targets(harness):
         record = msgpack.unpackb(harness.telemetry.recv(), raw=False)
         np.testing.assert_allclose(np.frombuffer(record["q_ref"], "<f8"), q_ref)
         q_ref[0] = 100.0  # far outside the joint's limits: clipped, counted
-        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12)))
+        pub.send(wire.encode_reference(q_ref, np.zeros(12), np.zeros(12), token=harness.token))
         time.sleep(0.05)
         harness.state()
         assert harness.telemetry.poll(2000)

@@ -160,7 +160,7 @@ def test_an_internal_error_in_an_admin_request_starts_a_safe_stop(harness, monke
 @pytest.mark.timing
 def test_the_watchdog_stops_the_robot_within_its_period(quadruped):
     """Realtime session, no state after the last: the daemon's own measure of the gap when it tripped is at
-    most the watchdog's 20 ms (it trips 0.3 ms early); a loaded machine may wake it late, never early by more."""
+    most the watchdog's 20 ms (it trips 0.05 ms early); a loaded machine may wake it late, never early by more."""
     h = Harness(quadruped, clock="realtime")
     try:
         h.admin.request("start")

@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 #: The longest ``reason`` the core keeps (characters): status replies echo it.
 REASON_MAX = 256
 
+#: While running, a state's time may follow the previous state's by at most this much, s (bridge clock): a
+#: later one is refused as a bad state (the lock-step watchdog allows 1 s of wall time between states).
+MAX_STATE_TIME_STEP = 1.0
 #: Events of a tick whose guard ends run mode on its own (a limit, a failed solve's safe controller, the bridge).
 GUARD_EVENTS = ("limit_guard", "solve_failed", "certificate", "non_finite", "over_budget", "bridge_stopped")
 
@@ -162,6 +165,7 @@ class ControlCore:
         self._unactuated = index_array(controller.unactuated, controller.m)
         self._touchdowns = np.full(len(robot.sphere_names), np.nan)
         self.last_error = ""
+        self._last_t: float | None = None  # the last answered state's time, s (bridge clock)
 
     @property
     def clip_count(self) -> int:
@@ -247,6 +251,7 @@ class ControlCore:
         self.controller.formulation.reset()
         self._tau_prev, self._held = None, 0
         self._tau_sent[:] = 0.0
+        self._last_t = None
 
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
@@ -346,6 +351,10 @@ class ControlCore:
         now = time.monotonic() if now is None else now
         robot = self.robot
         state = self.controller.check_state(state)
+        if self.mode == MODE_RUN and self._last_t is not None and not state.t - self._last_t <= MAX_STATE_TIME_STEP:
+            raise InputError(f"state time t = {state.t:g} s is {state.t - self._last_t:g} s after the last state's; "
+                             f"while running, at most {MAX_STATE_TIME_STEP:g} s")  # fmt: skip
+        self._last_t = state.t
         q, v = state.q, state.v
         q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
@@ -409,19 +418,28 @@ class ControlCore:
         the formulation's own torque is used."""
         reference = self.reference
         controller = self.controller
-        if controller.stance is not None:  # estimated contacts: the reference and the PD law see the velocity that
-            # keeps the stance feet still (with the schedule of the last sample), not the raw estimate
-            v = controller.prepare(state, reference.contact_mask(), reference.planned_stance())
+        try:  # a reference that throws stops the run like a failed solve, never the daemon
+            if controller.stance is not None:  # estimated contacts: the reference and the PD law see the velocity
+                # that keeps the stance feet still (with the schedule of the last sample), not the raw estimate
+                last_mask, last_stance = reference.contact_mask(), reference.planned_stance()
+        except Exception as e:
+            return self._reference_failed(e, out, now)
+        if controller.stance is not None:
+            v = controller.prepare(state, last_mask, last_stance)
             v_act = v[self._idx_v]
-        target = reference.sample(state.t, controller.ground_relative(q), v)
+        q_ground = controller.ground_relative(q)
+        try:
+            target = reference.sample(state.t, q_ground, v)
+            mask, planned_stance = reference.contact_mask(), reference.planned_stance()
+        except Exception as e:
+            return self._reference_failed(e, out, now)
         qdd_des, tracking = desired_acceleration(target, q_act, v_act, self.gains)
         out.target, out.qdd_des = target, qdd_des
         out.sampled_from = reference
         self._tracking = tracking
-        mask = reference.contact_mask()
         try:
             result = self.controller.solve(state, qdd_des, tracking, checked=True, contact_mask=mask,
-                                           planned_stance=reference.planned_stance())  # fmt: skip
+                                           planned_stance=planned_stance)  # fmt: skip
         except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
         except Exception as e:  # a formulation that throws is a failed solve, not a dead daemon
@@ -463,6 +481,15 @@ class ControlCore:
         self.stop(f"solve failed: {failure} (after {self._held} held ticks); safe stop with "
                   f"{self.safety.safe_controller}", now)  # fmt: skip
         out.note, out.event = self.reason, kind
+        return False
+
+    def _reference_failed(self, error: Exception, out: Command, now: float) -> bool:
+        """A reference that raised: counted as a failed solve, a safe stop whose reason names it (returns False:
+        the formulation's torque is not used)."""
+        self.filter.count("solve_failed")
+        self.last_error = f"reference {self.reference.name!r} raised {type(error).__name__}: {error}"
+        self.stop(f"reference failed: {self.last_error}; safe stop with {self.safety.safe_controller}", now)
+        out.note, out.event = self.reason, "solve_failed"
         return False
 
     def _record(self, out: Command) -> None:

@@ -42,7 +42,7 @@ INTERVENTIONS = (
     "torque_limit",  # joint-ticks clipped to the torque limit
     "torque_rate",  # joint-ticks whose change was bounded by the torque-rate limit
     "non_finite",  # ticks whose torque held NaN or infinity (a solver output or a command)
-    "solve_failed",  # ticks whose formulation failed, threw or returned no torque
+    "solve_failed",  # ticks whose formulation failed, threw or returned no torque, or whose reference threw
     "certificate",  # ticks whose found result failed its certificate (idcontrol.formulations.certificate)
     "over_budget",  # ticks whose solve took longer than the time budget
     "held",  # ticks that reused the previous torque instead of a failed or late solve's

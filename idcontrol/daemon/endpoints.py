@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket as socket_module
 
 import zmq
 
@@ -10,8 +12,29 @@ from idcontrol.errors import ConfigError
 from idcontrol.protocol import allow_ipv6
 
 
+def refuse_live_ipc(endpoint: str, name: str) -> None:
+    """ConfigError when ``endpoint`` is an ``ipc://`` path where a process accepts connections: ZeroMQ would
+    replace that socket file with its own, and a second daemon would take the running one's clients. A file
+    nobody listens on (a daemon that died) is left for ZeroMQ to replace."""
+    if not endpoint.startswith("ipc://"):
+        return
+    path = endpoint[len("ipc://") :]
+    if path.startswith("@") or not os.path.exists(path):  # an abstract socket: the kernel refuses a second bind
+        return
+    with socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return  # refused (no listener) or not a socket: nobody is served there
+    raise ConfigError(f"cannot bind the {name} endpoint {endpoint}: a running process (another daemon?) serves "
+                      "it; stop that one first, or choose another path")  # fmt: skip
+
+
 def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
-    """Bind ``socket`` for channel ``name``; ConfigError naming the endpoint when it cannot be bound."""
+    """Bind ``socket`` for channel ``name``; ConfigError naming the endpoint when it cannot be bound, or when
+    another process serves its ``ipc://`` path."""
+    refuse_live_ipc(endpoint, name)
     allow_ipv6(socket, endpoint)
     try:
         socket.bind(endpoint)

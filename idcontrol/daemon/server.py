@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from idcontrol import protocol as wire
 from idcontrol.control.core import Command, ControlCore
@@ -56,6 +57,13 @@ LOGGED_REQUESTS = ("start", "stop", "set_formulation", "set_gains", "set_referen
 TELEMETRY_CHECK_TICKS = 50
 #: ... and while none listens, every this many ticks (a new subscriber's first record waits at most that long)
 TELEMETRY_IDLE_CHECK_TICKS = 10
+#: subscription changes read from the telemetry socket at one check at most (200 000 read at once stalled 2 s)
+MAX_SUBSCRIPTION_CHANGES = 256
+#: distinct telemetry topics tracked at most besides "" (records go to every subscriber while one is tracked)
+MAX_TELEMETRY_TOPICS = 64
+#: subscription messages a telemetry subscriber may have queued at the daemon: ZeroMQ adds the queued ones to its
+#: subscription table in the daemon's thread whenever the socket is used, so a flood costs each use this many at most
+TELEMETRY_RCVHWM = 64
 
 
 class RateLimitedLog:
@@ -76,6 +84,24 @@ class RateLimitedLog:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
 
 
+class TokenBucket:
+    """At most ``rate`` takes a second on average, ``burst`` at once: the work granted to peers without a
+    session (a stranger's flood costs the control loop a bounded share of its time)."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self._tokens, self._at = burst, time.monotonic()
+
+    def take(self, now: float) -> bool:
+        """Whether one unit of work may be done now (and take it)."""
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
 class Daemon:
     """Serve one :class:`ControlCore` on ZeroMQ sockets until shut down.
 
@@ -88,6 +114,11 @@ class Daemon:
 
     #: Control messages read per loop iteration at most: a flood cannot starve the admin channel.
     MAX_BATCH = 256
+    #: Control messages of peers without a session decoded and answered per second at most (and at once): the
+    #: rest are dropped undecoded (``stats.foreign_unread``), so a stranger's flood costs the loop a bounded time.
+    FOREIGN_RATE, FOREIGN_BURST = 1000.0, 100.0
+    #: Reference messages read per loop iteration at most; of those, the newest authorized one is used.
+    MAX_REFERENCE_BATCH = 16
 
     def __init__(
         self,
@@ -130,6 +161,7 @@ class Daemon:
         self.warmer = TickWarmer(shadow, self.shape) if shadow is not None else None
         self.stats = TickStats(core.dt)
         self.rate_log = RateLimitedLog()
+        self._foreign_budget = TokenBucket(self.FOREIGN_RATE, self.FOREIGN_BURST)
         self._ctx = context or zmq.Context.instance()
         self._sockets: list[zmq.Socket] = []
         self.curve = curve
@@ -138,19 +170,26 @@ class Daemon:
         self.watchdog_trips = 0
         self.last_watchdog_gap_ms = float("nan")  # no state for this long when the watchdog last tripped
         self.bound: dict[str, str] = {}
+        self._connections: zmq.Socket | None = None
         self.control = self._socket(zmq.ROUTER, self.endpoints.control, "control")
         self.control.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        # the control socket's connections opening and closing, by file descriptor: a session is bound to its
+        # routing id and to the connection that opened it, and ends when that connection closes
+        self._connections = self.control.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self.admin = self._socket(zmq.REP, self.endpoints.admin, "admin")
         self.telemetry = None
         if self.endpoints.telemetry:
             # XPUB: a PUB that also hands up its subscriptions, so that no record is built for nobody
-            self.telemetry = self._socket(zmq.XPUB, self.endpoints.telemetry, "telemetry")
-            self.telemetry.setsockopt(zmq.SNDHWM, 1000)  # a slow subscriber loses records, never stalls the tick
+            # a slow subscriber loses records, never stalls the tick; a subscription flood queues a bounded number
+            self.telemetry = self._socket(zmq.XPUB, self.endpoints.telemetry, "telemetry",
+                                          {zmq.SNDHWM: 1000, zmq.RCVHWM: TELEMETRY_RCVHWM})  # fmt: skip
         self._telemetry_topics: set[bytes] = set()  # what the telemetry subscribers subscribed to
         self._telemetry_check_in = 0  # ticks until the subscriptions are read again
         self.reference = None
         if self.endpoints.reference:
-            self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference")
+            # a flood queues at most this many messages per publisher (the rest wait in, or are dropped by, its PUB)
+            self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference",
+                                          {zmq.RCVHWM: self.MAX_REFERENCE_BATCH})  # fmt: skip
             self.reference.setsockopt(zmq.SUBSCRIBE, b"")
         # without CURVE keys, a client commands only with this daemon's credential (docs/protocol.md); written
         # only now, so a daemon that cannot bind never replaces the credential of the one serving its endpoint
@@ -160,10 +199,12 @@ class Daemon:
             control = self.endpoints.control
             self.credential = credential or Credential.create(self.bound["control"] if "*" in control else control)
         self.poller = zmq.Poller()
-        for s in (self.control, self.admin, self.reference):
+        for s in (self.control, self.admin, self.reference, self._connections):
             if s is not None:
                 self.poller.register(s, zmq.POLLIN)
         self._peer: bytes | None = None  # the one client that commands (it said hello with the credential)
+        self._peer_fd = -1  # the file descriptor of its connection (ZeroMQ's SRCFD of its hello)
+        self._peer_chose_id = False  # it set its own routing id (ZeroMQ's are 5 bytes, the first 0, never reused)
         self._peer_heard = -1e9  # monotonic s of its last hello or state
         self._lockstep = False  # the session's clock: a lock-step simulator, or real time
         self._last_seq = -1
@@ -178,9 +219,13 @@ class Daemon:
         self._shutdown_deadline = float("inf")
         self.running = False
 
-    def _socket(self, kind: int, endpoint: str, name: str) -> zmq.Socket:
+    def _socket(self, kind: int, endpoint: str, name: str, options: dict[int, int] | None = None) -> zmq.Socket:
+        """A socket of ``kind`` bound at ``endpoint``; ``options`` are set before the bind (ZeroMQ gives the
+        connections it accepts the options the socket had when bound)."""
         s = self._ctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
+        for option, value in (options or {}).items():
+            s.setsockopt(option, value)
         # a message over the size limit is answered too_large unread; ZeroMQ drops the connection of a far larger one
         s.setsockopt(zmq.MAXMSGSIZE, wire.MAX_RECEIVED_BYTES)
         if self.curve is not None:
@@ -229,6 +274,8 @@ class Daemon:
                     self._serve_reference()
                 if self.admin in events:
                     self._serve_admin()
+                if self._connections in events:
+                    self._follow_connections()
                 self._check_watchdog()
                 if self._shutdown_requested and (
                     self.core.mode in (MODE_STOPPED, MODE_IDLE) or time.monotonic() > self._shutdown_deadline
@@ -255,8 +302,10 @@ class Daemon:
                 self.warmer.warm(self.control, self.core, due)
             spin_until_readable(self.control, due + self.spin_s)
 
-    #: The watchdog trips this much before its period ends, so that the safe stop is never late (s).
-    WATCHDOG_GUARD_S = 0.0003
+    #: The watchdog trips this much before its period ends, counted from the last state's arrival, so that the safe
+    #: stop is not late for the loop's reaction (s); less than a state's way from the bridge's send to the daemon,
+    #: so that it never comes before the watchdog time counted from the send.
+    WATCHDOG_GUARD_S = 0.00005
 
     def _watchdog_expiry(self) -> float:
         """Monotonic s at which run mode stops for want of a state."""
@@ -273,6 +322,11 @@ class Daemon:
 
     def close(self) -> None:
         """Close every socket; the admin socket lingers briefly so the reply to ``shutdown`` still leaves."""
+        if self._connections is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self.control.disable_monitor()
+            self._connections.close(linger=0)
+            self._connections = None
         for s in self._sockets:
             s.close(linger=200 if s is self.admin else 0)
         self._sockets.clear()
@@ -288,19 +342,37 @@ class Daemon:
 
     # ------------------------------------------------------------------ control channel
     def _serve_control(self) -> None:
-        """Answer the newest pending state (older ones are stale: the bridge has moved on)."""
-        pending: list[list[bytes]] = []
-        while len(pending) < self.MAX_BATCH:
+        """Answer the session's newest pending state (older ones are stale: the bridge has moved on). A state
+        of a peer without the session never displaces the session's: such peers' messages are decoded and
+        answered within :attr:`FOREIGN_RATE`, the rest dropped unread."""
+        arrived = time.monotonic()  # the watchdog counts from here: the newest state had arrived by now or soon
+        newest_state = None
+        session = self._peer
+        control = self.control
+        fd = -1  # the connection of a message from a peer without the session
+        for _ in range(self.MAX_BATCH):
             try:
-                pending.append(self.control.recv_multipart(zmq.NOBLOCK, copy=True))
+                peer = control.recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
-        newest_state = None
-        for frames in pending:
+            frames = [peer]
+            if peer == session:
+                while control.get(zmq.RCVMORE):
+                    frames.append(control.recv())
+            elif self._foreign_budget.take(arrived):
+                while control.get(zmq.RCVMORE):
+                    frame = control.recv(copy=False)
+                    fd = frame.get(zmq.SRCFD)
+                    frames.append(frame.bytes)
+            else:
+                while control.get(zmq.RCVMORE):
+                    control.recv()
+                self.stats.foreign_unread += 1
+                continue
             if len(frames) != 2:
                 self._reply_frames(frames)
                 continue
-            peer, raw = frames
+            raw = frames[1]
             received = time.perf_counter()
             try:
                 message = wire.decode_control(raw, self.shape)
@@ -309,13 +381,42 @@ class Daemon:
                 self._reply_error(peer, e.code, str(e), e.seq)
                 continue
             if isinstance(message, dict):  # hello
-                self._hello(peer, message)
+                self._hello(peer, message, fd if peer != session else self._peer_fd)
+                session = self._peer
+                continue
+            if peer != session:
+                self._refuse(peer, message.seq)
                 continue
             if newest_state is not None:
                 self.stats.states_dropped += 1
             newest_state = (peer, message, received, decoded, raw)
-        if newest_state is not None:
-            self._answer(*newest_state)
+        if newest_state is None:
+            return
+        if self._peer_chose_id:  # a routing id a stranger may reuse: has its connection closed meanwhile?
+            self._follow_connections()
+        if newest_state[0] == self._peer:
+            self._answer(*newest_state, arrived)
+        else:  # a hello later in the batch opened another session
+            self._refuse(newest_state[0], newest_state[1].seq)
+
+    def _follow_connections(self) -> None:
+        """End the session when the connection that opened it has closed, or its descriptor serves a new one: a
+        peer that connects later with the same routing id must say hello with the credential again. Read as the
+        loop polls, and before each state of a session whose client chose its own routing id."""
+        connections = self._connections
+        while connections.get(zmq.EVENTS) & zmq.POLLIN:
+            event = recv_monitor_message(connections)
+            if self._peer is not None and event["value"] == self._peer_fd:
+                log.info("the session's connection closed; a new hello opens the next")
+                self._peer, self._peer_fd = None, -1
+
+    def _refuse(self, peer: bytes, seq: int) -> None:
+        """Answer the state of a peer without the session: ``busy`` while the session's client is alive, else
+        ``unauthorized``."""
+        if self._peer_alive(time.monotonic()):
+            self._reply_error(peer, "busy", "another client commands this daemon", seq)
+        else:
+            self._reply_error(peer, "unauthorized", "send hello (with the daemon's credential) before states", seq)
 
     def _peer_alive(self, now: float, window: float | None = None) -> bool:
         """The session's client sent a hello or a state within ``window`` s (default the watchdog time: another
@@ -327,9 +428,10 @@ class Daemon:
         """s within which a driver that spoke counts as connected: the watchdog time, at least 0.1 s."""
         return max(self.watchdog, 0.1)
 
-    def _hello(self, peer: bytes, message: dict[str, Any]) -> None:
-        """Open a session: the robot must match, the credential must be right (without CURVE), and no other
-        client may be commanding. The session's sequence numbers start afresh."""
+    def _hello(self, peer: bytes, message: dict[str, Any], fd: int) -> None:
+        """Open a session for ``peer`` on its connection ``fd``: the robot must match, the credential must be
+        right (without CURVE), and no other client may be commanding. The session's sequence numbers start
+        afresh."""
         s = self.shape
         theirs = (message.get("robot"), message.get("nq"), message.get("nv"), message.get("nu"))
         if theirs != (s.robot, s.nq, s.nv, s.nu):
@@ -346,22 +448,20 @@ class Daemon:
             return
         if self._peer not in (None, peer):
             log.info("a new client took over the control channel; mode %s (%s)", self.core.mode, self.core.reason)
-        self._peer, self._peer_heard, self._last_seq = peer, now, -1
+        self._follow_connections()  # a connection that closed before this hello ends its session first
+        self._peer, self._peer_fd, self._peer_heard, self._last_seq = peer, fd, now, -1
+        self._peer_chose_id = not (len(peer) == 5 and peer[0] == 0)
         self._lockstep = message.get("clock") == "lockstep"
         self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
         self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
 
-    def _answer(self, peer: bytes, message: StateMessage, received: float, decoded: float, raw: bytes) -> None:
-        """Run the core on ``message`` (decoded from ``raw``) and send its command; ``received``/``decoded``:
-        perf_counter s when the raw state was taken from the socket and when it had been decoded."""
+    def _answer(
+        self, peer: bytes, message: StateMessage, received: float, decoded: float, raw: bytes, arrived: float
+    ) -> None:
+        """Run the core on the session's ``message`` (decoded from ``raw``) and send its command;
+        ``received``/``decoded``: perf_counter s when the raw state was taken from the socket and when it had been
+        decoded; ``arrived``: monotonic s by which it had arrived (the watchdog counts from there)."""
         now = time.monotonic()
-        if peer != self._peer:
-            if self._peer_alive(now):
-                self._reply_error(peer, "busy", "another client commands this daemon", message.seq)
-            else:
-                self._reply_error(peer, "unauthorized", "send hello (with the daemon's credential) before states",
-                                  message.seq)  # fmt: skip
-            return
         self._peer_heard = now
         if message.seq <= self._last_seq:
             self._reply_error(peer, "stale_seq", f"seq {message.seq} not greater than {self._last_seq}", message.seq)
@@ -376,15 +476,14 @@ class Daemon:
         except Exception as e:  # never let a bug in the tick kill the loop: stop safely and say why
             log.exception("tick failed")
             self.core.stop(f"internal error: {type(e).__name__}", now)
-            self._accept(message, now, received)
+            self._accept(message, now, received, arrived)
             self._reply_error(peer, "internal", f"{type(e).__name__}: {e}"[: wire.MAX_STRING], message.seq)
             return
-        self._accept(message, now, received)
+        self._accept(message, now, received, arrived)
         self.control.send_multipart([peer, wire.encode_command(message.seq, out.t, out.tau, out.mode)])
         sent = time.perf_counter()
         if self.warmer is not None:
             self.warmer.observe(message.state, raw, received)
-        self._last_state_time = time.monotonic()  # the watchdog waits for the bridge, not for our own tick
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
         stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
@@ -400,12 +499,13 @@ class Daemon:
                 self.rate_log.warning("telemetry", f"telemetry record failed: {type(e).__name__}: {e}")
         self.stats.record_publish((time.perf_counter() - sent) * 1e6, stages_us[0], stages_us[2])
 
-    def _accept(self, message: StateMessage, now: float, received: float) -> None:
-        """Book an answered state: its seq (and the states the bridge skipped before it), the watchdog's clock."""
+    def _accept(self, message: StateMessage, now: float, received: float, arrived: float) -> None:
+        """Book an answered state: its seq (and the states the bridge skipped before it), the watchdog's clock
+        (from the state's arrival: the documented 20 ms hold from the robot's point of view)."""
         if self._last_seq >= 0:
             self.stats.count_skipped(message.seq - self._last_seq - 1)
         self._last_seq = message.seq
-        self._last_state_time = self._state_answered_at = now
+        self._last_state_time, self._state_answered_at = arrived, now
         self._rejected = 0
         self._state_received_at = received
         self._last_t = message.state.t
@@ -457,17 +557,26 @@ class Daemon:
         return bool(self._telemetry_topics)
 
     def _read_subscriptions(self) -> None:
-        """Take the subscription changes the telemetry socket handed up. XPUB hands up a topic's first
-        subscription and its last unsubscription, a subscriber's also when it goes."""
+        """Take the subscription changes the telemetry socket handed up, at most
+        :data:`MAX_SUBSCRIPTION_CHANGES` a call (a flood of distinct subscriptions is read over several calls, never
+        in one stall), and track at most :data:`MAX_TELEMETRY_TOPICS` topics besides the empty one (which every
+        telemetry reader subscribes to). XPUB hands up a topic's first subscription and its last unsubscription, a
+        subscriber's also when it goes."""
         socket = self.telemetry
         if socket is None:
             return
-        while socket.get(zmq.EVENTS) & zmq.POLLIN:
+        topics = self._telemetry_topics
+        for _ in range(MAX_SUBSCRIPTION_CHANGES):
+            if not socket.get(zmq.EVENTS) & zmq.POLLIN:
+                break
             change = socket.recv()
             if change[:1] == b"\x01":
-                self._telemetry_topics.add(change[1:])
+                if len(topics) < MAX_TELEMETRY_TOPICS or change == b"\x01":
+                    topics.add(change[1:])
+                else:
+                    self.stats.telemetry_topics_ignored += 1
             elif change[:1] == b"\x00":
-                self._telemetry_topics.discard(change[1:])
+                topics.discard(change[1:])
         self._telemetry_check_in = TELEMETRY_CHECK_TICKS if self._telemetry_topics else TELEMETRY_IDLE_CHECK_TICKS
 
     def _publish(
@@ -515,27 +624,43 @@ class Daemon:
 
     # ------------------------------------------------------------------ reference stream
     def _serve_reference(self) -> None:
-        reference = self.core.reference
-        while True:
+        """Use the newest reference message that shows the daemon's credential (with CURVE keys, every one: its
+        sender was authenticated), of at most :attr:`MAX_REFERENCE_BATCH` read now; the ones before it are
+        superseded, and one without the credential is dropped (``stats.reference_unauthorized``)."""
+        pending: list[bytes] = []
+        for _ in range(self.MAX_REFERENCE_BATCH):
             try:
-                raw = self.reference.recv(zmq.NOBLOCK)
+                pending.append(self.reference.recv(zmq.NOBLOCK))
             except zmq.Again:
-                return
+                break
+        for used, raw in enumerate(reversed(pending)):
             try:
                 target = wire.decode_reference(raw, self.core.robot.nu)
             except ProtocolError as e:
                 self.stats.errors += 1
                 self.rate_log.warning("reference", f"reference message dropped: {e.code}: {e}")
                 continue
-            if reference.accepts_targets:
-                clipped = reference.set_target(*target)
-                if clipped:
-                    self.stats.reference_clipped += 1
-                    self.rate_log.warning("reference-clipped", f"reference target clipped to the joint limits: "
-                                          f"{clipped}")  # fmt: skip
-            else:
-                self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
-                                      f"{type(reference).__name__}, not 'stream'; ignored")  # fmt: skip
+            if not self._authorized(target.token):
+                self.stats.reference_unauthorized += 1
+                self.rate_log.warning("reference-unauthorized", "reference message dropped: unauthorized (it needs "
+                                      "the daemon's credential, field 'token'; docs/protocol.md)")  # fmt: skip
+                continue
+            self.stats.reference_superseded += len(pending) - used - 1
+            self._use_target(target)
+            return
+
+    def _use_target(self, target: wire.ReferenceMessage) -> None:
+        """Hand an authorized planner's target to the reference (clipped to the joint limits)."""
+        reference = self.core.reference
+        if reference.accepts_targets:
+            clipped = reference.set_target(target.q_ref, target.qd_ref, target.qdd_ref)
+            if clipped:
+                self.stats.reference_clipped += 1
+                self.rate_log.warning("reference-clipped", f"reference target clipped to the joint limits: "
+                                      f"{clipped}")  # fmt: skip
+        else:
+            self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
+                                  f"{type(reference).__name__}, not 'stream'; ignored")  # fmt: skip
 
     # ------------------------------------------------------------------ admin channel
     def _serve_admin(self) -> None:

@@ -39,6 +39,10 @@ class TickStats:
         self.states_dropped = 0  # superseded by a newer state before being answered
         self.errors = 0
         self.reference_clipped = 0  # reference-channel targets clipped to the joint limits
+        self.foreign_unread = 0  # control messages of peers without a session, dropped undecoded over their budget
+        self.reference_unauthorized = 0  # reference messages without the daemon's credential, dropped
+        self.reference_superseded = 0  # reference messages a newer one replaced before they were read
+        self.telemetry_topics_ignored = 0  # telemetry subscriptions beyond the topics tracked
 
     def record(
         self,
@@ -136,4 +140,8 @@ class TickStats:
             "states_dropped": self.states_dropped,
             "errors": self.errors,
             "reference_clipped": self.reference_clipped,
+            "foreign_unread": self.foreign_unread,
+            "reference_unauthorized": self.reference_unauthorized,
+            "reference_superseded": self.reference_superseded,
+            "telemetry_topics_ignored": self.telemetry_topics_ignored,
         }

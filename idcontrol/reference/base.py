@@ -15,7 +15,7 @@ from numba import njit, types
 from numpy.typing import NDArray
 
 from idcontrol.arrays import ANY_VECTOR, VECTOR, boolean
-from idcontrol.errors import ConfigError
+from idcontrol.errors import ConfigError, InputError
 from idcontrol.robot.config import Gains
 
 Array = NDArray[np.float64]
@@ -141,9 +141,15 @@ def pd_law(q_ref, v_ref, a_ref, q, v, kp, kd, ki, integral, has_integral):
 def ramped_sine(s: float, frequency: float, ramp_time: float) -> tuple[float, float, float]:
     """(y, ẏ, ÿ) at s seconds of the unit sinusoid y = e(s) sin(2π f s) that rises through the quintic
     e = 10x³ − 15x⁴ + 6x⁵ (x = s / ramp_time) to e = 1 at ``ramp_time``: times an amplitude, a swing that starts
-    at rest with zero acceleration."""
+    at rest with zero acceleration. Before its start (s < 0) it rests at 0; ``ramp_time`` 0 starts at full
+    amplitude. A phase 2π f s too large for a float (a time or a frequency far out of range) raises InputError."""
+    if s < 0.0:
+        return 0.0, 0.0, 0.0
     w = 2.0 * math.pi * frequency
-    sin, cos = math.sin(w * s), math.cos(w * s)
+    phase = w * s
+    if not math.isfinite(phase):
+        raise InputError(f"a sinusoid's phase 2π·{frequency:g} Hz·{s:g} s is not a finite number")
+    sin, cos = math.sin(phase), math.cos(phase)
     if s >= ramp_time:
         e, ed, edd = 1.0, 0.0, 0.0
     else:

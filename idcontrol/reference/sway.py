@@ -93,7 +93,9 @@ class BaseSway(Reference):
 
 @njit(cache=True)
 def _sway_tick(s, frequency, ramp_time, amplitudes, feet, targets, real, ints, q_legs, out, a_max):  # pragma: no cover
-    """Feet targets p₀ − d(s) in the base frame (d the envelope times the sinusoid), then the legs' IK into out."""
+    """Feet targets p₀ − d(s) in the base frame (d the envelope times the sinusoid), then the legs' IK into out.
+    Before its start (s < 0) the sway rests; ``ramp_time`` 0 starts at full amplitude."""
+    s = max(s, 0.0)
     w = 2.0 * math.pi * frequency
     sn, cs = math.sin(w * s), math.cos(w * s)
     if s >= ramp_time:

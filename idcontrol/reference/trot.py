@@ -71,7 +71,7 @@ import numpy as np
 import pinocchio as pin
 from numba import njit
 
-from idcontrol.errors import ConfigError, InputError
+from idcontrol.errors import ConfigError
 from idcontrol.reference.base import Array, JointTarget, Reference
 from idcontrol.reference.chain import build_chains, pack, solve_limbs
 from idcontrol.robot.model import RobotModel
@@ -83,6 +83,9 @@ PAPER_WAYPOINTS = ((0.0, 0.0), (0.25, 0.0), (0.0, 0.25), (0.0, -0.25), (-0.25, 0
 #: s: a state whose time is this far ahead of the previous sample restarts the gait from standing, rather than
 #: replaying every gait event in between (a clock that leapt by 1e9 s kept the planner busy for hours).
 MAX_CLOCK_JUMP_S = 1.0
+#: The largest commanded base speeds, m/s (forward, lateral) and rad/s (yaw), at start-up and while running:
+#: beyond what any legged robot trots (a command of 1e308 m/s ramped the gait's speed without bound).
+MAX_BASE_SPEED, MAX_BASE_YAW_RATE = 10.0, 10.0
 #: Fraction of the swing after which a foot that touches the ground lands early (``early_touchdown``).
 EARLY_TOUCHDOWN = 0.75
 #: Newton steps per tick at most, and the foot position tolerance, m.
@@ -101,6 +104,17 @@ def _positive(name: str, value: float) -> float:
     if not (value > 0.0 and math.isfinite(value)):
         raise ConfigError(f"trot option {name} must be a finite number > 0, got {value!r}")
     return value
+
+
+def base_velocity(forward: float, lateral: float, yaw_rate: float) -> tuple[float, float, float]:
+    """The commanded base twist (m/s, m/s, rad/s) as floats; ConfigError unless each is finite and within
+    :data:`MAX_BASE_SPEED` (forward, lateral) or :data:`MAX_BASE_YAW_RATE` (yaw)."""
+    values = (float(forward), float(lateral), float(yaw_rate))
+    limits = (MAX_BASE_SPEED, MAX_BASE_SPEED, MAX_BASE_YAW_RATE)
+    for name, value, limit in zip(("forward_speed", "lateral_speed", "yaw_rate"), values, limits, strict=True):
+        if not abs(value) <= limit:
+            raise ConfigError(f"trot option {name} must be a finite number within ±{limit:g}, got {value!r}")
+    return values
 
 
 def default_touchdown_phases(names: Sequence[str], feet: Array) -> dict[str, float]:
@@ -246,8 +260,8 @@ class TrotGait(Reference):
         self._targets = np.zeros((4, 9))
         self.ik_residual = 0.0  # the worst foot position error of the last sample's IK, m
 
-        self.desired = (float(forward_speed), float(lateral_speed), float(yaw_rate))
-        self.cruise_speed = float(forward_speed)
+        self.desired = base_velocity(forward_speed, lateral_speed, yaw_rate)
+        self.cruise_speed = self.desired[0]
         self.waypoints: tuple[tuple[float, float], ...] | None = None
         self.set_waypoints(waypoints)
         self.reset()
@@ -306,10 +320,7 @@ class TrotGait(Reference):
 
     def set_base_velocity(self, forward: float, lateral: float = 0.0, yaw_rate: float = 0.0) -> None:
         """Desired base twist in the heading frame (m/s, m/s, rad/s); stops waypoint following."""
-        values = (float(forward), float(lateral), float(yaw_rate))
-        if not all(math.isfinite(x) for x in values):
-            raise InputError(f"base velocity must be finite, got {values}")
-        self.desired = values
+        self.desired = base_velocity(forward, lateral, yaw_rate)
         self.waypoints = None
 
     def set_waypoints(self, waypoints: Sequence[Sequence[float]] | str | None) -> None:

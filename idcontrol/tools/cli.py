@@ -493,6 +493,12 @@ def _fuzz(args: argparse.Namespace) -> int:
     return fuzz_main(args.messages, args.seed, args.robot, args.json)
 
 
+def _flood(args: argparse.Namespace) -> int:
+    from idcontrol.tools.flood import main as flood_main
+
+    return flood_main(args.launch_file, args.kind, args.seconds, args.topics)
+
+
 def _soak(args: argparse.Namespace) -> int:
     from idcontrol.tools.soak import main as soak_main
 
@@ -500,7 +506,7 @@ def _soak(args: argparse.Namespace) -> int:
 
 
 def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
-    """keys, fuzz and soak: security and reliability tools."""
+    """keys, fuzz, flood and soak: security and reliability tools."""
     keys = sub.add_parser("keys", help="ZeroMQ CURVE keys for endpoints beyond loopback")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     generate = keys_sub.add_parser("generate", help="write a new key directory (daemon and client key pairs)")
@@ -513,6 +519,14 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     fuzz.add_argument("--robot", default="quadruped", help="robot of the daemon (default quadruped)")
     fuzz.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
     fuzz.set_defaults(func=_fuzz)
+    flood = sub.add_parser("flood", help="a stranger's traffic (no credential) at a launch file's running daemon")
+    flood.add_argument("launch_file", help="the launch file of the running daemon (its endpoints)")
+    flood.add_argument("--kind", choices=("control", "reference", "subscriptions"), required=True,
+                       help="states without a hello, references with a wrong credential, or telemetry subscriptions")
+    flood.add_argument("--seconds", type=_positive_float, default=10.0, help="how long (default 10)")
+    flood.add_argument("--topics", type=_positive_int, default=200_000,
+                       help="distinct subscriptions per connection of a subscriptions flood (default 200000)")
+    flood.set_defaults(func=_flood)
     soak = sub.add_parser("soak", help="run the closed loop at 1 kHz in real time; RSS and deadlines over time")
     soak.add_argument("--minutes", type=_positive_float, default=10.0, help="how long (default 10)")
     soak.add_argument("--formulation", default="two_stage_qp", help="the daemon's formulation")

@@ -10,10 +10,10 @@ naming it) filled in; the same two are in the environment as ``IDCONTROL_ENDPOIN
 
 Each obligation prints PASS or FAIL with its evidence:
 
-hello and version, credentials, seq monotonic, field shapes, units and frames (quaternion order x y z w, SI
-units, world-frame contact forces), period and jitter, late command (reuse once), error replies, reconnect with a
-new credential, stop after 20 late, watchdog (a silent daemon), safe stop on ``stop``, safe stop on daemon
-shutdown, exit on SIGTERM.
+hello and version, credentials, ZeroMQ's routing id, seq monotonic, field shapes, units and frames (quaternion
+order x y z w, SI units, world-frame contact forces), period and jitter, late command (reuse once), error
+replies, reconnect with a new credential, stop after 20 late, watchdog (a silent daemon), safe stop on
+``stop``, safe stop on daemon shutdown, exit on SIGTERM.
 
 The driver must serve the quadruped robot file (nq 19, nv 18, nu 12) with a real-time clock; the MuJoCo and rigid
 bridges do (``idcontrol conformance --bridge-kind rigid -- idcontrol bridge {launch}``).
@@ -121,6 +121,7 @@ class Proxy:
     session_peer: bytes | None = None
     sessions: int = 0
     hellos: list[Seen] = field(default_factory=list)
+    hello_peers: list[bytes] = field(default_factory=list)  # the routing id of each accepted hello
     refused_hellos: int = 0
     # the fault in force: "" (none), "drop" (forward states, drop their commands), "error" (answer the next
     # state with an error in place of its command), "error_noseq", "silence" (forward nothing either way),
@@ -217,6 +218,7 @@ class Proxy:
                     self._error_to(peer, "unauthorized", "hello needs the daemon's credential", None)
                     return
                 self.hellos.append(seen)
+                self.hello_peers.append(peer)
                 self.sessions += 1
                 seen.session = self.sessions
                 self.session_peer = peer
@@ -435,6 +437,11 @@ class Suite:
                    f"clock={m.get('clock')} (want v=1 {ROBOT} {r.nq}/{r.nv}/{r.nu} realtime)")  # fmt: skip
         self.check("credentials", p.refused_hellos == 0 and bool(p.hellos),
                    f"hello showed the credential of the daemon it connects to ({p.refused_hellos} refused)")
+        own = [peer for peer in p.hello_peers if not (len(peer) == 5 and peer[:1] == b"\x00")]
+        self.check("zeromq's routing id", not own,
+                   "the driver's connection has the routing id ZeroMQ chose (a driver that sets ZMQ_ROUTING_ID "
+                   "lets a peer that connects later with the same id reach its session's routing)" if not own else
+                   f"the driver set its own routing id {own[0]!r}: leave ZMQ_ROUTING_ID unset")  # fmt: skip
         return self.wait(lambda: len(p.states()) > 50, 30.0, 0.01)
 
     def _run_phases(self) -> None:

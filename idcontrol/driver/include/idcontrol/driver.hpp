@@ -681,4 +681,71 @@ class Driver {
   std::atomic<bool> stop_{false};
 };
 
+// ------------------------------------------------------------------------------------------------ the planner
+// The planner's side of the reference channel (docs/protocol.md, "Reference channel"): joint targets for the
+// daemon's `stream` reference, each message with the daemon's credential. A PUB socket gets no replies: a message
+// the daemon refuses is dropped and counted in its stats (reference_unauthorized); refresh_credential() reads a
+// restarted daemon's new credential.
+class ReferencePublisher {
+ public:
+  // endpoint: the daemon's [endpoints] reference; control_endpoint: its [endpoints] control (names the credential
+  // file); token: the credential itself (default: read the file).
+  ReferencePublisher(const std::string& endpoint, const std::string& control_endpoint, std::string token = "")
+      : socket_(context_, zmq::socket_type::pub),
+        credential_path_(credential_path(control_endpoint)),
+        token_(std::move(token)),
+        fixed_token_(!token_.empty()) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+
+  // Read the daemon's credential again; false when it has made none (not running).
+  bool refresh_credential() {
+    if (fixed_token_) return true;
+    std::ifstream file(credential_path_);
+    std::string token;
+    if (file) std::getline(file, token);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    token_ = token;
+    return !token_.empty();
+  }
+
+  // Send one target: q_ref rad (m), qd_ref rad/s, qdd_ref rad/s², each nu values in welcome.joint_names order;
+  // t s (the planner's clock). False when there is no credential to show (the daemon is not running).
+  bool publish(const double* q_ref, const double* qd_ref, const double* qdd_ref, int nu, double t = 0.0) {
+    if (token_.empty() && !refresh_credential()) return false;
+    out_.clear();
+    msgpack::packer<msgpack::sbuffer> pk(out_);
+    pk.pack_map(7);
+    key(pk, "v"); pk.pack_int(kProtocolVersion);
+    key(pk, "type"); str(pk, "reference");
+    key(pk, "t"); pk.pack_double(t);
+    key(pk, "q"); bin(pk, q_ref, nu);
+    key(pk, "qd"); bin(pk, qd_ref, nu);
+    key(pk, "qdd"); bin(pk, qdd_ref, nu);
+    key(pk, "token"); str(pk, token_.c_str());
+    socket_.send(zmq::const_buffer(out_.data(), out_.size()), zmq::send_flags::dontwait);
+    return true;
+  }
+
+ private:
+  static void str(msgpack::packer<msgpack::sbuffer>& pk, const char* text) {
+    const uint32_t n = uint32_t(std::strlen(text));
+    pk.pack_str(n);
+    pk.pack_str_body(text, n);
+  }
+  static void key(msgpack::packer<msgpack::sbuffer>& pk, const char* text) { str(pk, text); }
+  static void bin(msgpack::packer<msgpack::sbuffer>& pk, const double* values, int n) {
+    pk.pack_bin(uint32_t(8 * n));
+    pk.pack_bin_body(reinterpret_cast<const char*>(values), uint32_t(8 * n));
+  }
+
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string credential_path_;
+  std::string token_;
+  bool fixed_token_;
+  msgpack::sbuffer out_;
+};
+
 }  // namespace idcontrol
