@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.protocol", "idcontrol.sim", "idcontrol.realtime"),
     ("idcontrol.control",),
     ("idcontrol.settings",),
+    ("idcontrol.estimation",),
     ("idcontrol.reference",),
     ("idcontrol.formulations",),
     ("idcontrol.analysis",),
@@ -75,7 +76,7 @@ def test_every_module_has_a_layer():
 
 def test_imports_only_point_down():
     """No module imports from a layer above its own (tools -> daemon/bridges -> logs -> protocol/sim -> control
-    -> settings -> reference -> formulations -> analysis -> solvers -> contacts -> robot -> errors)."""
+    -> settings -> estimation -> reference -> formulations -> analysis -> solvers -> contacts -> robot -> errors)."""
     upward = []
     for name, path in modules().items():
         for target in imported(name, path):
