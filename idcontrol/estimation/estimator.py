@@ -69,37 +69,46 @@ class BaseEstimator:
         self.k = k = len(g.foot_joint)
         self.nj = nj = len(g.parent)
         self.parameters = filter_parameters(self.settings)
-        self._params = np.array(self.parameters, dtype=float)
-        self._geometry_floats, self._geometry_ints = pack_geometry(g)
-        self._kinematics = np.zeros(inekf.kinematics_length(nj, k))
+        geometry_floats, geometry_ints = pack_geometry(g)
         self.radii = robot.sphere_radii.copy()
-        if self.settings.filter == "inekf":
-            self._state = np.zeros(inekf.state_length(k))
-            self.state = inekf.state_views(self._state, k)
-            floats, ints = inekf.work_lengths(k)
-            self._work, self._work_ints = np.zeros(floats), np.zeros(ints, dtype=np.intp)
-            self._entry = unchecked_entry(inekf.inekf_estimate)
+        self._invariant = self.settings.filter == "inekf"
+        if self._invariant:
+            state_length = inekf.state_length(k)
+            work_length, work_ints = inekf.work_lengths(k)
+            self._entry = unchecked_entry(inekf.inekf_arena)  # its two arrays are made here, their types known
             self.covariance_layout = {"rotation": slice(0, 3), "velocity": slice(3, 6), "position": slice(6, 9),
                                       **{f"foot:{name}": slice(9 + 3 * i, 12 + 3 * i)
                                          for i, name in enumerate(robot.sphere_names)},
                                       "gyro_bias": slice(9 + 3 * k, 12 + 3 * k),
                                       "accel_bias": slice(12 + 3 * k, 15 + 3 * k)}  # fmt: skip
         else:
-            self._state = np.zeros(lkf.lkf_state_length(k))
-            self.state = lkf.lkf_state_views(self._state, k)
-            self._work, self._work_ints = np.zeros(lkf.lkf_work_length(k)), np.zeros(1, dtype=np.intp)
-            self._entry = unchecked_entry(lkf.lkf_estimate)
+            state_length, work_length, work_ints = lkf.lkf_state_length(k), lkf.lkf_work_length(k), 1
+            self._entry = unchecked_entry(lkf.lkf_arena)
             self.covariance_layout = {"position": slice(0, 3), "velocity": slice(3, 6),
                                       **{f"foot:{name}": slice(6 + 3 * i, 9 + 3 * i)
                                          for i, name in enumerate(robot.sphere_names)}}  # fmt: skip
-        self._sensor = np.zeros(inekf.sensor_length(k))
-        self._out = np.zeros(robot.nq + robot.nv + 5)
+        # one float and one integer array hold everything the compiled tick reads and writes (inekf.ARENA_HEADER)
+        sizes = [len(self.parameters), len(geometry_floats), state_length, work_length,
+                 inekf.kinematics_length(nj, k), inekf.sensor_length(k) + 2 * nj, robot.nq + robot.nv + 5]  # fmt: skip
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        int_offsets = inekf.ARENA_HEADER + np.concatenate([[0], np.cumsum([len(geometry_ints), work_ints])])
+        self._floats = np.zeros(int(offsets[-1]))
+        self._ints = np.concatenate([offsets, int_offsets, geometry_ints, np.zeros(work_ints)]).astype(np.intp)
+        parts = [self._floats[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        self._params, geometry, self._state, self._work, self._kinematics, self._sensor, self._out = parts
+        self._params[:] = self.parameters
+        geometry[:] = geometry_floats
+        self.state = inekf.state_views(self._state, k) if self._invariant else lkf.lkf_state_views(self._state, k)
+        n = inekf.sensor_length(k)
+        self._joint_q, self._joint_v = self._sensor[n : n + nj], self._sensor[n + nj : n + 2 * nj]
         self._diagnostics = self._out[robot.nq + robot.nv :]
         self.estimate = Estimate(q=self._out[: robot.nq], v=self._out[robot.nq : robot.nq + robot.nv],
                                  covariance=self.state.covariance, stance=np.zeros(k, dtype=bool))  # fmt: skip
         self._rotation = np.zeros((3, 3))
         self._pose = np.zeros(4)
         self._t = math.nan
+        self._shapes = ((nj,), (nj,), (4,), (3,), (3,))
+        self._contact_shape = (k,)
 
     # ------------------------------------------------------------------ set-up
     def reset(self, reading: SensorReading, base_position: Array | None = None) -> Estimate:
@@ -175,38 +184,45 @@ class BaseEstimator:
         """
         if math.isnan(self._t):
             raise InputError("the estimator must be reset with a first reading before it is updated")
-        self._check(reading)
-        dt = float(reading.t) - self._t
-        if not dt >= 0.0:
-            raise InputError(f"readings must come in time order: t = {reading.t} after {self._t}")
-        self._t = float(reading.t)
         joint_q = np.asarray(reading.joint_q, dtype=float)
         joint_v = np.asarray(reading.joint_v, dtype=float)
+        orientation = np.asarray(reading.imu_orientation_xyzw, dtype=float)
+        gyro = np.asarray(reading.imu_angular_velocity, dtype=float)
+        accel = np.asarray(reading.imu_linear_acceleration, dtype=float)
+        contact = reading.contact
+        if (joint_q.shape, joint_v.shape, orientation.shape, gyro.shape, accel.shape) != self._shapes or (
+            contact is not None and np.shape(contact) != self._contact_shape
+        ):
+            self._check(reading)  # raises the ShapeError naming the field
+        t = float(reading.t)
+        dt = t - self._t
+        if not dt >= 0.0:
+            raise InputError(f"readings must come in time order: t = {reading.t} after {self._t}")
+        self._t = t
         sensor, k = self._sensor, self.k
-        sensor[inekf.SENSOR_DT] = dt
-        sensor[inekf.SENSOR_IMU_AGE] = 0.0 if reading.imu_t is None else float(reading.t) - float(reading.imu_t)
-        sensor[2:6] = reading.imu_orientation_xyzw
-        sensor[6:9] = reading.imu_angular_velocity
-        sensor[9:12] = reading.imu_linear_acceleration
-        sensor[12 : 12 + k] = 0.0 if reading.contact is None else reading.contact
-        sensor[19 + k : 21 + k] = 0.0
-        if reading.external_pose is not None and self.settings.filter == "inekf":
+        sensor[0] = dt
+        sensor[1] = 0.0 if reading.imu_t is None else t - float(reading.imu_t)
+        sensor[2:6] = orientation
+        sensor[6:9] = gyro
+        sensor[9:12] = accel
+        sensor[12 : 12 + k] = 0.0 if contact is None else contact
+        sensor[19 + k] = sensor[20 + k] = 0.0
+        if reading.external_pose is not None and self._invariant:
             self._external_imu_pose(reading.external_pose)
-        status = self._entry(self._params, self._geometry_floats, self._geometry_ints, self._state, self._work,
-                             self._work_ints, self._kinematics, sensor, joint_q, joint_v, self._out)  # fmt: skip
+        self._joint_q[:] = joint_q
+        self._joint_v[:] = joint_v
+        status = self._entry(self._floats, self._ints)
         est = self.estimate
-        if self.settings.filter == "inekf":
+        if self._invariant:
             np.greater(self.state.in_state, 0.5, out=est.stance)
         else:
             np.greater_equal(sensor[12 : 12 + k], self.settings.contact_threshold, out=est.stance)
-        est.status = int(status)
-        est.healthy = status == inekf.OK
-        if est.healthy:
-            est.reason = "trustworthy"
-        else:
-            est.reason = self._reason(int(status))
-        est.tilt_std = float(self._diagnostics[inekf.DIAG_TILT_STD])
-        est.velocity_std = float(self._diagnostics[inekf.DIAG_VELOCITY_STD])
+        est.status = status
+        est.healthy = healthy = status == 0
+        est.reason = "trustworthy" if healthy else self._reason(int(status))
+        diagnostics = self._diagnostics
+        est.tilt_std = diagnostics[0]
+        est.velocity_std = diagnostics[1]
         return est
 
     def _external_imu_pose(self, pose: ExternalPose) -> None:

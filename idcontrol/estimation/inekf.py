@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, IN_INDICES, IN_VECTOR, INDICES, VECTOR, intp
+from idcontrol.arrays import INDICES, VECTOR, intp
 from idcontrol.estimation.kinematics import feet_in_imu, geometry_views
 from idcontrol.estimation.lie import gammas, log_so3, rotation_from_xyzw, skew, xyzw_from_rotation
 
@@ -207,11 +207,11 @@ def _noise_product(u, has_u, w, has_w, scale, out):
 
 # ---------------------------------------------------------------------------------------------------- propagation
 @njit(cache=True)
-def _propagate(s, prm, w, dt, omega, acc):
-    """Step 1 of the module docstring: covariance with the state before the step, then the mean."""
+def _propagate(s, prm, w, dt, omega, acc, active, na):
+    """Step 1 of the module docstring: covariance with the state before the step, then the mean. ``active[:na]``:
+    the covariance's rows in use (those of feet out of the state are zero and stay so)."""
     R, v, p, P = s.rotation, s.velocity, s.position, s.covariance
     k = s.feet.shape[0]
-    n = P.shape[0]
     bg, ba = 9 + 3 * k, 12 + 3 * k
     gvec = w.vectors[0]
     gvec[0], gvec[1], gvec[2] = 0.0, 0.0, -prm.gravity
@@ -274,12 +274,14 @@ def _propagate(s, prm, w, dt, omega, acc):
     for b in range(nb):
         a0, b0 = idx[b, 0], idx[b, 1]
         for r in range(3):
-            for c in range(n):
+            for ci in range(na):
+                c = active[ci]
                 T[a0 + r, c] += B[b, r, 0] * P[b0, c] + B[b, r, 1] * P[b0 + 1, c] + B[b, r, 2] * P[b0 + 2, c]
     out[:, :] = T
     for b in range(nb):
         a0, b0 = idx[b, 0], idx[b, 1]
-        for r in range(n):
+        for ri in range(na):
+            r = active[ri]
             for c in range(3):
                 out[r, a0 + c] += T[r, b0] * B[b, c, 0] + T[r, b0 + 1] * B[b, c, 1] + T[r, b0 + 2] * B[b, c, 2]
     # + Ad Q_c Adᵀ Δt: the gyro noise enters R, v, p and the feet through Ad_X̂ = [R; v×R; p×R; d×R]
@@ -309,8 +311,10 @@ def _propagate(s, prm, w, dt, omega, acc):
         for i in range(k):
             if s.in_state[i] > 0.5:
                 out[9 + 3 * i + r, 9 + 3 * i + r] += qc
-    for r in range(n):
-        for c in range(n):
+    for ri in range(na):
+        r = active[ri]
+        for ci in range(na):
+            c = active[ci]
             P[r, c] = 0.5 * (out[r, c] + out[c, r])
     # the mean
     phi = w.vectors[1]
@@ -344,17 +348,18 @@ def _add_entry(w, ne, block, state_row, matrix, sign):
 
 
 @njit(cache=True)
-def _correct(s, w, ne, m):
-    """One stacked update from the ``ne`` entries of H (3-row blocks, m rows) and w.s = N, w.z = z."""
+def _correct(s, w, ne, m, active, na):
+    """One stacked update from the ``ne`` entries of H (3-row blocks, m rows) and w.s = N, w.z = z, on the
+    covariance's rows ``active[:na]``."""
     P = s.covariance
-    n = P.shape[0]
     k = s.feet.shape[0]
     pht = w.pht
     pht[:, :m] = 0.0
     for e in range(ne):
         b3, c0 = 3 * w.entry_index[e, 0], w.entry_index[e, 1]
         M = w.entry_matrix[e]
-        for r in range(n):
+        for ri in range(na):
+            r = active[ri]
             for j in range(3):
                 pht[r, b3 + j] += P[r, c0] * M[j, 0] + P[r, c0 + 1] * M[j, 1] + P[r, c0 + 2] * M[j, 2]
     S = w.s
@@ -378,33 +383,47 @@ def _correct(s, w, ne, m):
             for t in range(j):
                 x -= S[i, t] * S[j, t]
             S[i, j] = x / d
-    # Y = L⁻¹ (PHᵀ)ᵀ into the first m rows of w.first; y = L⁻¹ z
+    # Y = L⁻¹ (PHᵀ)ᵀ into the first m rows of w.first; y = L⁻¹ z (row operations: the inner loops run along
+    # contiguous rows without a dependency chain, which the compiler vectorizes)
     Y = w.first
     z = w.z
     for i in range(m):
-        for c in range(n):
-            x = pht[c, i]
-            for t in range(i):
-                x -= S[i, t] * Y[t, c]
-            Y[i, c] = x / S[i, i]
+        row = Y[i]
+        for ci in range(na):
+            c = active[ci]
+            row[c] = pht[c, i]
+        for t in range(i):
+            f = S[i, t]
+            other = Y[t]
+            for ci in range(na):
+                c = active[ci]
+                row[c] -= f * other[c]
+        inverse = 1.0 / S[i, i]
+        for ci in range(na):
+            c = active[ci]
+            row[c] *= inverse
         x = z[i]
         for t in range(i):
             x -= S[i, t] * z[t]
-        z[i] = x / S[i, i]
+        z[i] = x * inverse
     # δ = Yᵀ y ; P −= Yᵀ Y
     delta = w.second[0]
-    for c in range(n):
-        x = 0.0
-        for i in range(m):
-            x += Y[i, c] * z[i]
-        delta[c] = x
-    for r in range(n):
-        for c in range(r, n):
-            x = 0.0
-            for i in range(m):
-                x += Y[i, r] * Y[i, c]
-            P[r, c] -= x
-            P[c, r] = P[r, c]
+    for ci in range(na):
+        delta[active[ci]] = 0.0
+    for i in range(m):
+        row, zi = Y[i], z[i]
+        for ci in range(na):
+            c = active[ci]
+            delta[c] += row[c] * zi
+    for i in range(m):
+        row = Y[i]
+        for ri in range(na):
+            r = active[ri]
+            f = row[r]
+            target = P[r]
+            for ci in range(na):
+                c = active[ci]
+                target[c] -= f * row[c]
     # X⁺ = Exp(δ_X) X̂ ; θ⁺ = θ̂ + δ_θ
     g0, g1, g2 = w.small[0], w.small[1], w.small[2]
     gammas(delta[0:3], g0, g1, g2)
@@ -493,8 +512,14 @@ def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, im
         for j in range(3):
             omega[j] = imu[4 + j] - s.bias[j]
             acc[j] = imu[7 + j] - s.bias[3 + j]
+        active = np.empty(P.shape[0], dtype=np.intp)
+        na = 0
+        for r in range(P.shape[0]):
+            if r < 9 or r >= 9 + 3 * k or s.in_state[(r - 9) // 3] > 0.5:
+                active[na] = r
+                na += 1
         if dt > 0.0:
-            _propagate(s, prm, w, dt, omega, acc)
+            _propagate(s, prm, w, dt, omega, acc, active, na)
         # --- correction: stance feet in the state, the IMU's tilt, an external pose
         ne, nblocks = 0, 0
         m_max = w.z.shape[0]
@@ -559,7 +584,7 @@ def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, im
             ne = _add_entry(w, ne, nblocks, 0, eye, 1.0)
             nblocks += 1
         if nblocks > 0 and 3 * nblocks <= m_max:
-            if not _correct(s, w, ne, 3 * nblocks):
+            if not _correct(s, w, ne, 3 * nblocks, active, na):
                 mem[7] = 1.0
         # --- contacts: remove those that ended, add those that began
         if joints_finite:
@@ -657,7 +682,9 @@ def base_state(rotation, velocity, position, omega_imu, imu_rotation, imu_transl
 SENSOR_DT, SENSOR_IMU_AGE, SENSOR_IMU = 0, 1, 2
 
 
-def sensor_length(k: int) -> int:
+@njit(cache=True)
+def sensor_length(k):
+    """The filter's part of the sensor vector (the joints' positions and velocities follow it)."""
     return 12 + k + 9
 
 
@@ -681,10 +708,7 @@ def kinematics_views(floats, nj, k):
             floats[c:d].reshape((k, 3, nj)), floats[d : d + 9 * k].reshape((k, 3, 3)))  # fmt: skip
 
 
-@njit(
-    intp(VECTOR, IN_VECTOR, IN_INDICES, VECTOR, VECTOR, INDICES, VECTOR, IN_VECTOR, ANY_VECTOR, ANY_VECTOR, VECTOR),
-    cache=True,
-)
+@njit(cache=True)
 def inekf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
                    joint_v, out):  # fmt: skip
     """One estimator tick in one compiled call: the legs' kinematics, :func:`inekf_tick`, the base's Pinocchio
@@ -707,3 +731,34 @@ def inekf_estimate(params, geometry_floats, geometry_ints, state, work, work_int
     base_state(s.rotation, s.velocity, s.position, omega, g.imu_rotation, g.imu_translation, joint_q, joint_v,
                out[: 7 + nj], out[7 + nj : 13 + 2 * nj])  # fmt: skip
     return status
+
+
+# ---------------------------------------------------------------------------------------------------- one array
+#: An estimator's arrays live in one float and one integer array (each array crossing into compiled code costs
+#: its unboxing: 11 of them took longer than the filter). The integer array starts with this many offsets:
+#: params, geometry, state, work, kinematics, sensor (its joints after the filter's part), out, end of floats;
+#: geometry ints, work ints, end of ints.
+ARENA_HEADER = 11
+
+
+@njit(cache=True)
+def arena_parts(floats, ints):
+    """The parts of an estimator's arena (see :data:`ARENA_HEADER`), as views."""
+    h = ints
+    geometry_ints = ints[h[8] : h[9]]
+    nj, k = geometry_ints[0], geometry_ints[1]
+    sensor = floats[h[5] : h[6]]
+    n = sensor_length(k)
+    return (floats[h[0] : h[1]], floats[h[1] : h[2]], geometry_ints, floats[h[2] : h[3]], floats[h[3] : h[4]],
+            ints[h[9] : h[10]], floats[h[4] : h[5]], sensor, sensor[n : n + nj], sensor[n + nj : n + 2 * nj],
+            floats[h[6] : h[7]])  # fmt: skip
+
+
+@njit(intp(VECTOR, INDICES), cache=True)
+def inekf_arena(floats, ints):
+    """:func:`inekf_estimate` on an estimator's arena: one compiled call, two arrays unboxed."""
+    params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out = arena_parts(
+        floats, ints
+    )
+    return inekf_estimate(params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
+                          joint_v, out)  # fmt: skip

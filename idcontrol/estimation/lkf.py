@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_VECTOR, IN_INDICES, IN_VECTOR, INDICES, VECTOR, intp
+from idcontrol.arrays import INDICES, VECTOR, intp
 from idcontrol.estimation.inekf import (
     DIAG_IMU_AGE,
     DIAG_REPEATS,
@@ -43,6 +43,7 @@ from idcontrol.estimation.inekf import (
     SENSOR_IMU,
     SENSOR_IMU_AGE,
     VELOCITY_UNCERTAIN,
+    arena_parts,
     base_state,
     kinematics_views,
     parameters_from,
@@ -257,10 +258,7 @@ def lkf_tick(s, prm, w, dt, feet_rel, foot_radius, jacobian, joint_v, imu, imu_a
     return status
 
 
-@njit(
-    intp(VECTOR, IN_VECTOR, IN_INDICES, VECTOR, VECTOR, INDICES, VECTOR, IN_VECTOR, ANY_VECTOR, ANY_VECTOR, VECTOR),
-    cache=True,
-)
+@njit(cache=True)
 def lkf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
                  joint_v, out):  # fmt: skip
     """One tick of the linear filter in one compiled call (arguments as
@@ -278,3 +276,13 @@ def lkf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints,
     base_state(s.rotation, s.x[3:6], s.x[0:3], s.omega, g.imu_rotation, g.imu_translation, joint_q, joint_v,
                out[: 7 + nj], out[7 + nj : 13 + 2 * nj])  # fmt: skip
     return status
+
+
+@njit(intp(VECTOR, INDICES), cache=True)
+def lkf_arena(floats, ints):
+    """:func:`lkf_estimate` on an estimator's arena (:data:`~idcontrol.estimation.inekf.ARENA_HEADER`)."""
+    params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out = arena_parts(
+        floats, ints
+    )
+    return lkf_estimate(params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
+                        joint_v, out)  # fmt: skip

@@ -68,7 +68,8 @@ class Estimate:
     stance : (k,) bool, the contact spheres used as stance feet this tick.
     healthy : the estimate is trustworthy; when False, ``reason`` says why and a controller must not use it.
     status : the filter's status code (``idcontrol.estimation.inekf.OK`` ...).
-    tilt_std, velocity_std : rad, m/s: the largest roll/pitch and velocity standard deviations of the covariance.
+    tilt_std, velocity_std : rad, m/s: the largest roll/pitch and velocity standard deviations of the covariance
+        (numpy scalars).
     """
 
     q: Array
@@ -99,9 +100,9 @@ class NoiseModel:
     accel_noise: float = 5e-2
     gyro_bias_walk: float = 1e-4
     accel_bias_walk: float = 1e-3
-    foot_slip: float = 5e-3
+    foot_slip: float = 2e-3
     encoder_noise: float = 2e-3
-    kinematics_noise: float = 3e-3
+    kinematics_noise: float = 2e-3
     imu_tilt_noise: float = 0.01
     imu_yaw_noise: float = 10.0
     foot_velocity_noise: float = 0.1
