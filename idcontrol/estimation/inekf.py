@@ -24,7 +24,7 @@ Per tick (:func:`inekf_tick`):
    d = p + R s with the covariance of p plus that of the kinematics (the paper's augmentation).
 
 Formulas checked against the paper and its authors' public C++ reference (its world-centric right-invariant
-branch); this is a fresh implementation with a fixed-size state so that the tick allocates nothing.
+branch); this is a fresh implementation, with a fixed-size state so that the tick never resizes an array.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SO(3) and SE_K(3) helpers for the filters' compiled kernels (3x3 work on scalars, no allocation).
+"""SO(3) and SE_K(3) helpers for the filters' compiled kernels (3x3 work on scalars).
 
 ``skew(u)`` is u× (u× w = u × w). ``exp_so3(phi)`` is Exp(φ) = exp(φ×); ``gammas`` gives the integrals of
 Exp that an IMU with constant ω and a over a step integrates to (Hartley et al. 2020, Γ_m(φ) = Σ_n (φ×)^n /
