@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.protocol", "idcontrol.sim", "idcontrol.realtime"),
     ("idcontrol.control",),
     ("idcontrol.settings", "idcontrol.simulators"),
+    ("idcontrol.estimation",),
     ("idcontrol.reference",),
     ("idcontrol.formulations",),
     ("idcontrol.analysis",),
@@ -77,8 +78,8 @@ def test_every_module_has_a_layer():
 
 def test_imports_only_point_down():
     """No module imports from a layer above its own (tools -> testing -> launcher -> daemon/bridges -> logs ->
-    protocol/sim -> control -> settings -> reference -> formulations -> analysis -> solvers -> contacts -> robot ->
-    errors)."""
+    protocol/sim -> control -> settings -> estimation -> reference -> formulations -> analysis -> solvers ->
+    contacts -> robot -> errors)."""
     upward = []
     for name, path in modules().items():
         for target in imported(name, path):

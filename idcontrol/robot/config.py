@@ -114,9 +114,12 @@ class SensorsConfig:
     feet : ``"force"`` when every contact sphere has a force sensor (Unitree's quadrupeds report foot forces),
         ``"none"`` (the default: Solo, ANYmal and most legged robots measure none). A simulator bridge with a
         sensor model reports contact forces only where this says the robot has them.
+    imu_frame : the URDF frame the IMU measures in, fixed to the floating base (None, the default: the base
+        link's frame). The base estimator reads it; the preflight checks it against the URDF.
     """
 
     feet: str = "none"
+    imu_frame: str | None = None
 
 
 @dataclass(frozen=True)
@@ -313,13 +316,16 @@ def _sensors(table: Any, path: Path) -> SensorsConfig:
     """The ``[sensors]`` table, checked."""
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [sensors] must be a table")
-    unknown = sorted(set(table) - {"feet"})
+    unknown = sorted(set(table) - {"feet", "imu_frame"})
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {unknown} in [sensors]; known: ['feet']")
+        raise ConfigError(f"{path}: unknown key(s) {unknown} in [sensors]; known: ['feet', 'imu_frame']")
     feet = table.get("feet", "none")
     if feet not in FOOT_SENSOR_KINDS:
         raise ConfigError(f"{path}: sensors.feet must be one of {list(FOOT_SENSOR_KINDS)}, got {feet!r}")
-    return SensorsConfig(feet=feet)
+    imu_frame = table.get("imu_frame")
+    if imu_frame is not None and (not isinstance(imu_frame, str) or not imu_frame):
+        raise ConfigError(f"{path}: sensors.imu_frame must be the name of a frame of the URDF, got {imu_frame!r}")
+    return SensorsConfig(feet=feet, imu_frame=imu_frame)
 
 
 def _limb(entry: Any, i: int, path: Path) -> LimbConfig:

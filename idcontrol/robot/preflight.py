@@ -40,7 +40,7 @@ import pinocchio as pin
 
 from idcontrol.errors import ConfigError, NameNotFound
 from idcontrol.robot.config import RobotConfig
-from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, equal_limits, parse_floats, read_urdf
+from idcontrol.robot.urdf import ONE_DOF, UrdfFile, build_model, equal_limits, frame_id, parse_floats, read_urdf
 
 #: Relative tolerance of the inertia checks (of the largest principal moment).
 INERTIA_TOL = 1e-6
@@ -377,6 +377,15 @@ def _check_names(report: PreflightReport, model: pin.Model, config: RobotConfig)
                 _name_check(report, f"{key}.{gain}", [n for n in value if n != "default"], actuated, "actuated joint")
     _name_check(report, "limits.torque", [n for n in config.torque_limit_overrides if n != "default"], actuated,
                 "actuated joint")  # fmt: skip
+    imu = config.sensors.imu_frame
+    if imu is not None:
+        _name_check(report, "sensors.imu_frame", [imu], frames, "frame")
+        if imu in frames and config.floating_base:
+            fid = frame_id(model, imu)
+            if model.frames[fid].parentJoint != 1:
+                moved_by = str(model.names[model.frames[fid].parentJoint])
+                report.error("robot file", "sensors.imu_frame", f"frame {imu!r} is moved by joint {moved_by!r}; "
+                             "an IMU frame must be fixed to the floating base")  # fmt: skip
     for limb in config.limbs or ():
         _name_check(report, f"limbs.{limb.name}.joints", list(limb.joints), actuated, "actuated joint")
         _name_check(report, f"limbs.{limb.name}.end", [limb.end], frames, "frame")

@@ -71,6 +71,12 @@ def _experiment_impacts(args: argparse.Namespace) -> int:
     return run(args.samples, args.seed, args.json, args.plot)
 
 
+def _experiment_estimator(args: argparse.Namespace) -> int:
+    from idcontrol.tools.estimator_eval import run
+
+    return run(args.robot, args.formulation, args.seconds, args.seed, args.json)
+
+
 def _experiment_differentiability(args: argparse.Namespace) -> int:
     from idcontrol.tools.experiments.differentiability import run
 
@@ -207,6 +213,14 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     impacts.add_argument("--json", default=None, metavar="PATH", help="write the figures as JSON")
     impacts.add_argument("--plot", default=None, metavar="PNG", help="draw the set of outcomes")
     impacts.set_defaults(func=_experiment_impacts)
+    estimator = which.add_parser("estimator", help="the base estimator on a MuJoCo trot's truth: each filter with "
+                                                   "ideal and typical sensors, errors and cost per tick")  # fmt: skip
+    estimator.add_argument("--robot", default="quadruped", help="a quadruped (default: the shipped one)")
+    estimator.add_argument("--formulation", default="two_stage_qp", help="the trot's controller (default two_stage_qp)")
+    estimator.add_argument("--seconds", type=_positive_float, default=20.0, help="simulated s (default 20)")
+    estimator.add_argument("--seed", type=int, default=7, help="the sensor errors' seed (default 7)")
+    estimator.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON")
+    estimator.set_defaults(func=_experiment_estimator)
     diff = which.add_parser("differentiability",
                             help="Pace & Burden: left vs right derivatives through a simultaneous touchdown")
     diff.add_argument("--json", default=None, metavar="PATH", help="write the gaps (and sweeps) as JSON")
