@@ -36,6 +36,10 @@ from idcontrol.tools.ports import free_ports
 from idcontrol.tools.processes import terminate
 
 DEFAULT_PORT = 8765
+#: Messages queued per viewer (every topic's, at the view's rate: a fraction of a second): a viewer that does not
+#: read loses its oldest messages, and one whose control messages overflow the same bound is disconnected, so a
+#: connection that never reads holds at most this many in the server's memory.
+LIVE_BACKLOG = 128
 
 
 def _foxglove():
@@ -70,7 +74,9 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
 
         KeyDirectory(config.curve_keys).make_client(sub)
     sub.connect(config.endpoints.telemetry)
-    server = foxglove.start_server(name=f"idcontrol {config.robot}", host="127.0.0.1", port=port)
+    server = foxglove.start_server(
+        name=f"idcontrol {config.robot}", host="127.0.0.1", port=port, message_backlog_size=LIVE_BACKLOG
+    )
     channels = {topic: foxglove.Channel(topic, schema=foxglove.Schema(name=name, encoding="jsonschema", data=data),
                                         message_encoding="json")
                 for topic, (name, data) in view.schemas().items()}  # fmt: skip
