@@ -193,6 +193,7 @@ class Launch:
             "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
             "torque_clips_run": stats["torque_clips_run"],
             "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
+            "certificate_rejections": stats.get("certificate_rejections") or {}, "no_slip": stats.get("no_slip"),
             "interventions": stats["interventions"],
             "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
             "fall_cause": stats.get("fall_cause"),
@@ -317,10 +318,13 @@ def _misses_line(summary: dict[str, Any]) -> str:
     return text
 
 
-def _failures_line(interventions: dict[str, int]) -> str:
-    """Run-mode solves whose torque was not sent, by cause, and what the fallback policy did instead."""
+def _failures_line(interventions: dict[str, int], rejections: dict[str, int]) -> str:
+    """Run-mode solves whose torque was not sent, by cause (certificate failures by check), and what the fallback
+    policy did instead."""
     c = interventions
-    return (f"{c.get('certificate', 0)} failed the certificate, {c.get('solve_failed', 0)} failed, "
+    checks = ", ".join(f"{check} {count}" for check, count in sorted(rejections.items()))
+    return (f"{c.get('certificate', 0)} failed the certificate{f' ({checks})' if checks else ''}, "
+            f"{c.get('solve_failed', 0)} failed, "
             f"{c.get('non_finite', 0)} non-finite, {c.get('over_budget', 0)} over budget; "
             f"{c.get('held', 0)} held the previous torque, {c.get('safe_controller', 0)} safe stops")
 
@@ -344,8 +348,14 @@ def format_summary(summary: dict[str, Any]) -> str:
          if ran else "n/a (no tick in run mode)"),
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m" if ran else "n/a"),
         ("fell", f"yes: {summary.get('fall_cause') or 'fell'}" if summary["fell"] else "no"),
-        ("solves not used", _failures_line(summary.get("interventions") or {})),
+        ("solves not used", _failures_line(summary.get("interventions") or {},
+                                                    summary.get("certificate_rejections") or {})),
     ]
+    if summary.get("no_slip"):
+        held, of = summary["no_slip"]["held"], summary["no_slip"]["of"]
+        rows.append(("no-slip held", f"on {held} of {of} loaded contact-ticks" + (
+            f" ({of - held} released under load: with their rows the answer was beyond the certificate's bounds)"
+            if of > held else "")))
     if summary.get("base_travel_m") is not None:
         dx, dy, dz = summary["base_travel_m"]
         rows.append(("base travel", f"x {dx:+.3f}  y {dy:+.3f}  z {dz:+.3f} m"))

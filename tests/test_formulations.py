@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -127,7 +128,8 @@ def test_noslip_lcp_share_friction_splits_tangential_forces_like_the_normal_ones
 
 def test_noslip_lcp_release_unloaded_leaves_no_friction_without_normal_force() -> None:
     """release_unloaded: wherever the LCP leaves a contact without normal force, that contact has no tangential
-    force (Algorithm 1 alone gives some such contacts one), and the dynamics hold (60 random problems)."""
+    force (Algorithm 1 alone gives some such contacts one), unless releasing it moved the load onto it (then it
+    keeps its rows, and the message says so); and the dynamics hold (60 random problems)."""
     released = 0
     for seed in range(60):
         rng = np.random.default_rng(7000 + seed)
@@ -137,7 +139,9 @@ def test_noslip_lcp_release_unloaded_leaves_no_friction_without_normal_force() -
         if (result.fallback or "").startswith("no LCP solution"):
             continue  # zero normal impulses by the fallback, not by the LCP: nothing is released
         unloaded = result.f_normal <= 0.0
-        assert np.all(result.f_s[unloaded] == 0.0) and np.all(result.f_t[unloaded] == 0.0), seed
+        frictional = np.count_nonzero(unloaded & ((result.f_s != 0.0) | (result.f_t != 0.0)))
+        restored = re.search(r"(\d+) contact\(s\) kept their tangential rows", result.message)
+        assert frictional <= (int(restored.group(1)) if restored else 0), (seed, result.message)
         scale = max(1.0, np.abs(result.tau).max(), result.f_normal.max())
         assert _dynamics_gap(problem, result) <= 1e-8 * problem.dt * scale, seed
         assert result.residuals.penetration <= 1e-8, seed

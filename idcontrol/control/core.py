@@ -456,6 +456,8 @@ class ControlCore:
             failure, kind = self.last_error, "solve_failed"
         elif result.certificate:
             failure, kind = result.message, "certificate"
+            rejections = self.metrics.certificate_rejections
+            rejections[result.certificate] = rejections.get(result.certificate, 0) + 1
         elif tau is None or not result.found:
             failure, kind = result.message or "solver failed", "solve_failed"
         elif not all_finite(tau):
@@ -508,6 +510,9 @@ class ControlCore:
             m.tau_rate_ticks += 1
         if out.result.fallback:
             m.fallbacks[out.result.fallback] = m.fallbacks.get(out.result.fallback, 0) + 1
+        if out.result.no_slip:
+            m.no_slip_loaded += out.result.loaded_contacts
+            m.no_slip_released += out.result.loaded_released
         self._tau_prev = out.tau
 
     def _track_grasp(self, contacts, t: float) -> None:

@@ -54,6 +54,9 @@ class RunMetrics:
     fall_cause: str | None = None  # how it fell (base height, tilt, a body on the ground, a guard stopping a collapse)
     dropped_at: float | None = None  # bridge time the grasped object was lost, s
     fallbacks: dict[str, int] = field(default_factory=dict)
+    certificate_rejections: dict[str, int] = field(default_factory=dict)  # run ticks, by the check that failed
+    no_slip_loaded: int = 0  # loaded contact-ticks of the no-slip answers sent
+    no_slip_released: int = 0  # ... of which the answer held without tangential rows (no claim of no slip)
     base_first: Array | None = None  # (3,) floating base position (world, m) at the first run tick
     base_last: Array = field(default_factory=lambda: np.zeros(3))  # ... and at the last (updated in place)
 
@@ -69,5 +72,8 @@ class RunMetrics:
             "fall_cause": self.fall_cause,
             "object_dropped_at_s": self.dropped_at,
             "fallbacks": dict(self.fallbacks),
+            "certificate_rejections": dict(self.certificate_rejections),
+            "no_slip": {"held": self.no_slip_loaded - self.no_slip_released, "of": self.no_slip_loaded}
+            if self.no_slip_loaded else None,
             "base_travel_m": None if self.base_first is None else (self.base_last - self.base_first).tolist(),
         }

@@ -15,8 +15,10 @@ The checks, with their tolerances (all in physical units; ``f`` are forces, N; v
 * ``penetration``: N v⁺ + φ/Δt ≥ −1e-6 m/s (rigid models: the contacts do not close within the step);
 * ``friction`` (pyramid models): |f_S| + |f_T| ≤ μ f_N + 1e-6 N where μ is finite;
 * ``slip`` (no-slip models): |S v⁺|, |T v⁺| ≤ 1e-6 m/s at each contact carrying more than 1e-6 N whose
-  tangential rows the formulation kept (the no-slip LCP's ``release_unloaded`` solves a contact it found
-  unloaded without them, so with no friction force: that contact's claim is frictionless);
+  tangential rows the formulation kept. The no-slip LCP's ``release_unloaded`` removes the rows of contacts it
+  finds unloaded, and gives them back when a later round loads them; only where that answer is absurd does it
+  keep a loaded contact released, and the result says how many (``SolveResult.loaded_released``: the summary's
+  and the log's "no-slip held on k of n loaded contacts");
 * ``complementarity`` (LCP models): a contact carrying more than 1e-6 N does not separate faster than 1e-6 m/s;
 * ``force_bound``: the contact forces' magnitudes summed, Σᵢ |fᵢ| ≤ m (10 g + (v_c + 1 m/s)/Δt), with m the
   robot's and its movable bodies' mass and v_c the fastest contact point now: what stops the whole robot,
@@ -287,8 +289,8 @@ class Certifier:
             actuated = np.ascontiguousarray(np.arange(p.m, dtype=np.intp)[p.actuated])
             cached = self._actuated = (p.m, p.actuated, actuated, np.zeros(p.m))
         sensed = p.sensed_force if result.sensed and p.sensed_force is not None else cached[3]
-        # the tangential rows the formulation solved with: a no-slip LCP that released an unloaded contact
-        # (release_unloaded) claims no slip only where it kept them (its zeroed rows carry no force either)
+        # the tangential rows the formulation solved with: a no-slip LCP that released a contact claims no slip
+        # only where it kept them (the result counts loaded contacts it released: ``loaded_released``)
         solved = result.problem if result.problem is not None and result.problem.n == p.n else p
         code, value, bound = certificate_kernel(
             p.M, p.v, result.v_next, p.f_ext, sensed, p.dt, p.N, solved.S, solved.T, p.phi, p.mu, cached[2], result.tau,

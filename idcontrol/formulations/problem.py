@@ -238,6 +238,10 @@ class SolveResult:
     #: :class:`~idcontrol.formulations.certificate.Verdict`), which the controller's certifier may accept instead of
     #: checking again; None: not made
     verdict: object = field(default=None, repr=False)
+    #: no-slip formulations: the contacts the answer loads (f_N > the certificate's 1e-6 N), and how many of them it
+    #: holds without their tangential rows (released), so with no claim of no slip (0: no-slip held at every one)
+    loaded_contacts: int = 0
+    loaded_released: int = 0
     _residuals: Residuals | None = field(default=None, repr=False)
     _force_in_world: Array | None = field(default=None, repr=False)
 

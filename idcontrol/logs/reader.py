@@ -350,6 +350,8 @@ def log_info(log: TickLog) -> dict[str, Any]:
     modes, formulations, fallbacks = (_counts(log.array(k)) for k in ("mode", "formulation", "fallback"))
     fallbacks.pop("", None)
     run = log.array("mode") == "run"
+    failed_checks = [c for c in (log.array("certificate")[run] if n else ()) if isinstance(c, str) and c]
+    rejections = _counts(np.array(failed_checks, dtype=object))
     compute = log.array("compute_us")
     dropped = log.array("log_dropped")
     return {
@@ -367,6 +369,9 @@ def log_info(log: TickLog) -> dict[str, Any]:
         "lockstep": log.lockstep,
         "fallbacks": fallbacks,
         "solve_failures": int((run & ~log.array("found")).sum()) if n else 0,
+        "certificate_rejections": rejections,
+        "no_slip_released_ticks": sum("no-slip held on" in m for m in log.array("message")[run] if isinstance(m, str))
+        if n else 0,
         "torque_clips": int(np.nansum(log.array("clipped"))) if n else 0,
         "compute_us": {
             "p50": float(np.percentile(compute, 50)),
@@ -400,7 +405,11 @@ def format_info(log: TickLog) -> str:
         ("deadline misses", f"{info['deadline_misses']} (" + ("compute over the period: lock-step" if info.get(
             "lockstep") else "reported late, or round trip over the period") + ")"),
         ("fallbacks", ", ".join(f"{k} ({v})" for k, v in info["fallbacks"].items()) or "none"),
-        ("solve failures", f"{info['solve_failures']}"),
+        ("solve failures", f"{info['solve_failures']}" + (" (certificate: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(info["certificate_rejections"].items())) + ")"
+            if info["certificate_rejections"] else "")),
+        ("no-slip", f"a loaded contact released on {info['no_slip_released_ticks']} run ticks"
+         if info["no_slip_released_ticks"] else "no loaded contact released"),
         ("compute", f"p50 {c['p50']:.0f}  p99 {c['p99']:.0f}  max {c['max']:.0f} µs" if c else "-"),
         ("records dropped", f"{info['records_dropped']}"),
         ("events", ", ".join(f"{e['kind']}@{e['tick']}" for e in info["events"]) or "none"),

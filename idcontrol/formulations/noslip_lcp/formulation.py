@@ -34,7 +34,7 @@ import numpy as np
 
 from idcontrol.arrays import split
 from idcontrol.formulations.base import Formulation, check_nonnegative, map_warm_start
-from idcontrol.formulations.certificate import ContactModel
+from idcontrol.formulations.certificate import FORCE_TOL, ContactModel
 from idcontrol.formulations.consistency import (
     REPAIR_INFEASIBLE,
     REPAIRED,
@@ -108,7 +108,8 @@ class NoSlipLCP(Formulation):
         is solved again, until no unloaded contact carries one (a force under 10⁻⁴ of the largest normal force,
         ``RELEASE_FLOOR``, the friction share's floor, is set to zero instead). With μ = ∞ a contact at f_N = 0
         may hold any tangential force; a real floor gives none, and torques that count on one slide or lift the
-        other feet.
+        other feet. A released contact onto which a later round moves the load gets its rows back for good (the
+        message says how many): no contact the answer loads is without them, so none slides.
     share_friction : among the tangential forces that give the same impulse along the directions Find-Indices
         kept, take the one minimizing Σᵢ |f_T,i|² / f_N,i (forces in proportion to the normal forces:
         :func:`.stages.share_tangential`). Algorithm 1 otherwise puts the whole tangential force on the rows it
@@ -163,12 +164,13 @@ class NoSlipLCP(Formulation):
         outcome = _NOSLIP_SOLVE[vouched](
             *reduction, warm, self.rank_tol, self.tol, self.spread, self.project, self.release_unloaded,
             self.share_friction, self.repair, self._repairs.by_count, self.certificate_terms)  # fmt: skip
-        (ok, pivots, loaded, kept, answer, diagnostics, n_released, rows, violated, repair_outcome, repair_violation,
-         repair_change, *checked) = outcome  # fmt: skip
+        (ok, pivots, loaded, kept, answer, diagnostics, (n_released, n_restored, n_slid), rows, violated,
+         repair_outcome, repair_violation, repair_change, *checked) = outcome  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau, qd_des = split(answer, n, n, n, m, nu)
-        if self.project or n_released:  # the problem as solved: the certificate checks the rows it kept
+        n_loaded = int(np.count_nonzero(f_normal > FORCE_TOL))
+        if self.project or n_released or n_restored:  # the problem as solved (the residuals use its rows; the certificate the asked ones)
             p = p.with_rows(rows[0], rows[1], qd_des)
         found = diagnostics[0] != BY_NONE
         fallback = fallback_text(diagnostics)
@@ -184,6 +186,11 @@ class NoSlipLCP(Formulation):
         message = solved_text(kept, n)
         if n_released:
             message += f"; {n_released} unloaded contact(s) released"
+        if n_restored:
+            message += f"; {n_restored} contact(s) kept their tangential rows (released, the load moved onto them)"
+        if n_slid:
+            message += (f"; no-slip held on {n_loaded - n_slid} of {n_loaded} loaded contacts ({n_slid} released: "
+                        "with their rows the answer was beyond the force or torque bounds)")
         if not found or (self.repair and violated):
             # repaired inside the solve on its own DAQP workspace, unless that QP was infeasible: the Python path
             # then hands DAQP the no-slip rows' independent part (redundant contacts make them dependent)
@@ -199,10 +206,12 @@ class NoSlipLCP(Formulation):
                 return out
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
-        return self._result(
+        out = self._result(
             p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message, started=started,
             consistency_repaired=repaired, fallback=fallback, checked=checked, asked=asked,
         )  # fmt: skip
+        out.loaded_contacts, out.loaded_released = n_loaded, n_slid
+        return out
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)

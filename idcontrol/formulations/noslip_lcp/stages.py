@@ -18,7 +18,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
-from idcontrol.formulations.certificate import UNCHECKED, certify_in_solve
+from idcontrol.formulations.certificate import FORCE_TOL, UNCHECKED, certify_in_solve
 from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution, repair_native
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
 from idcontrol.formulations.reduced import (
@@ -301,6 +301,17 @@ def share_tangential(red, data, f_normal, f_s, f_t):
     return True, f_s_new, f_t_new
 
 
+@njit(cache=True)
+def _absurd(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t, terms):
+    """Whether an answer fails the certificate's checks of what no robot can give (non-finite, the dynamics, the
+    force or torque bound: :func:`~idcontrol.formulations.certificate.certify_in_solve`), where the repair
+    cannot help. Without ``terms`` (no certifier), whether it is non-finite."""
+    if terms.shape[0] == 0:
+        return not (np.all(np.isfinite(tau)) and np.all(np.isfinite(f_normal)))
+    code = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t, terms)[0]
+    return code in (1.0, 2.0, 8.0, 9.0)
+
+
 #: an unloaded contact's tangential forces below this × the largest normal force are none (``release_unloaded``):
 #: the friction share (:func:`share_tangential`) leaves it ~10⁻⁶ of the load by its weight floor, and releasing it
 #: for that in a new round solved Solo12's standing problem twice a tick to change the torques by 10⁻⁶ N·m
@@ -508,7 +519,13 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
     contact left without normal force removed, and, while one of them carried a tangential force (above the
     ``RELEASE_FLOOR``: below it, zero), the problem solved again (q̇_des projected again for the rows kept, the
-    LCP warm-started from the last round's loaded contacts).
+    LCP warm-started from the last round's loaded contacts). Released contacts that a later round loads (more
+    than the certificate's ``FORCE_TOL``) get their rows back for good, and the problem is solved again, so that
+    no loaded contact slides; such a contact may end unloaded again with a tangential force, which the no-slip
+    model (μ = ∞) allows. Only when that answer is one no robot can give (:func:`_absurd`: the forces or torques
+    beyond the certificate's bounds, the usual outcome of rows held at a contact with almost no load) does the
+    released answer stand, and the contacts it loads without rows are counted. Each contact is released and
+    given its rows back at most once: at most 2n + 1 rounds.
 
     Then, with ``repair``, when v⁺ violates a constraint (penetrates or slips by more than
     :data:`~idcontrol.formulations.consistency.REPAIR_TOL`) or the LCP had no solution, the Section 4.5 repair on
@@ -517,7 +534,8 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
 
     Returns (ok, pivots (all rounds'), the loaded contacts (the active ones with f_N > 0: the next tick's warm
     start), kept rows, the answer [f_N; f_S; f_T; v⁺; τ; q̇_des as solved] (3n + m + 2 nu,), diagnostics (see
-    :func:`_solve_once`), the number of contacts released, [S; T] as solved (2, n, m), whether the LCP's v⁺ violates
+    :func:`_solve_once`), the number of contacts (released, given their rows back, loaded without rows), [S; T] as
+    solved (2, n, m), whether the LCP's v⁺ violates
     a constraint, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed), the
     violation it left, m/s, its largest change of q̇_des, rad/s, and the certificate of the answer returned under
     ``terms``: code, value, bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`). Scalars where
@@ -531,13 +549,34 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     S_now[:] = S
     T_now[:] = T
     released = np.zeros(n, dtype=np.bool_)
+    restored = np.zeros(n, dtype=np.bool_)  # released, then loaded by a later round: its rows given back for good
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
         M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, release_unloaded)
     rounds_pivots = pivots
+    # the answer before the first contact got its rows back, and its releases: it stands if the rounds after are absurd
+    before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(), released.copy())
+    tried = False
     while ok and release_unloaded and diagnostics[0] != BY_NONE:
+        back = released & (f_normal > FORCE_TOL) & ~restored
+        if back.any():  # the load moved onto released contacts: without their rows they would slide under it
+            if not tried:
+                before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(),
+                          released.copy())  # fmt: skip
+                tried = True
+            loaded = active[f_normal[active] > 0.0]
+            for c in range(n):
+                if back[c]:
+                    released[c], restored[c] = False, True
+                    S_now[c] = S[c]
+                    T_now[c] = T[c]
+            qd = projected_velocity(S_now, T_now, a, u, qd_des, PROJECTION_RCOND) if project else qd
+            ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
+                M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
+            rounds_pivots += pivots
+            continue
         more = False
         for c in range(n):
-            if f_normal[c] <= 0.0 and not released[c]:
+            if f_normal[c] <= 0.0 and not released[c] and not restored[c]:
                 released[c] = True  # its rows go; solved again only if it carried a tangential force
                 more = more or f_s[c] != 0.0 or f_t[c] != 0.0
                 S_now[c] = 0.0
@@ -551,6 +590,15 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
         ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
             M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
         rounds_pivots += pivots
+    if tried and (not ok or diagnostics[0] == BY_NONE or _absurd(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu,
+                                                                   a, tau, f_normal, f_s, f_t, terms)):  # fmt: skip
+        # with their rows the answer is one no robot can give: the released answer stands, and the contacts it
+        # loads without rows are counted
+        pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, saved_rows, saved_released = before
+        rows[:] = saved_rows
+        released[:] = saved_released
+        restored[:] = False
+        ok = True
     violated = False
     if ok and n:
         for c in range(n):
@@ -569,5 +617,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu, a, tau, f_normal, f_s,
                                           f_t, terms) if ok else (UNCHECKED, 0.0, 0.0)  # fmt: skip
     answer = np.concatenate((f_normal, f_s, f_t, v_next, tau, qd))
-    return (ok, rounds_pivots, loaded, kept, answer, diagnostics, np.count_nonzero(released), rows, violated, outcome,
-            violation, change, code, value, bound)  # fmt: skip
+    counts = (np.count_nonzero(released), np.count_nonzero(restored),
+              np.count_nonzero(released & (f_normal > FORCE_TOL)) if ok else 0)
+    return (ok, rounds_pivots, loaded, kept, answer, diagnostics, counts, rows, violated, outcome, violation, change,
+            code, value, bound)  # fmt: skip

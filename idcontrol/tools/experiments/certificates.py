@@ -20,6 +20,11 @@ and requires max |r| ≤ 1e-6 N·m (N), f_N ≥ 0, the torques within 30 times t
 force magnitudes within m (10 g + (v_c + 1 m/s)/Δt), v_c the fastest contact point (Pinocchio's frame
 velocities), the physical bound of :mod:`idcontrol.formulations.certificate`. An answer that
 the certificate rejected (``found=False`` with a certificate message) is counted as rejected.
+
+Of the certified answers it also counts those with a torque beyond the URDF's limits (the safety filter clips
+them, and the predicted forces then no longer hold), and those in which a contact carrying more than 1 mN slides
+faster than 1 mm/s after the step: the tangential velocity of the contact point from the answer's own v⁺, with
+Pinocchio's Jacobians at that point (a column for every formulation; only a no-slip formulation promises none).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from idcontrol.robot.model import RobotModel
 
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp", "one_stage_qp", "sensed_id", "pid")
 RESIDUAL_TOL = 1e-6  # N·m (N): the independent dynamics check
+LOADED_N = 1e-3  # N: a contact carrying more is loaded (the slip columns)
+SLIP_TOL = 1e-3  # m/s: a loaded contact sliding faster slips
 
 
 @dataclass
@@ -55,7 +62,19 @@ class Tally:
     worst_residual: float = 0.0  # N·m, over the found answers
     worst_force: float = 0.0  # N, the largest contact force of a found answer
     worst_torque_ratio: float = 0.0  # max |τ| / limit of a found answer
+    over_limit: int = 0  # certified answers with a torque beyond the URDF limit (the safety filter clips them)
+    loaded: int = 0  # certified answers with a loaded contact (f_N > LOADED_N)
+    slipping: int = 0  # ... of which a loaded contact slides faster than SLIP_TOL after the step
+    slips: list[float] = field(default_factory=list)  # m/s, each loaded answer's fastest loaded contact
     examples: list[str] = field(default_factory=list)
+
+    @property
+    def slip_median(self) -> float:
+        return float(np.median(self.slips)) if self.slips else 0.0
+
+    @property
+    def slip_max(self) -> float:
+        return max(self.slips, default=0.0)
 
 
 def perturbed_states(robot: RobotModel, count: int, rng: np.random.Generator) -> list[tuple[RobotState, np.ndarray]]:
@@ -119,6 +138,28 @@ def independent_residual(robot: RobotModel, state: RobotState, result, contacts,
     return float(np.abs(generalized).max())
 
 
+def loaded_slip(robot: RobotModel, state: RobotState, result, contacts) -> float | None:
+    """m/s: the fastest tangential velocity, after the step (the answer's own v⁺), of a contact point carrying more
+    than ``LOADED_N``, from Pinocchio's frame Jacobians at the contact points and the contacts' normals; None
+    when no contact is loaded."""
+    model, data = robot.model, robot.model.createData()
+    pin.computeJointJacobians(model, data, state.q)
+    pin.updateFramePlacements(model, data)
+    v_next = result.v_next[: robot.nv]
+    fastest = None
+    for i in range(contacts.n):
+        if not result.f_normal[i] > LOADED_N:
+            continue
+        frame = int(robot.sphere_frame_ids[int(contacts.sphere[i])])
+        J = pin.getFrameJacobian(model, data, frame, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        arm = contacts.points[i] - data.oMf[frame].translation
+        velocity = J[:3] @ v_next + np.cross(J[3:] @ v_next, arm)
+        normal = contacts.normals[i]
+        tangential = float(np.linalg.norm(velocity - normal * (normal @ velocity)))
+        fastest = tangential if fastest is None else max(fastest, tangential)
+    return fastest
+
+
 def force_bound(robot: RobotModel, state: RobotState, contacts, dt: float) -> float:
     """m (10 g + (v_c + 1 m/s)/Δt), N: v_c the fastest contact point, from Pinocchio's frame Jacobians."""
     model, data = robot.model, robot.model.createData()
@@ -175,6 +216,12 @@ def run(robots: list[str], states: int, seed: int = 0) -> list[Tally]:
                     sound = sound and residual <= RESIDUAL_TOL
                 if sound:
                     tally.certified += 1
+                    tally.over_limit += ratio > 1.0
+                    slip = loaded_slip(robot, state, result, contacts) if not result.sensed else None
+                    if slip is not None:
+                        tally.loaded += 1
+                        tally.slipping += slip > SLIP_TOL
+                        tally.slips.append(slip)
                 else:
                     tally.unsound += 1
                     if len(tally.examples) < 3:
@@ -189,7 +236,9 @@ def _line(t: Tally) -> str:
     return (f"{t.robot:<10} {t.formulation:<13} states {t.states}: certified {t.certified}, rejected "
             f"{sum(t.rejected.values())} ({rejected}), solver failed {t.failed}, UNSOUND {t.unsound}; worst residual "
             f"{t.worst_residual:.2e} N·m, "
-            f"max |f| {t.worst_force:.1f} N, max |τ|/limit {t.worst_torque_ratio:.2f}")  # fmt: skip
+            f"max |f| {t.worst_force:.1f} N, max |τ|/limit {t.worst_torque_ratio:.2f}; over the limits "
+            f"{t.over_limit} of {t.certified} certified; a loaded contact slips > {SLIP_TOL * 1e3:.0f} mm/s in "
+            f"{t.slipping} of {t.loaded} (slip median {t.slip_median * 1e3:.2g}, max {t.slip_max * 1e3:.2g} mm/s)")
 
 
 def main(robots: list[str], states: int, seed: int, json_path: str | None) -> int:
