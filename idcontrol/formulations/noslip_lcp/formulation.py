@@ -170,7 +170,7 @@ class NoSlipLCP(Formulation):
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau, qd_des = split(answer, n, n, n, m, nu)
         n_loaded = int(np.count_nonzero(f_normal > FORCE_TOL))
-        if self.project or n_released or n_restored:  # the problem as solved (the residuals use its rows; the certificate the asked ones)
+        if self.project or n_released or n_restored:  # the problem as solved: its rows are what no-slip is claimed on
             p = p.with_rows(rows[0], rows[1], qd_des)
         found = diagnostics[0] != BY_NONE
         fallback = fallback_text(diagnostics)

@@ -18,7 +18,15 @@ from numba import njit, types
 from numba.experimental import structref
 
 from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
-from idcontrol.formulations.certificate import FORCE_TOL, UNCHECKED, certify_in_solve
+from idcontrol.formulations.certificate import (
+    FORCE_TOL,
+    SPEED_MARGIN,
+    TERM_MASS,
+    TERM_TAU_BOUND,
+    UNCHECKED,
+    WEIGHTS,
+    certify_in_solve,
+)
 from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution, repair_native
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
 from idcontrol.formulations.reduced import (
@@ -302,14 +310,26 @@ def share_tangential(red, data, f_normal, f_s, f_t):
 
 
 @njit(cache=True)
-def _absurd(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t, terms):
-    """Whether an answer fails the certificate's checks of what no robot can give (non-finite, the dynamics, the
-    force or torque bound: :func:`~idcontrol.formulations.certificate.certify_in_solve`), where the repair
-    cannot help. Without ``terms`` (no certifier), whether it is non-finite."""
-    if terms.shape[0] == 0:
-        return not (np.all(np.isfinite(tau)) and np.all(np.isfinite(f_normal)))
-    code = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t, terms)[0]
-    return code in (1.0, 2.0, 8.0, 9.0)
+def _absurd(v, dt, N, S, T, tau, f_normal, f_s, f_t, terms):
+    """Whether an answer is one no robot can give, whatever the repair does after it: non-finite, or beyond the
+    certificate's force or torque bound (``terms``: :meth:`~idcontrol.formulations.certificate.Certifier.terms`;
+    without them, only non-finite)."""
+    n = f_normal.shape[0]
+    for k in range(tau.shape[0]):
+        if not math.isfinite(tau[k]) or (terms.shape[0] and abs(tau[k]) > terms[TERM_TAU_BOUND + k]):
+            return True
+    fastest, total = 0.0, 0.0
+    for i in range(n):
+        if not (math.isfinite(f_normal[i]) and math.isfinite(f_s[i]) and math.isfinite(f_t[i])):
+            return True
+        normal, s_now, t_now = 0.0, 0.0, 0.0
+        for j in range(v.shape[0]):
+            normal += N[i, j] * v[j]
+            s_now += S[i, j] * v[j]
+            t_now += T[i, j] * v[j]
+        fastest = max(fastest, math.sqrt(normal * normal + s_now * s_now + t_now * t_now))
+        total += math.sqrt(f_normal[i] * f_normal[i] + f_s[i] * f_s[i] + f_t[i] * f_t[i])
+    return terms.shape[0] > 0 and total > terms[TERM_MASS] * (WEIGHTS * 9.81 + (fastest + SPEED_MARGIN) / dt)
 
 
 #: an unloaded contact's tangential forces below this × the largest normal force are none (``release_unloaded``):
@@ -590,8 +610,8 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
         ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
             M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
         rounds_pivots += pivots
-    if tried and (not ok or diagnostics[0] == BY_NONE or _absurd(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu,
-                                                                   a, tau, f_normal, f_s, f_t, terms)):  # fmt: skip
+    if tried and (not ok or diagnostics[0] == BY_NONE
+                  or _absurd(v, dt, N, S_now, T_now, tau, f_normal, f_s, f_t, terms)):
         # with their rows the answer is one no robot can give: the released answer stands, and the contacts it
         # loads without rows are counted
         pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, saved_rows, saved_released = before
