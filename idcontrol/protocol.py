@@ -266,8 +266,9 @@ class RobotShape:
         return len(self.joint_names)
 
 
-def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, Any]:
-    """Decode a control-channel message: a :class:`StateMessage`, or a ``hello`` map."""
+def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> StateMessage | dict[str, Any]:
+    """Decode a control-channel message: a :class:`StateMessage`, or a ``hello`` map. ``estimates``: the receiver
+    estimates the base from an ``imu`` (a state may then send the joints alone); False: a state must carry its base."""
     message = unpack(raw, ("state", "hello"))
     if message["type"] == "hello":
         get_str(message, "robot")
@@ -289,6 +290,9 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
         if shape.nq != shape.nv + 1 or shape.nq < 7:
             raise ProtocolError("bad_field", "imu: only a floating-base robot's state carries an IMU", seq)
         joints_only = _length(message.get("q")) == shape.nq - 7
+        if joints_only and not estimates:
+            raise ProtocolError("bad_field", f"q holds the joints alone ({shape.nq - 7} values) but this daemon has no "
+                                f"estimator (welcome.state_form is full): send the base too, q f64[{shape.nq}]", seq)
     base_q, base_v = (7, 6) if joints_only else (0, 0)
     fields = [(message, "q", shape.nq - base_q, ""), (message, "qd", shape.nv - base_v, "")]
     sensed = message.get("contact_forces") is not None

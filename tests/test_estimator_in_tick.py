@@ -18,6 +18,7 @@ from idcontrol.control.state import ImuReading, RobotState
 from idcontrol.errors import ConfigError
 from idcontrol.settings import SENSOR_PRESETS, load_launch, parse_launch
 from idcontrol.sim.launch import simulator_for
+from idcontrol.testing import run_over_protocol
 from idcontrol.tools.estimator_eval import closed_loop
 from tests.conftest import REPO
 
@@ -101,6 +102,15 @@ def test_the_full_form_is_unchanged_and_may_carry_an_imu_too():
                       "linear_acceleration": [0.0, 0.0, 9.81]}  # fmt: skip
     state = wire.decode_control(msgpack.packb(message, use_bin_type=True), SHAPE).state
     assert np.array_equal(state.q, q) and state.imu.t is None
+
+
+def test_a_daemon_without_an_estimator_refuses_a_state_without_its_base():
+    """The joints alone are a state only for a receiver that estimates the base; otherwise a bad_field naming it."""
+    imu = ImuReading(np.array([0.0, 0.0, 0.0, 1.0]), np.zeros(3), np.array([0.0, 0.0, 9.81]))
+    raw = wire.encode_state(1, 0.0, np.r_[np.zeros(6), 1, np.zeros(12)], np.zeros(18), imu=imu)
+    with pytest.raises(wire.ProtocolError) as e:
+        wire.decode_control(raw, SHAPE, estimates=False)
+    assert e.value.code == "bad_field" and "no estimator" in str(e.value)
 
 
 def test_a_non_finite_imu_reaches_the_core_a_malformed_one_is_refused():
@@ -225,3 +235,12 @@ def test_the_quadruped_trots_on_its_imu_and_encoders(quadruped):
     row = errors.as_row()
     assert errors.height_max < 0.01 and math.degrees(errors.tilt_settled) < IMU_TILT_DEG + 0.05, row
     assert errors.velocity_rms < 0.05 and errors.drift_percent < 2.0, row
+
+
+def test_the_daemon_estimates_the_base_from_the_sensor_form_over_the_protocol():
+    """launch/stand_estimated.toml as processes (daemon and bridge over the wire): the bridge sends the joints and the
+    IMU alone, the daemon estimates the base and keeps the robot in run mode for 1 s (an untrustworthy estimate, or a
+    base taken from the sensor form's empty one, would have stopped it)."""
+    run = run_over_protocol(load_launch(STAND), 1.0)
+    assert run.end_mode == "run" and run.ticks_in_run >= 990, run.end_reason
+    assert np.array_equal(run.q[-1][:7], [0, 0, 0, 0, 0, 0, 1])  # the received states carry no base: the log's truth

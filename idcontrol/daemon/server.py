@@ -375,7 +375,7 @@ class Daemon:
             raw = frames[1]
             received = time.perf_counter()
             try:
-                message = wire.decode_control(raw, self.shape)
+                message = wire.decode_control(raw, self.shape, estimates=self.core.estimator is not None)
                 decoded = time.perf_counter()
             except ProtocolError as e:
                 self._reply_error(peer, e.code, str(e), e.seq)
