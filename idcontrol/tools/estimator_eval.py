@@ -339,7 +339,8 @@ class ClosedLoopErrors:
         return {"end_reason": self.end_reason, "ticks": self.ticks, "fell": self.fell,
                 "height_max_mm": self.height_max * 1e3, "tilt_max_deg": math.degrees(self.tilt_max),
                 "tilt_settled_deg": math.degrees(self.tilt_settled), "velocity_rms_mps": self.velocity_rms,
-                "drift_percent": self.drift_percent, "distance_m": self.distance,
+                "drift_percent": self.drift_percent, "drift_mm": self.drift_percent * self.distance * 10.0,
+                "distance_m": self.distance,
                 "contact_agreement": self.contact_agreement, "longest_disagreement_ms": self.longest_disagreement * 1e3,
                 "estimator_us_p50": self.estimator_us_p50, "estimator_us_p99": self.estimator_us_p99}  # fmt: skip
 
