@@ -140,6 +140,16 @@ def _at_rest(robot, t: float, gyro_x: float = 0.0) -> RobotState:
     return RobotState(q, np.zeros(robot.nv), t, imu=imu)
 
 
+def test_welcome_says_the_daemon_wants_sensors_and_which_filter_estimates(stand_core):
+    """A core with an estimator asks for the sensor form and names its filter; the daemon's welcome carries both."""
+    assert (stand_core.state_form, stand_core.estimator_kind) == ("sensors", "inekf")
+    welcome = msgpack.unpackb(wire.encode_welcome(SHAPE, 1e-3, "idle", stand_core.state_form,
+                                                  stand_core.estimator_kind), raw=False)  # fmt: skip
+    assert (welcome["state_form"], welcome["estimator"]) == ("sensors", "inekf")
+    plain = msgpack.unpackb(wire.encode_welcome(SHAPE, 1e-3, "idle"), raw=False)
+    assert (plain["state_form"], plain["estimator"]) == ("full", "none")
+
+
 def test_the_core_controls_from_the_estimated_base(stand_core, quadruped):
     """In run mode the state the controller sees has the estimator's base: over the origin, its lowest foot on the
     ground, level, at rest (the sensor form's placeholder base at z = 0 would be a fallen robot)."""
