@@ -325,7 +325,7 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
         imu_t = get_float(raw_imu, "t") if raw_imu.get("t") is not None else None
         imu = ImuReading(orientation, angular_velocity, linear_acceleration, imu_t)
         if joints_only:  # the base the sensor form leaves out: at the origin, level, at rest (the estimator's to fill)
-            q, v = np.concatenate((_NO_BASE_Q, q)), np.concatenate((_NO_BASE_V, v))
+            q, v = np.concatenate((NO_BASE_Q, q)), np.concatenate((NO_BASE_V, v))
     forces = rest.pop(0).reshape(-1, 3) if sensed else None
     objects: dict[str, ObjectState] = {}
     if raw_objects:
@@ -343,8 +343,8 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
 
 
 #: The base part of a sensor-form state that sends the joints alone.
-_NO_BASE_Q = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-_NO_BASE_V = np.zeros(6)
+NO_BASE_Q = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+NO_BASE_V = np.zeros(6)
 
 
 def _sensor_array(message: Mapping[str, Any], key: str, length: int, seq: int) -> Array:

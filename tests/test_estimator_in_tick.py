@@ -126,6 +126,23 @@ def test_a_non_finite_imu_reaches_the_core_a_malformed_one_is_refused():
     assert e.value.code == "bad_field" and "imu.linear_acceleration" in str(e.value)
 
 
+def test_the_log_rebuilds_a_sensor_form_state_with_the_base_the_daemon_decoded():
+    """A tick the daemon logs as a snapshot (the state's bytes as received) is rebuilt with q and qd as the daemon
+    decoded them: the sensor form's empty base, then the joints (not the joints alone: a log's q is always nq long)."""
+    from idcontrol.control.core import Command
+    from idcontrol.logs.snapshot import pack_snapshot, record_from_snapshot
+
+    rng = np.random.default_rng(1)
+    imu = ImuReading(np.array([0.0, 0.0, 0.0, 1.0]), rng.normal(size=3), rng.normal(size=3), 0.1)
+    raw = wire.encode_state(5, 0.1, rng.normal(size=19), rng.normal(size=18), imu=imu)
+    decoded = wire.decode_control(raw, SHAPE).state
+    snapshot = pack_snapshot(raw, Command(np.zeros(12), "idle", 0.1), compute_us=1.0, now=0.0, contact_labels=None,
+                             coupling=None, log_dropped=0)  # fmt: skip
+    record = record_from_snapshot(msgpack.unpackb(snapshot, raw=False))
+    assert np.array_equal(np.frombuffer(record["q"], dtype="<f8"), decoded.q)
+    assert np.array_equal(np.frombuffer(record["qd"], dtype="<f8"), decoded.v)
+
+
 # ---------------------------------------------------------------------------------------------------- the core
 @pytest.fixture(scope="module")
 def stand_core(quadruped):
