@@ -219,6 +219,17 @@ class EstimateErrors:
                 "tick_us_p50": self.tick_us_p50, "tick_us_p99": self.tick_us_p99}  # fmt: skip
 
 
+def _tilt_and_velocity(q: Array, v: Array, q_est: Array, v_est: Array) -> tuple[Array, float]:
+    """Per row, the angle between the true and the estimated vertical in the base frame (rad), and the RMS of the
+    base velocity error's norm over the rows (m/s, world frame)."""
+    up_true = np.array([_rotation_xyzw(x[3:7])[2] for x in q])  # the world's z in the base frame
+    up_est = np.array([_rotation_xyzw(x[3:7])[2] for x in q_est])
+    tilt = np.arccos(np.clip(np.sum(up_true * up_est, axis=1), -1.0, 1.0))
+    vel_true = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q, v, strict=True)])
+    vel_est = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q_est, v_est, strict=True)])
+    return tilt, float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1))))
+
+
 def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: EstimatorSettings | None = None,
              estimator: BaseEstimator | None = None) -> EstimateErrors:  # fmt: skip
     """Run the estimator open-loop over ``readings`` (reset at the true start position) and compare to ``truth``."""
@@ -241,11 +252,7 @@ def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: Est
         healthy[i] = estimate.healthy
         if not estimate.healthy and not first_unhealthy:
             first_unhealthy = f"t = {readings[i].t:.3f} s: {estimate.reason}"
-    up_true = np.array([_rotation_xyzw(q[3:7])[2] for q in truth.q])  # the world's z in the base frame
-    up_est = np.array([_rotation_xyzw(q[3:7])[2] for q in q_est])
-    tilt = np.arccos(np.clip(np.sum(up_true * up_est, axis=1), -1.0, 1.0))
-    vel_true = np.array([_rotation_xyzw(q[3:7]) @ v[:3] for q, v in zip(truth.q, truth.v, strict=True)])
-    vel_est = np.array([_rotation_xyzw(q[3:7]) @ v[:3] for q, v in zip(q_est, v_est, strict=True)])
+    tilt, velocity_rms = _tilt_and_velocity(truth.q, truth.v, q_est, v_est)
     steps = np.linalg.norm(np.diff(truth.q[:, :2], axis=0), axis=1)
     distance = float(np.sum(steps))
     drift = float(np.linalg.norm(q_est[-1, :2] - truth.q[-1, :2]))
@@ -253,7 +260,7 @@ def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: Est
     return EstimateErrors(
         height_max=float(np.max(np.abs(q_est[:, 2] - truth.q[:, 2]))),
         tilt_max=float(np.max(tilt)),
-        velocity_rms=float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1)))),
+        velocity_rms=velocity_rms,
         drift_percent=100.0 * drift / distance if distance > 0 else math.nan,
         drift=drift,
         distance=distance,
@@ -387,11 +394,7 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
     n = len(q)
     if n < 2:
         return ClosedLoopErrors(end_reason, n, fell, *([math.nan] * 10))
-    up_true = np.array([_rotation_xyzw(x[3:7])[2] for x in q])
-    up_est = np.array([_rotation_xyzw(x[3:7])[2] for x in q_est])
-    tilt = np.arccos(np.clip(np.sum(up_true * up_est, axis=1), -1.0, 1.0))
-    vel_true = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q, v, strict=True)])
-    vel_est = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q_est, v_est, strict=True)])
+    tilt, velocity_rms = _tilt_and_velocity(q, v, q_est, v_est)
     distance = float(np.sum(np.linalg.norm(np.diff(q[:, :2], axis=0), axis=1)))
     moved_true, moved_est = q[-1, :2] - q[0, :2], q_est[-1, :2] - q_est[0, :2]
     drift = float(np.linalg.norm(moved_est - moved_true))
@@ -407,7 +410,7 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
         end_reason=end_reason, ticks=n, fell=fell,
         height_max=float(np.max(np.abs(q_est[:, 2] - q[:, 2]))), tilt_max=float(np.max(tilt)),
         tilt_settled=float(np.max(settled)) if len(settled := tilt[int(round(1.0 / core.dt)) :]) else math.nan,
-        velocity_rms=float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1)))),
+        velocity_rms=velocity_rms,
         drift_percent=100.0 * drift / distance if distance > 0 else math.nan, distance=distance,
         contact_agreement=float(np.mean(agree)), longest_disagreement=longest * core.dt,
         estimator_us_p50=float(np.percentile(cost, 50)), estimator_us_p99=float(np.percentile(cost, 99)),
