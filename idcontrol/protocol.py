@@ -34,7 +34,7 @@ from idcontrol.control.modes import MODE_RUN as MODE_RUN
 from idcontrol.control.modes import MODE_SAFE_STOP as MODE_SAFE_STOP
 from idcontrol.control.modes import MODE_STOPPED as MODE_STOPPED
 from idcontrol.control.modes import MODES
-from idcontrol.control.state import RobotState
+from idcontrol.control.state import ImuReading, RobotState
 from idcontrol.errors import ProtocolError
 from idcontrol.validation import all_finite
 
@@ -266,8 +266,9 @@ class RobotShape:
         return len(self.joint_names)
 
 
-def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, Any]:
-    """Decode a control-channel message: a :class:`StateMessage`, or a ``hello`` map."""
+def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> StateMessage | dict[str, Any]:
+    """Decode a control-channel message: a :class:`StateMessage`, or a ``hello`` map. ``estimates``: the receiver
+    estimates the base from an ``imu`` (a state may then send the joints alone); False: a state must carry its base."""
     message = unpack(raw, ("state", "hello"))
     if message["type"] == "hello":
         get_str(message, "robot")
@@ -280,7 +281,20 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
         return message
     seq = get_int(message, "seq")
     t = get_float(message, "t")
-    fields = [(message, "q", shape.nq, ""), (message, "qd", shape.nv, "")]
+    raw_imu = message.get("imu")
+    joints_only = False
+    if raw_imu is not None:  # the sensor form: an IMU, and q, qd either full or the joints alone
+        if not isinstance(raw_imu, dict):
+            raise ProtocolError("bad_field", "imu must be a map with orientation_xyzw, angular_velocity and "
+                                "linear_acceleration", seq)  # fmt: skip
+        if shape.nq != shape.nv + 1 or shape.nq < 7:
+            raise ProtocolError("bad_field", "imu: only a floating-base robot's state carries an IMU", seq)
+        joints_only = _length(message.get("q")) == shape.nq - 7
+        if joints_only and not estimates:
+            raise ProtocolError("bad_field", f"q holds the joints alone ({shape.nq - 7} values) but this daemon has no "
+                                f"estimator (welcome.state_form is full): send the base too, q f64[{shape.nq}]", seq)
+    base_q, base_v = (7, 6) if joints_only else (0, 0)
+    fields = [(message, "q", shape.nq - base_q, ""), (message, "qd", shape.nv - base_v, "")]
     sensed = message.get("contact_forces") is not None
     if sensed:
         fields.append((message, "contact_forces", 3 * len(shape.contact_names), ""))
@@ -303,6 +317,15 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
             raise ProtocolError("missing_field", f"objects lacks the movable body {name!r} (every state carries "
                                 f"{list(shape.object_names)})", seq)  # fmt: skip
     q, v, *rest = get_arrays(fields, seq)
+    imu = None
+    if raw_imu is not None:
+        orientation, angular_velocity, linear_acceleration = (_sensor_array(raw_imu, key, n, seq) for key, n in
+                                                               (("orientation_xyzw", 4), ("angular_velocity", 3),
+                                                                ("linear_acceleration", 3)))  # fmt: skip
+        imu_t = get_float(raw_imu, "t") if raw_imu.get("t") is not None else None
+        imu = ImuReading(orientation, angular_velocity, linear_acceleration, imu_t)
+        if joints_only:  # the base the sensor form leaves out: at the origin, level, at rest (the estimator's to fill)
+            q, v = np.concatenate((NO_BASE_Q, q)), np.concatenate((NO_BASE_V, v))
     forces = rest.pop(0).reshape(-1, 3) if sensed else None
     objects: dict[str, ObjectState] = {}
     if raw_objects:
@@ -316,7 +339,37 @@ def decode_control(raw: bytes, shape: RobotShape) -> StateMessage | dict[str, An
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
     crossings = _decode_crossings(message["crossings"], seq, shape.contact_names) \
         if message.get("crossings") is not None else ()  # fmt: skip
-    return StateMessage(seq, RobotState(q, v, t, objects, forces), rtt, stopped, late, crossings)
+    return StateMessage(seq, RobotState(q, v, t, objects, forces, imu=imu), rtt, stopped, late, crossings)
+
+
+#: The base part of a sensor-form state that sends the joints alone.
+NO_BASE_Q = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+NO_BASE_V = np.zeros(6)
+
+
+def _sensor_array(message: Mapping[str, Any], key: str, length: int, seq: int) -> Array:
+    """A sensor's float array field (``imu.KEY``) of exactly ``length`` values, which may be non-finite: a sensor
+    that fails is the estimator's to judge (the core stops safely and says so), not a malformed message."""
+    value = message.get(key)
+    if value is None:
+        raise ProtocolError("missing_field", f"imu lacks {key}", seq)
+    if type(value) is bytes or isinstance(value, bytearray):
+        if len(value) != 8 * length:
+            raise ProtocolError("bad_field", f"imu.{key} holds {len(value)} bytes, expected {8 * length} "
+                                f"({length} float64)", seq)  # fmt: skip
+        return np.frombuffer(value, dtype="<f8").astype(np.float64)
+    if isinstance(value, list) and len(value) == length and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    ):
+        return np.asarray(value, dtype=np.float64)
+    raise ProtocolError("bad_field", f"imu.{key} must be {length} float64 or an array of {length} numbers", seq)
+
+
+def _length(value: Any) -> int | None:
+    """How many float64 values an array field holds (None: not an array)."""
+    if type(value) is bytes or isinstance(value, bytearray):
+        return len(value) // 8
+    return len(value) if isinstance(value, list) else None
 
 
 #: At most this many crossings in one state (a step of a robot with 512 contact spheres, each touching down and
@@ -358,9 +411,18 @@ def encode_state(
     bridge_stopped: bool = False,
     last_late: bool = False,
     crossings: tuple[tuple[str, float, str], ...] | list[tuple[str, float, str]] = (),
+    imu: ImuReading | None = None,
 ) -> bytes:
-    """A ``state`` message; ``crossings``: (label, t s, how) of the step's contact events, in crossing order."""
+    """A ``state`` message; ``crossings``: (label, t s, how) of the step's contact events, in crossing order.
+    ``imu``: the sensor form: the IMU's reading, and of ``q`` (nq,) and ``v`` (nv,) only the joints (q[7:], v[6:])."""
+    if imu is not None:
+        q, v = q[7:], v[6:]
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
+    if imu is not None:
+        message["imu"] = {"orientation_xyzw": f64(imu.orientation_xyzw), "angular_velocity": f64(imu.angular_velocity),
+                          "linear_acceleration": f64(imu.linear_acceleration)}  # fmt: skip
+        if imu.t is not None:
+            message["imu"]["t"] = float(imu.t)
     if contact_forces is not None:
         message["contact_forces"] = f64(contact_forces)
     if objects:
@@ -422,11 +484,19 @@ def encode_hello(robot: str, nq: int, nv: int, nu: int, clock: str = "realtime",
     return pack(message)
 
 
-def encode_welcome(shape: RobotShape, dt: float, mode: str) -> bytes:
+#: The forms of a state the daemon receives: the floating base's pose and twist in q and qd, or a robot's sensors
+#: (the joints and an IMU; the daemon estimates the base).
+STATE_FORMS = ("full", "sensors")
+
+
+def encode_welcome(shape: RobotShape, dt: float, mode: str, state_form: str = "full", estimator: str = "none") -> bytes:
+    """``state_form``: what the daemon expects (:data:`STATE_FORMS`); ``estimator``: the filter that estimates the
+    base from the sensors (``"none"`` for the full form)."""
     return pack({
         "v": PROTOCOL_VERSION, "type": "welcome", "robot": shape.robot, "nq": shape.nq, "nv": shape.nv,
         "nu": shape.nu, "joint_names": list(shape.joint_names), "contact_names": list(shape.contact_names),
-        "object_names": list(shape.object_names), "dt": dt, "mode": mode,
+        "object_names": list(shape.object_names), "dt": dt, "mode": mode, "state_form": state_form,
+        "estimator": estimator,
     })  # fmt: skip
 
 

@@ -63,6 +63,14 @@ A launch file is TOML (see ``launch/*.toml``)::
     [bridge.actuators]           # how torques reach the joints: "ideal" (the default: at once) or "typical",
     preset = "typical"           # then any key of ActuatorSettings, e.g. delay_ticks = 2
 
+    [estimator]                  # optional: the floating base estimated in the tick from the IMU and the encoders
+    kind = "inekf"               # "none" (the default: the state carries the base), "inekf" (the contact-aided
+                                 # invariant EKF) or "lkf" (MIT Cheetah 3's linear KF); needs the sensor form
+                                 # (bridge.sensors.base = "imu") and contacts = "estimated" (docs/estimation.md)
+    contact_threshold = 0.5      # a sphere stands for the estimator at this stance value
+    noise = { accel_noise = 0.05 }   # any NoiseModel key (idcontrol.estimation.types)
+    bounds = { max_tilt_std = 0.035 }  # any HealthBounds key: beyond them the core stops safely
+
     [realtime]                   # optional: SCHED_FIFO for the daemon and bridge processes
     priority = 50                # 1 .. 99 (0, the default: normal scheduling)
     daemon_cpu = 1               # optional CPU pinning
@@ -411,6 +419,10 @@ class ReferenceSettings:
 # are idcontrol.sim.sensing's (its docstring gives every key's meaning and unit).
 JOINT_VELOCITY_SOURCES = ("measured", "differentiated")
 FOOT_SENSORS = ("robot", "none", "force")
+#: What a bridge reports of the floating base: ``"estimated"`` an estimator's output, modelled as the truth plus its
+#: errors (the base pose and twist in the state); ``"imu"`` only what a robot measures (the IMU's reading; the daemon
+#: estimates the base itself, ``[estimator]``).
+BASE_SOURCES = ("estimated", "imu")
 
 
 @dataclass(frozen=True)
@@ -436,12 +448,17 @@ class SensorSettings:
     foot_sensors: str = "robot"
     foot_force_noise: float = 0.0
     latency_ticks: int = 0
+    base: str = "estimated"
+    accel_noise: float = 0.0
+    accel_bias: float = 0.0
 
     @property
     def ideal(self) -> bool:
         """Whether the bridge reports the simulator's truth as it is."""
-        return _is_off(self, {"preset", "seed", "joint_velocity", "foot_sensors", "base_velocity_correlation"}) \
-            and self.joint_velocity == "measured" and self.foot_sensors in ("robot", "force")  # fmt: skip
+        return _is_off(self, {"preset", "seed", "joint_velocity", "foot_sensors", "base_velocity_correlation",
+                                 "base"}) \
+            and self.joint_velocity == "measured" and self.foot_sensors in ("robot", "force") \
+            and self.base == "estimated"  # fmt: skip
 
     def check(self, where: str) -> SensorSettings:
         """This table validated (ConfigError naming the key)."""
@@ -452,6 +469,8 @@ class SensorSettings:
         if self.foot_sensors not in FOOT_SENSORS:
             raise ConfigError(f"{where}: bridge.sensors.foot_sensors must be one of {list(FOOT_SENSORS)}, "
                               f"got {self.foot_sensors!r}")  # fmt: skip
+        if self.base not in BASE_SOURCES:
+            raise ConfigError(f"{where}: bridge.sensors.base must be one of {list(BASE_SOURCES)}, got {self.base!r}")
         if not self.base_velocity_correlation > 0.0:
             raise ConfigError(f"{where}: bridge.sensors.base_velocity_correlation must be > 0 s")
         if not 0 <= self.latency_ticks <= 100:
@@ -505,6 +524,8 @@ SENSOR_PRESETS: dict[str, dict[str, Any]] = {
         "base_velocity_correlation": 0.5,
         "foot_force_noise": 2.0,
         "latency_ticks": 0,
+        "accel_noise": 0.054,  # m/s² per sample: 175 µg/√Hz (Bosch BMI088) at 1 kHz
+        "accel_bias": 0.03,  # m/s² per axis, left after a start-up calibration
     },
 }
 
@@ -595,6 +616,52 @@ class BridgeSettings:
         return self.__dict__.get("back_end", {}).get(name, key.default)
 
 
+ESTIMATOR_KINDS = ("none", "inekf", "lkf")
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """``[estimator]``: the floating-base estimator the core runs each tick before the controller
+    (:mod:`idcontrol.estimation`). kind : ``"none"``, ``"inekf"`` or ``"lkf"``. contact_threshold : the stance
+    value at which a sphere stands for it. noise, bounds : keys of its NoiseModel and HealthBounds."""
+
+    kind: str = "none"
+    contact_threshold: float = 0.5
+    noise: dict[str, Any] = field(default_factory=dict)
+    bounds: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> Any:
+        """The estimator's :class:`~idcontrol.estimation.EstimatorSettings` (None for ``kind = "none"``);
+        ConfigError naming a bad key or value."""
+        if self.kind == "none":
+            return None
+        from idcontrol.estimation.types import EstimatorSettings, HealthBounds, NoiseModel
+
+        parts = {}
+        for name, table, cls in (("noise", self.noise, NoiseModel), ("bounds", self.bounds, HealthBounds)):
+            if not isinstance(table, dict):
+                raise ConfigError(f"estimator.{name} must be a table")
+            _fields(table, cls, f"estimator.{name}")
+            for key, value in table.items():
+                if not _is_number(value) or not math.isfinite(value) or value < 0:
+                    raise ConfigError(f"estimator.{name}.{key} must be a finite number >= 0, got {value!r}")
+            parts[name] = cls(**table)
+        if not _is_number(self.contact_threshold):
+            raise ConfigError(f"estimator.contact_threshold must be a number, got {self.contact_threshold!r}")
+        return EstimatorSettings(filter=self.kind, contact_threshold=float(self.contact_threshold), **parts)
+
+    def check(self, where: str, contacts: str) -> EstimatorConfig:
+        """This table validated (ConfigError naming the key)."""
+        if self.kind not in ESTIMATOR_KINDS:
+            raise ConfigError(f"{where}: estimator.kind must be one of {list(ESTIMATOR_KINDS)}, got {self.kind!r}")
+        with _said_where(where):
+            self.settings()
+        if self.kind != "none" and contacts != "estimated":
+            raise ConfigError(f"{where}: estimator.kind = {self.kind!r} needs controller.contacts = \"estimated\" "
+                              "(the estimator's stance feet are the controller's stance decision)")  # fmt: skip
+        return self
+
+
 @dataclass(frozen=True)
 class TelemetrySettings:
     """foxglove : port of the live view's Foxglove WebSocket server on 127.0.0.1, which ``idcontrol launch`` starts
@@ -626,6 +693,7 @@ class LaunchConfig:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     formulations: dict[str, dict[str, Any]] = field(default_factory=dict)  # [formulations.NAME] option tables
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)  # [telemetry]: the live view
+    estimator: EstimatorConfig = field(default_factory=EstimatorConfig)  # [estimator]: the base from the IMU
 
     def formulation_options(self, name: str) -> dict[str, Any]:
         """Options for formulation ``name``: its ``[formulations.NAME]`` table, then, for the launch
@@ -752,7 +820,7 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     """Validate a launch file's tables (as ``tomllib`` reads them); ``path`` names it in errors and anchors
     its relative paths (``check_formulations``: see :func:`load_launch`)."""
     top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
-                 "realtime", "formulations", "telemetry"}  # fmt: skip
+                 "realtime", "formulations", "telemetry", "estimator"}  # fmt: skip
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -849,8 +917,10 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     formulations = _formulation_tables(_section(data, "formulations", path), path, check_formulations)
     telemetry = TelemetrySettings(**_fields(_section(data, "telemetry", path), TelemetrySettings,
                                             f"{path} [telemetry]")).check(f"{path}", endpoints)  # fmt: skip
+    estimator = EstimatorConfig(**_fields(_section(data, "estimator", path), EstimatorConfig,
+                                          f"{path} [estimator]")).check(f"{path}", controller.contacts)  # fmt: skip
     config = LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
-                          curve_keys, realtime, formulations, telemetry)  # fmt: skip
+                          curve_keys, realtime, formulations, telemetry, estimator)  # fmt: skip
     if check_formulations:
         _check_options(config, controller.formulation)
     return config

@@ -387,7 +387,7 @@ class InverseDynamicsController:
         sensed = None if state.sensed_forces is None else self._check_sensed_forces(state.sensed_forces)
         if q is state.q and v is state.v and not objects and sensed is state.sensed_forces:
             return state  # already float arrays of the right shapes (the protocol's decode makes them so)
-        return RobotState(q, v, state.t, objects, sensed, state.contact_mask)
+        return RobotState(q, v, state.t, objects, sensed, state.contact_mask, state.imu)
 
     def _passes(self, state: RobotState) -> bool:
         """Whether ``state`` is valid as it is: float64 arrays of the robot's shapes, known movable bodies with

@@ -40,7 +40,8 @@ from idcontrol.control.metrics import RunMetrics, tick_means
 from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED
 from idcontrol.control.safety import SafetyFilter
 from idcontrol.control.state import RobotState
-from idcontrol.errors import ConfigError, InputError, InvalidTransition
+from idcontrol.errors import ConfigError, InputError, InvalidTransition, ShapeError
+from idcontrol.estimation import BaseEstimator, SensorReading
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import SolveResult, index_array
 from idcontrol.reference import JointTarget, Reference, available_references, desired_acceleration, make_reference
@@ -117,6 +118,10 @@ class ControlCore:
     reference : joint reference generator (q_ref, q̇_ref, q̈_ref on the actuated joints).
     quiet : leave unsaid what a reference changed to fit the robot (its notes, logged as warnings otherwise): a
         second core built from settings whose notes were said already (the daemon's tick warmer).
+    estimator : the floating-base estimator (``[estimator]``; None: the state carries the base). In run mode each
+        tick it turns the state's joints and IMU (:attr:`RobotState.imu`) and the controller's stance decision of the
+        previous tick into the base the controller sees; it restarts at each start (the robot at rest). An estimate
+        that is not trustworthy, or a state without an IMU, stops the run safely and says why.
     """
 
     def __init__(
@@ -127,7 +132,14 @@ class ControlCore:
         formulation_options: Mapping[str, Mapping[str, object]] | None = None,
         *,
         quiet: bool = False,
+        estimator: BaseEstimator | None = None,
     ) -> None:
+        if estimator is not None and (controller.stance is None or not controller.robot.floating_base):
+            raise ConfigError("an estimator needs a floating-base robot and estimated contacts (contacts = "
+                              "\"estimated\"): its stance feet are the controller's stance decision")  # fmt: skip
+        self.estimator = estimator
+        self._estimating = False  # the estimator has been reset since the last start
+        self.estimate_seconds = 0.0  # the last tick's estimator call, s (wall clock)
         self.controller = controller
         self.quiet = quiet
         self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
@@ -261,6 +273,9 @@ class ControlCore:
         self.reference.reset()
         self._tau_prev = None
         self._held = 0
+        if self.estimator is not None:  # a new start is a new origin: the estimate and the ground begin again
+            self._estimating = False
+            self.controller.stance.reset()
         self.mode = MODE_RUN
         self.reason = "started"
 
@@ -288,6 +303,16 @@ class ControlCore:
         (see :meth:`warm_up`); with options a new one is built first, then swapped in."""
         ready = self._formulations.get(name) if not options else None
         self.controller.set_formulation(ready or name, options, warm_up=False)  # no extra solve between ticks
+
+    @property
+    def state_form(self) -> str:
+        """The form of state the core needs: ``"sensors"`` (joints and an IMU; it estimates the base) or ``"full"``."""
+        return "sensors" if self.estimator is not None else "full"
+
+    @property
+    def estimator_kind(self) -> str:
+        """The estimator's filter (``"inekf"``, ``"lkf"``), or ``"none"``."""
+        return self.estimator.settings.filter if self.estimator is not None else "none"
 
     @property
     def formulation_name(self) -> str:
@@ -355,9 +380,11 @@ class ControlCore:
             raise InputError(f"state time t = {state.t:g} s is {state.t - self._last_t:g} s after the last state's; "
                              f"while running, at most {MAX_STATE_TIME_STEP:g} s")  # fmt: skip
         self._last_t = state.t
+        out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
+        if self.estimator is not None and self.mode == MODE_RUN:
+            state = self._estimated(state, out, now)
         q, v = state.q, state.v
         q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
-        out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
         if bridge_stopped and self.mode == MODE_RUN:
             self.stop("the bridge stopped the robot (late commands)", now)
             out.note, out.event = "bridge safe stop: daemon safe stop", "bridge_stopped"
@@ -412,6 +439,38 @@ class ControlCore:
         elif solved:
             self._record(out)
         return out
+
+    def _estimated(self, state: RobotState, out: Command, now: float) -> RobotState:
+        """``state`` with its base replaced by the estimator's (run mode). The estimator reads the joints, the IMU and
+        the stance the controller decided in the previous tick (:mod:`idcontrol.contacts.stance`: one contact
+        decision for both). A state without an IMU, or an estimate that is not trustworthy (docs/estimation.md: its
+        covariance beyond the bounds, a non-finite or stale IMU, a diverged filter), stops the run safely with the
+        reason; ``state`` is then returned as it came, and only the joints are used (the safe controllers')."""
+        imu = state.imu
+        reason = ""
+        if imu is None:
+            reason = "the state carries no IMU reading (the estimator needs the sensor form, docs/protocol.md)"
+        else:
+            reading = SensorReading(state.t, state.q[7:], state.v[6:], imu.orientation_xyzw, imu.angular_velocity,
+                                    imu.linear_acceleration, imu.t,
+                                    self.controller.stance.stance if self._estimating else None)  # fmt: skip
+            try:
+                started = time.perf_counter()
+                estimate = self.estimator.update(reading) if self._estimating else self.estimator.reset(reading)
+                self.estimate_seconds = time.perf_counter() - started
+            except ShapeError:
+                raise  # a malformed state: the caller's error reply, nothing acted on
+            except InputError as e:  # a start from a non-finite or non-unit IMU orientation or encoders
+                reason = f"the estimator cannot start: {e}"
+            else:
+                self._estimating = True
+                if not estimate.healthy:
+                    reason = estimate.reason
+        if reason:
+            self.stop(f"estimate not trustworthy: {reason}", now)
+            out.note, out.event = self.reason, "estimator"
+            return state
+        return replace(state, q=estimate.q.copy(), v=estimate.v.copy())  # the joints as read, the base estimated
 
     def _run(self, state: RobotState, q: Array, v: Array, q_act: Array, v_act: Array, out: Command, now: float) -> bool:
         """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether

@@ -44,7 +44,17 @@ def build_core(config: LaunchConfig, robot: RobotModel | None = None, *, quiet: 
         stance=StanceSettings.from_table(c.stance, str(config.path)),
     )  # fmt: skip
     reference = make_reference(config.reference.name, robot, **config.reference.options)
-    core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations, quiet=quiet)
+    estimator = None
+    settings = config.estimator.settings()
+    if settings is not None:
+        if not robot.floating_base:
+            raise ConfigError(f"estimator.kind = {config.estimator.kind!r}: robot {robot.name!r} has no floating base "
+                              "to estimate")  # fmt: skip
+        from idcontrol.estimation import BaseEstimator
+
+        estimator = BaseEstimator(robot, settings)
+    core = ControlCore(controller, reference, config.safety, formulation_options=config.formulations, quiet=quiet,
+                       estimator=estimator)
     if c.gains:
         core.set_gains(**c.gains)  # ConfigError for a negative or non-finite gain
     return core

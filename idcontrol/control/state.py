@@ -13,6 +13,21 @@ Array = NDArray[np.float64]
 
 
 @dataclass
+class ImuReading:
+    """What an IMU reports, in its own frame (the robot file's ``[sensors] imu_frame``).
+
+    orientation_xyzw : (4,) world ← IMU, from the IMU's own filter (its yaw may drift).
+    angular_velocity : (3,) rad/s, the gyro.  linear_acceleration : (3,) m/s², the accelerometer's specific force
+    (+9.81 up at rest).  t : s, when it sampled (None: with the state).
+    """
+
+    orientation_xyzw: Array
+    angular_velocity: Array
+    linear_acceleration: Array
+    t: float | None = None
+
+
+@dataclass
 class RobotState:
     """What a bridge reports each tick (the wire's ``state`` message, decoded once by the daemon).
 
@@ -25,6 +40,9 @@ class RobotState:
     sensed_forces : (k, 3) measured contact force on each contact sphere, world frame, N (sensed_id only).
     contact_mask : (k,) bool per contact sphere: only these may touch this tick (a gait's planned
         stance feet, so that a swing foot still inside the detection margin gets no force); None: all.
+    imu : the IMU's reading (the sensor form: a robot that measures no base pose). With an estimator (the launch
+        file's ``[estimator]``) the core replaces the base part of ``q`` and ``v`` by its estimate; without one a
+        state must carry the base pose and twist itself.
     """
 
     q: Array
@@ -33,3 +51,4 @@ class RobotState:
     objects: dict[str, ObjectState] = field(default_factory=dict)
     sensed_forces: Array | None = None
     contact_mask: Array | None = None
+    imu: ImuReading | None = None

@@ -375,7 +375,7 @@ class Daemon:
             raw = frames[1]
             received = time.perf_counter()
             try:
-                message = wire.decode_control(raw, self.shape)
+                message = wire.decode_control(raw, self.shape, estimates=self.core.estimator is not None)
                 decoded = time.perf_counter()
             except ProtocolError as e:
                 self._reply_error(peer, e.code, str(e), e.seq)
@@ -453,7 +453,8 @@ class Daemon:
         self._peer_chose_id = not (len(peer) == 5 and peer[0] == 0)
         self._lockstep = message.get("clock") == "lockstep"
         self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
-        self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode)])
+        self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode, self.core.state_form,
+                                                                self.core.estimator_kind)])
 
     def _answer(
         self, peer: bytes, message: StateMessage, received: float, decoded: float, raw: bytes, arrived: float
@@ -747,6 +748,7 @@ class Daemon:
             "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
             "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
             "telemetry_listened": bool(self._telemetry_topics),
+            "state_form": core.state_form, "estimator": core.estimator_kind,
             **(self.logger.status() if self.logger is not None else {}),
         }  # fmt: skip
 

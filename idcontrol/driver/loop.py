@@ -313,7 +313,7 @@ class Driver:
         s = self.last_state = self.read_state()
         raw = wire.encode_state(self._seq, float(s.t), s.q, s.v, getattr(s, "contact_forces", None),
                                 getattr(s, "objects", None), self._last_rtt_us, self._safe_stopped, self._late > 0,
-                                getattr(s, "crossings", ()))  # fmt: skip
+                                getattr(s, "crossings", ()), getattr(s, "imu", None))  # fmt: skip
         sent_at = time.perf_counter()
         self.socket.send(raw)
         self.report.states_sent += 1

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from idcontrol.control.core import Command
 
 _SNAPSHOT_LENGTH = 11
+_NO_BASE_Q = wire.f64(wire.NO_BASE_Q)
+_NO_BASE_V = wire.f64(wire.NO_BASE_V)
 
 
 def pack_snapshot(
@@ -91,9 +93,12 @@ def _record(snapshot: list[Any]) -> dict[str, Any]:
     if state["type"] != "state":
         raise ValueError(f"its message is a {state['type']!r}, not a state")
     rtt = state.get("last_rtt_us")
+    q, qd = _f64(state["q"]), _f64(state["qd"])
+    if state.get("imu") is not None and len(q) == len(qd):  # the sensor form's joints alone (nq - 7 = nv - 6): the
+        q, qd = _NO_BASE_Q + q, _NO_BASE_V + qd  # base as the daemon decoded it (protocol.decode_control)
     record: dict[str, Any] = {
         "seq": state["seq"], "t": float(state["t"]), "now": now, "mode": mode, "formulation": formulation,
-        "q": _f64(state["q"]), "qd": _f64(state["qd"]), "tau": tau, "compute_us": compute_us, "clipped": clipped,
+        "q": q, "qd": qd, "tau": tau, "compute_us": compute_us, "clipped": clipped,
         "note": note, "bridge_stopped": bool(state.get("bridge_stopped")), "last_late": bool(state.get("last_late")),
         "last_rtt_us": None if rtt is None else float(rtt),
     }  # fmt: skip

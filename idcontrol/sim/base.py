@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.contacts.world import ObjectState
-from idcontrol.control.state import RobotState
+from idcontrol.control.state import ImuReading, RobotState
 from idcontrol.errors import ConfigError, InputError
 from idcontrol.robot.config import ObjectConfig
 from idcontrol.robot.model import RobotModel
@@ -43,6 +43,9 @@ class SimState:
         world frame, N, in ``robot.toml`` order.
     crossings : the contact events of the last step in the order they happened, (label, t s, how) each, from a
         back end that knows it (ess); empty otherwise. Sent with the state (the wire's ``crossings``).
+    imu : the IMU's reading, from a sensor model that reports what a robot measures (``[bridge.sensors] base =
+        "imu"``, :mod:`idcontrol.sim.sensing`); its ``q[0:7]`` and ``v[0:6]`` then hold no measurement (the base
+        at the origin, level, at rest). None: the base pose and twist are reported.
     """
 
     t: float
@@ -51,10 +54,11 @@ class SimState:
     objects: dict[str, ObjectState]
     contact_forces: Array
     crossings: tuple[tuple[str, float, str], ...] = ()
+    imu: ImuReading | None = None
 
     def robot_state(self) -> RobotState:
         """This snapshot as the control core's input (as a bridge would report it, sensed forces included)."""
-        return RobotState(self.q, self.v, self.t, self.objects, self.contact_forces)
+        return RobotState(self.q, self.v, self.t, self.objects, self.contact_forces, imu=self.imu)
 
 
 class Simulator(Protocol):

@@ -19,6 +19,12 @@ Sensors (``[bridge.sensors]``, :class:`SensorSettings`):
   ``base_position_walk`` (m/√s); a velocity bias ``base_velocity_bias`` (m/s, horizontal, direction from the seed)
   and a Gauss–Markov error of standard deviation ``base_velocity_error`` (m/s per axis) and correlation time
   ``base_velocity_correlation`` (s);
+* with ``base = "imu"`` (the sensor form), no base pose or twist at all: the state's ``q[0:7]`` and ``v[0:6]``
+  hold the origin, level, at rest, and the reading carries the IMU's (:class:`~idcontrol.control.state.ImuReading`,
+  in the robot file's ``[sensors] imu_frame``): the orientation above (world ← IMU), the gyro above (IMU axes), and
+  the accelerometer's specific force: the IMU point's true acceleration over the last period (the difference of its
+  world velocities, so every back end has one), less gravity, in IMU axes, plus a constant bias (each axis drawn with
+  σ = ``accel_bias``, m/s²) and white noise ``accel_noise`` (m/s² per sample). The daemon estimates the base;
 * foot force sensors, only where the robot file declares them (``[sensors] feet = "force"``), with white noise
   ``foot_force_noise`` (N per axis); without them the state carries no contact forces;
 * a sensor latency of ``latency_ticks`` control periods.
@@ -44,6 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from idcontrol.control.state import ImuReading
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import ActuatorSettings, SensorSettings
 from idcontrol.sim.base import SimState, Simulator
@@ -67,6 +74,13 @@ def _quat_from_rotation_vector(r: Array) -> Array:
         return np.array([0.5 * r[0], 0.5 * r[1], 0.5 * r[2], 1.0]) / math.sqrt(1.0 + 0.25 * angle * angle)
     s = math.sin(0.5 * angle) / angle
     return np.array([s * r[0], s * r[1], s * r[2], math.cos(0.5 * angle)])
+
+
+def _quat_from_matrix(rotation: Array) -> Array:
+    """Quaternion (x, y, z, w) of a rotation matrix."""
+    import pinocchio as pin
+
+    return np.array(pin.Quaternion(rotation).coeffs())
 
 
 def _rotation(quaternion_xyzw: Array) -> Array:
@@ -131,6 +145,21 @@ class SensedSimulator:
         limits = np.asarray(r.model.velocityLimit, dtype=float)[self._joint_v]
         self._speed_limit = np.where(np.isfinite(limits) & (limits > 0), limits, np.inf)
         self._ideal_actuators = a.ideal
+        # the sensor form: the IMU's placement in the base and its accelerometer's state (drawn last: the other
+        # streams stay as they were for a seed)
+        self._imu = self._floating and sensors.base == "imu"
+        self._imu_rotation, self._imu_offset = np.eye(3), np.zeros(3)
+        self._accel_bias = np.zeros(3)
+        self._imu_velocity: tuple[float, Array] | None = None  # (t, the IMU point's world velocity)
+        if self._imu:
+            name = r.config.sensors.imu_frame
+            if name is not None:
+                from idcontrol.robot.urdf import frame_id
+
+                placement = r.model.frames[frame_id(r.model, name)].placement
+                self._imu_rotation, self._imu_offset = placement.rotation.copy(), placement.translation.copy()
+            if sensors.accel_bias:
+                self._accel_bias = self._rng.normal(0.0, sensors.accel_bias, 3)
 
     # -------------------------------------------------------------------- the Simulator protocol
     @property
@@ -200,12 +229,47 @@ class SensedSimulator:
             joint_velocity = joint_velocity + rng.normal(0.0, s.joint_velocity_noise, joint_velocity.shape)
         self._previous_encoder = encoder
         q[jq], v[jv] = encoder, joint_velocity
-        if self._floating:
+        imu = None
+        if self._imu:
+            imu = self._read_imu(truth, q, v)
+        elif self._floating:
             self._read_base(truth, q, v)
         forces = truth.contact_forces if self._feet else None
         if forces is not None and s.foot_force_noise > 0.0:
             forces = forces + rng.normal(0.0, s.foot_force_noise, forces.shape)
-        return replace(truth, q=q, v=v, contact_forces=forces)
+        return replace(truth, q=q, v=v, contact_forces=forces, imu=imu)
+
+    def _read_imu(self, truth: SimState, q: Array, v: Array) -> ImuReading:
+        """The IMU's reading of ``truth`` (the module's sensor form); the base part of ``q`` and ``v`` emptied."""
+        s, rng = self.sensors, self._rng
+        R_true = _rotation(truth.q[3:7])
+        rotation_bi, offset_bi = self._imu_rotation, self._imu_offset
+        omega_base = truth.v[3:6]
+        # the IMU point's world velocity, and its change over the last period (at the first reading: at rest)
+        velocity = R_true @ (truth.v[0:3] + np.cross(omega_base, offset_bi))
+        acceleration = np.zeros(3)
+        if self._imu_velocity is not None and truth.t > self._imu_velocity[0]:
+            acceleration = (velocity - self._imu_velocity[1]) / (truth.t - self._imu_velocity[0])
+        self._imu_velocity = (truth.t, velocity)
+        rotation_wi = R_true @ rotation_bi
+        specific_force = rotation_wi.T @ (acceleration + np.array([0.0, 0.0, 9.81]))
+        specific_force = specific_force + self._accel_bias
+        if s.accel_noise > 0.0:
+            specific_force = specific_force + rng.normal(0.0, s.accel_noise, 3)
+        # the IMU filter's orientation: a constant tilt, a yaw drift and white noise, applied in the world frame
+        error = s.imu_tilt * self._tilt_axis + np.array([0.0, 0.0, s.imu_yaw_drift * truth.t])
+        if s.imu_orientation_noise > 0.0:
+            error = error + rng.normal(0.0, s.imu_orientation_noise, 3)
+        quaternion = _quat_multiply(_quat_from_rotation_vector(error), _quat_from_matrix(rotation_wi))
+        quaternion /= np.linalg.norm(quaternion)
+        if quaternion[3] < 0.0:
+            quaternion = -quaternion
+        gyro = rotation_bi.T @ omega_base + rotation_bi.T @ self._gyro_bias
+        if s.gyro_noise > 0.0:
+            gyro = gyro + rng.normal(0.0, s.gyro_noise, 3)
+        q[0:7] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+        v[0:6] = 0.0
+        return ImuReading(quaternion, gyro, specific_force, truth.t)
 
     def _read_base(self, truth: SimState, q: Array, v: Array) -> None:
         """The base pose and twist of ``truth`` with the IMU's and the estimator's errors, into ``q`` and ``v``."""

@@ -187,7 +187,7 @@ def launch_file_text(config: LaunchConfig) -> str:
     """The launch file (TOML) that :func:`~idcontrol.settings.load_launch` reads back as ``config``."""
     lines = [f"robot = {_toml(config.robot)}", f"duration = {_toml(config.duration)}",
              f"objects = {_toml(config.objects)}"]  # fmt: skip
-    for section in ("controller", "reference", "bridge", "endpoints"):
+    for section in ("controller", "reference", "bridge", "endpoints", "estimator"):
         settings = getattr(config, section)
         lines.append(f"\n[{section}]")
         table = {name: getattr(settings, name) for name in settings.__dataclass_fields__}

@@ -72,9 +72,13 @@ def _experiment_impacts(args: argparse.Namespace) -> int:
 
 
 def _experiment_estimator(args: argparse.Namespace) -> int:
+    if args.closed_loop:
+        from idcontrol.tools.estimator_eval import run_closed_loop
+
+        return run_closed_loop(args.closed_loop, args.robot, args.formulation, args.seconds, args.json)
     from idcontrol.tools.estimator_eval import run
 
-    return run(args.robot, args.formulation, args.seconds, args.seed, args.json)
+    return run(args.robot or "quadruped", args.formulation or "two_stage_qp", args.seconds, args.seed, args.json)
 
 
 def _experiment_differentiability(args: argparse.Namespace) -> int:
@@ -215,8 +219,12 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     impacts.set_defaults(func=_experiment_impacts)
     estimator = which.add_parser("estimator", help="the base estimator on a MuJoCo trot's truth: each filter with "
                                                    "ideal and typical sensors, errors and cost per tick")  # fmt: skip
-    estimator.add_argument("--robot", default="quadruped", help="a quadruped (default: the shipped one)")
-    estimator.add_argument("--formulation", default="two_stage_qp", help="the trot's controller (default two_stage_qp)")
+    estimator.add_argument("--robot", default=None, help="a quadruped (default: the shipped one, or the launch file's)")
+    estimator.add_argument("--formulation", default=None,
+                           help="the trot's controller (default two_stage_qp, or the launch file's)")
+    estimator.add_argument("--closed-loop", default=None, metavar="LAUNCH",
+                           help="instead: run LAUNCH (e.g. launch/trot_estimated.toml) with the estimator in the tick "
+                                "and judge it on the simulator's truth")  # fmt: skip
     estimator.add_argument("--seconds", type=_positive_float, default=20.0, help="simulated s (default 20)")
     estimator.add_argument("--seed", type=int, default=7, help="the sensor errors' seed (default 7)")
     estimator.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON")

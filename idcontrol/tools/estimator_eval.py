@@ -11,6 +11,9 @@ measured, run the estimator open-loop over it, compare.
 * :func:`synthesize` turns the truth into sensor readings with seeded errors (:class:`SensorErrors`).
 * :func:`evaluate` runs a :class:`~idcontrol.estimation.BaseEstimator` over them and measures the errors the
   issue's targets name (:class:`EstimateErrors`); ``idcontrol experiment estimator`` prints them.
+* :func:`closed_loop` runs a launch file with the estimator in the tick (``launch/trot_estimated.toml``: the bridge's
+  sensor form, the core estimating the base it controls from) and measures the same errors against the simulator's
+  truth, with the contact decision against the true contacts (``idcontrol experiment estimator --closed-loop``).
 
 Private to the estimator's evaluation: the simulator bridges' sensor models are a separate piece.
 """
@@ -216,6 +219,17 @@ class EstimateErrors:
                 "tick_us_p50": self.tick_us_p50, "tick_us_p99": self.tick_us_p99}  # fmt: skip
 
 
+def _tilt_and_velocity(q: Array, v: Array, q_est: Array, v_est: Array) -> tuple[Array, float]:
+    """Per row, the angle between the true and the estimated vertical in the base frame (rad), and the RMS of the
+    base velocity error's norm over the rows (m/s, world frame)."""
+    up_true = np.array([_rotation_xyzw(x[3:7])[2] for x in q])  # the world's z in the base frame
+    up_est = np.array([_rotation_xyzw(x[3:7])[2] for x in q_est])
+    tilt = np.arccos(np.clip(np.sum(up_true * up_est, axis=1), -1.0, 1.0))
+    vel_true = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q, v, strict=True)])
+    vel_est = np.array([_rotation_xyzw(x[3:7]) @ y[:3] for x, y in zip(q_est, v_est, strict=True)])
+    return tilt, float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1))))
+
+
 def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: EstimatorSettings | None = None,
              estimator: BaseEstimator | None = None) -> EstimateErrors:  # fmt: skip
     """Run the estimator open-loop over ``readings`` (reset at the true start position) and compare to ``truth``."""
@@ -238,11 +252,7 @@ def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: Est
         healthy[i] = estimate.healthy
         if not estimate.healthy and not first_unhealthy:
             first_unhealthy = f"t = {readings[i].t:.3f} s: {estimate.reason}"
-    up_true = np.array([_rotation_xyzw(q[3:7])[2] for q in truth.q])  # the world's z in the base frame
-    up_est = np.array([_rotation_xyzw(q[3:7])[2] for q in q_est])
-    tilt = np.arccos(np.clip(np.sum(up_true * up_est, axis=1), -1.0, 1.0))
-    vel_true = np.array([_rotation_xyzw(q[3:7]) @ v[:3] for q, v in zip(truth.q, truth.v, strict=True)])
-    vel_est = np.array([_rotation_xyzw(q[3:7]) @ v[:3] for q, v in zip(q_est, v_est, strict=True)])
+    tilt, velocity_rms = _tilt_and_velocity(truth.q, truth.v, q_est, v_est)
     steps = np.linalg.norm(np.diff(truth.q[:, :2], axis=0), axis=1)
     distance = float(np.sum(steps))
     drift = float(np.linalg.norm(q_est[-1, :2] - truth.q[-1, :2]))
@@ -250,7 +260,7 @@ def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: Est
     return EstimateErrors(
         height_max=float(np.max(np.abs(q_est[:, 2] - truth.q[:, 2]))),
         tilt_max=float(np.max(tilt)),
-        velocity_rms=float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1)))),
+        velocity_rms=velocity_rms,
         drift_percent=100.0 * drift / distance if distance > 0 else math.nan,
         drift=drift,
         distance=distance,
@@ -301,3 +311,126 @@ def run(robot: str, formulation: str, seconds: float, seed: int, json_path: str 
         Path(json_path).write_text(json.dumps({"robot": config.robot, "formulation": formulation,
                                                "seconds": seconds, "seed": seed, "rows": rows}, indent=1))  # fmt: skip
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------- closed loop
+@dataclass
+class ClosedLoopErrors:
+    """A closed-loop run with the estimator in the tick, judged on the simulator's truth (the targets in brackets).
+
+    end_reason : why the run ended; ticks : in run mode; fell : the true base fell (below half its standing height
+    or tilted beyond 60°).  height_max : m, largest |z error| [1 cm].  tilt_max : rad [0.5°]; it starts at the IMU's
+    own attitude error, which the filter starts from.  tilt_settled : rad, the largest after the first second.
+    velocity_rms : m/s,
+    world frame [0.05].  drift_percent : final horizontal error of the displacement, % of the distance [2 %].
+    distance : m, travelled (truth).  contact_agreement : fraction of foot-ticks whose stance decision is the
+    simulator's contact (a normal force above :data:`CONTACT_FORCE`) [98 %].  longest_disagreement : s, the longest
+    run of ticks one foot disagreed [10 ms].  estimator_us_p50, _p99 : the estimator's call per tick, µs [10].
+    """
+
+    end_reason: str
+    ticks: int
+    fell: bool
+    height_max: float
+    tilt_max: float
+    tilt_settled: float
+    velocity_rms: float
+    drift_percent: float
+    distance: float
+    contact_agreement: float
+    longest_disagreement: float
+    estimator_us_p50: float
+    estimator_us_p99: float
+
+    def as_row(self) -> dict[str, float | str | bool]:
+        return {"end_reason": self.end_reason, "ticks": self.ticks, "fell": self.fell,
+                "height_max_mm": self.height_max * 1e3, "tilt_max_deg": math.degrees(self.tilt_max),
+                "tilt_settled_deg": math.degrees(self.tilt_settled), "velocity_rms_mps": self.velocity_rms,
+                "drift_percent": self.drift_percent, "drift_mm": self.drift_percent * self.distance * 10.0,
+                "distance_m": self.distance,
+                "contact_agreement": self.contact_agreement, "longest_disagreement_ms": self.longest_disagreement * 1e3,
+                "estimator_us_p50": self.estimator_us_p50, "estimator_us_p99": self.estimator_us_p99}  # fmt: skip
+
+
+def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None = None) -> ClosedLoopErrors:
+    """Run ``config`` in process (its bridge's sensor form and its ``[estimator]``) for ``seconds`` and judge the
+    estimate the controller used on the simulator's truth (see :class:`ClosedLoopErrors`)."""
+    from idcontrol.control.factory import build_core
+    from idcontrol.control.modes import MODE_RUN
+    from idcontrol.sim.launch import simulator_for
+
+    robot = robot or RobotModel(config.robot)
+    core = build_core(config, robot)
+    if core.estimator is None:
+        raise ValueError(f"{config.path}: no [estimator] to judge")
+    sim = simulator_for(config, robot)
+    truth_of = getattr(sim, "truth", sim.state)
+    standing = float(robot.standing_configuration()[2])
+    rows: dict[str, list] = {key: [] for key in ("q", "v", "q_est", "v_est", "stance", "contact", "cost")}
+    core.start(0.0)
+    end_reason, fell = "duration reached", False
+    for _ in range(int(round(seconds / core.dt))):
+        s = sim.state()
+        truth = truth_of()
+        out = core.tick(s.robot_state(), now=s.t)
+        if out.mode != MODE_RUN:
+            end_reason = core.reason
+            break
+        estimate = core.estimator.estimate
+        rows["q"].append(np.array(truth.q))
+        rows["v"].append(np.array(truth.v))
+        rows["q_est"].append(estimate.q.copy())
+        rows["v_est"].append(estimate.v.copy())
+        rows["stance"].append(core.controller.stance.mask.copy())
+        rows["contact"].append(np.asarray(truth.contact_forces)[:, 2] > CONTACT_FORCE)
+        rows["cost"].append(core.estimate_seconds)
+        up = _rotation_xyzw(truth.q[3:7])[2, 2]
+        if truth.q[2] < 0.5 * standing or up < 0.5:
+            end_reason, fell = f"fell at t = {truth.t:.3f} s (truth)", True
+            break
+        for _ in range(config.bridge.substeps):
+            sim.step(out.tau)
+    q, v, q_est, v_est = (np.asarray(rows[key]) for key in ("q", "v", "q_est", "v_est"))
+    n = len(q)
+    if n < 2:
+        return ClosedLoopErrors(end_reason, n, fell, *([math.nan] * 10))
+    tilt, velocity_rms = _tilt_and_velocity(q, v, q_est, v_est)
+    distance = float(np.sum(np.linalg.norm(np.diff(q[:, :2], axis=0), axis=1)))
+    moved_true, moved_est = q[-1, :2] - q[0, :2], q_est[-1, :2] - q_est[0, :2]
+    drift = float(np.linalg.norm(moved_est - moved_true))
+    agree = np.asarray(rows["stance"]) == np.asarray(rows["contact"])
+    longest = 0
+    for foot in agree.T:  # the longest run of disagreeing ticks, per foot
+        run_length = 0
+        for ok in foot:
+            run_length = 0 if ok else run_length + 1
+            longest = max(longest, run_length)
+    cost = np.asarray(rows["cost"][1:]) * 1e6
+    return ClosedLoopErrors(
+        end_reason=end_reason, ticks=n, fell=fell,
+        height_max=float(np.max(np.abs(q_est[:, 2] - q[:, 2]))), tilt_max=float(np.max(tilt)),
+        tilt_settled=float(np.max(settled)) if len(settled := tilt[int(round(1.0 / core.dt)) :]) else math.nan,
+        velocity_rms=velocity_rms,
+        drift_percent=100.0 * drift / distance if distance > 0 else math.nan, distance=distance,
+        contact_agreement=float(np.mean(agree)), longest_disagreement=longest * core.dt,
+        estimator_us_p50=float(np.percentile(cost, 50)), estimator_us_p99=float(np.percentile(cost, 99)),
+    )  # fmt: skip
+
+
+def run_closed_loop(launch: str, robot: str | None, formulation: str | None, seconds: float,
+                    json_path: str | None) -> int:  # fmt: skip
+    """``idcontrol experiment estimator --closed-loop LAUNCH``: one closed-loop run, its errors as a table row."""
+    import json
+
+    config = load_launch(launch).with_overrides(robot=robot, formulation=formulation)
+    started = time.perf_counter()
+    errors = closed_loop(config, seconds)
+    row = {"robot": config.robot, "formulation": config.controller.formulation, "estimator": config.estimator.kind,
+           "seconds": seconds, **errors.as_row()}  # fmt: skip
+    print(f"{Path(launch).name}, {time.perf_counter() - started:.0f} s wall")
+    print("| " + " | ".join(row) + " |")
+    print("|" + "---|" * len(row))
+    print("| " + " | ".join(f"{x:.3g}" if isinstance(x, float) else str(x) for x in row.values()) + " |")
+    if json_path:
+        Path(json_path).write_text(json.dumps(row, indent=1))
+    return 0 if not errors.fell else 1
