@@ -38,6 +38,7 @@ from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.certificate import Certifier
+from idcontrol.formulations.pid import PIDInput
 from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index, index_array
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
@@ -433,13 +434,7 @@ class InverseDynamicsController:
         if not checked:
             state = self.check_state(state)
             qdd_des = check_vector("qdd_des", qdd_des, r.nu)
-            if tracking is not None:
-                tracking = Tracking(
-                    check_vector("position_error", tracking.position_error, r.nu),
-                    check_vector("velocity_error", tracking.velocity_error, r.nu),
-                    None if tracking.integral_error is None
-                    else check_vector("integral_error", tracking.integral_error, r.nu),
-                )  # fmt: skip
+            tracking = self._check_tracking(tracking)
         q, v, objects = state.q, state.v, state.objects
         prepared = self._prepared is state  # estimated contacts: model and stance updated for this state already
         if not prepared:
@@ -488,23 +483,30 @@ class InverseDynamicsController:
         sensed = None
         if state.sensed_forces is not None and self.formulation.uses_sensed_forces:
             sensed = self._sensed_generalized_force(state.sensed_forces, contacts, objects)
-        gains = r.pid_gains  # the pid baseline's, with the tracking errors
-        position_error = velocity_error = integral_error = None
-        if tracking is not None:
-            position_error, velocity_error = tracking.position_error, tracking.velocity_error
-            integral_error = tracking.integral_error
         # vouched for: the assembly's and the detector's compiled outputs (C-contiguous float64), the detector's μ
         # (one), this controller's index arrays; a formulation's solve takes them unchecked (tests/test_reduced.py
         # checks their types against each solve's signature on every path here)
         arguments = ((M, f_ext, v_all, qd_des, N, S, T, phi, contacts.mu, self._actuated_indices,
                       self._unactuated_indices, self.dt), self.actuated, self.unactuated)  # fmt: skip
-        # positional, in ContactProblem's field order: 0.4 µs, where by keyword it took 0.9
-        problem = ContactProblem(self.dt, M, f_ext, v_all, self.actuated, self.unactuated, qd_des, N, S, T, phi,
-                                 contacts.mu, contacts.ids, contacts.normals, contacts.tangents_s, contacts.tangents_t,
-                                 sensed, position_error, velocity_error, integral_error, gains.kp, gains.kd,
-                                 gains.ki, arguments)  # fmt: skip
+        problem = ContactProblem(
+            dt=self.dt, M=M, f_ext=f_ext, v=v_all, actuated=self.actuated, unactuated=self.unactuated,
+            qd_des=qd_des, N=N, S=S, T=T, phi=phi, mu=contacts.mu, contact_ids=contacts.ids,
+            normals=contacts.normals, tangents_s=contacts.tangents_s, tangents_t=contacts.tangents_t,
+            sensed_force=sensed, kernel_arguments=arguments,
+        )  # fmt: skip
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
+
+    def _check_tracking(self, tracking: Tracking | None) -> Tracking | None:
+        """``tracking`` with each error checked as a finite (nu,) vector; ShapeError / NonFiniteError naming it."""
+        if tracking is None:
+            return None
+        nu = self.robot.nu
+        return Tracking(
+            check_vector("position_error", tracking.position_error, nu),
+            check_vector("velocity_error", tracking.velocity_error, nu),
+            None if tracking.integral_error is None else check_vector("integral_error", tracking.integral_error, nu),
+        )
 
     def _bias(self, v: Array, tracking: Tracking | None) -> Array:
         """(nv,) h(q, v) at the last model update plus the torques the motors must add against the URDF's joint
@@ -552,7 +554,15 @@ class InverseDynamicsController:
         started = time.perf_counter()
         problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask,
                                               planned_stance=planned_stance)  # fmt: skip
-        result = self.formulation.solve(problem)
+        formulation = self.formulation
+        if formulation.uses_tracking:  # the PID baseline: its own input, the tracking errors and its gains
+            if not checked:
+                tracking = self._check_tracking(tracking)
+            gains = self.robot.pid_gains
+            formulation.input = None if tracking is None else PIDInput(
+                tracking.position_error, tracking.velocity_error, tracking.integral_error, gains.kp, gains.kd, gains.ki
+            )  # fmt: skip
+        result = formulation.solve(problem)
         if result.found:
             certified = time.perf_counter()
             certificate = self.certifier.verdict(problem, result, self.formulation.contact_model)

@@ -33,6 +33,9 @@ class Formulation(ABC):
     name: ClassVar[str]
     #: Whether solve() reads ``problem.sensed_force`` (otherwise the controller does not build it).
     uses_sensed_forces: ClassVar[bool] = False
+    #: Whether solve() reads the tracking errors and gains the controller sets as its ``input`` before each solve
+    #: (the PID baseline's, :class:`~idcontrol.formulations.pid.PIDInput`).
+    uses_tracking: ClassVar[bool] = False
     #: True when the model enforces S v⁺ = T v⁺ = 0 (reported in the residuals).
     no_slip: ClassVar[bool] = False
     #: What the formulation claims of its contacts: every found result is checked against it

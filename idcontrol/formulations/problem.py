@@ -79,9 +79,9 @@ def as_index(indices: IntArray) -> Index:
     return indices
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ContactProblem:
-    """One tick's inverse-dynamics problem with n candidate contacts on m DoFs.
+    """One tick's inverse-dynamics problem with n candidate contacts on m DoFs, built by keyword.
 
     Attributes
     ----------
@@ -97,8 +97,6 @@ class ContactProblem:
     contact_ids : n stable identities, used to carry warm starts across ticks.
     normals, tangents_s, tangents_t : (n, 3) contact frames in world, for reporting forces.
     sensed_force : (m,) generalized force of *measured* contact forces (sensed_id only).
-    position_error, velocity_error, integral_error : (nu,) tracking errors for the PID baseline.
-    kp, kd, ki : (nu,) PID gains.
     kernel_arguments : ((M, f_ext, v, q̇_des, N, S, T, φ, μ, the actuated and unactuated index arrays, Δt),
         actuated, unactuated): the first as the formulations' compiled solves take them, vouched for by whoever
         built the problem from arrays whose types it knows (the controller: its own compiled assembly's); a solve
@@ -124,12 +122,6 @@ class ContactProblem:
     tangents_s: Array | None = None
     tangents_t: Array | None = None
     sensed_force: Array | None = None
-    position_error: Array | None = None
-    velocity_error: Array | None = None
-    integral_error: Array | None = None
-    kp: Array | None = None
-    kd: Array | None = None
-    ki: Array | None = None
     kernel_arguments: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
