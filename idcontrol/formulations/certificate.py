@@ -111,8 +111,8 @@ class Certificate:
 PASSED = Certificate()
 
 #: The layout of :meth:`Certifier.terms`: the claims of a :class:`ContactModel` (friction code, rigid,
-#: complementarity, dynamics as 0/1), the mass (kg), then the torque bounds (nu,), N·m. One array: each argument
-#: of a compiled call costs its unboxing, a record ~0.6 µs.
+#: complementarity, dynamics as 0/1), the mass (kg), then the torque bounds (nu,), N·m: one array in the solves'
+#: options.
 TERM_FRICTION, TERM_RIGID, TERM_COMPLEMENTARITY, TERM_DYNAMICS, TERM_MASS, TERM_TAU_BOUND = range(6)
 #: No terms: a compiled solve given these does not certify (its verdict's code is :data:`UNCHECKED`).
 NO_TERMS = np.zeros(0)

@@ -353,7 +353,7 @@ class RepairWorkspaces:
         self.no_slip = no_slip
         self.native = native_available()
         self.by_count = List.empty_list(NATIVE_RECORD)
-        self._count = 0  # kept here: a typed List's len() costs ~6 µs from Python
+        self._count = 0  # kept here: a typed List's len() is slow from Python (docs/benchmarks.md)
 
     def cover(self, nu: int, n: int) -> None:
         """Workspaces for up to ``n`` contacts with ``nu`` actuated DoFs."""

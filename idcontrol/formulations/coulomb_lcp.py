@@ -92,8 +92,9 @@ def coulomb_lcp_data(red):
             nf += 1
     size = 5 * n + nf
     Q = np.zeros((size, size))
-    # by loops, not BLAS (0.8 µs faster at 4 contacts): Lemke's pivoting turns the other rounding into another of
-    # this degenerate LCP's solutions on 12 of 3000 recorded trot ticks (up to 2.8 N·m) and 65 of 3000 grasp ticks
+    # by loops, not BLAS (faster at a few contacts: docs/benchmarks.md); Lemke's pivoting turns the other rounding
+    # into another of this degenerate LCP's solutions on 12 of 3000 recorded trot ticks (up to 2.8 N·m) and 65 of
+    # 3000 grasp ticks
     G = gram_by_loops(R_w5)
     Q[: 5 * n, : 5 * n] = G
     k = 0
