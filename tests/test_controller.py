@@ -496,8 +496,8 @@ def test_coulomb_spread_shares_the_weight_and_the_repair_keeps_the_feet_on_the_g
 
 
 def test_the_problem_and_result_records_hold_each_value_in_its_own_field(quadruped: RobotModel) -> None:
-    """The controller builds its problem, and a formulation its result, positionally (the fast way in the tick):
-    every field holds what its name says."""
+    """The controller builds its problem by keyword, a formulation its result positionally, and the PID baseline's
+    input holds the tracking errors and gains: every field holds what its name says."""
     controller = InverseDynamicsController(quadruped, formulation="two_stage_qp")
     tracking = Tracking(np.full(quadruped.nu, 0.1), np.full(quadruped.nu, 0.2), np.full(quadruped.nu, 0.3))
     qdd_des = np.zeros(quadruped.nu)
@@ -509,9 +509,6 @@ def test_the_problem_and_result_records_hold_each_value_in_its_own_field(quadrup
     assert problem.mu is contacts.mu and problem.contact_ids == contacts.ids and problem.normals is contacts.normals
     assert problem.tangents_s is contacts.tangents_s and problem.tangents_t is contacts.tangents_t
     assert problem.sensed_force is None
-    assert problem.position_error is tracking.position_error and problem.velocity_error is tracking.velocity_error
-    assert problem.integral_error is tracking.integral_error
-    assert (problem.kp, problem.kd, problem.ki) == (gains.kp, gains.kd, gains.ki)
     result = controller.formulation.solve(problem)
     assert result.found and result.formulation == "two_stage_qp" and result.problem is problem
     assert result.tau.shape == (quadruped.nu,) and result.v_next.shape == (quadruped.nv,)
@@ -519,3 +516,9 @@ def test_the_problem_and_result_records_hold_each_value_in_its_own_field(quadrup
     assert not result.consistency_repaired and result.fallback is None and result.message.startswith("Stage")
     assert set(result.timings) == {"solve"} and not result.no_slip and not result.sensed and result.certificate == ""
     assert result.verdict.certificate.passed
+    controller.set_formulation("pid", warm_up=False)
+    controller.solve(standing(quadruped), qdd_des, tracking)
+    given = controller.formulation.input
+    assert given.position_error is tracking.position_error and given.velocity_error is tracking.velocity_error
+    assert given.integral_error is tracking.integral_error
+    assert (given.kp, given.kd, given.ki) == (gains.kp, gains.kd, gains.ki)

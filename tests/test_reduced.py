@@ -7,20 +7,14 @@ from dataclasses import replace
 import numba
 import numpy as np
 import pytest
-from numba import types
 
 from idcontrol.control.controller import InverseDynamicsController
 from idcontrol.control.state import RobotState
 from idcontrol.formulations.coulomb_lcp import coulomb_solve
 from idcontrol.formulations.noslip_lcp.stages import noslip_solve
 from idcontrol.formulations.problem import ContactProblem, index_array
-from idcontrol.formulations.reduced import (
-    ReducedDynamics,
-    _reduce,
-    contact_velocity_and_torque,
-    reduction_arguments,
-    velocity_and_torque,
-)
+from idcontrol.formulations.record import PROBLEM
+from idcontrol.formulations.reduced import ReducedDynamics, _reduce, contact_velocity_and_torque, velocity_and_torque
 from idcontrol.formulations.two_stage_qp.stages import two_stages
 from idcontrol.robot.model import RobotModel
 from tests.conftest import random_problem
@@ -115,11 +109,12 @@ def test_the_reduction_s_index_arrays_are_each_problem_s_own(quadruped, arm):
     p = problems[0]
     problems.append(replace(p, actuated=index_array(p.actuated, p.m), unactuated=index_array(p.unactuated, p.m)))
     for p in problems * 3:
-        a, u = reduction_arguments(p)[0][9:11]
+        red = ReducedDynamics(p)
+        a, u = red.a, red.u
         assert np.array_equal(a, index_array(p.actuated, p.m)) and np.array_equal(u, index_array(p.unactuated, p.m))
 
 
-# ------------------------------------------------------------------------------------------ vouched-for arguments
+# ------------------------------------------------------------------------------------------ the problem record
 KERNELS = (noslip_solve, coulomb_solve, two_stages, _reduce)
 
 
@@ -144,49 +139,42 @@ def controller_problems(quadruped: RobotModel, arm: RobotModel) -> list[tuple[st
     return out
 
 
-def test_a_controller_vouches_only_for_arguments_of_the_declared_types(quadruped, arm):
-    """Every argument a controller's problem vouches for has the numba type each formulation's compiled solve
-    declares (its kernels take them unchecked: an array of another dtype or layout would be misread), on every
-    path of the assembly."""
+def test_a_controller_s_record_has_the_type_every_compiled_solve_declares(quadruped, arm):
+    """The record a controller's assembly builds is of the one record type each formulation's compiled solve
+    declares as its first argument, on every path of the assembly."""
+    for kernel in KERNELS:
+        assert kernel.signatures[0][0] == PROBLEM, kernel.__name__
     for label, p in controller_problems(quadruped, arm):
-        arguments, vouched = reduction_arguments(p)
-        assert vouched, label
-        for kernel in KERNELS:
-            declared = kernel.signatures[0][: len(arguments)]
-            for i, (value, expected) in enumerate(zip(arguments, declared, strict=True)):
-                actual = numba.typeof(value)
-                if isinstance(expected, types.Array) and not expected.mutable:
-                    actual = actual.copy(readonly=True)  # a writable array is read as a read-only one
-                assert actual == expected, f"{label}: {kernel.__name__} argument {i}: {actual} for {expected}"
+        assert numba.typeof(p.record) == PROBLEM, label
 
 
-def test_a_changed_field_withdraws_the_vouch(quadruped, arm):
-    """A problem whose field no longer holds the vouched array (replaced, assigned, or the rows a solve changed)
-    is not vouched for: its arguments are its own fields, checked by the dispatcher."""
+def test_a_changed_field_changes_the_record(quadruped, arm):
+    """A problem's record follows its fields: replaced, assigned, or the rows a solve changed, the record is the
+    new fields' (κ = −Δt f_ext − M v⁻ and R = [N; S; T] of the reduction read back)."""
     p = controller_problems(quadruped, arm)[0][1]
-    assert reduction_arguments(replace(p))[1]  # the same fields: still the vouched arrays
-    changed = [replace(p, mu=np.zeros(p.n)), replace(p, dt=2 * p.dt), replace(p, actuated=index_array(p.actuated, p.m)),
-               p.with_rows(p.S.copy(), p.T, p.qd_des)]  # fmt: skip
+    changed = [replace(p), replace(p, mu=np.zeros(p.n)), replace(p, dt=2 * p.dt),
+               replace(p, actuated=index_array(p.actuated, p.m)), p.with_rows(2 * p.S, p.T, p.qd_des)]  # fmt: skip
     assigned = replace(p)
-    assigned.M = np.asfortranarray(p.M)
+    assert assigned.record is not None  # built here, then dropped by the assignment below
+    assigned.M = 2 * p.M
     changed.append(assigned)
     for q in changed:
-        arguments, vouched = reduction_arguments(q)
-        assert not vouched
-        assert arguments[0] is q.M and arguments[8] is q.mu and arguments[11] == q.dt
+        red = ReducedDynamics(q)
+        np.testing.assert_allclose(red.kappa, -q.dt * q.f_ext - q.M @ q.v, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(red.R, np.vstack([q.N, q.S, q.T]))
 
 
 @pytest.mark.parametrize("formulation", ["two_stage_qp", "coulomb_lcp", "noslip_lcp"])
-def test_a_vouched_problem_is_solved_as_the_dispatcher_would(quadruped, arm, formulation):
-    """The same problem solved through the unchecked entry (vouched) and through the dispatcher (the vouch
-    withdrawn) gives bit-identical torques, velocities and forces, on every path of the assembly."""
+def test_the_assembly_s_record_is_solved_as_one_built_from_the_fields(quadruped, arm, formulation):
+    """The same problem solved with the record the controller's assembly built and with one built from its fields
+    gives bit-identical torques, velocities and forces, on every path of the assembly."""
     for label, p in controller_problems(quadruped, arm):
         results = []
-        for problem in (p, replace(p, kernel_arguments=None)):
+        for problem in (p, replace(p)):
             solver = InverseDynamicsController(quadruped if p.m == quadruped.nv else arm,
                                                formulation=formulation).formulation  # fmt: skip
             results.append(solver.solve(problem))
-        vouched, checked = results
-        assert vouched.found == checked.found, label
+        assembled, built = results
+        assert assembled.found == built.found, label
         for name in ("tau", "v_next", "f_normal", "f_s", "f_t"):
-            np.testing.assert_array_equal(getattr(vouched, name), getattr(checked, name), err_msg=f"{label}: {name}")
+            np.testing.assert_array_equal(getattr(assembled, name), getattr(built, name), err_msg=f"{label}: {name}")

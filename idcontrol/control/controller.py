@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from numba import njit, types
+from numba.experimental import structref
 from numpy.typing import NDArray
 
 from idcontrol.arrays import (
@@ -38,7 +39,9 @@ from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, IdControlError, InputError, NonFiniteError, ShapeError
 from idcontrol.formulations import Formulation, make_formulation
 from idcontrol.formulations.certificate import Certifier
+from idcontrol.formulations.pid import PIDInput
 from idcontrol.formulations.problem import ContactProblem, SolveResult, as_index, index_array
+from idcontrol.formulations.record import PROBLEM
 from idcontrol.reference.base import Tracking
 from idcontrol.robot.model import RobotModel
 from idcontrol.solvers.dense import least_norm_lstsq
@@ -79,16 +82,18 @@ def reduced_penetration(phi, tolerance, gain):
 
 
 @njit(
-    types.Tuple((MATRIX, VECTOR))(
+    types.Tuple((MATRIX, VECTOR, PROBLEM))(
         ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, IN_TENSOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX,
-        IN_MATRIX, ANY_VECTOR, IN_INDICES, float64, boolean, float64, float64,
+        IN_MATRIX, ANY_VECTOR, IN_VECTOR, IN_INDICES, IN_INDICES, float64, boolean, float64, float64,
     ),
     cache=True,
 )  # fmt: skip
-def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N, S, T, phi, actuated, dt,
-                     consistent, tolerance, gain):  # fmt: skip
-    """The problem's arrays in one call, fresh each tick: M (m, m) and [f_ext (m,); v (m,); q̇_des (nu,); φ (n,)]
-    stacked (each array returned costs its boxing, ~0.35 µs; a view of one in Python 0.08).
+def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N, S, T, phi, mu, actuated, unactuated,
+                     dt, consistent, tolerance, gain):  # fmt: skip
+    """The problem's arrays in one call, fresh each tick: M (m, m), [f_ext (m,); v (m,); q̇_des (nu,); φ (n,)]
+    stacked (one array returned, views of it in Python: docs/benchmarks.md), and the problem's record
+    (:mod:`idcontrol.formulations.record`) of these arrays with N, S, T, μ (n,), the actuated and unactuated
+    indices and Δt.
 
     M_robot (nv, nv), bias (nv,) h(q, v): Pinocchio's, at the last model update; v (nv,) the robot's velocity;
     qdd_des (nu,) rad/s²; the movable bodies' blocks M_bodies (b, 6, 6), f_bodies (b, 6), v_bodies (b, 6) appended
@@ -141,7 +146,11 @@ def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N,
         phi_out[:] = phi
     else:
         phi_out[:] = reduced_penetration(phi, tolerance, gain)
-    return M, vectors
+    record = structref.new(PROBLEM)
+    record.M, record.f_ext, record.v, record.qd_des = M, f_ext, v_all, qd_des
+    record.N, record.S, record.T, record.phi, record.mu = N, S, T, phi_out, mu
+    record.a, record.u, record.dt = actuated, unactuated, dt
+    return M, vectors, record
 
 
 @njit(boolean(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR), cache=True)
@@ -310,7 +319,7 @@ class InverseDynamicsController:
 
     @formulation.setter
     def formulation(self, formulation: Formulation) -> None:
-        formulation.certificate_terms = self.certifier.terms(formulation.contact_model)
+        formulation.certify_with(self.certifier)
         self._formulation = formulation
 
     @staticmethod
@@ -433,13 +442,7 @@ class InverseDynamicsController:
         if not checked:
             state = self.check_state(state)
             qdd_des = check_vector("qdd_des", qdd_des, r.nu)
-            if tracking is not None:
-                tracking = Tracking(
-                    check_vector("position_error", tracking.position_error, r.nu),
-                    check_vector("velocity_error", tracking.velocity_error, r.nu),
-                    None if tracking.integral_error is None
-                    else check_vector("integral_error", tracking.integral_error, r.nu),
-                )  # fmt: skip
+            tracking = self._check_tracking(tracking)
         q, v, objects = state.q, state.v, state.objects
         prepared = self._prepared is state  # estimated contacts: model and stance updated for this state already
         if not prepared:
@@ -479,32 +482,35 @@ class InverseDynamicsController:
 
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
         estimated = phi is not None  # stance contacts touch: no penetration to undo
-        M, vectors = assemble_problem(
+        M, vectors, record = assemble_problem(
             r.M, self._bias(v, tracking), v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T,
-            phi if estimated else contacts.phi, self._actuated_indices, self.dt, self.consistent_contact_velocity,
-            0.0 if estimated else self.penetration_tolerance, 1.0 if estimated else self.penetration_gain,
+            phi if estimated else contacts.phi, contacts.mu, self._actuated_indices, self._unactuated_indices, self.dt,
+            self.consistent_contact_velocity, 0.0 if estimated else self.penetration_tolerance,
+            1.0 if estimated else self.penetration_gain,
         )  # fmt: skip
         f_ext, v_all, qd_des, phi = split(vectors, self.m, self.m, r.nu)
         sensed = None
         if state.sensed_forces is not None and self.formulation.uses_sensed_forces:
             sensed = self._sensed_generalized_force(state.sensed_forces, contacts, objects)
-        gains = r.pid_gains  # the pid baseline's, with the tracking errors
-        position_error = velocity_error = integral_error = None
-        if tracking is not None:
-            position_error, velocity_error = tracking.position_error, tracking.velocity_error
-            integral_error = tracking.integral_error
-        # vouched for: the assembly's and the detector's compiled outputs (C-contiguous float64), the detector's μ
-        # (one), this controller's index arrays; a formulation's solve takes them unchecked (tests/test_reduced.py
-        # checks their types against each solve's signature on every path here)
-        arguments = ((M, f_ext, v_all, qd_des, N, S, T, phi, contacts.mu, self._actuated_indices,
-                      self._unactuated_indices, self.dt), self.actuated, self.unactuated)  # fmt: skip
-        # positional, in ContactProblem's field order: 0.4 µs, where by keyword it took 0.9
-        problem = ContactProblem(self.dt, M, f_ext, v_all, self.actuated, self.unactuated, qd_des, N, S, T, phi,
-                                 contacts.mu, contacts.ids, contacts.normals, contacts.tangents_s, contacts.tangents_t,
-                                 sensed, position_error, velocity_error, integral_error, gains.kp, gains.kd,
-                                 gains.ki, arguments)  # fmt: skip
+        problem = ContactProblem(
+            dt=self.dt, M=M, f_ext=f_ext, v=v_all, actuated=self.actuated, unactuated=self.unactuated,
+            qd_des=qd_des, N=N, S=S, T=T, phi=phi, mu=contacts.mu, contact_ids=contacts.ids,
+            normals=contacts.normals, tangents_s=contacts.tangents_s, tangents_t=contacts.tangents_t,
+            sensed_force=sensed, record=record,
+        )  # fmt: skip
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
+
+    def _check_tracking(self, tracking: Tracking | None) -> Tracking | None:
+        """``tracking`` with each error checked as a finite (nu,) vector; ShapeError / NonFiniteError naming it."""
+        if tracking is None:
+            return None
+        nu = self.robot.nu
+        return Tracking(
+            check_vector("position_error", tracking.position_error, nu),
+            check_vector("velocity_error", tracking.velocity_error, nu),
+            None if tracking.integral_error is None else check_vector("integral_error", tracking.integral_error, nu),
+        )
 
     def _bias(self, v: Array, tracking: Tracking | None) -> Array:
         """(nv,) h(q, v) at the last model update plus the torques the motors must add against the URDF's joint
@@ -552,7 +558,15 @@ class InverseDynamicsController:
         started = time.perf_counter()
         problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask,
                                               planned_stance=planned_stance)  # fmt: skip
-        result = self.formulation.solve(problem)
+        formulation = self.formulation
+        if formulation.uses_tracking:  # the PID baseline: its own input, the tracking errors and its gains
+            if not checked:
+                tracking = self._check_tracking(tracking)
+            gains = self.robot.pid_gains
+            formulation.input = None if tracking is None else PIDInput(
+                tracking.position_error, tracking.velocity_error, tracking.integral_error, gains.kp, gains.kd, gains.ki
+            )  # fmt: skip
+        result = formulation.solve(problem)
         if result.found:
             certified = time.perf_counter()
             certificate = self.certifier.verdict(problem, result, self.formulation.contact_model)

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from idcontrol.errors import ConfigError, ShapeError
-from idcontrol.formulations.certificate import NO_TERMS, ContactModel, Verdict, certificate_of
+from idcontrol.formulations.certificate import NO_TERMS, Certifier, ContactModel, Verdict, certificate_of
 from idcontrol.formulations.consistency import repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult
 from idcontrol.solvers.qp import DenseQP
@@ -33,18 +33,23 @@ class Formulation(ABC):
     name: ClassVar[str]
     #: Whether solve() reads ``problem.sensed_force`` (otherwise the controller does not build it).
     uses_sensed_forces: ClassVar[bool] = False
+    #: Whether solve() reads the tracking errors and gains the controller sets as its ``input`` before each solve
+    #: (the PID baseline's, :class:`~idcontrol.formulations.pid.PIDInput`).
+    uses_tracking: ClassVar[bool] = False
     #: True when the model enforces S v⁺ = T v⁺ = 0 (reported in the residuals).
     no_slip: ClassVar[bool] = False
     #: What the formulation claims of its contacts: every found result is checked against it
     #: (:mod:`idcontrol.formulations.certificate`).
     contact_model: ContactModel = ContactModel()  # (an instance's, where its options change the claim)
     _certificate_terms: NDArray[np.float64] = NO_TERMS
+    #: the certifier whose terms :attr:`certificate_terms` are (:meth:`certify_with`); None: none
+    certifier: Certifier | None = None
 
     @property
     def certificate_terms(self) -> NDArray[np.float64]:
         """The certificate's claims and bounds (:meth:`~idcontrol.formulations.certificate.Certifier.terms`) that a
         compiled solve may check its answer with (the controller gives its certifier's); empty: none. Always a
-        C-contiguous float64 vector: a compiled solve may take it unchecked."""
+        C-contiguous float64 vector, as the compiled solves' options declare it."""
         return self._certificate_terms
 
     @certificate_terms.setter
@@ -53,6 +58,13 @@ class Formulation(ABC):
         if terms.ndim != 1:
             raise ShapeError("certificate_terms", (terms.size,), terms.shape)
         self._certificate_terms = terms
+        self.certifier = None
+
+    def certify_with(self, certifier: Certifier) -> None:
+        """Certify each answer in the compiled solve with ``certifier``'s terms of this formulation's contact
+        model; the verdicts say they were made under them (:meth:`Certifier.verdict` accepts only its own)."""
+        self.certificate_terms = certifier.terms(self.contact_model)
+        self.certifier = certifier
 
     @abstractmethod
     def solve(self, problem: ContactProblem) -> SolveResult:
@@ -100,14 +112,13 @@ class Formulation(ABC):
         :attr:`certificate_terms`, for the problem ``asked`` (default ``problem``: the one solve was given, where
         ``problem`` is the one solved)."""
         p = problem
-        verdict = None
+        # positional, in SolveResult's field order: the one place a result is built in the tick (docs/benchmarks.md)
+        out = SolveResult(self.name, True, tau, v_next, f_normal, f_s, f_t, p.ids(), iterations, consistency_repaired,
+                          fallback, message, {"solve": time.perf_counter() - started}, p, self.no_slip)  # fmt: skip
         if checked is not None and checked[0] >= 0.0:
-            verdict = Verdict(certificate_of(*checked), self.certificate_terms, p if asked is None else asked, tau,
-                              v_next, f_normal, f_s, f_t)  # fmt: skip
-        # positional, in SolveResult's field order: each keyword costs ~0.035 µs, half of this call's 0.8 µs
-        return SolveResult(self.name, True, tau, v_next, f_normal, f_s, f_t, p.ids(), iterations,
-                           consistency_repaired, fallback, message, {"solve": time.perf_counter() - started}, p,
-                           self.no_slip, False, "", verdict)  # fmt: skip
+            out.verdict = Verdict(certificate_of(*checked), self.certifier, self.contact_model,
+                                  p if asked is None else asked)  # fmt: skip
+        return out
 
 
 def check_nonnegative(formulation: str, **options: float) -> None:

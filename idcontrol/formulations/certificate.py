@@ -32,10 +32,10 @@ The checks, with their tolerances (all in physical units; ``f`` are forces, N; v
   100 times the limits were sent clipped instead of rejected.
 
 A formulation whose solve is one compiled call may run the same checks at its end (:func:`certify_in_solve`,
-with the bounds and claims its controller's :class:`Certifier` packs in :meth:`Certifier.terms`): calling
-the check from Python costs ~2 µs more than running it inside that call. The certifier accepts such a verdict
-(:meth:`Certifier.verdict`) only for the very arrays it checked, the certifier's own terms and the
-formulation's claims; any other result it checks itself.
+with the bounds and claims its controller's :class:`Certifier` packs in :meth:`Certifier.terms`), cheaper than
+the check from Python (docs/benchmarks.md). The certifier accepts such a verdict (:meth:`Certifier.verdict`)
+only for the problem it was made of, under its own terms and the formulation's claims; a result whose answer
+is assigned or replaced after the solve drops its verdict, and any other result the certifier checks itself.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ import numpy as np
 from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import ANY_MATRIX, ANY_VECTOR, IN_INDICES, IN_MATRIX, IN_VECTOR, boolean, float64, intp
+from idcontrol.arrays import ANY_VECTOR, boolean, float64, intp
+from idcontrol.formulations.record import PROBLEM
 from idcontrol.validation import all_finite
 
 Array = NDArray[np.float64]
@@ -112,8 +113,8 @@ class Certificate:
 PASSED = Certificate()
 
 #: The layout of :meth:`Certifier.terms`: the claims of a :class:`ContactModel` (friction code, rigid,
-#: complementarity, dynamics as 0/1), the mass (kg), then the torque bounds (nu,), N·m. One array: each argument
-#: of a compiled call costs its unboxing, a record ~0.6 µs.
+#: complementarity, dynamics as 0/1), the mass (kg), then the torque bounds (nu,), N·m: one array in the solves'
+#: options.
 TERM_FRICTION, TERM_RIGID, TERM_COMPLEMENTARITY, TERM_DYNAMICS, TERM_MASS, TERM_TAU_BOUND = range(6)
 #: No terms: a compiled solve given these does not certify (its verdict's code is :data:`UNCHECKED`).
 NO_TERMS = np.zeros(0)
@@ -122,11 +123,13 @@ UNCHECKED = -1.0
 
 
 @njit(cache=True)
-def _checks(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t, dynamics, friction,
-            rigid, complementarity, tau_bound, mass):  # fmt: skip
-    """:func:`certificate_kernel`'s checks, compiled for the layouts of each compiled caller: inside the two-stage
-    QP's solve on Solo12 they take 0.8 µs on its contiguous arrays, 1.1 µs through the strided layout's entry.
-    An empty ``sensed`` is no sensed force (a solve's own certificate: nothing allocated for it each tick)."""
+def _checks(problem, answer, sensed, claims):
+    """:func:`certificate_kernel`'s checks, compiled for the layouts of each compiled caller. An empty ``sensed`` is
+    no sensed force (a solve's own certificate: nothing allocated for it each tick)."""
+    M, v, f_ext, dt, N, S, T = problem.M, problem.v, problem.f_ext, problem.dt, problem.N, problem.S, problem.T
+    phi, mu, actuated = problem.phi, problem.mu, problem.a
+    v_next, tau, f_normal, f_s, f_t = answer
+    dynamics, friction, rigid, complementarity, tau_bound, mass = claims
     m = M.shape[0]
     n = N.shape[0]
     nu = actuated.shape[0]
@@ -191,38 +194,35 @@ def _checks(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuated, tau, f_
     return 0.0, 0.0, 0.0
 
 
-@njit(
-    types.UniTuple(float64, 3)(ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, float64, ANY_MATRIX,
-                               ANY_MATRIX, ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, IN_INDICES, ANY_VECTOR, ANY_VECTOR,
-                               ANY_VECTOR, ANY_VECTOR, boolean, intp, boolean, boolean, ANY_VECTOR, float64),
-    cache=True,
-)  # fmt: skip
-def certificate_kernel(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t,
-                       dynamics, friction, rigid, complementarity, tau_bound, mass):  # fmt: skip
+#: the answer a certificate checks: v⁺ (m,), τ (nu,), f_N, f_S, f_T (n,), any layout
+ANSWER = types.UniTuple(ANY_VECTOR, 5)
+#: the claims of a :class:`ContactModel` and the bounds: dynamics, friction code, rigid, complementarity, the torque
+#: bounds (nu,) N·m, the mass kg
+CLAIMS = types.Tuple((boolean, intp, boolean, boolean, ANY_VECTOR, float64))
+
+
+@njit(types.UniTuple(float64, 3)(PROBLEM, ANSWER, ANY_VECTOR, CLAIMS), cache=True)
+def certificate_kernel(problem, answer, sensed, claims):
     """(code, value, bound): code 0 when every check passes, else 1 + the index of the first failed check in
-    :data:`CHECKS`. ``sensed`` (m,) is the measured contact force's generalized force (zeros when none);
-    ``dynamics``: the result claims a v⁺ (a PID baseline does not: only τ is checked); ``tau_bound`` (nu,)
-    the torque bounds, N·m; ``mass`` the robot's and its bodies' mass, kg."""
-    return _checks(M, v, v_next, f_ext, sensed, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t, dynamics,
-                   friction, rigid, complementarity, tau_bound, mass)  # fmt: skip
+    :data:`CHECKS`, for the ``answer`` (v⁺, τ, f_N, f_S, f_T) of ``problem`` (a
+    :data:`~idcontrol.formulations.record.PROBLEM` record). ``sensed`` (m,) is the measured contact force's
+    generalized force (zeros when none); ``claims`` (dynamics: the result claims a v⁺ (a PID baseline does not:
+    only τ is checked); the friction code; rigid; complementarity; the torque bounds (nu,), N·m; the robot's and
+    its bodies' mass, kg)."""
+    return _checks(problem, answer, sensed, claims)
 
 
-@njit(
-    types.UniTuple(float64, 3)(IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, float64, IN_MATRIX, IN_MATRIX, IN_MATRIX,
-                               IN_VECTOR, IN_VECTOR, IN_INDICES, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_VECTOR,
-                               IN_VECTOR),
-    cache=True,
-)  # fmt: skip
-def certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t, terms):
+@njit(cache=True)
+def certify_in_solve(problem, answer, terms):
     """:func:`certificate_kernel` with the claims and bounds packed in ``terms`` (:meth:`Certifier.terms`; no
-    sensed force), for a compiled solve to run on its own answer: (code, value, bound), code :data:`UNCHECKED`
-    when ``terms`` is empty."""
+    sensed force), for a compiled solve to run on its own ``answer`` (v⁺, τ, f_N, f_S, f_T): (code, value, bound),
+    code :data:`UNCHECKED` when ``terms`` is empty."""
     if terms.shape[0] == 0:
         return UNCHECKED, 0.0, 0.0
     no_sensed = terms[:0]  # an empty view: no sensed force, nothing allocated
-    return _checks(M, v, v_next, f_ext, no_sensed, dt, N, S, T, phi, mu, actuated, tau, f_normal, f_s, f_t,
-                   terms[TERM_DYNAMICS] != 0.0, int(terms[TERM_FRICTION]), terms[TERM_RIGID] != 0.0,
-                   terms[TERM_COMPLEMENTARITY] != 0.0, terms[TERM_TAU_BOUND:], terms[TERM_MASS])  # fmt: skip
+    claims = (terms[TERM_DYNAMICS] != 0.0, int(terms[TERM_FRICTION]), terms[TERM_RIGID] != 0.0,
+              terms[TERM_COMPLEMENTARITY] != 0.0, terms[TERM_TAU_BOUND:], terms[TERM_MASS])  # fmt: skip
+    return _checks(problem, answer, no_sensed, claims)
 
 
 def certificate_of(code: float, value: float, bound: float) -> Certificate:
@@ -232,18 +232,14 @@ def certificate_of(code: float, value: float, bound: float) -> Certificate:
 
 @dataclass(eq=False, slots=True)
 class Verdict:
-    """A certificate a formulation's compiled solve made of its own answer: ``certificate`` for exactly the
-    arrays ``tau``, ``v_next``, ``f_normal``, ``f_s``, ``f_t`` of ``problem`` (by identity), under ``terms``.
-    (Built each tick: 0.17 µs with slots, 0.9 frozen.)"""
+    """A certificate a formulation's compiled solve made of its own answer: ``certificate`` for the answer of the
+    result that holds it (a result drops its verdict when its answer is assigned or replaced), of ``problem``,
+    under the claims of ``model``."""
 
     certificate: Certificate
-    terms: Array
+    certifier: object  # the Certifier whose terms the solve was given (None: none)
+    model: ContactModel
     problem: object
-    tau: Array
-    v_next: Array
-    f_normal: Array
-    f_s: Array
-    f_t: Array
 
 
 class Certifier:
@@ -255,13 +251,17 @@ class Certifier:
     def __init__(self, tau_limit: Array, mass: float) -> None:
         self.tau_bound = np.ascontiguousarray(TORQUE_FACTOR * np.asarray(tau_limit, dtype=np.float64))
         self.mass = float(mass)
-        #: (m, the problem's actuated index, it as an index array, zeros (m,) for the sensed force)
-        self._actuated: tuple[int, object, Array, Array] | None = None
+        self._zeros = np.zeros(0)  # no sensed force, (m,)
         self._terms: dict[ContactModel, Array] = {}
+
+    def _no_sensed(self, m: int) -> Array:
+        if self._zeros.shape[0] != m:
+            self._zeros = np.zeros(m)
+        return self._zeros
 
     def terms(self, model: ContactModel) -> Array:
         """The claims of ``model`` and this certifier's bounds packed for :func:`certify_in_solve` (read-only,
-        one array per model: :meth:`verdict` knows its own by identity)."""
+        one array per model)."""
         packed = self._terms.get(model)
         if packed is None:
             claims = (model.friction_code, model.rigid, model.complementarity, model.dynamics, self.mass)
@@ -272,29 +272,23 @@ class Certifier:
 
     def verdict(self, problem, result, model: ContactModel) -> Certificate:
         """The certificate of ``result`` (found) of ``problem``: the one its solve made (``result.verdict``) when
-        that was made with :meth:`terms` of ``model`` on this problem and on the arrays the result holds now,
-        else :meth:`check`'s."""
+        that was made of this problem under this certifier's terms of ``model`` (the result's answer unchanged
+        since: else it has no verdict), else :meth:`check`'s."""
         made = result.verdict
-        if (made is not None and made.problem is problem and made.tau is result.tau and made.v_next is result.v_next
-                and made.f_normal is result.f_normal and made.f_s is result.f_s and made.f_t is result.f_t
-                and made.terms is self._terms.get(model)):  # fmt: skip
+        if made is not None and made.problem is problem and made.model == model and made.certifier is self:
             return made.certificate
         return self.check(problem, result, model)
 
     def check(self, problem, result, model: ContactModel) -> Certificate:
         """Check ``result`` (a found :class:`~idcontrol.formulations.problem.SolveResult`) of ``problem``."""
         p = problem
-        cached = self._actuated
-        if cached is None or cached[0] != p.m or cached[1] is not p.actuated:
-            actuated = np.ascontiguousarray(np.arange(p.m, dtype=np.intp)[p.actuated])
-            cached = self._actuated = (p.m, p.actuated, actuated, np.zeros(p.m))
-        sensed = p.sensed_force if result.sensed and p.sensed_force is not None else cached[3]
+        sensed = p.sensed_force if result.sensed and p.sensed_force is not None else self._no_sensed(p.m)
         # the tangential rows the formulation solved with: a no-slip LCP that released a contact claims no slip
         # only where it kept them (the result counts loaded contacts it released: ``loaded_released``)
         solved = result.problem if result.problem is not None and result.problem.n == p.n else p
-        code, value, bound = certificate_kernel(
-            p.M, p.v, result.v_next, p.f_ext, sensed, p.dt, p.N, solved.S, solved.T, p.phi, p.mu, cached[2], result.tau,
-            result.f_normal, result.f_s, result.f_t, model.dynamics, model.friction_code, model.rigid,
-            model.complementarity, self.tau_bound, self.mass,
-        )  # fmt: skip
+        record = p.record if solved is p else p.with_rows(solved.S, solved.T, p.qd_des).record
+        answer = tuple(np.asarray(x, dtype=np.float64) for x in (result.v_next, result.tau, result.f_normal,
+                                                                   result.f_s, result.f_t))  # fmt: skip
+        claims = (model.dynamics, model.friction_code, model.rigid, model.complementarity, self.tau_bound, self.mass)
+        code, value, bound = certificate_kernel(record, answer, np.asarray(sensed, dtype=np.float64), claims)
         return certificate_of(code, value, bound)

@@ -25,8 +25,9 @@ from numba import njit, types
 from numba.typed import List
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
-from idcontrol.formulations.problem import ContactProblem, index_array
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.problem import ContactProblem
+from idcontrol.formulations.record import PROBLEM
 from idcontrol.solvers.daqp_native import CHANGED_ALL, COLD, NativeQP, native_available
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_RECORD
 from idcontrol.solvers.daqp_native import solve as native_solve
@@ -112,14 +113,10 @@ def repair_desired_velocity(
     """Solve the Section 4.5 QP with the contact forces (N) held fixed. ``qp``: a persistent workspace (a
     formulation's own, which keeps DAQP's set-up per problem size between ticks); default a new one."""
     p = problem
-    a, u = index_array(p.actuated, p.m), index_array(p.unactuated, p.m)
-    arguments = (p.M, p.v, p.f_ext, p.N, p.S, p.T, p.phi, float(p.dt), f_normal, f_s, f_t, a, u, no_slip)
-    try:
-        ok, C, upper, c0, D, momentum = repair_data(*arguments)
-    except TypeError:  # an array of another layout or dtype (a strided view): converted, once
-        ok, C, upper, c0, D, momentum = repair_data(*(np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x
-                                                      for x in arguments))  # fmt: skip
-    nu = len(a)
+    record = p.record
+    forces = tuple(np.ascontiguousarray(f, dtype=np.float64) for f in (f_normal, f_s, f_t))
+    ok, C, upper, c0, D, momentum = repair_data(record, forces, no_slip)
+    nu = p.nu
     if not ok:
         nan = np.full(p.m, np.nan)
         return Repair(False, nan, np.full(nu, np.nan), np.inf, "repair: M_uu is not positive definite")
@@ -142,8 +139,8 @@ def repair_desired_velocity(
     if va is None or not np.all(np.isfinite(va)):
         nan = np.full(p.m, np.nan)
         return Repair(False, nan, np.full(nu, np.nan), np.inf, reason)
-    v_next, tau, violation, change = repair_result(p.M, p.N, p.S, p.T, p.phi, float(p.dt), va, c0, D, momentum, a, u,
-                                                   no_slip, p.qd_des)  # fmt: skip
+    va = np.ascontiguousarray(va, dtype=np.float64)
+    v_next, tau, violation, change = repair_result(record, (va, c0, D, momentum), no_slip)
     if violation > 1e-6:
         return Repair(False, v_next, tau, change, f"repair QP left a violation of {violation:.2e} m/s")
     return Repair(True, v_next, tau, change, "desired velocity repaired")
@@ -180,19 +177,21 @@ def _identity(n: int) -> Array:
     return eye
 
 
-@njit(
-    types.Tuple((boolean, MATRIX, VECTOR, VECTOR, MATRIX, VECTOR))(
-        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, float64, IN_VECTOR, IN_VECTOR,
-        IN_VECTOR, IN_INDICES, IN_INDICES, boolean,
-    ),
-    cache=True,
-)  # fmt: skip
-def repair_data(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip):
+#: the contact forces a repair holds fixed: f_N, f_S, f_T (n,), N
+FORCES = types.UniTuple(IN_VECTOR, 3)
+
+
+@njit(types.Tuple((boolean, MATRIX, VECTOR, VECTOR, MATRIX, VECTOR))(PROBLEM, FORCES, boolean), cache=True)
+def repair_data(problem, forces, no_slip):
     """The repair QP's constraints over v⁺_a: (ok, C, upper, c₀, D, momentum) with C v⁺_a ≤ upper (the first n rows:
     non-penetration, −(N_a + N_u D) v⁺_a ≤ N_u c₀ + φ/Δt; with ``no_slip`` then the 2n equalities
     (S_a + S_u D) v⁺_a = −S_u c₀ and the same for T), where v⁺_u = c₀ + D v⁺_a solves the unactuated rows of the
     dynamics (M_uu c₀ = (M v⁻ + Δt (f_ext + contact))_u, M_uu D = −M_ua) and momentum = M v⁻ + Δt (f_ext +
     Nᵀf_N + Sᵀf_S + Tᵀf_T) = M v⁺ − Pᵀτ. ``ok`` is False when M_uu is not positive definite."""
+    M, v, f_ext, N, S, T, phi, dt = problem.M, problem.v, problem.f_ext, problem.N, problem.S, problem.T, problem.phi, \
+        problem.dt  # fmt: skip
+    a, u = problem.a, problem.u
+    f_normal, f_s, f_t = forces
     m = M.shape[0]
     n = N.shape[0]
     nu, nb = a.shape[0], u.shape[0]
@@ -242,17 +241,18 @@ def repair_data(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip
     return True, C, upper, c0, D, momentum
 
 
-@njit(
-    types.Tuple((VECTOR, VECTOR, float64, float64))(
-        IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, float64, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_VECTOR,
-        IN_INDICES, IN_INDICES, boolean, IN_VECTOR,
-    ),
-    cache=True,
-)  # fmt: skip
-def repair_result(M, N, S, T, phi, dt, va, c0, D, momentum, a, u, no_slip, qd_des):
+#: a repaired v⁺_a (nu,) and the data it is completed with: c₀ (nb,), D (nb, nu), the momentum (m,)
+REPAIRED_VELOCITY = types.Tuple((IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_VECTOR))
+
+
+@njit(types.Tuple((VECTOR, VECTOR, float64, float64))(PROBLEM, REPAIRED_VELOCITY, boolean), cache=True)
+def repair_result(problem, repaired, no_slip):
     """(v⁺ (m,), τ (nu,) N·m, the worst remaining violation m/s, max |v⁺_a − q̇_des| rad/s) of the repaired v⁺_a:
     v⁺_u = c₀ + D v⁺_a, τ = (M_a v⁺ − momentum_a)/Δt; the violation is the penetration rate and, with ``no_slip``,
     the slip."""
+    M, N, S, T, phi, dt = problem.M, problem.N, problem.S, problem.T, problem.phi, problem.dt
+    a, u, qd_des = problem.a, problem.u, problem.qd_des
+    va, c0, D, momentum = repaired
     m = M.shape[0]
     n = N.shape[0]
     nu, nb = a.shape[0], u.shape[0]
@@ -291,17 +291,20 @@ REPAIRED, REPAIR_NOT_PD, REPAIR_INFEASIBLE, REPAIR_VIOLATION, REPAIR_SIZES = 0, 
 
 
 @njit(cache=True)
-def repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip, qd_des, qp):
-    """The Section 4.5 repair (:func:`repair_desired_velocity`) with its QP on the DAQP workspace ``qp`` (nu
-    variables, no bounds, n rows and, with ``no_slip``, 2n equality rows after them), from compiled code.
+def repair_native(problem, forces, no_slip, qp):
+    """The Section 4.5 repair (:func:`repair_desired_velocity`) of ``problem`` (a
+    :data:`~idcontrol.formulations.record.PROBLEM` record) with the contact ``forces`` (f_N, f_S, f_T) held, its QP
+    on the DAQP workspace ``qp`` (nu variables, no bounds, n rows and, with ``no_slip``, 2n equality rows after
+    them), from compiled code.
 
     Returns (outcome: REPAIRED, REPAIR_NOT_PD, REPAIR_INFEASIBLE, REPAIR_VIOLATION or REPAIR_SIZES; v⁺ (m,); τ (nu,)
     N·m; the violation left, m/s; max |v⁺_a − q̇_des|, rad/s).
     """
+    M, N, a, qd_des = problem.M, problem.N, problem.a, problem.qd_des
     nu = a.shape[0]
     m = M.shape[0]
     empty_v, empty_tau = np.full(m, np.nan), np.full(nu, np.nan)
-    ok, C, upper, c0, D, momentum = repair_data(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_slip)
+    ok, C, upper, c0, D, momentum = repair_data(problem, forces, no_slip)
     if not ok:
         return REPAIR_NOT_PD, empty_v, empty_tau, np.inf, np.inf
     rows = C.shape[0]
@@ -319,7 +322,7 @@ def repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a, u, no_sl
     native_solve(qp, COLD, CHANGED_ALL)
     if not qp.found or not all_finite(qp.x):
         return REPAIR_INFEASIBLE, empty_v, empty_tau, np.inf, np.inf
-    v_next, tau, violation, change = repair_result(M, N, S, T, phi, dt, qp.x, c0, D, momentum, a, u, no_slip, qd_des)
+    v_next, tau, violation, change = repair_result(problem, (qp.x, c0, D, momentum), no_slip)
     return (REPAIR_VIOLATION if violation > 1e-6 else REPAIRED), v_next, tau, violation, change
 
 
@@ -350,7 +353,7 @@ class RepairWorkspaces:
         self.no_slip = no_slip
         self.native = native_available()
         self.by_count = List.empty_list(NATIVE_RECORD)
-        self._count = 0  # kept here: a typed List's len() costs ~6 µs from Python
+        self._count = 0  # kept here: a typed List's len() is slow from Python (docs/benchmarks.md)
 
     def cover(self, nu: int, n: int) -> None:
         """Workspaces for up to ``n`` contacts with ``nu`` actuated DoFs."""

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp, split
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp, split
 from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import UNCHECKED, ContactModel, certify_in_solve
 from idcontrol.formulations.consistency import (
@@ -45,17 +45,9 @@ from idcontrol.formulations.consistency import (
     repair_native,
     repair_text,
 )
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
-from idcontrol.formulations.reduced import (
-    RECORD,
-    ReducedDynamics,
-    _reduce,
-    call_compiled,
-    kernel_calls,
-    min_gap_rate_of,
-    reduction_arguments,
-    velocity_and_torque,
-)
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
+from idcontrol.formulations.record import PROBLEM
+from idcontrol.formulations.reduced import RECORD, ReducedDynamics, _reduce, min_gap_rate_of, velocity_and_torque
 from idcontrol.solvers.daqp_native import RECORD as NATIVE_QP
 from idcontrol.solvers.dense import gram_by_loops
 from idcontrol.solvers.enumeration import mindiff
@@ -100,8 +92,9 @@ def coulomb_lcp_data(red):
             nf += 1
     size = 5 * n + nf
     Q = np.zeros((size, size))
-    # by loops, not BLAS (0.8 µs faster at 4 contacts): Lemke's pivoting turns the other rounding into another of
-    # this degenerate LCP's solutions on 12 of 3000 recorded trot ticks (up to 2.8 N·m) and 65 of 3000 grasp ticks
+    # by loops, not BLAS (faster at a few contacts: docs/benchmarks.md); Lemke's pivoting turns the other rounding
+    # into another of this degenerate LCP's solutions on 12 of 3000 recorded trot ticks (up to 2.8 N·m) and 65 of
+    # 3000 grasp ticks
     G = gram_by_loops(R_w5)
     Q[: 5 * n, : 5 * n] = G
     k = 0
@@ -125,17 +118,11 @@ def coulomb_lcp_data(red):
     return Q, q, R_w5, R5
 
 
-@njit(
-    types.Tuple((types.boolean, RECORD, MATRIX, VECTOR, MATRIX, MATRIX))(
-        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-        IN_INDICES, float64,
-    ),
-    cache=True,
-)  # fmt: skip
-def coulomb_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt):
-    """(ok, reduced dynamics, Q, q, R̃₅, R₅) of a problem's arrays in one call (:func:`coulomb_lcp_data` after the
+@njit(types.Tuple((types.boolean, RECORD, MATRIX, VECTOR, MATRIX, MATRIX))(PROBLEM), cache=True)
+def coulomb_setup(problem):
+    """(ok, reduced dynamics, Q, q, R̃₅, R₅) of a problem record in one call (:func:`coulomb_lcp_data` after the
     reduction); ``ok`` False (and the LCP empty) when M_uu is not positive definite."""
-    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    ok, red = _reduce(problem)
     if not ok:
         return False, red, np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0))
     Q, q, R_w5, R5 = coulomb_lcp_data(red)
@@ -168,12 +155,13 @@ def _lemke(Q, q):
     return outcome, (outcome[1] if outcome[0] else np.zeros(size))
 
 
-@njit(
-    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, float64, boolean, types.ListType(NATIVE_QP), IN_VECTOR),
-    cache=True,
-)  # fmt: skip
-def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repair, repairs, terms):
+#: the Coulomb LCP's options for :func:`coulomb_solve`: the spread, whether to repair, the certificate's terms
+#: (:meth:`~idcontrol.formulations.certificate.Certifier.terms`)
+COULOMB_OPTIONS = types.Tuple((float64, boolean, IN_VECTOR))
+
+
+@njit((PROBLEM, COULOMB_OPTIONS, types.ListType(NATIVE_QP)), cache=True)
+def coulomb_solve(problem, options, repairs):
     """The Coulomb LCP's solve in one call: the reduction, the LCP (:func:`coulomb_lcp_data`), Lemke with its
     Tikhonov fallback (``lemke_regularized(Q, q, original_tol=1e-7)``'s schedule; with ``spread``, first on the
     regularized LCP, then its nearest exact solution or the paper's: see :class:`CoulombLCP`), the motion of the
@@ -187,10 +175,12 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     (3n + m + nu,: one array returned, views of it in Python), min N v⁺ + φ/Δt of the LCP's answer, the repair's
     outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed), the violation it left, m/s,
     its largest change of q̇_des, rad/s, and the certificate of the answer returned under ``terms``: code, value,
-    bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`).
+    bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`). ``problem``: a
+    :data:`~idcontrol.formulations.record.PROBLEM` record; ``options``: :data:`COULOMB_OPTIONS`.
     """
-    n = N.shape[0]
-    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    spread, repair, terms = options
+    n = problem.N.shape[0]
+    ok, red = _reduce(problem)
     empty = np.zeros(0)
     if not ok:
         Q, q = np.zeros((0, 0)), np.zeros(0)
@@ -214,10 +204,9 @@ def coulomb_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, spread, repai
     v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
     repaired, violation, change = -1, 0.0, 0.0
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
-        repaired, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S, T, phi, dt, f_normal, f_s, f_t, a,
-                                                                 u, False, qd_des, repairs[n - 1])  # fmt: skip
-    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, f_normal, f_s, f_t,
-                                          terms)  # fmt: skip
+        repaired, v_next, tau, violation, change = repair_native(problem, (f_normal, f_s, f_t), False,
+                                                                 repairs[n - 1])  # fmt: skip
+    code, value, bound = certify_in_solve(problem, (v_next, tau, f_normal, f_s, f_t), terms)
     answer = np.concatenate((f_normal, f_s, f_t, v_next, tau))
     return True, compiled_summary(outcome), q.shape[0], answer, gap, repaired, violation, change, code, value, bound
 
@@ -237,9 +226,6 @@ def coulomb_lcp(problem: ContactProblem, red: ReducedDynamics) -> tuple[Array, A
 
 #: The paper's exact method (Section 5): ``make_formulation("coulomb_lcp", **PAPER_OPTIONS)``.
 PAPER_OPTIONS = {"spread": 0.0}
-
-
-_COULOMB_SOLVE = kernel_calls(coulomb_solve)
 
 
 class CoulombLCP(Formulation):
@@ -290,13 +276,11 @@ class CoulombLCP(Formulation):
         started = time.perf_counter()
         p = problem
         n = p.n
-        arguments, vouched = reduction_arguments(p)
         if self.mindiff and 0 < n <= self.mindiff_max_contacts and self._previous_tau is not None:
-            return self._solve_mindiff(p, arguments, started)
-        self._repairs.cover(len(arguments[9]), n)
-        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
-        ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = _COULOMB_SOLVE[vouched](
-            *arguments, self.spread, self.repair, self._repairs.by_count, self.certificate_terms)
+            return self._solve_mindiff(p, started)
+        self._repairs.cover(p.nu, n)
+        ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = coulomb_solve(
+            p.record, (self.spread, self.repair, self.certificate_terms), self._repairs.by_count)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau = split(answer, n, n, n, p.m)
@@ -311,12 +295,12 @@ class CoulombLCP(Formulation):
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
-        self._repairs.cover(index_array(problem.actuated, problem.m).shape[0], problem.n)
+        self._repairs.cover(problem.nu, problem.n)
 
-    def _solve_mindiff(self, p: ContactProblem, arguments: tuple, started: float) -> SolveResult:
+    def _solve_mindiff(self, p: ContactProblem, started: float) -> SolveResult:
         """Algorithm 3 (``mindiff``): of every LCP solution, the one whose torque is closest to the last tick's."""
         n = p.n
-        ok, red, Q, q, R_w5, R5 = call_compiled(coulomb_setup, *arguments)
+        ok, red, Q, q, R_w5, R5 = coulomb_setup(p.record)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         previous = self._previous_tau

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from idcontrol.contacts.rows import forces_in_world
 from idcontrol.errors import NonFiniteError, ShapeError
+from idcontrol.formulations.record import ProblemRecord, record_of
 
 Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -39,7 +40,7 @@ def block(A: Array, rows: Index, cols: Index) -> Array:
 
 _SLICE_INDICES: dict[tuple[int, int | None, int | None, int | None], IntArray] = {}
 #: the same arrays by the slice object's identity, with the slice kept (its id cannot be reused while kept): a
-#: controller passes the same slices every tick: the call takes 0.12 µs, 0.25 through the key
+#: controller passes the same slices every tick, found without building the key (docs/benchmarks.md)
 _BY_SLICE: dict[int, tuple[slice, int, IntArray]] = {}
 
 
@@ -79,9 +80,13 @@ def as_index(indices: IntArray) -> Index:
     return indices
 
 
-@dataclass
+#: the fields the problem record holds: assigning one of them drops the record (built again when next asked for)
+_RECORD_FIELDS = frozenset(("dt", "M", "f_ext", "v", "actuated", "unactuated", "qd_des", "N", "S", "T", "phi", "mu"))
+
+
+@dataclass(init=False)
 class ContactProblem:
-    """One tick's inverse-dynamics problem with n candidate contacts on m DoFs.
+    """One tick's inverse-dynamics problem with n candidate contacts on m DoFs, built by keyword.
 
     Attributes
     ----------
@@ -97,14 +102,9 @@ class ContactProblem:
     contact_ids : n stable identities, used to carry warm starts across ticks.
     normals, tangents_s, tangents_t : (n, 3) contact frames in world, for reporting forces.
     sensed_force : (m,) generalized force of *measured* contact forces (sensed_id only).
-    position_error, velocity_error, integral_error : (nu,) tracking errors for the PID baseline.
-    kp, kd, ki : (nu,) PID gains.
-    kernel_arguments : ((M, f_ext, v, q̇_des, N, S, T, φ, μ, the actuated and unactuated index arrays, Δt),
-        actuated, unactuated): the first as the formulations' compiled solves take them, vouched for by whoever
-        built the problem from arrays whose types it knows (the controller: its own compiled assembly's); a solve
-        then calls its kernel without the dispatcher's type checks (:func:`~idcontrol.arrays.unchecked_entry`)
-        while these are still the problem's own fields (:func:`~idcontrol.formulations.reduced.reduction_arguments`).
-        None: the dispatcher checks them.
+    record : the problem as compiled code takes it (:class:`~idcontrol.formulations.record.ProblemRecord`): the
+        one given (the controller's, built by its compiled assembly from these very arrays), else built from the
+        fields when first asked for; assigning a field it holds drops it.
     """
 
     dt: float
@@ -124,13 +124,51 @@ class ContactProblem:
     tangents_s: Array | None = None
     tangents_t: Array | None = None
     sensed_force: Array | None = None
-    position_error: Array | None = None
-    velocity_error: Array | None = None
-    integral_error: Array | None = None
-    kp: Array | None = None
-    kd: Array | None = None
-    ki: Array | None = None
-    kernel_arguments: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __init__(
+        self,
+        *,
+        dt: float,
+        M: Array,
+        f_ext: Array,
+        v: Array,
+        actuated: Index,
+        unactuated: Index,
+        qd_des: Array,
+        N: Array,
+        S: Array,
+        T: Array,
+        phi: Array,
+        mu: Array,
+        contact_ids: tuple[Hashable, ...] = (),
+        normals: Array | None = None,
+        tangents_s: Array | None = None,
+        tangents_t: Array | None = None,
+        sensed_force: Array | None = None,
+        record: ProblemRecord | None = None,
+    ) -> None:
+        self.__dict__.update(
+            dt=dt, M=M, f_ext=f_ext, v=v, actuated=actuated, unactuated=unactuated, qd_des=qd_des, N=N, S=S, T=T,
+            phi=phi, mu=mu, contact_ids=contact_ids, normals=normals, tangents_s=tangents_s, tangents_t=tangents_t,
+            sensed_force=sensed_force, _record=record,
+        )  # fmt: skip
+
+    def __setattr__(self, name: str, value: object) -> None:
+        self.__dict__[name] = value
+        if name in _RECORD_FIELDS:
+            self.__dict__["_record"] = None
+
+    @property
+    def record(self) -> ProblemRecord:
+        """The problem as compiled code takes it (built from the fields when none was given)."""
+        record = self._record
+        if record is None:
+            m = self.M.shape[0]
+            record = self.__dict__["_record"] = record_of(
+                self.M, self.f_ext, self.v, self.qd_des, self.N, self.S, self.T, self.phi, self.mu,
+                index_array(self.actuated, m), index_array(self.unactuated, m), self.dt,
+            )  # fmt: skip
+        return record
 
     @property
     def m(self) -> int:
@@ -180,10 +218,10 @@ class ContactProblem:
 
     def with_rows(self, S: Array, T: Array, qd_des: Array) -> ContactProblem:
         """A shallow copy with other tangential rows S, T (n, m) and q̇_des (nu,): the problem a formulation
-        solved after changing them (0.7 µs; ``copy.copy`` takes 2)."""
+        solved after changing them (its fields copied at once, cheaper than ``copy.copy``: docs/benchmarks.md)."""
         out = object.__new__(ContactProblem)
         out.__dict__.update(self.__dict__)
-        out.S, out.T, out.qd_des, out.kernel_arguments = S, T, qd_des, None
+        out.__dict__.update(S=S, T=T, qd_des=qd_des, _record=None)
         return out
 
 
@@ -199,7 +237,11 @@ class Residuals:
     slip: float = 0.0  # max |S v⁺|, |T v⁺| (no-slip models only), m/s
 
 
-@dataclass
+#: the answer's fields: assigning one drops the result's verdict (it was made of the answer before)
+_ANSWER_FIELDS = frozenset(("tau", "v_next", "f_normal", "f_s", "f_t"))
+
+
+@dataclass(init=False)
 class SolveResult:
     """The torques and predicted contact forces of one solve.
 
@@ -234,16 +276,54 @@ class SolveResult:
     #: the certificate check this result failed ("" when it passed or was not checked; see
     #: :mod:`idcontrol.formulations.certificate`): then ``found`` is False
     certificate: str = ""
-    #: the certificate the formulation's compiled solve made of this answer (a
-    #: :class:`~idcontrol.formulations.certificate.Verdict`), which the controller's certifier may accept instead of
-    #: checking again; None: not made
-    verdict: object = field(default=None, repr=False)
     #: no-slip formulations: the contacts the answer loads (f_N > the certificate's 1e-6 N), and how many of them it
     #: holds without their tangential rows (released), so with no claim of no slip (0: no-slip held at every one)
     loaded_contacts: int = 0
     loaded_released: int = 0
     _residuals: Residuals | None = field(default=None, repr=False)
     _force_in_world: Array | None = field(default=None, repr=False)
+    #: the certificate the formulation's compiled solve made of this answer (a
+    #: :class:`~idcontrol.formulations.certificate.Verdict`), which the controller's certifier may accept instead of
+    #: checking again; None: not made, or the answer was assigned (or replaced) since
+    verdict: object = field(default=None, repr=False, init=False)
+
+    def __init__(
+        self,
+        formulation: str,
+        found: bool,
+        tau: Array,
+        v_next: Array,
+        f_normal: Array,
+        f_s: Array,
+        f_t: Array,
+        contact_ids: tuple[Hashable, ...] = (),
+        iterations: int = 0,
+        consistency_repaired: bool = False,
+        fallback: str | None = None,
+        message: str = "",
+        timings: dict[str, float] | None = None,
+        problem: ContactProblem | None = None,
+        no_slip: bool = False,
+        sensed: bool = False,
+        certificate: str = "",
+        _residuals: Residuals | None = None,
+        _force_in_world: Array | None = None,
+        loaded_contacts: int = 0,
+        loaded_released: int = 0,
+    ) -> None:
+        self.__dict__.update(
+            formulation=formulation, found=found, tau=tau, v_next=v_next, f_normal=f_normal, f_s=f_s, f_t=f_t,
+            contact_ids=contact_ids, iterations=iterations, consistency_repaired=consistency_repaired,
+            fallback=fallback, message=message, timings={} if timings is None else timings, problem=problem,
+            no_slip=no_slip, sensed=sensed, certificate=certificate, _residuals=_residuals,
+            _force_in_world=_force_in_world, verdict=None, loaded_contacts=loaded_contacts,
+            loaded_released=loaded_released,
+        )  # fmt: skip
+
+    def __setattr__(self, name: str, value: object) -> None:
+        self.__dict__[name] = value
+        if name in _ANSWER_FIELDS:
+            self.__dict__["verdict"] = None
 
     @property
     def contact_count(self) -> int:

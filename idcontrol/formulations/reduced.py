@@ -21,24 +21,21 @@ from the actuated rows: τ = (M v⁺ + κ)_a − (Nᵀ f_N + Fᵀ f_F)_a.
 All solvers here work in *force* units: an impulse is ``Δt ×`` the force.
 
 The reduced dynamics cross into compiled code as one record, a numba structref (:class:`ReducedDynamics`),
-built by one compiled call per tick: a structref is cached on disk with the kernels that take it (a
-jitclass recompiles in every process) and crosses the boundary as one object (0.9 µs a call against
-0.8 µs for its twelve arrays passed one by one, and returned as one object: 2.4 µs against 3.5 µs).
+built by one compiled call from the problem's record (:mod:`idcontrol.formulations.record`): a structref is
+cached on disk with the kernels that take it (a jitclass recompiles in every process) and crosses the boundary
+as one object (docs/benchmarks.md).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from functools import partial
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, float64, unchecked_entry
-from idcontrol.formulations.problem import ContactProblem, index_array
+from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
+from idcontrol.formulations.problem import ContactProblem
+from idcontrol.formulations.record import PROBLEM
 from idcontrol.solvers.dense import cholesky_in_place, lower_inverse
 
 Array = NDArray[np.float64]
@@ -153,79 +150,30 @@ structref.define_boxing(ReducedDynamicsType, ReducedDynamics)
 
 def reduce(problem: ContactProblem) -> ReducedDynamics:
     """The reduced dynamics of ``problem`` (one compiled call); LinAlgError when M_uu is not positive definite."""
-    ok, red = call_compiled(_reduce, *reduction_arguments(problem)[0])
+    ok, red = _reduce(problem.record)
     if not ok:
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return red
 
 
-def reduction_arguments(problem: ContactProblem) -> tuple[tuple, bool]:
-    """(arguments, vouched): the arguments every formulation's compiled solve starts with, M, f_ext, v, q̇_des, N,
-    S, T, φ, μ, the actuated and unactuated indices and Δt (the order of :func:`_reduce`); ``vouched`` when they
-    are the problem's :attr:`~.problem.ContactProblem.kernel_arguments`, still its fields (checked by identity,
-    0.3 µs): the solve may call its kernel unchecked (:func:`~idcontrol.arrays.unchecked_entry`)."""
-    p = problem
-    known = p.kernel_arguments
-    if known is not None:
-        a = known[0]
-        if a[0] is p.M and a[1] is p.f_ext and a[2] is p.v and a[3] is p.qd_des and a[4] is p.N and a[5] is p.S \
-                and a[6] is p.T and a[7] is p.phi and a[8] is p.mu and a[11] == p.dt and known[1] is p.actuated \
-                and known[2] is p.unactuated:  # fmt: skip
-            return a, True
-    m = p.M.shape[0]
-    return (p.M, p.f_ext, p.v, p.qd_des, p.N, p.S, p.T, p.phi, p.mu, index_array(p.actuated, m),
-            index_array(p.unactuated, m), float(p.dt)), False  # fmt: skip
-
-
-class KernelCalls(NamedTuple):
-    """A compiled solve's two ways in, indexed by whether its problem's arguments are vouched for
-    (:func:`reduction_arguments`): ``calls[vouched](*arguments)``."""
-
-    checked: Callable  # call_compiled: the dispatcher checks (and converts) every argument
-    unchecked: Callable  # unchecked_entry: every argument's type known by construction
-
-
-def kernel_calls(kernel) -> KernelCalls:  # noqa: ANN001 - a numba dispatcher with one declared signature
-    """:class:`KernelCalls` of ``kernel``."""
-    return KernelCalls(partial(call_compiled, kernel), unchecked_entry(kernel))
-
-
-def call_compiled(kernel, *arguments):  # noqa: ANN001, ANN201 - any compiled function and what it returns
-    """``kernel(*arguments)``; an array of another layout or dtype (a strided view, integers) that the kernel's
-    signature refuses is converted (:func:`_contiguous`) and the call made once more."""
-    try:
-        return kernel(*arguments)
-    except TypeError:
-        return kernel(*_contiguous(arguments))
-
-
-def _contiguous(arguments: tuple) -> tuple:
-    """The arrays of ``arguments`` as C-contiguous float64 (intp for index arrays), the rest unchanged."""
-    out = []
-    for x in arguments:
-        if isinstance(x, np.ndarray):
-            dtype = np.intp if np.issubdtype(x.dtype, np.integer) else np.float64
-            x = np.ascontiguousarray(x, dtype=dtype)
-        out.append(x)
-    return tuple(out)
-
-
-@njit((IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-       IN_INDICES, float64), cache=True)  # fmt: skip
-def _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt):
-    """(ok, the record): the problem with P v⁺ = q̇_des eliminated (see :class:`ReducedDynamics`).
+@njit(types.Tuple((boolean, RECORD))(PROBLEM), cache=True)
+def _reduce(problem):
+    """(ok, the record): the problem (a :data:`~idcontrol.formulations.record.PROBLEM` record) with P v⁺ = q̇_des
+    eliminated (see :class:`ReducedDynamics`).
 
     κ = −Δt f_ext − M v⁻, M_uu = L Lᵀ, x₀ = −L⁻¹ (M_ua q̇_des + κ_u), R̃ = L⁻¹ R_uᵀ; ``ok`` is False (and
     the record unusable) when M_uu is not positive definite.
     """
+    M, f_ext, v, qd_des, N, S, T = problem.M, problem.f_ext, problem.v, problem.qd_des, problem.N, problem.S, problem.T
+    a, u, dt = problem.a, problem.u, problem.dt
     m = M.shape[0]
     nb = u.shape[0]
     n = N.shape[0]
     red = structref.new(RECORD)
     red.M = M
     red.qd_des = qd_des
-    red.phi = phi
-    red.mu = mu
+    red.phi = problem.phi
+    red.mu = problem.mu
     red.a = a
     red.u = u
     red.dt = dt

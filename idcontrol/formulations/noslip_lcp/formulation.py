@@ -52,8 +52,7 @@ from idcontrol.formulations.noslip_lcp.stages import (
     PROJECTION_RCOND,
     noslip_solve,
 )
-from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result, index_array
-from idcontrol.formulations.reduced import kernel_calls, reduction_arguments
+from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.solvers.ppm import (
     ACTIVE_SET_CAP,
     ACTIVE_SET_UNBOUNDED,
@@ -157,13 +156,11 @@ class NoSlipLCP(Formulation):
             warm = self._previous_active
         else:
             warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
-        reduction, vouched = reduction_arguments(p)
-        n, m, nu = p.N.shape[0], p.M.shape[0], reduction[9].shape[0]
+        n, m, nu = p.N.shape[0], p.M.shape[0], p.nu
         self._repairs.cover(nu, n)
-        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
-        outcome = _NOSLIP_SOLVE[vouched](
-            *reduction, warm, self.rank_tol, self.tol, self.spread, self.project, self.release_unloaded,
-            self.share_friction, self.repair, self._repairs.by_count, self.certificate_terms)  # fmt: skip
+        options = (self.rank_tol, self.tol, self.spread, self.project, self.release_unloaded, self.share_friction,
+                   self.repair, self.certificate_terms)  # fmt: skip
+        outcome = noslip_solve(p.record, warm, options, self._repairs.by_count)
         (ok, pivots, loaded, kept, answer, diagnostics, (n_released, n_restored, n_slid), rows, violated,
          repair_outcome, repair_violation, repair_change, *checked) = outcome  # fmt: skip
         if not ok:
@@ -215,7 +212,7 @@ class NoSlipLCP(Formulation):
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
-        self._repairs.cover(index_array(problem.actuated, problem.m).shape[0], problem.n)
+        self._repairs.cover(problem.nu, problem.n)
 
 
 _NO_WARM_START = np.zeros(0, dtype=np.intp)
@@ -223,12 +220,10 @@ _NO_WARM_START = np.zeros(0, dtype=np.intp)
 
 @cache
 def solved_text(kept: int, n: int) -> str:
-    """The message of a solve that kept ``kept`` of its n contacts' 2n tangential rows (made once per pair:
-    formatting costs 0.3 µs a tick, the cached call 0.06)."""
+    """The message of a solve that kept ``kept`` of its n contacts' 2n tangential rows (made once per pair, not
+    formatted each tick)."""
     return f"solved ({kept} tangential rows kept of {2 * n})"
 
-
-_NOSLIP_SOLVE = kernel_calls(noslip_solve)
 
 _PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
              PPM_SINGULAR: "active block of {a} contacts is singular",

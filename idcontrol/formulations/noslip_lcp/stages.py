@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
+from idcontrol.arrays import IN_INDICES, IN_VECTOR, INDICES, MATRIX, VECTOR, boolean, float64
 from idcontrol.formulations.certificate import (
     FORCE_TOL,
     SPEED_MARGIN,
@@ -29,6 +29,7 @@ from idcontrol.formulations.certificate import (
 )
 from idcontrol.formulations.consistency import REPAIR_TOL, least_norm_solution, repair_native
 from idcontrol.formulations.noslip_lcp.find_indices import find_independent_columns
+from idcontrol.formulations.record import PROBLEM, with_rows
 from idcontrol.formulations.reduced import (
     RECORD,
     _reduce,
@@ -471,14 +472,17 @@ def _solve_normal_lcp(B, s, r, warm, tol):
 
 
 @njit(cache=True)
-def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, quiet):
+def _solve_once(problem, warm, options, quiet):
     """Algorithms 1 and 2 (with their fallbacks) and the linear algebra after them, for tangential rows S, T and
     the desired velocity ``qd_des``; with ``quiet``, an unloaded contact's tangential forces under ``RELEASE_FLOOR``
     of the largest normal force are set to zero and v⁺, τ follow. Returns (ok: M_uu positive definite, pivots,
     active indices, kept rows, f_N, v⁺, τ, f_S, f_T, diagnostics (the BY_* solver that answered, PPM's status, its
-    active count, the factor's rows, the active-set method's status or −1, Lemke's ε or −1 when it was not run))."""
-    n = N.shape[0]
-    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
+    active count, the factor's rows, the active-set method's status or −1, Lemke's ε or −1 when it was not run)).
+    ``problem``: a :data:`~idcontrol.formulations.record.PROBLEM` record; ``options``: (rank_tol, tol, spread,
+    share) as :func:`noslip_solve` takes them."""
+    rank_tol, tol, spread, share = options
+    n = problem.N.shape[0]
+    ok, red = _reduce(problem)
     empty = np.zeros(0)
     none = np.zeros(0, dtype=np.intp)
     if not ok:
@@ -527,14 +531,14 @@ def _solve_once(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol,
                                                                          as_status, lemke_eps)  # fmt: skip
 
 
-@njit(
-    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, IN_INDICES, float64, float64, float64, boolean, boolean, boolean, boolean,
-     types.ListType(NATIVE_QP), IN_VECTOR),
-    cache=True,
-)  # fmt: skip
-def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol, tol, spread, project,
-                 release_unloaded, share, repair, repairs, terms):  # fmt: skip
+#: the no-slip LCP's options for :func:`noslip_solve`: rank_tol, tol, spread, project, release_unloaded, share,
+#: repair (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`) and the certificate's terms
+#: (:meth:`~idcontrol.formulations.certificate.Certifier.terms`)
+NOSLIP_OPTIONS = types.Tuple((float64, float64, float64, boolean, boolean, boolean, boolean, IN_VECTOR))
+
+
+@njit((PROBLEM, IN_INDICES, NOSLIP_OPTIONS, types.ListType(NATIVE_QP)), cache=True)
+def noslip_solve(problem, warm, options, repairs):
     """The no-slip LCP's solve in one call (see :class:`~idcontrol.formulations.noslip_lcp.NoSlipLCP`): ``project``
     q̇_des, Algorithms 1 and 2 and their fallbacks, then, with ``release_unloaded``, the tangential rows of every
     contact left without normal force removed, and, while one of them carried a tangential force (above the
@@ -559,9 +563,15 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     a constraint, the repair's outcome (−1: not attempted; else v⁺ and τ are the repair's, NaN when it failed), the
     violation it left, m/s, its largest change of q̇_des, rad/s, and the certificate of the answer returned under
     ``terms``: code, value, bound, :func:`~idcontrol.formulations.certificate.certify_in_solve`). Scalars where
-    Python needs no more, and arrays stacked: every array returned costs its boxing (~0.35 µs), a view of one in
-    Python 0.08.
+    Python needs no more, and arrays stacked (docs/benchmarks.md). ``problem``: a
+    :data:`~idcontrol.formulations.record.PROBLEM` record (its q̇_des the one asked for); ``warm``: the contacts
+    that start Algorithm 2 (the last tick's loaded ones); ``options``: :data:`NOSLIP_OPTIONS`; ``repairs``: the
+    repair's DAQP workspaces by contact count.
     """
+    rank_tol, tol, spread, project, release_unloaded, share, repair, terms = options
+    settings = (rank_tol, tol, spread, share)
+    N, S, T, phi, dt, a, u, qd_des = problem.N, problem.S, problem.T, problem.phi, problem.dt, problem.a, problem.u, \
+        problem.qd_des  # fmt: skip
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
     rows = np.empty((2, n, S.shape[1]))  # S and T as solved, returned as one array
@@ -571,7 +581,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
     released = np.zeros(n, dtype=np.bool_)
     restored = np.zeros(n, dtype=np.bool_)  # released, then loaded by a later round: its rows given back for good
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-        M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, warm, rank_tol, tol, spread, share, release_unloaded)
+        with_rows(problem, S_now, T_now, qd), warm, settings, release_unloaded)
     rounds_pivots = pivots
     # the answer before the first contact got its rows back, and its releases: it stands if the rounds after are absurd
     before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(), released.copy())
@@ -591,7 +601,7 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
                     T_now[c] = T[c]
             qd = projected_velocity(S_now, T_now, a, u, qd_des, PROJECTION_RCOND) if project else qd
             ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-                M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
+                with_rows(problem, S_now, T_now, qd), loaded, settings, True)
             rounds_pivots += pivots
             continue
         more = False
@@ -608,10 +618,10 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
         # where the previous tick's set would take its pivots again (2.0 a round on 64 contacts, up to 15)
         loaded = active[f_normal[active] > 0.0]
         ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-            M, f_ext, v, qd, N, S_now, T_now, phi, mu, a, u, dt, loaded, rank_tol, tol, spread, share, True)
+            with_rows(problem, S_now, T_now, qd), loaded, settings, True)
         rounds_pivots += pivots
     if tried and (not ok or diagnostics[0] == BY_NONE
-                  or _absurd(v, dt, N, S_now, T_now, tau, f_normal, f_s, f_t, terms)):
+                  or _absurd(problem.v, dt, N, S_now, T_now, tau, f_normal, f_s, f_t, terms)):
         # with their rows the answer is one no robot can give: the released answer stands, and the contacts it
         # loads without rows are counted
         pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, saved_rows, saved_released = before
@@ -630,12 +640,12 @@ def noslip_solve(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, warm, rank_tol
             if gap < -REPAIR_TOL or abs(slip_s) > REPAIR_TOL or abs(slip_t) > REPAIR_TOL:
                 violated = True
     outcome, violation, change = -1, 0.0, 0.0
+    solved = with_rows(problem, S_now, T_now, qd)  # the problem as solved: its kept rows, q̇_des as projected
     if ok and repair and n and n <= len(repairs) and (violated or diagnostics[0] == BY_NONE):
-        outcome, v_next, tau, violation, change = repair_native(M, v, f_ext, N, S_now, T_now, phi, dt, f_normal, f_s,
-                                                                f_t, a, u, True, qd, repairs[n - 1])  # fmt: skip
+        outcome, v_next, tau, violation, change = repair_native(solved, (f_normal, f_s, f_t), True, repairs[n - 1])
     loaded = active[f_normal[active] > 0.0] if ok else active
-    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S_now, T_now, phi, mu, a, tau, f_normal, f_s,
-                                          f_t, terms) if ok else (UNCHECKED, 0.0, 0.0)  # fmt: skip
+    code, value, bound = certify_in_solve(solved, (v_next, tau, f_normal, f_s, f_t), terms) if ok else \
+        (UNCHECKED, 0.0, 0.0)  # fmt: skip
     answer = np.concatenate((f_normal, f_s, f_t, v_next, tau, qd))
     counts = (np.count_nonzero(released), np.count_nonzero(restored),
               np.count_nonzero(released & (f_normal > FORCE_TOL)) if ok else 0)

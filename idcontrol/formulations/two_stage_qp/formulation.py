@@ -70,14 +70,7 @@ from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import ContactModel
 from idcontrol.formulations.consistency import REPAIR_TOL, needs_repair, repair_desired_velocity
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
-from idcontrol.formulations.reduced import (
-    ReducedDynamics,
-    call_compiled,
-    contact_velocity_and_torque,
-    kernel_calls,
-    reduce,
-    reduction_arguments,
-)
+from idcontrol.formulations.reduced import ReducedDynamics, contact_velocity_and_torque, reduce
 from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     normal_rows_hold,
     stage_one_target,
@@ -111,8 +104,7 @@ DISSIPATION_REFERENCES = ("world", "contacts")
 
 @cache
 def optimal_set_text(k: int) -> str:
-    """The message of a Stage II over a k-dimensional optimal set (made once per k: formatting costs 0.25 µs a
-    tick, the cached call 0.06)."""
+    """The message of a Stage II over a k-dimensional optimal set (made once per k, not formatted each tick)."""
     return f"Stage II over a {k}-dimensional optimal set"
 
 
@@ -188,9 +180,6 @@ def remap_active_set(
     return np.concatenate([head.ravel(), facets[:, np.isfinite(mu)].ravel()])
 
 
-_TWO_STAGES = kernel_calls(two_stages)
-
-
 class StageOne:
     """Stage I data of one problem over y = [f_N; f_S; f_T], in force units (built once per tick).
 
@@ -207,8 +196,8 @@ class StageOne:
         """Stage I of ``problem`` with its reduced dynamics (:attr:`red`), both from one compiled call
         (:func:`.stages.stage_one_setup`). Raises ``numpy.linalg.LinAlgError`` when M_uu is not positive definite."""
         p = problem
-        ok, red, C_pyramid, H, g, A, lower, upper, R_a = call_compiled(
-            stage_one_setup, *reduction_arguments(p)[0], dissipation == "contacts", INFINITY)  # fmt: skip
+        ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(p.record, dissipation == "contacts",
+                                                                          INFINITY)  # fmt: skip
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         stage = cls.__new__(cls)
@@ -333,7 +322,6 @@ class TwoStageQP(Formulation):
         #: both stages in one compiled call when DAQP's C API is usable: its workspaces by contact count and μ
         self._native = native_available()
         self._native_qps: dict[tuple[int, bytes], List] = {}
-        self._last_native: tuple[Array | None, List | None] = (None, None)  # the last μ array and its workspaces
         #: Stage II solves certified by the dual Newton method, and those that fell back to the null-space QP
         self.structured_solves = 0
         self.structured_fallbacks = 0
@@ -431,18 +419,12 @@ class TwoStageQP(Formulation):
         does not apply; None when that call could not finish (Stage I infeasible, an R̃ whose rank gives an
         optimal set of unexpected dimension, the structured path's sizes): the QP path then starts over."""
         n = p.n
-        reduction, vouched = reduction_arguments(p)
-        a, u = reduction[9], reduction[10]
-        nu, nb = a.shape[0], u.shape[0]
+        nu, nb = p.nu, p.nb
         if self.structured and 3 * n - nb >= nu + nb:
             return None
         mu = p.mu
-        # the detector shares one read-only μ array among the ticks of a contact pattern: known by identity, the
-        # workspaces cost no key (0.3 µs)
-        last_mu, qps = self._last_native
-        if mu is not last_mu or mu.flags.writeable:
-            key = (n, mu.tobytes())
-            qps = self._native_qps.get(key)
+        key = (n, mu.tobytes())  # the workspaces' sizes follow n and which μ are finite
+        qps = self._native_qps.get(key)
         if qps is None:  # [Stage I's workspace, Stage II's for each dimension k = 1 … 3n its optimal set may have]
             rows = n + 4 * int(np.count_nonzero(np.isfinite(mu)))
             qps = List.empty_list(NATIVE_QP)
@@ -452,11 +434,8 @@ class TwoStageQP(Formulation):
             if len(self._native_qps) > 256:
                 self._native_qps.clear()
             self._native_qps[key] = qps
-        self._last_native = (mu, qps)
-        # the rest of the arguments are this formulation's own: with a vouched problem, every type is known
-        outcome, its1, k, solved, its2, answer, gap_rate, *checked = _TWO_STAGES[vouched](
-            *reduction, self.dissipation == "contacts", qps, self.null_tol, self.ridge,
-            self.certificate_terms)  # fmt: skip
+        options = (self.dissipation == "contacts", self.null_tol, self.ridge, self.certificate_terms)
+        outcome, its1, k, solved, its2, answer, gap_rate, *checked = two_stages(p.record, options, qps)
         if outcome == STAGES_NOT_PD:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         if outcome != STAGES_SOLVED:

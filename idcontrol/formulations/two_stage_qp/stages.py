@@ -1,7 +1,7 @@
 """The two-stage QP's compiled stages, one call each, fed by the reduced dynamics' record.
 
 * :func:`stage_one_setup`: the reduced dynamics, the pyramid's facets and Stage I's QP (:func:`stage_one_data`), one
-  call from the problem's arrays;
+  call from the problem's record;
 * :func:`stage_one_data`: Stage I's QP over y = [f_N; f_S; f_T] (3n, forces in N) in DAQP's stacked layout;
 * :func:`stage_two_setup`: Stage II's null-space basis W (:mod:`.null_space`) and its QP over w, y = y₁ + W w;
 * :func:`stage_two_finish`: y, v⁺ and τ from Stage II's w;
@@ -18,9 +18,10 @@ import math
 import numpy as np
 from numba import njit, types
 
-from idcontrol.arrays import IN_INDICES, IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64
 from idcontrol.formulations.certificate import UNCHECKED, certify_in_solve
 from idcontrol.formulations.consistency import least_norm_solution
+from idcontrol.formulations.record import PROBLEM
 from idcontrol.formulations.reduced import RECORD, _reduce, min_gap_rate_of, velocity_and_torque
 from idcontrol.formulations.two_stage_qp.null_space import null_space_basis
 from idcontrol.solvers.daqp_abi import INFINITY
@@ -156,18 +157,15 @@ def pyramid_facets(mu):
 
 
 @njit(
-    types.Tuple((boolean, RECORD, MATRIX, MATRIX, VECTOR, MATRIX, VECTOR, VECTOR, MATRIX))(
-        IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-        IN_INDICES, float64, boolean, float64,
-    ),
+    types.Tuple((boolean, RECORD, MATRIX, MATRIX, VECTOR, MATRIX, VECTOR, VECTOR, MATRIX))(PROBLEM, boolean, float64),
     cache=True,
 )  # fmt: skip
-def stage_one_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, infinity):
-    """(ok, reduced dynamics, pyramid facets, H, g, A, lower, upper, R_a) of a problem's arrays in one call: the
+def stage_one_setup(problem, contacts_relative, infinity):
+    """(ok, reduced dynamics, pyramid facets, H, g, A, lower, upper, R_a) of a problem record in one call: the
     reduction (:mod:`idcontrol.formulations.reduced`), :func:`pyramid_facets` and :func:`stage_one_data`.
     ``ok`` is False (and the QP arrays empty) when M_uu is not positive definite."""
-    ok, red = _reduce(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt)
-    C = pyramid_facets(mu)
+    ok, red = _reduce(problem)
+    C = pyramid_facets(problem.mu)
     if not ok:
         empty = np.zeros(0)
         return False, red, C, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty, np.zeros((0, 0))
@@ -294,8 +292,8 @@ def unconstrained_if_feasible(H, g, A, lower):
     on every row: w is then the optimum of the QP with those rows, none of them active. (False, w) otherwise.
 
     Stage II on a robot standing or walking usually ends here: no pyramid facet binds the minimum-torque forces.
-    Inside a compiled loop on the standing Solo12 (k = 6, 20 rows) it takes 0.2 µs against 1.0 µs for DAQP, whose
-    proximal iterations also stop ~1e-5 N from this exact minimizer.
+    It is cheaper than DAQP there (docs/benchmarks.md), whose proximal iterations also stop ~1e-5 N from this
+    exact minimizer.
     """
     L = H.copy()
     w = -g
@@ -311,26 +309,28 @@ def unconstrained_if_feasible(H, g, A, lower):
     return True, w
 
 
-@njit(
-    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_INDICES,
-     IN_INDICES, float64, boolean, types.ListType(NATIVE_QP), float64, float64, IN_VECTOR),
-    cache=True,
-)  # fmt: skip
-def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relative, qps, null_tol, ridge, terms):
-    """Stage I and Stage II (:mod:`.formulation`) in one call, the QPs on the DAQP workspaces ``qps[0]`` (3n
-    variables with bounds, n + 4 nf rows) and ``qps[k]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both started
-    cold; workspaces of other sizes are only checked (one list: each workspace record passed on its own costs
-    ~0.6 µs to unbox). Stage II takes its unconstrained minimizer where that satisfies every row
-    (:func:`unconstrained_if_feasible`, 0 iterations), else DAQP. The answer is certified under ``terms``
+#: the two-stage QP's options for :func:`two_stages`: whether the dissipation is contact-relative, the null-space
+#: tolerance, the ridge, the certificate's terms (:meth:`~idcontrol.formulations.certificate.Certifier.terms`)
+TWO_STAGE_OPTIONS = types.Tuple((boolean, float64, float64, IN_VECTOR))
+
+
+@njit((PROBLEM, TWO_STAGE_OPTIONS, types.ListType(NATIVE_QP)), cache=True)
+def two_stages(problem, options, qps):
+    """Stage I and Stage II (:mod:`.formulation`) of ``problem`` (a
+    :data:`~idcontrol.formulations.record.PROBLEM` record) in one call, the QPs on the DAQP workspaces ``qps[0]``
+    (3n variables with bounds, n + 4 nf rows) and ``qps[k]`` (k = 3n − rank R̃ variables, n + 4 nf rows), both
+    started cold; workspaces of other sizes are only checked. ``options``: :data:`TWO_STAGE_OPTIONS`. Stage II takes
+    its unconstrained minimizer where that satisfies every row (:func:`unconstrained_if_feasible`, 0 iterations),
+    else DAQP. The answer is certified under the options' terms
     (:func:`~idcontrol.formulations.certificate.certify_in_solve`; empty: not).
 
     Returns (outcome, Stage I iterations, k, whether Stage II was solved, its iterations, [y; v⁺; τ] (3n + m + nu,),
     min N v⁺ + φ/Δt, the certificate's code, value and bound): with k = 0 or Stage II unsolved, y is Stage I's z₁.
-    For any outcome but STAGES_SOLVED the caller starts over on the QP path (Stage I's data are not returned: the
-    boundary costs ~0.35 µs an array, which is also why y, v⁺ and τ come stacked).
+    For any outcome but STAGES_SOLVED the caller starts over on the QP path (Stage I's data are not returned; y, v⁺
+    and τ come stacked in one array).
     """
-    ok, red, C, H, g, A, lower, upper, R_a = stage_one_setup(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt,
-                                                             contacts_relative, INFINITY)  # fmt: skip
+    contacts_relative, null_tol, ridge, terms = options
+    ok, red, C, H, g, A, lower, upper, R_a = stage_one_setup(problem, contacts_relative, INFINITY)
     empty = np.zeros(0)
     if not ok:
         return STAGES_NOT_PD, 0, 0, False, 0, empty, 0.0, UNCHECKED, 0.0, 0.0
@@ -341,7 +341,7 @@ def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relativ
     its1 = qp1.iterations
     if not qp1.found:
         return STAGES_STAGE_ONE_FAILED, its1, 0, False, 0, empty, 0.0, UNCHECKED, 0.0, 0.0
-    n = N.shape[0]
+    n = problem.N.shape[0]
     z1 = qp1.x.copy()
     clip_normal_forces(z1, n)
     W, H2, g2, C2, l2, u2 = stage_two_setup(red, R_a, z1, C, null_tol, ridge, INFINITY)
@@ -361,6 +361,5 @@ def two_stages(M, f_ext, v, qd_des, N, S, T, phi, mu, a, u, dt, contacts_relativ
             solved, its2 = qp2.found, qp2.iterations
             y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
                 stage_two_result(red, z1, W, z1, False)  # fmt: skip
-    code, value, bound = certify_in_solve(M, v, v_next, f_ext, dt, N, S, T, phi, mu, a, tau, y[:n], y[n : 2 * n],
-                                          y[2 * n :], terms)  # fmt: skip
+    code, value, bound = certify_in_solve(problem, (v_next, tau, y[:n], y[n : 2 * n], y[2 * n :]), terms)
     return STAGES_SOLVED, its1, k, solved, its2, np.concatenate((y, v_next, tau)), gap, code, value, bound
