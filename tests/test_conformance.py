@@ -47,16 +47,19 @@ def assert_compliant(checks: dict) -> None:
     assert not failed, "\n".join(failed)
 
 
+@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_python_sdk_example_driver_is_compliant():
     """A driver written on the SDK (read_state/apply around MuJoCo) keeps every obligation."""
     assert_compliant(run_suite([sys.executable, "-m", "idcontrol.driver.example", "--endpoint", "{endpoint}"]))
 
 
+@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_mujoco_bridge_is_compliant():
     """idcontrol bridge, real-time, on the launch file the suite hands it: every obligation."""
     assert_compliant(run_suite([*IDCONTROL, "bridge", "{launch}"], bridge_kind="mujoco"))
 
 
+@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_a_driver_that_ignores_the_late_limit_fails_the_obligations_about_it():
     """The suite can fail: a driver that stops only after 50 late commands fails 'stop after 20', the watchdog and
     the shutdown obligations, with the 50th late command as evidence, and keeps hello, credentials and seq."""
@@ -85,6 +88,7 @@ def cpp_driver(tmp_path_factory) -> tuple[Path, Path]:
     return build / "mujoco_driver", model
 
 
+@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(cpp_driver):
     """The header-only C++ client in the MuJoCo example keeps every obligation; its loop made no allocation."""
     binary, model = cpp_driver
