@@ -189,7 +189,7 @@ class Spoiling(Formulation):
 
 def test_the_core_counts_a_rejected_answer_holds_the_previous_torque_then_stops(quadruped):
     """A rejected answer is never sent: the fallback holds the previous torque for hold_ticks, then safe-stops;
-    every rejection is counted as 'certificate', and the message names the check."""
+    every rejection is counted as 'certificate', the message names the check, and the summary counts it by check."""
     controller = InverseDynamicsController(quadruped, formulation="two_stage_qp")
     core = ControlCore(controller, make_reference("hold", quadruped))
     state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv))
@@ -204,6 +204,23 @@ def test_the_core_counts_a_rejected_answer_holds_the_previous_torque_then_stops(
     assert out.mode in ("safe_stop", "stopped") and "certificate: dynamics" in out.note  # (at rest: stopped at once)
     assert core.filter.counts["certificate"] == core.safety.hold_ticks + 1
     assert core.filter.counts["held"] == core.safety.hold_ticks
+    assert core.metrics.summary()["certificate_rejections"] == {"dynamics": core.safety.hold_ticks + 1}
+
+
+def test_the_summary_says_on_how_many_loaded_contact_ticks_no_slip_held(quadruped):
+    """A no-slip core standing: every sent answer's loaded contacts are counted, and standing, every one holds (no
+    release under load); a formulation that does not claim no slip has no such count."""
+    for name in ("noslip_lcp", "two_stage_qp"):
+        core = ControlCore(InverseDynamicsController(quadruped, formulation=name), make_reference("hold", quadruped))
+        state = RobotState(quadruped.standing_configuration(), np.zeros(quadruped.nv))
+        core.start(0.0)
+        for i in range(5):
+            core.tick(replace(state, t=1e-3 * i), now=1e-3 * i)
+        counted = core.metrics.summary()["no_slip"]
+        if name == "noslip_lcp":
+            assert counted == {"held": 20, "of": 20}  # four feet loaded on each of five ticks
+        else:
+            assert counted is None
 
 
 def _verdict_is_the_certifiers(controller: InverseDynamicsController, problem: ContactProblem,
