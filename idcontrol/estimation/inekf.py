@@ -470,6 +470,37 @@ def _kinematics_noise(prm, jacobian, f, rotation, out, tmp):
 
 # ---------------------------------------------------------------------------------------------------- one tick
 @njit(cache=True)
+def screen_inputs(imu, feet_rel, joint_v, memory):
+    """(status, encoders finite) a tick starts from: DIVERGED once the filter diverged (``memory[7]``), else
+    IMU_NOT_FINITE for a non-finite ``imu`` (10,), else OK, counting in ``memory[6]`` the ticks whose ω and specific
+    force repeat the last ones exactly (kept in ``memory[0:6]``). The encoders are finite when ``feet_rel`` (k, 3)
+    and ``joint_v`` (any length; empty when a filter does not read it) are."""
+    imu_finite = True
+    for j in range(10):
+        if not math.isfinite(imu[j]):
+            imu_finite = False
+    joints_finite = True
+    for f in range(feet_rel.shape[0]):
+        for j in range(3):
+            if not math.isfinite(feet_rel[f, j]):
+                joints_finite = False
+    for j in range(joint_v.shape[0]):
+        if not math.isfinite(joint_v[j]):
+            joints_finite = False
+    if memory[7] > 0.0:
+        return DIVERGED, joints_finite
+    if not imu_finite:
+        return IMU_NOT_FINITE, joints_finite
+    repeated = True
+    for j in range(6):
+        if imu[4 + j] != memory[j]:
+            repeated = False
+        memory[j] = imu[4 + j]
+    memory[6] = memory[6] + 1.0 if repeated else 0.0
+    return OK, joints_finite
+
+
+@njit(cache=True)
 def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, imu, imu_age, stance, external,
                external_noise, diagnostics):  # fmt: skip
     """Propagate over ``dt`` s with the IMU reading, correct, update the contacts; returns a status code.
@@ -487,27 +518,8 @@ def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, im
     R, P = s.rotation, s.covariance
     k = s.feet.shape[0]
     mem = s.memory
-    imu_finite = True
-    for j in range(10):
-        if not math.isfinite(imu[j]):
-            imu_finite = False
-    joints_finite = True
-    for f in range(k):
-        for j in range(3):
-            if not math.isfinite(feet_rel[f, j]):
-                joints_finite = False
-    status = OK
-    if mem[7] > 0.0:
-        status = DIVERGED
-    elif not imu_finite:
-        status = IMU_NOT_FINITE
-    else:
-        repeated = True
-        for j in range(6):
-            if imu[4 + j] != mem[j]:
-                repeated = False
-            mem[j] = imu[4 + j]
-        mem[6] = mem[6] + 1.0 if repeated else 0.0
+    status, joints_finite = screen_inputs(imu, feet_rel, imu[:0], mem)
+    if status == OK:
         omega, acc = w.vectors[6], w.vectors[7]
         for j in range(3):
             omega[j] = imu[4 + j] - s.bias[j]

@@ -35,7 +35,6 @@ from idcontrol.estimation.inekf import (
     DIAG_TILT_STD,
     DIAG_VELOCITY_STD,
     DIVERGED,
-    IMU_NOT_FINITE,
     IMU_STALE,
     JOINTS_NOT_FINITE,
     OK,
@@ -47,6 +46,7 @@ from idcontrol.estimation.inekf import (
     base_state,
     kinematics_views,
     parameters_from,
+    screen_inputs,
 )
 from idcontrol.estimation.kinematics import feet_in_imu, geometry_views
 from idcontrol.estimation.lie import rotation_from_xyzw
@@ -122,30 +122,8 @@ def lkf_tick(s, prm, w, dt, feet_rel, foot_radius, jacobian, joint_v, imu, imu_a
     n = x.shape[0]
     k = (n - 6) // 3
     mem = s.memory
-    imu_finite = True
-    for j in range(10):
-        if not math.isfinite(imu[j]):
-            imu_finite = False
-    joints_finite = True
-    for f in range(k):
-        for j in range(3):
-            if not math.isfinite(feet_rel[f, j]):
-                joints_finite = False
-    for j in range(joint_v.shape[0]):
-        if not math.isfinite(joint_v[j]):
-            joints_finite = False
-    status = OK
-    if mem[7] > 0.0:
-        status = DIVERGED
-    elif not imu_finite:
-        status = IMU_NOT_FINITE
-    else:
-        repeated = True
-        for j in range(6):
-            if imu[4 + j] != mem[j]:
-                repeated = False
-            mem[j] = imu[4 + j]
-        mem[6] = mem[6] + 1.0 if repeated else 0.0
+    status, joints_finite = screen_inputs(imu, feet_rel, joint_v, mem)
+    if status == OK:
         rotation_from_xyzw(imu[0], imu[1], imu[2], imu[3], R)
         for j in range(3):
             s.omega[j] = imu[4 + j]
