@@ -583,19 +583,23 @@ def noslip_solve(problem, warm, options, repairs):
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
         with_rows(problem, S_now, T_now, qd), warm, settings, release_unloaded)
     rounds_pivots = pivots
-    # the answer before the first contact got its rows back, and its releases: it stands if the rounds after are absurd
-    before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(), released.copy())
+    # the answer before the first contact got its rows back, and its releases: it stands if the rounds after are
+    # absurd (copied only then; until then these name the arrays in use, for their types)
+    before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows, released)
     tried = False
     while ok and release_unloaded and diagnostics[0] != BY_NONE:
-        back = released & (f_normal > FORCE_TOL) & ~restored
-        if back.any():  # the load moved onto released contacts: without their rows they would slide under it
+        back = 0  # released contacts this round loads: without their rows they would slide under the load
+        for c in range(n):
+            if released[c] and not restored[c] and f_normal[c] > FORCE_TOL:
+                back += 1
+        if back:
             if not tried:
                 before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(),
                           released.copy())  # fmt: skip
                 tried = True
             loaded = active[f_normal[active] > 0.0]
             for c in range(n):
-                if back[c]:
+                if released[c] and not restored[c] and f_normal[c] > FORCE_TOL:
                     released[c], restored[c] = False, True
                     S_now[c] = S[c]
                     T_now[c] = T[c]
