@@ -1,10 +1,11 @@
 """The conformance suite on real drivers: the Python SDK's example, the MuJoCo bridge, the C++ example (built with
 CMake here), and a driver that breaks the late-command rule, each against a real daemon.
 
-The suite runs the daemon at 250 Hz and, where the scheduler allows it, daemon, driver and proxy under SCHED_FIFO
-here: the obligations depend on neither, and both keep the checks about the driver on a loaded 2-core machine (at
-a load average of 11 and normal priority, round trips through the proxy took 4 ms). ``idcontrol conformance``
-defaults to 1 kHz and normal scheduling.
+The suite runs the daemon at 100 Hz and, where the scheduler allows it, daemon, driver and proxy under SCHED_FIFO
+here: the obligations depend on neither, and both keep the checks about the driver on a loaded 2-core machine. On a
+virtual machine, round trips through the proxy take about 2 ms and the processes stall for 5-20 ms now and then; at
+250 Hz such stalls made a compliant driver skip a tenth of its period boundaries, at 100 Hz they rarely skip one.
+``idcontrol conformance`` defaults to 1 kHz and normal scheduling.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from idcontrol.driver import files
 from idcontrol.tools.conformance import Suite
 
-RATE_HZ = 250.0
+RATE_HZ = 100.0
 PRIORITY = 30  # SCHED_FIFO; refused (no permission): the processes run at normal priority
 OBLIGATIONS = {"hello and version", "credentials", "zeromq's routing id", "field shapes", "quaternion order x y z w",
                "units and frames", "period and jitter", "late command (reuse once)", "error replies",
@@ -47,19 +48,19 @@ def assert_compliant(checks: dict) -> None:
     assert not failed, "\n".join(failed)
 
 
-@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_python_sdk_example_driver_is_compliant():
     """A driver written on the SDK (read_state/apply around MuJoCo) keeps every obligation."""
     assert_compliant(run_suite([sys.executable, "-m", "idcontrol.driver.example", "--endpoint", "{endpoint}"]))
 
 
-@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_mujoco_bridge_is_compliant():
     """idcontrol bridge, real-time, on the launch file the suite hands it: every obligation."""
     assert_compliant(run_suite([*IDCONTROL, "bridge", "{launch}"], bridge_kind="mujoco"))
 
 
-@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_a_driver_that_ignores_the_late_limit_fails_the_obligations_about_it():
     """The suite can fail: a driver that stops only after 50 late commands fails 'stop after 20', the watchdog and
     the shutdown obligations, with the 50th late command as evidence, and keeps hello, credentials and seq."""
@@ -88,7 +89,7 @@ def cpp_driver(tmp_path_factory) -> tuple[Path, Path]:
     return build / "mujoco_driver", model
 
 
-@pytest.mark.timing  # real time at 250 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(cpp_driver):
     """The header-only C++ client in the MuJoCo example keeps every obligation; its loop made no allocation."""
     binary, model = cpp_driver
@@ -96,7 +97,7 @@ def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(c
     assert_compliant(checks)
     report = (suite.driver_output or {}).get("bridge", {})
     assert report["allocations_in_loop"] == 0  # operator new calls during run()
-    assert report["states_sent"] > 1000 and report["safe_stops"] >= 3
+    assert report["states_sent"] > 4 * RATE_HZ and report["safe_stops"] >= 3  # more than 4 s of periods
 
 
 def test_idcontrol_driver_prints_the_include_and_cmake_directories():
