@@ -37,10 +37,9 @@ ANY_MATRIX = types.Array(float64, 2, "A", readonly=True)
 def unchecked_entry(kernel):  # noqa: ANN001, ANN201 - a numba dispatcher and its compiled function
     """The compiled function of ``kernel``'s one declared signature, called without the dispatcher.
 
-    The dispatcher finds each argument's numba type before the call (~0.07 µs an array, ~0.5 a typed List: 1.4
-    µs of the no-slip LCP's 22 arguments); the compiled function reads each argument as its declared type
-    unchecked: numba's array unboxing does not compare the dtype or layout, and an array of another one would
-    be read as the declared one. Only for arguments whose types are known by construction: arrays this
+    The dispatcher finds each argument's numba type before the call; the compiled function reads each argument
+    as its declared type unchecked: numba's array unboxing does not compare the dtype or layout, and an array of
+    another one would be read as the declared one. Only for arguments whose types are known by construction: arrays this
     package's compiled code made, or checked when they were made.
     """
     (signature,) = kernel.signatures
@@ -49,7 +48,7 @@ def unchecked_entry(kernel):  # noqa: ANN001, ANN201 - a numba dispatcher and it
 
 def split(stacked: np.ndarray, *sizes: int) -> list[np.ndarray]:
     """Views of ``stacked`` (k,) in consecutive parts of ``sizes``, the rest last. A compiled call returns its
-    vectors stacked in one array: boxing each array it returns costs ~0.35 µs, a view of one in Python 0.08."""
+    vectors stacked in one array: boxing each array it returns costs more than a view of one in Python."""
     parts, start = [], 0
     for size in sizes:
         parts.append(stacked[start : start + size])

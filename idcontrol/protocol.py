@@ -187,8 +187,7 @@ def get_arrays(fields: Sequence[tuple[Mapping[str, Any], str, int, str]], seq: i
     """Float array fields, each (message, key, length, where: the map's name for errors, "" for the message's
     own fields, or ``objects['box'].``) of exactly ``length`` finite values:
     views of one writable float64 buffer (compiled kernels specialize on writability), read with one copy and
-    one finiteness check for all of them (a state's q, qd, forces and object poses: 6.2 → 5.4 µs a trot state,
-    11.8 → 8.1 µs an arm's with its box, decoded in a loop)."""
+    one finiteness check for all of them (docs/benchmarks.md, "Measured choices in the code")."""
     parts, lengths = [], []
     for message, key, length, where in fields:
         value = message.get(key)

@@ -6,9 +6,9 @@ At 1 kHz on a shared machine, most of a round trip's jitter is the scheduler wak
 table asks for a SCHED_FIFO priority and, optionally, a CPU for each process; both processes block
 in poll/select while they wait, unless ``spin_us`` asks them to poll without sleeping for that long
 (then a real-time priority keeps the daemon's CPU mostly busy: dedicate it). ``cpu_latency_us`` holds
-a PM QoS CPU latency request while the process runs, which keeps idle CPUs out of deep idle states
-(measured here, a KVM guest: a tick that followed a 60 µs block took 187 / 435 µs p50 / p99 with the
-CPU allowed to halt and 165 / 183 µs with a request of 0).
+a PM QoS CPU latency request while the process runs, which keeps idle CPUs out of deep idle states (on a
+virtual machine it cut the p99 of a tick that followed a short block by half: docs/benchmarks.md, "Measured
+choices in the code").
 """
 
 from __future__ import annotations

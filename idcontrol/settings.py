@@ -305,14 +305,12 @@ class RealtimeSettings:
         (µs) before it is due until it comes (at most this long after), before it blocks. 0 (the default):
         always block.
     bridge_spin_us : the bridge polls for its command for up to this long (µs) after sending the state,
-        before it blocks. 0 (the default): block. Measured here (daemon on CPU 1; bridge and both I/O threads
-        on CPU 0): with the bridge spinning, the daemon's hand-over of each command to ZeroMQ took 31-38 µs
-        p50, with it blocking 16-20 µs (likely: waking the I/O thread then preempts no running process); the
-        bridge sleeps until the next period anyway once its command came.
+        before it blocks. 0 (the default): block; spinning made the daemon's hand-over of each command to ZeroMQ
+        slower (docs/benchmarks.md, "Measured choices in the code"), and the bridge sleeps until the next period
+        anyway once its command came.
     io_cpu : run the process's ZeroMQ I/O threads, which move every message between the sockets and the
-        kernel, on this CPU (None: wherever the process runs). Measured here with the daemon on CPU 1
-        and the bridge on CPU 0: both I/O threads on CPU 0 took the daemon's hand-over of a command to
-        ZeroMQ from 52 to 30 µs p50, since the loopback TCP work no longer runs on the daemon's CPU.
+        kernel, on this CPU (None: wherever the process runs): away from the daemon's CPU, the loopback TCP
+        work no longer runs there (docs/benchmarks.md, "Measured choices in the code").
     cpu_latency_us : while the process runs, ask the kernel (PM QoS, ``/dev/cpu_dma_latency``) to wake
         any CPU within this many µs: 0 keeps idle CPUs polling instead of halting (more power, less
         jitter; the usual setting of real-time Linux). None (the default): no request.

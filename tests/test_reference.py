@@ -244,6 +244,29 @@ def test_trot_tilt_levels_the_body_through_the_stance_legs(quadruped):
         assert np.all(targets[high][hind, 2] > targets[low][hind, 2] + 0.005)
 
 
+def test_trot_joint_targets_stay_inside_the_limits_by_the_margin_when_the_ground_is_out_of_reach(quadruped):
+    """A base 8 cm above its standing height (a dip under every foot, say), with the feet tracking the ground
+    (levelling gain 0), asks the feet beyond the legs' reach: the knee targets stop ``joint_limit_margin``
+    inside the knee's URDF limit, short of a straight leg, for any margin; at the standing height the targets
+    are the standing joints, margin or not."""
+    model = quadruped.model
+    knees = [quadruped.actuated_joints.index(f"{leg}_KFE") for leg in LEGS]
+    lower = np.array([model.lowerPositionLimit[model.joints[model.getJointId(f"{leg}_KFE")].idx_q] for leg in LEGS])
+    upper = np.array([model.upperPositionLimit[model.joints[model.getJointId(f"{leg}_KFE")].idx_q] for leg in LEGS])
+    standing = quadruped.joint_positions(quadruped.standing_configuration())[knees]
+    straight = np.where(standing > 0, lower, upper)  # the limit on the straight-leg side of each knee
+    for margin in (0.05, 0.15, 0.3):
+        gait = TrotGait(quadruped, joint_limit_margin=margin, levelling_gain=0.0)
+        *_, (_, target) = run(gait, tilted(quadruped, sag=-0.08), 0.2)
+        q_knees = target.q_ref[knees]
+        assert np.all(np.abs(q_knees - straight) >= margin - 1e-9), (margin, q_knees)
+        assert np.all(np.abs(q_knees - straight) <= margin + 0.05), (margin, q_knees)  # reached as far as allowed
+        *_, (_, target) = run(TrotGait(quadruped, joint_limit_margin=margin), quadruped.standing_configuration(), 0.2)
+        np.testing.assert_allclose(target.q_ref[knees], standing, atol=1e-6)
+    with pytest.raises(ConfigError, match="joint_limit_margin"):
+        TrotGait(quadruped, joint_limit_margin=-0.1)
+
+
 def test_trot_centres_the_feet_under_the_centre_of_mass_while_standing():
     """A robot whose centre of mass is off its feet's centroid (the A1's is 34 mm behind it) starts from its
     standing feet and, by the end of the stand, has them centred under the centre of mass (x-y, base frame),

@@ -70,9 +70,8 @@ class World(NamedTuple):
     * ``_BOX``: half extents (3, m), box → world rotation (9, row-major), centre (3, m);
     * ``_BODY``: half extents (3, m), the movable body's index.
 
-    Two flat arrays because numba unboxes every argument of every call: the kernel's call cost 1.15 µs with the
-    16 arguments these replace, 0.84 µs with them; a structref argument alone costs 0.7 µs (measured on the
-    2-core VM).
+    Two flat arrays because numba unboxes every argument of every call (docs/benchmarks.md, "Measured choices in
+    the code").
     """
 
     kind: IntArray  # (w,) _HALF_SPACE, _HEIGHT_MAP, _BOX or _BODY
@@ -188,8 +187,8 @@ def detect_kernel(world_ints, world_floats, centers, allowed, bodies, origins, j
     with a non-finite pose (and the arrays are empty). ``key`` is the set of codes as bits when there can be at
     most 62 codes, else −1.
 
-    Three arrays out: numba returns each array for ~0.6 µs, views taken in Python cost 0.1-0.3 µs each
-    (measured: the cheapest of returning 1, 3, 4 or 9 arrays).
+    Three arrays out: numba boxes each array it returns, views taken in Python cost less (the cheapest of
+    returning 1, 3, 4 or 9 arrays).
     """
     world = world_views(world_ints, world_floats)
     k = centers.shape[0]

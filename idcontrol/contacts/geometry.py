@@ -273,8 +273,8 @@ class HalfSpace:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # height map kernels: a grid is the tuple (heights (·,) flattened row-major from ``start``, rows, cols, x₀, y₀,
-# spacing), m; heights[i, j] is at (x₀ + i spacing, y₀ + j spacing). Compiled: the same search in Python took the
-# recorded trot's detection on the rough terrain from 200 to 55 µs per tick (four feet; measured on the 2-core VM).
+# spacing), m; heights[i, j] is at (x₀ + i spacing, y₀ + j spacing). Compiled: the same search in Python cost four
+# times as much a tick (docs/benchmarks.md, "Measured choices in the code").
 
 
 @njit(cache=True)
@@ -625,8 +625,8 @@ class HeightMap:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# box kernels. Compiled: with numpy on four spheres (and numpy's tangent_bases), the recorded grasp's detection and
-# rows took 270-300 µs per tick; with these and tangent_frame, 140 µs (measured on the 2-core VM).
+# box kernels. Compiled: with numpy on four spheres (and numpy's tangent_bases), the grasp's detection and rows
+# cost twice as much a tick (docs/benchmarks.md, "Measured choices in the code").
 
 
 @njit(cache=True)

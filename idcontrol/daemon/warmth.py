@@ -8,8 +8,7 @@ tick's code, data and branch history. Ticking a second core in that wait recover
 :class:`TickWarmer` owns a shadow :class:`~idcontrol.control.core.ControlCore`, built from the same launch settings
 with its own robot model, formulation, reference, safety filter and warm starts. It ticks the shadow on the last
 state the daemon answered (decoding that state's message before and again after it, and encoding the shadow's
-command, so that the codec stays warm too: the next state is decoded first; the arm's grasp with the Coulomb LCP,
-decode 17.6-18.2 → 12.7-16.1 µs a tick in the daemon against decoding only before), only while no message waits
+command, so that the codec stays warm too: the next state is decoded first), only while no message waits
 and the tick will end before the next state is due; its commands are dropped. The shadow shares no mutable object
 with the served core, so the served commands are the same with it or without it (``tests/test_warmth.py``).
 """

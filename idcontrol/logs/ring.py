@@ -42,8 +42,7 @@ class Ring:
     @classmethod
     def create(cls, capacity: int) -> Ring:
         """A new ring of ``capacity`` bytes, zeroed. Zeroing it touches each of its pages, which the kernel then
-        allocates here rather than on the tick that first writes there: in the daemon's real-time trot the ring's
-        first lap (some 20 s) cost the tick 10.8 µs a push untouched, 6.8 touched."""
+        allocates here rather than on the tick that first writes there (during the ring's first lap)."""
         shm = SharedMemory(create=True, size=HEADER + capacity)
         zeros = bytes(1 << 20)  # every page touched now, not on the tick that first writes it (below)
         for start in range(0, HEADER + capacity, len(zeros)):

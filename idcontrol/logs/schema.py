@@ -316,9 +316,8 @@ JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def to_json(message: Any) -> bytes:
-    """One log or live-view message as compact JSON (orjson: a tick record in 17 µs, against 109 µs for the json
-    module after the arrays' ``tolist``, on the recorded trot's records; the log writer then needs a sixth of the
-    CPU it did)."""
+    """One log or live-view message as compact JSON (orjson: a sixth of the json module's cost on tick records;
+    docs/benchmarks.md, "Measured choices in the code")."""
     return orjson.dumps(message, option=JSON_OPTIONS)
 
 

@@ -5,10 +5,10 @@ While no telemetry subscriber listens, the daemon does not build the tick record
 the state message exactly as it arrived and what the tick computed, as one msgpack array of scalars, strings and
 float64 bytes (:func:`pack_snapshot`); the writer process takes the state's fields from that message (the daemon
 decoded and accepted it) and assembles the very record the daemon would have published
-(:func:`record_from_snapshot`); the tests hold the two equal, byte for byte, on recorded trots and grasps. In the
-real-time trot this took the daemon's work after the send from 54 to 45 µs a tick: what remains is what the
-record holds that only the daemon knows (the contact-coupling diagnostic, the reference's telemetry, the forces in
-the world frame, the contacts' labels) and the copy into the ring.
+(:func:`record_from_snapshot`); the tests hold the two equal, byte for byte, on recorded trots and grasps. The
+daemon's work after the send keeps only what the record holds that only the daemon knows (the contact-coupling
+diagnostic, the reference's telemetry, the forces in the world frame, the contacts' labels) and the copy into
+the ring.
 
 A snapshot is a msgpack array (the ring's other records, events and the end, are maps):
 ``[raw_state, now, compute_us, mode, formulation, tau, clipped, note, log_dropped, run, solved]`` where ``run``

@@ -3,10 +3,9 @@ evaluated in compiled code, and inverse kinematics by damped Newton steps warm-s
 
 Why compiled: the kinematic model is Pinocchio's (joint placements, joint axes, the end frame's placement),
 but calling Pinocchio from Python for four legs each tick (forward kinematics, frame Jacobians, classical
-accelerations, twice for a Newton step and the velocities) measured 10-15 µs, most of a reference's budget.
-Here one compiled call solves every leg: a chain of n one-DoF joints costs well under a microsecond a Newton
-step. ``tests/test_chain.py`` checks positions, Jacobians and the classical acceleration J̇q̇ against Pinocchio's
-on random configurations.
+accelerations, twice for a Newton step and the velocities) took most of a reference's budget. Here one
+compiled call solves every leg (docs/benchmarks.md, "Measured choices in the code"). ``tests/test_chain.py``
+checks positions, Jacobians and the classical acceleration J̇q̇ against Pinocchio's on random configurations.
 
 A chain runs from the model's root body (the floating base, or the world of a fixed base) to a limb's end
 frame through every joint between them; the limb's own joints are solved, the others held at their value in
@@ -123,7 +122,7 @@ def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated:
     return out
 
 
-# Packed layout crossing the compiled boundary (two arrays: unboxing a named tuple of eleven costs ~7 µs a call):
+# Packed layout crossing the compiled boundary (two arrays: numba unboxes a named tuple's eleven arrays each call):
 # real[i, k]: placement rotation (9, row-major) and translation (3), axis (3), held value, lower, upper, speed limit;
 # real[i, J]: the end frame's placement (12), the end orientation to keep (9, row-major);
 # ints[i, k] = (kind, slot); ints[i, J] = (joint count, rows).

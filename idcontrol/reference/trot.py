@@ -145,6 +145,7 @@ class TrotGait(Reference):
     cycle_time, step_height and the touchdown search default to sizes scaled with the robot (module docstring).
     centre_under_com : place the feet about the point under the centre of mass (module docstring).
     early_touchdown : a swing foot found touching in the last quarter of its swing lands early (module docstring).
+    joint_limit_margin (rad, m for a prismatic joint) : the legs' joint targets stay this far inside the URDF limits.
 
     Telemetry: :attr:`phase`, :attr:`in_stance`, :attr:`foot_targets_in_base`, :attr:`command`.
     """
@@ -178,6 +179,7 @@ class TrotGait(Reference):
         touchdown_search_depth: float | None = None,
         centre_under_com: bool = True,
         early_touchdown: bool = True,
+        joint_limit_margin: float = 0.15,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
@@ -223,6 +225,7 @@ class TrotGait(Reference):
         self.leg_names = tuple(leg.name for leg in legs)
         self.chains = build_chains(robot.model, [(list(leg.joints), leg.end) for leg in legs], robot.actuated_joints,
                                    q_base)  # fmt: skip
+        self._keep_off_limits(joint_limit_margin)
         self._chain_arrays = pack(self.chains)
         self._q_standing_legs = self.chains.held.copy()  # (4, J) every chain joint at its standing value
         self._q_legs = self._q_standing_legs.copy()
@@ -266,11 +269,24 @@ class TrotGait(Reference):
         self.set_waypoints(waypoints)
         self.reset()
 
+    def _keep_off_limits(self, margin: float) -> None:
+        """Plan every leg joint at least ``margin`` rad (m) inside its URDF limits (at most a quarter of its range
+        and never past its standing value): a foot asked beyond its reach (a dip, a late touchdown's search) stops
+        short of a straight knee, where a leg is singular and the tracking overshoot trips the limit guard."""
+        margin = float(margin)
+        if not (margin >= 0.0 and math.isfinite(margin)):
+            raise ConfigError(f"trot option joint_limit_margin must be a finite number >= 0, got {margin!r}")
+        c = self.chains
+        span = c.upper - c.lower
+        bounded = np.isfinite(span) & (span < 1e300)
+        inset = np.where(bounded, np.minimum(margin, 0.25 * np.where(bounded, span, 0.0)), 0.0)
+        c.lower[:] = np.where(bounded, np.minimum(c.lower + inset, c.held), c.lower)
+        c.upper[:] = np.where(bounded, np.maximum(c.upper - inset, c.held), c.upper)
+
     # ------------------------------------------------------------------ leg state views
     @property
     def in_stance(self) -> list[bool]:
-        """Planned stance of each leg (in leg order) at the last sample (each flag 0.0 or 1.0 in the state; read as
-        a list first: a numpy comparison costs 7.3 µs after the daemon's send, this 3.0)."""
+        """Planned stance of each leg (in leg order) at the last sample (each flag 0.0 or 1.0 in the state)."""
         return [x > 0.5 for x in self._state[:, _STANCE].tolist()]
 
     @property

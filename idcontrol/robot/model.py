@@ -18,8 +18,7 @@ Array = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 
 #: CRBA in the world convention fills the joint Jacobians (data.J) and placements (data.oMi) on its way, which saves
-#: a separate computeJointJacobians pass: 1.4-2.5 µs a tick (quadruped, arm: 9-11 against 7-10 µs; Talos 16 against
-#: 19-24). Pinocchio releases before the convention argument get the two passes.
+#: a separate computeJointJacobians pass. Pinocchio releases before the convention argument get the two passes.
 _CRBA_WORLD = getattr(getattr(pin, "Convention", None), "WORLD", None)
 
 
@@ -55,8 +54,8 @@ def frame_kinematics(J, support, translations, origins, out, sphere_slot, center
     fill ``out`` as :func:`frame_jacobians` does and, when ``centers_at_origins``, the sphere centres
     (s, 3) from the origins of their frames (``sphere_slot`` (s,)).
 
-    Kept beside Pinocchio: 1.25 µs for the quadruped's four frames against 12.6 µs for ``getFrameJacobian``
-    called per frame from Python (the arm: 1.2 against 12.2 µs). Its type includes the number of frames (a
+    Kept beside Pinocchio: ``getFrameJacobian`` called per frame from Python costs ten times as much
+    (docs/benchmarks.md, "Measured choices in the code"). Its type includes the number of frames (a
     tuple of views), so it has no fixed signature: :class:`RobotModel` runs it once when it is built.
     """
     for f in range(len(translations)):

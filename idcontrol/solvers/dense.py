@@ -144,10 +144,8 @@ def householder_step(A, V, j, norm, cols):
     reflection I − 2vvᵀ that maps A[j:, j] to ∓norm·e_j, applied to A's columns j … cols − 1 in place.
 
     Kept: numba's ``np.linalg.qr`` gives neither the full Q (Stage II's null-space basis needs its last
-    columns) nor column pivoting (the dual method's face solve needs it). The null-space basis built from these
-    steps takes 1.2 / 2.0 / 20.7 µs for R̃ 6×9 / 6×12 / 12×30, against 4.0 / 5.8 / 25.0 µs for a full Q from
-    ``np.linalg.qr([R̃ᵀ I])`` and 10.0 / 11.8 / 38.5 µs for ``np.linalg.svd`` (at 6×96, 32 contacts, the SVD
-    wins, 93 against 128 µs, but there the dual method answers instead).
+    columns) nor column pivoting (the dual method's face solve needs it); at Stage II's sizes these steps beat a
+    full Q from ``np.linalg.qr`` and ``np.linalg.svd`` (docs/benchmarks.md, "Measured choices in the code").
     """
     d = A.shape[0]
     alpha = -norm if A[j, j] >= 0.0 else norm
@@ -179,10 +177,9 @@ def least_norm_lstsq(A, b, rcond):
     whenever the rank is not ambiguous at ``rcond``, and the check costs O(p k) when it changes nothing); then
     [R₁₁ R₁₂] = [T 0] Z by Householder steps from the right, and x = P Zᵀ [T⁻¹ (Qᵀb)₁; 0].
 
-    Kept: 2.0 / 0.8 / 1.7 µs for 12 × 12, 12 × 6 and 8 × 12 against 28.4 / 12.7 / 21.6 µs for numba's
-    ``np.linalg.lstsq`` (gelsd with its workspace queries and copies), inside a compiled loop, best of 5 × 20000
-    calls; LAPACK's dgelsy called directly from compiled code took 10.5 / 4.8 / 8.2 µs a call: at these sizes
-    LAPACK's blocked paths cost more than the arithmetic.
+    Kept: at these sizes (a dozen rows and columns) numba's ``np.linalg.lstsq`` (gelsd with its workspace
+    queries and copies) and LAPACK's dgelsy called from compiled code cost several times more than the
+    arithmetic (docs/benchmarks.md, "Measured choices in the code").
     """
     r, k = A.shape
     x = np.zeros(k)

@@ -563,7 +563,7 @@ def lemke_kernel(M, q, d, cap, tol, tie_break):
     arithmetic; in floating point, ties decided within ``tol`` can lead back to a basis, and from there the pivots
     repeat. A basis that comes back among the last 2n + 8 (:func:`basis_key`) ends the run as LEMKE_CYCLE, where it
     ran on to the cap before: on a Coulomb LCP of the arm's grasp (24 variables), after 15-23 pivots instead of
-    1300 (850 µs).
+    1300.
     """
     n = q.shape[0]
     if n == 0:

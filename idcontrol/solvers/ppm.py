@@ -6,9 +6,9 @@
   system of the active contacts (a ≤ rank B) and one product Bᵀ(B z) that is
   linear in n.
 * :func:`active_set`: a primal active-set method on the same problem as a convex QP, for the
-  rank-deficient problems where Algorithm 2 stalls. (DAQP, the QP dependency, solves the same QP as
-  fast, 35 vs 31 µs median on the 163 fallbacks of a recorded no-slip trot, but where BᵀB is singular
-  it returns another point of the solution set in 118 of them: the results would change.)
+  rank-deficient problems where Algorithm 2 stalls. (DAQP, the QP dependency, solves the same QP about as
+  fast, but where BᵀB is singular it returns another point of the solution set: the results would change;
+  docs/benchmarks.md, "Measured choices in the code".)
 
 "Non-basic" (the set ℬ̄ of the paper) means *active*: z is solved for and
 w = 0 there. "Basic" means z = 0 and w is computed.

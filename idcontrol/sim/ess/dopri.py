@@ -3,9 +3,9 @@
 compiled (:mod:`idcontrol.sim.ess.system`).
 
 Why compiled: scipy's driver runs each step in Python and numpy (the tableau's products, the error norm, the
-step control, the event's Python call, brentq's callbacks). On the ESS integrator's plate that cost 20-40 µs a
-field evaluation against well under 1 µs for the compiled field itself, and it set the integrator's whole cost
-(docs/ess.md, "Measurements"). Here the same algorithm runs in one compiled call.
+step control, the event's Python call, brentq's callbacks). On the ESS integrator's plate that cost dozens of
+times the compiled field itself, and it set the integrator's whole cost (docs/ess.md, "Measurements"). Here the
+same algorithm runs in one compiled call.
 
 What is reproduced from scipy (``scipy/integrate/_ivp``: ``rk.py``, ``common.py``, ``ivp.py``; and the C
 ``brentq``), so that both give the same steps on the same system (tests/test_ess_dopri.py checks it):
