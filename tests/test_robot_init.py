@@ -31,10 +31,11 @@ ROBOTS = {
     "talos": (f"{ERD}/talos_data/robots/talos_reduced.urdf", f"{ERD}/talos_data/srdf/talos.srdf", 2, 0, 8),
     "ur5": (f"{ERD}/ur_description/urdf/ur5_robot.urdf", None, 0, 0, 0),
     "kinova": (f"{ERD}/kinova_description/robots/kinova.urdf", f"{ERD}/kinova_description/srdf/kinova.srdf", 0, 0, 0),
+    "panda": (f"{ERD}/panda_description/urdf/panda.urdf", f"{ERD}/panda_description/srdf/panda.srdf", 0, 2, 2),
     "arm": (str(SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf"), None, 0, 4, 4),
 }
 #: robots of robots/ written by `idcontrol robot init` (their header says so)
-GENERATED = ("a1", "anymal_b", "hyq", "talos", "ur5", "kinova")
+GENERATED = ("a1", "anymal_b", "hyq", "talos", "ur5", "kinova", "panda")
 
 
 def feet_heights(robot: RobotModel) -> np.ndarray:

@@ -446,7 +446,8 @@ def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
     conformance.add_argument("command", nargs=argparse.REMAINDER,
                              help="-- the driver's command; {endpoint} and {launch} are filled in")  # fmt: skip
     conformance.set_defaults(func=_conformance)
-    driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example")
+    driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example; "
+                                           "a vendor's robot (franka)")
     driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
     driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")
     driver.add_argument("--example-dir", action="store_true", help="print the C++ example driver's CMake project")
@@ -454,6 +455,9 @@ def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
     driver.add_argument("--mujoco-model", nargs=2, metavar=("LAUNCH_FILE", "OUT"),
                         help="write the launch file's MuJoCo model (.mjb) for the C++ example")  # fmt: skip
     driver.set_defaults(func=_driver)
+    from idcontrol.driver.franka import app as franka  # imports no libfranka (the franka extra) until it runs
+
+    franka.add_parser(driver.add_subparsers(dest="action", metavar="ACTION", help="a vendor's robot: franka"))
 
 
 def _keys(args: argparse.Namespace) -> int:
