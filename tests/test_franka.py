@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -168,6 +169,11 @@ def test_the_driver_tracks_the_joint_sinusoid_in_franky_sim(tmp_path):
     assert peak[:4].max() <= 3e-3 and peak[4:].max() <= 80e-3, peak
 
 
+#: µs: one franky-sim tick longer than this (the daemon's 20 ms watchdog, less a period) stops the run whatever the
+#: driver does, so the real-time test cannot judge the driver on that run.
+REALTIME_STALL_LIMIT_US = 19_000.0
+
+
 @pytest.mark.timing
 def test_franky_sim_in_real_time_its_cycles_and_the_share_the_driver_answers_in_time(tmp_path):
     """franky-sim paced by the wall clock (as it ships) holding the arm for 2 s of its time: the driver keeps up
@@ -182,6 +188,10 @@ def test_franky_sim_in_real_time_its_cycles_and_the_share_the_driver_answers_in_
           f"in time {r['commands']}/{r['commands'] + r['late_commands']}, within 1 ms "
           f"{r['within_period_fraction']:.4f}, round trip {r['roundtrip_us']}, arm cycles missed "
           f"{r['robot_cycles_missed']}/{r['robot_cycles']}")  # fmt: skip
+    stall_us = float((sim.get("tick_us") or {}).get("max", math.nan))
+    if stall_us > REALTIME_STALL_LIMIT_US:  # the simulated arm itself stood still: nothing here judges the driver
+        pytest.skip(f"franky-sim stalled {stall_us / 1e3:.1f} ms in one tick (the daemon's watchdog is 20 ms): this "
+                    "machine cannot serve franky-sim in real time; the lock-step tests cover the driver")  # fmt: skip
     assert run.code == 0 and r["stop_reason"] is None, run.log[-3000:]
     assert r["robot_cycles_missed"] <= 0.05 * r["robot_cycles"], r
     assert r["commands"] >= 0.80 * (r["commands"] + r["late_commands"]), r
