@@ -14,6 +14,9 @@ What holds the robot when the daemon does not drive it: the motors' own damping 
   LowState whose CRC is wrong that many times in a row: each says why in the log, and the states then say
   ``bridge_stopped``, which safe-stops a running daemon;
 * with ``dry_run``: the daemon's torques go to the log (one line a second) and never to the motors.
+
+In real time a command is written the moment it arrives; ``report.unitree["lowstate_to_lowcmd_us"]`` is the
+driver's and the daemon's part of the round trip: a fresh LowState taken → the LowCmd answering it written.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from idcontrol.driver.unitree.messages import (
 from idcontrol.driver.unitree.motors import MotorMap
 from idcontrol.errors import ConfigError, IdControlError, ProtocolError
 from idcontrol.robot.model import RobotModel
+from idcontrol.timing import Series, percentiles_us
 
 log = logging.getLogger("idcontrol.driver.unitree")
 
@@ -154,6 +158,8 @@ class UnitreeDriver(Driver):
         self._stale = 0  # periods in a row without a new, intact LowState
         self._sensor_lost = False
         self._commanded = True  # lock-step: a command went out since the last state was read
+        self._read_at: float | None = None  # perf_counter s when the newest LowState was taken, until answered
+        self._latency = Series(1 << 20)
         self._dry_log_at = 0.0
         self.stats = {"lowstates": 0, "stale_periods": 0, "bad_crc_states": 0, "lowcmds": 0, "sensor_stops": 0}
         super().__init__(RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit,
@@ -196,6 +202,7 @@ class UnitreeDriver(Driver):
             return False
         self._last_tick = tick
         self.stats["lowstates"] += 1
+        self._read_at = time.perf_counter()
         return True
 
     # ------------------------------------------------------------------ the SDK's two calls
@@ -250,7 +257,18 @@ class UnitreeDriver(Driver):
         state.imu = imu  # type: ignore[attr-defined]  # the sensor form (the SDK sends what it finds)
         return state
 
+    def _receive(self, deadline: float, sent_at: float) -> Any:
+        """Real time: a command is written to the motors the moment it arrives (the robot takes the newest LowCmd),
+        not only at the next period boundary, where the SDK applies it again (or reuses it when the next is late)."""
+        command = super()._receive(deadline, sent_at)
+        if command is not None and self.clock == "realtime" and command.mode in DRIVEN_MODES:
+            self.apply(command.tau, command.mode)
+        return command
+
     def apply(self, tau: np.ndarray, mode: str) -> None:
+        if self._read_at is not None:  # the first command after a fresh LowState: the driver's part of the round trip
+            self._latency.add((time.perf_counter() - self._read_at) * 1e6)
+            self._read_at = None
         driven = mode in DRIVEN_MODES and not self._safe_stopped and not self._sensor_lost
         if driven and not self.dry_run:
             self.command.torque(np.clip(tau, -self.torque_limit, self.torque_limit))
@@ -273,7 +291,7 @@ class UnitreeDriver(Driver):
         self.command.damping(self.motor_damping)
         for _ in range(3):
             self.link.write(self.command.wire(int(self._tick[0])))
-        self.report.unitree = dict(self.stats)  # type: ignore[attr-defined]  # printed with the report
+        self.report.unitree = {**self.stats, "lowstate_to_lowcmd_us": percentiles_us(self._latency.values())}  # type: ignore[attr-defined]
         if self.report.states_sent and not math.isnan(self.report.on_deadline_fraction()):
             log.info("unitree: %s", self.stats)
 

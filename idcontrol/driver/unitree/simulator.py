@@ -178,7 +178,7 @@ class UnitreeSimulator:
             self.report.crc_rejected += 1
             return False
         self.report.lowcmds += 1
-        sent = self._published.get(int(self._echo[0]))
+        sent = self._published.pop(int(self._echo[0]), None)  # the first command answering that state
         if sent is not None:
             self._rtt.add((arrived - sent) * 1e6)
             self.report.roundtrips += 1
