@@ -7,9 +7,11 @@ import importlib.util  # noqa: E402
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -118,6 +120,34 @@ def test_motor_order_and_torque_only_command():
         MotorMap.of("go", RobotModel("anymal_b").actuated_joints, ())
 
 
+def test_driver_reads_only_intact_new_lowstates():
+    """A LowState with a wrong CRC is never read (the state the driver sends stays the last intact one, and the
+    sample is counted), a repeated tick is not new, and an intact new one is read in Unitree's motor order."""
+    from idcontrol.driver.unitree.driver import UnitreeDriver
+
+    robot = RobotModel("a1")
+    driver = UnitreeDriver(robot, "tcp://127.0.0.1:9", domain=domain_id(7), sport_check_s=0.0)
+    motors = driver.motors
+    state = Message(layouts("go")[1])
+    q = state.column("motor_state", "q", 20)
+    q[motors.motor] = np.arange(12) * 0.1
+    state.field("tick")[0] = 5
+    state.field("imu_state.quaternion")[:] = (1.0, 0.0, 0.0, 0.0)
+    state.seal()
+    assert driver._take(state.wire)
+    np.testing.assert_allclose(driver._state().q[robot.actuated_idx_q], np.arange(12) * 0.1, atol=1e-6)
+    assert not driver._take(state.wire)  # the same tick again
+    q[motors.motor] = 9.0
+    state.field("tick")[0] = 6
+    state.seal()
+    bad = bytearray(state.wire)
+    bad[-1] ^= 0x01
+    assert not driver._take(bytes(bad))
+    np.testing.assert_allclose(driver._state().q[robot.actuated_idx_q], np.arange(12) * 0.1, atol=1e-6)
+    assert driver.stats["bad_crc_states"] == 1
+    driver.socket.close(linger=0)
+
+
 def test_driver_refuses_a_robot_interface_without_hardware_flag():
     """On any interface but loopback the driver does not start without --hardware, and says why."""
     out = subprocess.run([*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True,
@@ -184,6 +214,23 @@ def test_simulator_ignores_a_command_with_a_bad_crc():
     assert "CRC is wrong" in err
 
 
+def test_driver_refuses_a_robot_whose_sport_mode_runs():
+    """With the robot's sport-mode service running (the simulator publishes rt/sportmodestate), the driver does not
+    start, and says to release it (the stand and trot tests run the same check with no sport-mode service)."""
+    domain = domain_id(6)
+    sim = start_simulator(ROOT / "launch" / "unitree_stand.toml", domain, "--clock", "lockstep", "--sport-mode")
+    try:
+        link = dds.Endpoint.open("go", "lo", domain, "lowcmd")
+        deadline = time.monotonic() + 60
+        while link.wait(0.2) is None and time.monotonic() < deadline and sim.poll() is None:
+            pass  # the simulator is up
+        out = subprocess.run([*IDCONTROL, "driver", "unitree", "--domain", str(domain), "--endpoint",
+                              "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    finally:
+        stop_simulator(sim)
+    assert out.returncode == 2 and "sport-mode service is running" in out.stderr, out.stderr[-2000:]
+
+
 def launch_copy(tmp_path: Path, name: str, duration: float, rate_hz: float = 1000.0) -> Path:
     """A shipped launch file on free ports, ``duration`` s; at ``rate_hz`` with 1 ms physics steps and a watchdog of
     20 periods (as the driver's late-command rule)."""
@@ -195,7 +242,7 @@ def launch_copy(tmp_path: Path, name: str, duration: float, rate_hz: float = 100
         text = text.replace("watchdog_ms = 20.0", f"watchdog_ms = {20 * 1000.0 / rate_hz}")
     for default, port in zip((5555, 5556, 5557), free_ports(3), strict=True):
         text = text.replace(f"tcp://127.0.0.1:{default}", f"tcp://127.0.0.1:{port}")
-    text = text.replace("duration = 60.0", f"duration = {duration}")
+    text = re.sub(r"^duration = [0-9.]+", f"duration = {duration}", text, flags=re.M)
     path = tmp_path / f"{name}.toml"
     path.write_text(text)
     return path
@@ -242,6 +289,22 @@ def test_a1_stands_through_the_dds_path(tmp_path):
           f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us over {sim['roundtrips']} ticks")  # fmt: skip
 
 
+def test_a1_trots_through_the_dds_path(tmp_path):
+    """The daemon trots the A1 at 0.2 m/s through the same path for 5 s (lock-step): no fall and no safe stop, the
+    simulated base at least 0.7 m forward and within 2 cm of its standing height through the run."""
+    summary, sim, logs = run_through_dds(tmp_path, "unitree_trot", 5.0, domain_id(4), "lockstep")
+    assert summary["end"] == "duration reached" and not summary["fell"], logs[-3000:]
+    start, run_ticks = sim["released_at_tick"], summary["mode_ticks"]["run"]
+    heights = [z for tick, z, driven in sim["base_height_trace"] if start < tick <= start + run_ticks and driven]
+    standing = RobotModel("a1").standing_configuration()[2]
+    assert len(heights) >= 19 and all(abs(z - standing) < 0.02 for z in heights), heights
+    assert sim["base_position"][0] > 0.7 and not sim["fell_while_driven"]
+    assert sim["crc_rejected"] == 0 and summary["bridge"]["unitree"]["stale_periods"] == 0
+    rtt = sim["roundtrip_us"]
+    print(f"\ntrot: {sim['base_position'][0]:.2f} m in 5 s; LowState -> LowCmd (lock-step) p50 {rtt['p50']:.0f} "
+          f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us")  # fmt: skip
+
+
 @pytest.mark.timing
 def test_dds_round_trip():
     """The DDS path's own share of the round trip: a controller in this process answers each LowState of the
@@ -275,3 +338,79 @@ def test_dds_round_trip():
     assert report["roundtrips"] >= 1990 and rtt["p50"] < 1000.0, rtt
     print(f"\nDDS alone (loopback, lock-step): LowState -> LowCmd p50 {rtt['p50']:.0f} p99 {rtt['p99']:.0f} "
           f"max {rtt['max']:.0f} us over {report['roundtrips']}")  # fmt: skip
+
+
+class StandingRobot:
+    """This test's own robot on the DDS topics: it publishes the A1 standing still (the joints at the standing
+    posture, level, the gyro and accelerometer with a little noise) every ``period`` s with a fresh tick, until
+    :attr:`frozen`, from which it repeats its last LowState; it records every LowCmd it takes (s, τ (20,), kd (20,))."""
+
+    def __init__(self, domain: int, period: float) -> None:
+        self.link = dds.Endpoint.open("go", "lo", domain, "lowstate")
+        self.period, self.frozen, self.stop = period, False, False
+        self.commands: list[tuple[float, np.ndarray, np.ndarray]] = []
+        robot = RobotModel("a1")
+        motors = MotorMap.of("go", robot.actuated_joints, robot.sphere_names)
+        self.state = Message(layouts("go")[1])
+        q = self.state.column("motor_state", "q", 20)
+        q[motors.motor] = robot.standing_configuration()[robot.actuated_idx_q]
+        self.state.field("imu_state.quaternion")[:] = (1.0, 0.0, 0.0, 0.0)
+        self.command = Message(layouts("go")[0])
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rng = np.random.default_rng(0)
+        tick, next_at = 0, time.monotonic()
+        tau, kd = self.command.column("motor_cmd", "tau", 20), self.command.column("motor_cmd", "kd", 20)
+        while not self.stop:
+            if not self.frozen:
+                tick += round(self.period * 1000)
+                self.state.field("tick")[0] = tick
+                self.state.field("imu_state.gyroscope")[:] = rng.normal(0.0, 1e-3, 3)
+                self.state.field("imu_state.accelerometer")[:] = np.array([0.0, 0.0, 9.81]) + rng.normal(0.0, 1e-3, 3)
+                self.state.seal()
+            self.link.write(self.state.wire)
+            next_at += self.period
+            while (remaining := next_at - time.monotonic()) > 0:
+                sample = self.link.wait(remaining)
+                if sample is not None:
+                    self.command.load(sample)
+                    if self.command.crc_ok():
+                        self.commands.append((time.monotonic(), tau.copy(), kd.copy()))
+
+
+@pytest.mark.timing
+def test_a_stale_lowstate_stops_the_robot_with_damping(tmp_path):
+    """A robot whose LowState stops changing (its publisher repeats itself) gets the motors' damping and never a
+    torque again: from 5 periods after the first repeated LowState on, every LowCmd is τ = 0 with kd > 0; the
+    driver's log says why, and the run ends before its duration (real time, 100 Hz)."""
+    domain, period = domain_id(5), 0.01
+    launch = launch_copy(tmp_path, "unitree_stand", 60.0, rate_hz=100.0)
+    robot = StandingRobot(domain, period)
+    robot.thread.start()
+    run = subprocess.Popen(
+        [*IDCONTROL, "launch", str(launch), "--driver", *IDCONTROL, "driver", "unitree", "--domain", str(domain),
+         "--endpoint", "{endpoint}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        driven = 0
+        while driven < 100 and time.monotonic() < deadline and run.poll() is None:  # 1 s of torque commands
+            time.sleep(0.2)
+            driven = sum(1 for _, tau, kd in robot.commands if np.any(tau != 0) and np.all(kd == 0))
+        assert driven >= 100, "the daemon never drove the robot"
+        frozen_at = time.monotonic()
+        robot.frozen = True
+        time.sleep(1.0)
+        out, err = run.communicate(timeout=60)
+    finally:
+        robot.stop = True
+        if run.poll() is None:
+            run.send_signal(signal.SIGTERM)
+            out, err = run.communicate(timeout=60)
+    after = [(t, tau, kd) for t, tau, kd in robot.commands if t > frozen_at + 7 * period]
+    assert after, err[-3000:]
+    assert all(np.all(tau == 0) and np.any(kd > 0) for _, tau, kd in after), err[-3000:]
+    assert "no new, intact LowState for 5 periods" in err
+    assert run.returncode == 4, err[-3000:]  # the run ended before its duration

@@ -61,8 +61,8 @@ def add_driver_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stale-limit",
         type=int,
-        default=20,
-        help="periods without a new, intact LowState before the driver stops the robot (default 20)",
+        default=5,
+        help="periods without a new, intact LowState before the driver stops the robot (default 5)",
     )
     p.add_argument("--duration", type=float, default=None, help="stop after this long, s (default: a signal)")
 
@@ -72,6 +72,8 @@ def add_simulator_arguments(p: argparse.ArgumentParser) -> None:
                    "launch/unitree_stand.toml")  # fmt: skip
     p.add_argument("--robot", default=None, metavar="NAME_OR_PATH", help="override the launch file's robot")
     add_link_arguments(p)
+    p.add_argument("--sport-mode", action="store_true",
+                   help="also publish rt/sportmodestate, as a robot whose sport-mode service runs")  # fmt: skip
     p.add_argument("--duration", type=float, default=None, help="stop after this long, s (default: a signal)")
 
 
@@ -99,5 +101,5 @@ def run_simulator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s unitree-sim %(levelname)s %(message)s")
     config = load_launch(args.launch_file).with_overrides(None, None, None, args.robot)
     sim = UnitreeSimulator(config, RobotModel(config.robot), family=args.messages, interface=args.network,
-                           domain=args.domain, clock=args.clock)  # fmt: skip
+                           domain=args.domain, clock=args.clock, sport_mode=args.sport_mode)  # fmt: skip
     return sim.main(args.duration)

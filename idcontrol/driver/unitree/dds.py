@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from idcontrol.errors import ConfigError, MissingDependency
 
 #: Unitree's low-level topics: the robot publishes its state, the controller its command
 LOWSTATE_TOPIC, LOWCMD_TOPIC = "rt/lowstate", "rt/lowcmd"
+#: what a Go-class robot's sport-mode service (its own walking controller) publishes while it runs
+SPORTMODE_TOPIC = "rt/sportmodestate"
 #: the message families: ``go`` (Go2, B2, and Go1/A1-class quadrupeds on SDK 2), ``hg`` (the humanoids: G1, H1-2)
 FAMILIES = ("go", "hg")
 
@@ -113,6 +116,31 @@ class Endpoint:
         waitset = WaitSet(participant)
         waitset.attach(ReadCondition(reader, mask))
         return cls(participant, writer, reader, waitset, mask)
+
+    def sport_mode_running(self, timeout_s: float) -> bool:
+        """Whether a sport-mode service publishes ``rt/sportmodestate`` on this domain (waits up to ``timeout_s``)."""
+        from cyclonedds.sub import DataReader
+        from cyclonedds.topic import Topic
+
+        module = _sdk_module("idl.unitree_go.msg.dds_")
+        reader = DataReader(self.participant, Topic(self.participant, SPORTMODE_TOPIC, module.SportModeState_))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if reader.take(N=1):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def sport_mode_writer(self) -> Any:
+        """A writer of ``rt/sportmodestate`` and one sample of it (a simulator playing a robot whose sport-mode
+        service runs)."""
+        from cyclonedds.pub import DataWriter
+        from cyclonedds.topic import Topic
+
+        module = _sdk_module("idl.unitree_go.msg.dds_")
+        defaults = _sdk_module("idl.default")
+        writer = DataWriter(self.participant, Topic(self.participant, SPORTMODE_TOPIC, module.SportModeState_))
+        return writer, defaults.unitree_go_msg_dds__SportModeState_()
 
     def write(self, sample: bytes) -> None:
         from cyclonedds._clayer import ddspy_write

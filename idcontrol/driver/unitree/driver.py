@@ -107,7 +107,8 @@ class UnitreeDriver(Driver):
     torque_fraction : the torque limit as a fraction of the robot file's effort limits (0, 1].
     motor_damping : kd of the motors' damping, N·m·s/rad.  stale_limit : periods without a new LowState (or with a
     bad CRC) before the driver's own safe stop.  state_timeout_s : how long to wait for the first LowState (and, in
-    lock-step, for each).  dry_run : log the daemon's torques, command only damping.
+    lock-step, for each).  dry_run : log the daemon's torques, command only damping.  sport_check_s : how long to
+    listen for a running sport-mode service (``rt/sportmodestate``) before starting, s (go family; 0: no check).
     """
 
     def __init__(
@@ -122,10 +123,11 @@ class UnitreeDriver(Driver):
         hardware: bool = False,
         torque_fraction: float = 0.5,
         motor_damping: float = 2.0,
-        stale_limit: int = 20,
+        stale_limit: int = 5,
         state_timeout_s: float = 2.0,
         dry_run: bool = False,
         late_limit: int = 20,
+        sport_check_s: float = 1.0,
     ) -> None:
         if not is_loopback(interface) and not hardware:
             raise ConfigError(f"interface {interface!r} reaches a robot: the first start on hardware needs --hardware "
@@ -140,8 +142,14 @@ class UnitreeDriver(Driver):
         self.motor_damping, self.stale_limit, self.state_timeout_s = motor_damping, stale_limit, state_timeout_s
         self.dry_run = dry_run
         self.link = Endpoint.open(family, interface, domain, "lowcmd")
+        if family == "go" and sport_check_s > 0 and self.link.sport_mode_running(sport_check_s):
+            raise ConfigError("the robot's sport-mode service is running (it publishes rt/sportmodestate): it would "
+                              "command the motors too. Release it first (the Unitree app, or the SDK's motion "
+                              "switcher: ReleaseMode), then start the driver again; docs/unitree.md")  # fmt: skip
         self.command = LowCommand(family, self.motors)
         self.state_message = s = Message(layouts(family)[1])
+        self._incoming = Message(layouts(family)[1])  # a sample is checked here before it replaces the state
+        self._incoming_tick = self._incoming.field("tick")
         n = self.motors.slots
         self._motor_q, self._motor_dq = s.column("motor_state", "q", n), s.column("motor_state", "dq", n)
         self._quaternion_wxyz = s.field("imu_state.quaternion")
@@ -160,6 +168,7 @@ class UnitreeDriver(Driver):
         self._commanded = True  # lock-step: a command went out since the last state was read
         self._read_at: float | None = None  # perf_counter s when the newest LowState was taken, until answered
         self._latency = Series(1 << 20)
+        self._last_wire: bytes | None = None  # the last LowCmd written
         self._dry_log_at = 0.0
         self.stats = {"lowstates": 0, "stale_periods": 0, "bad_crc_states": 0, "lowcmds": 0, "sensor_stops": 0}
         super().__init__(RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit,
@@ -177,29 +186,31 @@ class UnitreeDriver(Driver):
 
     def _first_state(self) -> None:
         """Wait for the robot's first LowState (the simulator or robot must be publishing)."""
-        sample = self.link.wait(self.state_timeout_s)
         deadline = time.monotonic() + self.state_timeout_s
-        while sample is None and time.monotonic() < deadline and not self._stop:
+        taken = False
+        while not taken and time.monotonic() < deadline and not self._stop:
             sample = self.link.wait(0.05)
-        if sample is None:
-            raise ProtocolError("bad_state", f"no LowState on rt/lowstate within {self.state_timeout_s:g} s: is the "
-                                "robot (or the simulator) on this interface and DDS domain?")  # fmt: skip
-        self._take(sample)
+            taken = sample is not None and self._take(sample)
+        if not taken:
+            raise ProtocolError("bad_state", f"no intact LowState on rt/lowstate within {self.state_timeout_s:g} s: "
+                                "is the robot (or the simulator) on this interface and DDS domain?")  # fmt: skip
         self._commanded = False  # this state is the first one sent
 
     def _take(self, sample: bytes) -> bool:
         """Load a LowState; whether it is new and intact."""
+        incoming = self._incoming
         try:
-            self.state_message.load(sample)
+            incoming.load(sample)
         except IdControlError as e:
             log.warning("%s", e)
             return False
-        if not self.state_message.crc_ok():
+        if not incoming.crc_ok():  # never read: the state sent stays the last intact one
             self.stats["bad_crc_states"] += 1
             return False
-        tick = int(self._tick[0])
+        tick = int(self._incoming_tick[0])
         if tick == self._last_tick:
             return False
+        self.state_message.buffer[:] = incoming.buffer
         self._last_tick = tick
         self.stats["lowstates"] += 1
         self._read_at = time.perf_counter()
@@ -215,6 +226,8 @@ class UnitreeDriver(Driver):
             while not fresh and time.monotonic() < deadline and not self._stop:
                 sample = self.link.wait(0.05)
                 fresh = sample is not None and self._take(sample)
+                if not fresh and self._last_wire is not None:  # the command or its answer lost: send it again
+                    self.link.write(self._last_wire)
             if not fresh and not self._stop:
                 raise IdControlError(f"no new LowState for {self.state_timeout_s:g} s (lock-step): the simulator "
                                      "stopped or left the DDS domain")  # fmt: skip
@@ -278,7 +291,8 @@ class UnitreeDriver(Driver):
                 self._dry_log_at = time.monotonic()
                 log.info("dry run: %s τ = %s N·m (not sent)", mode, np.array2string(tau, precision=2))
         mode_machine = int(self._mode_machine[0]) if self._mode_machine is not None else 0
-        self.link.write(self.command.wire(int(self._tick[0]), mode_machine))
+        self._last_wire = self.command.wire(int(self._tick[0]), mode_machine)
+        self.link.write(self._last_wire)
         self.stats["lowcmds"] += 1
         self._commanded = True
 

@@ -11,8 +11,10 @@ value (|q| ≥ 2.146e9, |dq| ≥ 16000) dropping its term, a motor whose mode is
   ``[bridge.actuators]``: the IMU's reading and the actuators' delay come from them) and the robot file, starts in
   its standing posture **on its stand**: the physics does not advance until the first command with a torque or a
   position gain, while the tick does (a robot held up by its stand while the controller idles).
-* ``clock = "lockstep"``: each LowCmd advances one control period and the next LowState answers it (a deterministic
-  run on a loaded machine; the LowState is sent again every 20 ms until a command comes). ``"realtime"``: a wall
+* ``clock = "lockstep"``: each LowCmd that answers the current LowState (its ``reserve`` echoes the tick) advances one
+  control period and the next LowState answers it (a deterministic run on a loaded machine; the LowState is sent
+  again every 20 ms until a command comes, and a controller sends its command again when no new LowState comes: a
+  sample lost on the best-effort link costs a resend, not the run). ``"realtime"``: a wall
   clock at the launch file's rate, the newest valid command applied at each period.
 * The round trip, LowState written → the LowCmd that echoes its tick (a controller writes the tick it answers into
   ``reserve``; this driver does), is measured here, p50/p99/max, and printed with the simulation's truth (the base
@@ -75,7 +77,8 @@ class UnitreeSimulator:
     """The simulated robot (see the module docstring).
 
     config : the launch file (its ``[bridge]``, rate and robot).  robot : its robot model.  family : ``go``.
-    fall_fraction : the base below this fraction of its standing height is a fall.
+    fall_fraction : the base below this fraction of its standing height is a fall.  sport_mode : also publish
+    ``rt/sportmodestate``, as a robot whose sport-mode service runs (a driver must refuse to start).
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class UnitreeSimulator:
         domain: int = 0,
         clock: str = "lockstep",
         fall_fraction: float = 0.5,
+        sport_mode: bool = False,
     ) -> None:
         if clock not in ("lockstep", "realtime"):
             raise ConfigError(f"clock must be 'lockstep' or 'realtime', got {clock!r}")
@@ -99,6 +103,7 @@ class UnitreeSimulator:
         self.sim: Any = simulator_for(config, robot)
         self.motors = MotorMap.of(family, robot.actuated_joints, robot.sphere_names)
         self.link = Endpoint.open(family, interface, domain, "lowstate")
+        self._sport = self.link.sport_mode_writer() if sport_mode and family == "go" else None
         cmd_layout, state_layout = layouts(family)
         self.cmd = c = Message(cmd_layout)
         self.state = s = Message(state_layout)
@@ -161,6 +166,9 @@ class UnitreeSimulator:
             self._published.pop(next(iter(self._published)))
         self.link.write(s.wire)
         self.report.lowstates += 1
+        if self._sport is not None and self.report.lowstates % 20 == 1:
+            writer, sample = self._sport
+            writer.write(sample)
 
     def receive(self, sample: bytes) -> bool:
         """Take a LowCmd in: whether it was valid (a wrong CRC or size: ignored)."""
@@ -260,8 +268,8 @@ class UnitreeSimulator:
             resend_at = time.monotonic() + RESEND_S
             while not self._done(t_end):
                 sample = self.link.wait(max(resend_at - time.monotonic(), 0.0))
-                if sample is not None and self.receive(sample):
-                    self.advance()
+                if sample is not None and self.receive(sample) and int(self._echo[0]) == int(self._tick[0]):
+                    self.advance()  # a command answering this state (one sent again for an older one: not)
                     break
                 if time.monotonic() >= resend_at:
                     self.publish()
