@@ -171,6 +171,28 @@ def test_driver_reads_only_intact_new_lowstates():
     driver.socket.close(linger=0)
 
 
+def test_driver_clips_torque_and_dry_run_sends_only_damping():
+    """A run torque reaches the motors clipped to the torque fraction of the URDF's effort (default 0.5); in dry run
+    the motors get damping only (τ = 0, kd > 0) whatever the daemon says, and idle is damping too."""
+    from idcontrol.driver.unitree.driver import UnitreeDriver
+
+    robot = RobotModel("a1")
+    sent: list[bytes] = []
+    for dry_run in (False, True):
+        driver = UnitreeDriver(robot, "tcp://127.0.0.1:9", domain=domain_id(8), sport_check_s=0.0, dry_run=dry_run)
+        driver.link.write = sent.append  # what would go on the wire
+        driver.apply(np.full(12, 100.0), "run")
+        driver.apply(np.zeros(12), "idle")
+        driver.socket.close(linger=0)
+    low_cmd = dds.message_types("go")[0]
+    (run, idle, dry_run_cmd, dry_idle) = (low_cmd.deserialize(b) for b in sent)
+    slots = MotorMap.of("go", robot.actuated_joints, robot.sphere_names).motor
+    limit = 0.5 * np.asarray(robot.torque_limits)
+    assert [run.motor_cmd[s].tau for s in slots] == pytest.approx(limit) and run.motor_cmd[slots[0]].kd == 0.0
+    for cmd in (idle, dry_run_cmd, dry_idle):
+        assert all(cmd.motor_cmd[s].tau == 0.0 and cmd.motor_cmd[s].kd > 0.0 for s in slots)
+
+
 def test_driver_refuses_a_robot_interface_without_hardware_flag():
     """On any interface but loopback the driver does not start without --hardware, and says why."""
     out = subprocess.run([*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True,
