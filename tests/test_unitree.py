@@ -193,6 +193,33 @@ def test_driver_clips_torque_and_dry_run_sends_only_damping():
         assert all(cmd.motor_cmd[s].tau == 0.0 and cmd.motor_cmd[s].kd > 0.0 for s in slots)
 
 
+def test_a_vanished_robot_stops_the_driver_within_the_stale_limit(caplog):
+    """When no LowState arrives any more (the robot's DDS peer is gone), the driver stops itself on the 5th period
+    without one: it says so in its log, its states say bridge_stopped, and from then on the daemon's run torques
+    become the motors' damping."""
+    from idcontrol.driver.unitree.driver import UnitreeDriver
+
+    robot = RobotModel("a1")
+    driver = UnitreeDriver(robot, "tcp://127.0.0.1:9", domain=domain_id(9), sport_check_s=0.0)
+    sent: list[bytes] = []
+    driver.link.write = sent.append
+    state = Message(layouts("go")[1])
+    state.field("tick")[0] = 1
+    state.field("imu_state.quaternion")[:] = (1.0, 0.0, 0.0, 0.0)
+    state.seal()
+    assert driver._take(state.wire)
+    for _ in range(5):  # nothing on the wire: this domain has no robot
+        assert not driver.safe_stopped
+        driver.read_state()
+        driver.apply(np.full(12, 3.0), "run")
+    assert driver.safe_stopped and driver.stats["sensor_stops"] == 1 and driver.stats["stale_periods"] == 5
+    assert "no new, intact LowState for 5 periods" in caplog.text
+    last = dds.message_types("go")[0].deserialize(sent[-1])
+    assert all(last.motor_cmd[s].tau == 0.0 and last.motor_cmd[s].kd > 0.0 for s in driver.motors.motor)
+    assert dds.message_types("go")[0].deserialize(sent[-2]).motor_cmd[0].tau == 3.0  # the 4th period still drove
+    driver.socket.close(linger=0)
+
+
 def test_driver_refuses_a_robot_interface_without_hardware_flag():
     """On any interface but loopback the driver does not start without --hardware, and says why."""
     out = subprocess.run([*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True,
