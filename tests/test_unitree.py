@@ -220,6 +220,15 @@ def test_a_vanished_robot_stops_the_driver_within_the_stale_limit(caplog):
     driver.socket.close(linger=0)
 
 
+def test_a_missing_dds_names_the_extra(monkeypatch):
+    """Without cyclonedds the driver and the simulator say which extra and which SDK to install."""
+    from idcontrol.errors import MissingDependency
+
+    monkeypatch.setitem(sys.modules, "cyclonedds", None)
+    with pytest.raises(MissingDependency, match=r"idcontrol\[unitree\]' && pip install --no-deps 'unitree-sdk2"):
+        dds.message_types("go")
+
+
 def test_driver_refuses_a_robot_interface_without_hardware_flag():
     """On any interface but loopback the driver does not start without --hardware, and says why."""
     out = subprocess.run([*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True,
