@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util  # noqa: E402
 import json
+import logging
 import os
 import platform
 import re
@@ -196,9 +197,10 @@ def test_driver_clips_torque_and_dry_run_sends_only_damping():
 def test_a_vanished_robot_stops_the_driver_within_the_stale_limit(caplog):
     """When no LowState arrives any more (the robot's DDS peer is gone), the driver stops itself on the 5th period
     without one: it says so in its log, its states say bridge_stopped, and from then on the daemon's run torques
-    become the motors' damping."""
+    become the motors' damping, also once LowStates come back, until the daemon has left run and started again."""
     from idcontrol.driver.unitree.driver import UnitreeDriver
 
+    caplog.set_level(logging.INFO, logger="idcontrol.driver.unitree")
     robot = RobotModel("a1")
     driver = UnitreeDriver(robot, "tcp://127.0.0.1:9", domain=domain_id(9), sport_check_s=0.0)
     sent: list[bytes] = []
@@ -217,6 +219,18 @@ def test_a_vanished_robot_stops_the_driver_within_the_stale_limit(caplog):
     last = dds.message_types("go")[0].deserialize(sent[-1])
     assert all(last.motor_cmd[s].tau == 0.0 and last.motor_cmd[s].kd > 0.0 for s in driver.motors.motor)
     assert dds.message_types("go")[0].deserialize(sent[-2]).motor_cmd[0].tau == 3.0  # the 4th period still drove
+    # LowStates again: still damping while the daemon runs; driven again only after it has left run and restarted
+    from idcontrol.protocol import CommandMessage
+
+    for tick, mode in ((2, "run"), (3, "stopped"), (4, "run")):
+        state.field("tick")[0] = tick
+        state.seal()
+        driver.link.take = lambda wire=state.wire: wire  # the robot is back
+        driver.read_state()
+        driver._apply(CommandMessage(tick, tick * 1e-3, np.full(12, 3.0), mode))
+        tau = dds.message_types("go")[0].deserialize(sent[-1]).motor_cmd[driver.motors.motor[0]].tau
+        assert tau == (3.0 if tick == 4 else 0.0), (tick, mode)
+    assert "LowStates again" in caplog.text
     driver.socket.close(linger=0)
 
 

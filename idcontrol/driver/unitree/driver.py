@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from idcontrol.control.state import ImuReading
-from idcontrol.driver.loop import DRIVEN_MODES, Driver, DriverReport, DriverState, RobotSizes
+from idcontrol.driver.loop import DRIVEN_MODES, Driver, DriverState, RobotSizes
 from idcontrol.driver.unitree.dds import Endpoint, is_loopback
 from idcontrol.driver.unitree.messages import (
     GO_LOW_CMD_LAYOUT,
@@ -239,15 +239,22 @@ class UnitreeDriver(Driver):
         return self._state()
 
     def _count(self, fresh: bool) -> None:
+        """Count a period with (``fresh``) or without a new, intact LowState; stop on ``stale_limit`` in a row. The
+        stop holds until LowStates come again and the daemon has left run mode (the SDK's rule: a new start)."""
         if fresh:
             self._stale = 0
+            if self._sensor_lost and not self._safe_stopped:
+                self._sensor_lost = False
+                log.info("LowStates again at tick %s: the next start drives the robot", self._last_tick)
             return
         self._stale += 1
         self.stats["stale_periods"] += 1
-        if self._stale >= self.stale_limit and not self._sensor_lost:
+        if self._stale < self.stale_limit:
+            return
+        self._safe_stopped = True  # the SDK's own safe stop: states say bridge_stopped
+        if not self._sensor_lost:
             self._sensor_lost = True
             self.stats["sensor_stops"] += 1
-            self._safe_stopped = True  # the SDK's own safe stop: states say bridge_stopped
             self.report.safe_stops += 1
             self.report.safe_stop_at = time.monotonic()
             log.error("no new, intact LowState for %d periods (tick %s; %d with a bad CRC): the robot's publisher "
@@ -308,6 +315,3 @@ class UnitreeDriver(Driver):
         self.report.unitree = {**self.stats, "lowstate_to_lowcmd_us": percentiles_us(self._latency.values())}  # type: ignore[attr-defined]
         if self.report.states_sent and not math.isnan(self.report.on_deadline_fraction()):
             log.info("unitree: %s", self.stats)
-
-    def _new_report(self) -> DriverReport:
-        return DriverReport()
