@@ -171,8 +171,11 @@ class UnitreeDriver(Driver):
         self._last_wire: bytes | None = None  # the last LowCmd written
         self._dry_log_at = 0.0
         self.stats = {"lowstates": 0, "stale_periods": 0, "bad_crc_states": 0, "lowcmds": 0, "sensor_stops": 0}
-        super().__init__(RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit,
-                         damping=motor_damping)  # fmt: skip
+        # lock-step: a state unanswered for 0.5 s is sent again (not after the SDK's 0.1 s: on a loaded machine a
+        # daemon's tick of over 0.1 s made it send the same IMU reading 6 times, which the daemon takes for a stale
+        # IMU and stops; its lock-step watchdog is 1 s)
+        super().__init__(RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit, damping=motor_damping,
+                         resend_s=0.5)  # fmt: skip
 
     # ------------------------------------------------------------------ session
     def _welcomed(self, message: dict[str, Any]) -> None:
