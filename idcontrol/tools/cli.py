@@ -390,6 +390,10 @@ def _bridge(args: argparse.Namespace) -> int:
 
 
 def _driver(args: argparse.Namespace) -> int:
+    if args.action in ("unitree", "unitree-sim"):  # the Unitree SDK's extra, imported only when asked for
+        from idcontrol.driver.unitree import app
+
+        return app.run_driver(args) if args.action == "unitree" else app.run_simulator(args)
     from idcontrol.driver import files
 
     if args.mujoco_model:
@@ -447,17 +451,26 @@ def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
                              help="-- the driver's command; {endpoint} and {launch} are filled in")  # fmt: skip
     conformance.set_defaults(func=_conformance)
     driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example; "
-                                           "a vendor's robot (franka)")
+                                           "a vendor's robot (franka, unitree) and the Unitree simulator")
     driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
     driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")
     driver.add_argument("--example-dir", action="store_true", help="print the C++ example driver's CMake project")
     driver.add_argument("--mujoco-dir", action="store_true", help="print the mujoco wheel's folder (headers, library)")
     driver.add_argument("--mujoco-model", nargs=2, metavar=("LAUNCH_FILE", "OUT"),
                         help="write the launch file's MuJoCo model (.mjb) for the C++ example")  # fmt: skip
-    driver.set_defaults(func=_driver)
-    from idcontrol.driver.franka import app as franka  # imports no libfranka (the franka extra) until it runs
+    driver.set_defaults(func=_driver, action=None)
+    # argparse only: each vendor's SDK (its extra) is imported when its command runs
+    from idcontrol.driver.franka import app as franka
+    from idcontrol.driver.unitree import app as unitree
 
-    franka.add_parser(driver.add_subparsers(dest="action", metavar="ACTION", help="a vendor's robot: franka"))
+    actions = driver.add_subparsers(dest="action", required=False, metavar="{franka,unitree,unitree-sim}",
+                                    help="a vendor's robot")  # fmt: skip
+    franka.add_parser(actions)
+    unitree.add_driver_arguments(actions.add_parser(
+        "unitree", help="drive a Unitree robot (Go2, B2; the humanoids' messages) over its low-level DDS topics "
+        "(the [unitree] extra; docs/unitree.md)"))  # fmt: skip
+    unitree.add_simulator_arguments(actions.add_parser(
+        "unitree-sim", help="a simulated Unitree robot on the same DDS topics, MuJoCo behind it (docs/unitree.md)"))
 
 
 def _keys(args: argparse.Namespace) -> int:
