@@ -1,0 +1,344 @@
+"""The ROS 2 edge with real parts: a real daemon and bridge, ``idcontrol ros2`` as its own process, and rclpy nodes
+in the test on loopback (each test on its own ROS_DOMAIN_ID, discovery kept to this host)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+
+pytest.importorskip("rclpy", reason="the ros2 extra is not installed")
+
+import rclpy  # noqa: E402
+from geometry_msgs.msg import Twist, WrenchStamped  # noqa: E402
+from nav_msgs.msg import Odometry  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+
+from idcontrol.client import AdminClient  # noqa: E402
+from idcontrol.logs.schema import decode_tick_record  # noqa: E402
+from tests.test_launch import launch_file, stop, wait_for  # noqa: E402
+
+JOINTS = ("LF_HAA", "LF_HFE", "LF_KFE", "LH_HAA", "LH_HFE", "LH_KFE",
+          "RF_HAA", "RF_HFE", "RF_KFE", "RH_HAA", "RH_HFE", "RH_KFE")  # fmt: skip
+_domains = itertools.count(int(os.getpid()) % 50 * 4 + 10)
+
+
+@pytest.fixture
+def ros_domain(monkeypatch) -> int:
+    """A ROS_DOMAIN_ID of this test's own (child processes inherit it), discovery on this host only."""
+    domain = next(_domains)
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)  # deprecated since Jazzy: the range above replaces it
+    return domain
+
+
+class Listener:
+    """An rclpy node of the test's own, spinning in a thread: keeps every message of the topics it subscribes."""
+
+    def __init__(self) -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("test_listener", context=self.context)
+        self.messages: dict[str, list] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=0.02)
+
+    #: best effort, as the node's state topics: a deep queue, so that the test's own Python callbacks lose nothing
+    DEEP = QoSProfile(depth=5000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+    def subscribe(self, kind, topic: str, qos=DEEP) -> None:
+        self.messages[topic], self.arrivals[topic] = [], []
+
+        def keep(msg, topic=topic):
+            self.messages[topic].append(msg)
+            self.arrivals[topic].append(time.monotonic())
+
+        self.node.create_subscription(kind, topic, keep, qos)
+
+    def wait(self, topic: str, count: int = 1, timeout: float = 20.0) -> list:
+        deadline = time.monotonic() + timeout
+        while len(self.messages[topic]) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(self.messages[topic]) >= count, f"{topic}: {len(self.messages[topic])} messages of {count}"
+        return self.messages[topic]
+
+    def call(self, kind, name: str, timeout: float = 10.0):
+        client = self.node.create_client(kind, name)
+        assert client.wait_for_service(timeout_sec=timeout), f"no service {name}"
+        future = client.call_async(kind.Request())
+        deadline = time.monotonic() + timeout
+        while not future.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return future.result()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+class Telemetry:
+    """The daemon's tick records, decoded, with their arrival time (a ZeroMQ subscriber in a thread)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(endpoint)
+        self.records: list[tuple[float, dict]] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            if self.socket.poll(20):
+                self.records.append((time.monotonic(), decode_tick_record(msgpack.unpackb(self.socket.recv()))))
+
+    def since(self, t: float) -> list[dict]:
+        return [r for at, r in list(self.records) if at >= t]
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join()
+        self.socket.close(linger=0)
+
+
+def spawn(*args: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL, stderr=stderr,
+                            env=env)  # fmt: skip
+
+
+@contextlib.contextmanager
+def daemon_bridge_node(tmp_path: Path, name: str, *node_args: str, start: bool = True, **replacements: str):
+    """A daemon and its lock-step bridge for a shipped launch file, started (``start``), and ``idcontrol ros2``
+    beside them (its log lines in ``tmp_path/node.log``); yields (admin, endpoints, launch path)."""
+    path, endpoints = launch_file(tmp_path, name, **replacements)
+    log = open(tmp_path / "node.log", "w")  # noqa: SIM115
+    procs = [spawn("daemon", str(path))]
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
+    try:
+        wait_for(admin, lambda s: True)
+        procs.append(spawn("bridge", str(path)))
+        wait_for(admin, lambda s: s["bridge_connected"])
+        procs.append(spawn("ros2", str(path), *node_args, stderr=log))
+        if start:
+            admin.start()
+        yield admin, endpoints, path
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        admin.close()
+        log.close()
+
+
+STREAM = {'name = "hold"': 'name = "stream"',
+          '[endpoints]': '[endpoints]\nreference = "ipc://REF"'}  # fmt: skip
+
+
+def stream_replacements(tmp_path: Path) -> dict[str, str]:
+    return {k: v.replace("REF", str(tmp_path / "reference")) for k, v in STREAM.items()}
+
+
+def test_the_node_publishes_a_real_daemons_ticks_as_joint_states_commands_odometry_and_contact_wrenches(
+    tmp_path, ros_domain
+):
+    """The quadruped standing: joint_states carry the daemon's joints in its order, joint_commands its torques,
+    odom the base at standing height, the predicted wrenches on the feet add up to its weight (world frame, N), and
+    joint_states arrive for at least 99 % of the daemon's ticks."""
+    listener = Listener()
+    for kind, topic in ((JointState, "joint_states"), (JointState, "joint_commands"), (Odometry, "odom")):
+        listener.subscribe(kind, topic)
+    for foot in ("LF_foot", "RF_foot", "LH_foot", "RH_foot"):
+        listener.subscribe(WrenchStamped, f"contacts/predicted/{foot}")
+    try:
+        with daemon_bridge_node(tmp_path, "quadruped_stand") as (admin, endpoints, _):
+            listener.wait("joint_states", 200)
+            listener.wait("contacts/predicted/LF_foot", 5)
+            t0, ticks0 = time.monotonic(), admin.request("stats")["ticks"]
+            n0 = len(listener.messages["joint_states"])
+            time.sleep(3.0)
+            ticks = admin.request("stats")["ticks"] - ticks0
+            received = len(listener.messages["joint_states"]) - n0
+            assert time.monotonic() - t0 < 4.0
+    finally:
+        listener.close()
+    print(f"joint_states: {received} for {ticks} daemon ticks ({100 * received / ticks:.2f} %)")
+    assert ticks > 500
+    assert received >= 0.99 * ticks
+    js = listener.messages["joint_states"][-1]
+    assert tuple(js.name) == JOINTS and len(js.position) == len(js.velocity) == 12
+    cmd = listener.messages["joint_commands"][-1]
+    assert tuple(cmd.name) == JOINTS and len(cmd.effort) == 12 and any(abs(e) > 0.1 for e in cmd.effort)
+    odom = listener.messages["odom"][-1]
+    assert odom.header.frame_id == "world" and 0.1 < odom.pose.pose.position.z < 1.0
+    o = odom.pose.pose.orientation
+    assert abs(o.x * o.x + o.y * o.y + o.z * o.z + o.w * o.w - 1.0) < 1e-6 and o.w > 0.99
+    fz = sum(listener.messages[f"contacts/predicted/{f}"][-1].wrench.force.z
+             for f in ("LF_foot", "RF_foot", "LH_foot", "RH_foot"))  # fmt: skip
+    from idcontrol.robot.model import RobotModel
+
+    weight = RobotModel("quadruped").total_mass() * 9.81
+    assert fz == pytest.approx(weight, rel=0.1)
+
+
+def trajectory(joints, positions, seconds) -> JointTrajectory:
+    msg = JointTrajectory()
+    msg.joint_names = list(joints)
+    for p, t in zip(positions, seconds, strict=True):
+        point = JointTrajectoryPoint()
+        point.positions = [float(x) for x in p]
+        point.time_from_start.sec, point.time_from_start.nanosec = int(t), int(round((t - int(t)) * 1e9))
+        msg.points.append(point)
+    return msg
+
+
+def test_a_joint_trajectory_becomes_the_daemons_stream_reference_and_malformed_messages_change_nothing(
+    tmp_path, ros_domain
+):
+    """A JointTrajectory naming two knees reaches the daemon's stream reference through the credentialed reference
+    channel (q_ref follows it, the other joints hold); a trajectory with an unknown joint, a wrong-sized point or
+    NaN, and a Twist with NaN, are refused with a log line and leave q_ref as it was."""
+    listener = Listener()
+    pub_traj = listener.node.create_publisher(JointTrajectory, "joint_trajectory", 10)
+    pub_twist = listener.node.create_publisher(Twist, "cmd_vel", 10)
+    try:
+        with daemon_bridge_node(tmp_path, "quadruped_stand", **stream_replacements(tmp_path)) as (admin, endpoints, _):
+            telemetry = Telemetry(endpoints["telemetry"])
+            try:
+                while pub_traj.get_subscription_count() == 0:
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                before = telemetry.since(time.monotonic() - 0.3)[-1]["q_ref"].copy()
+                knees = ("LF_KFE", "RH_KFE")
+                target = before[[JOINTS.index(k) for k in knees]] - 0.1
+                pub_traj.publish(trajectory(knees, [target], [0.2]))
+                time.sleep(1.5)
+                after = telemetry.since(time.monotonic() - 0.3)[-1]["q_ref"]
+                moved = [JOINTS.index(k) for k in knees]
+                np.testing.assert_allclose(after[moved], target, atol=1e-6)
+                others = [i for i in range(12) if i not in moved]
+                np.testing.assert_allclose(after[others], before[others], atol=1e-6)
+                unauthorized = admin.request("stats")["reference_unauthorized"]
+                bad_unknown = trajectory(("LF_KFE", "NO_SUCH_JOINT"), [[0.0, 0.0]], [0.1])
+                bad_size = trajectory(knees, [[0.0]], [0.1])
+                bad_nan = trajectory(knees, [[math.nan, 0.0]], [0.1])
+                nan_twist = Twist()
+                nan_twist.linear.x = math.nan
+                for msg in (bad_unknown, bad_size, bad_nan):
+                    pub_traj.publish(msg)
+                pub_twist.publish(nan_twist)
+                time.sleep(1.0)
+                final = telemetry.since(time.monotonic() - 0.3)[-1]["q_ref"]
+                np.testing.assert_allclose(final, after, atol=1e-9)
+                assert admin.request("stats")["reference_unauthorized"] == unauthorized == 0
+            finally:
+                telemetry.close()
+    finally:
+        listener.close()
+    log = (tmp_path / "node.log").read_text()
+    assert "joint_trajectory: message refused" in log and "NO_SUCH_JOINT" in log
+    assert "cmd_vel: message refused" in log
+
+
+def test_start_and_stop_are_services_and_the_formulation_a_parameter(tmp_path, ros_domain):
+    """~/start starts the daemon (std_srvs/Trigger), ~/stop stops it, and setting the node's formulation parameter
+    switches the daemon's formulation; an unknown formulation is refused and the daemon keeps its own."""
+    listener = Listener()
+    try:
+        with daemon_bridge_node(tmp_path, "quadruped_stand", start=False) as (admin, _, _):
+            reply = listener.call(Trigger, "/idcontrol/start", timeout=30.0)
+            assert reply.success, reply.message
+            assert wait_for(admin, lambda s: s["mode"] == "run", 10.0)
+            from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+            from rcl_interfaces.srv import SetParameters
+
+            client = listener.node.create_client(SetParameters, "/idcontrol/set_parameters")
+            assert client.wait_for_service(timeout_sec=10.0)
+
+            def set_formulation(name: str):
+                request = SetParameters.Request()
+                request.parameters = [Parameter(name="formulation", value=ParameterValue(
+                    type=ParameterType.PARAMETER_STRING, string_value=name))]  # fmt: skip
+                future = client.call_async(request)
+                deadline = time.monotonic() + 10.0
+                while not future.done() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return future.result().results[0]
+
+            assert set_formulation("noslip_lcp").successful
+            assert admin.request("status")["formulation"] == "noslip_lcp"
+            refused = set_formulation("no_such_formulation")
+            assert not refused.successful and "no_such_formulation" in refused.reason
+            assert admin.request("status")["formulation"] == "noslip_lcp"
+            reply = listener.call(Trigger, "/idcontrol/stop")
+            assert reply.success, reply.message
+            assert wait_for(admin, lambda s: s["mode"] == "stopped", 10.0)
+    finally:
+        listener.close()
+
+
+@pytest.mark.timing
+def test_a_twist_changes_the_trots_commanded_speed_within_50_ms(tmp_path, ros_domain):
+    """The quadruped trotting: a Twist on cmd_vel reaches the trot (its commanded forward speed starts moving toward
+    linear.x) within 50 ms of wall-clock time of the publish."""
+    listener = Listener()
+    pub = listener.node.create_publisher(Twist, "cmd_vel", 10)
+    try:
+        with daemon_bridge_node(tmp_path, "quadruped_trot") as (admin, endpoints, _):
+            telemetry = Telemetry(endpoints["telemetry"])
+            try:
+                while pub.get_subscription_count() == 0:
+                    time.sleep(0.05)
+                time.sleep(1.0)
+                delays = []
+                for speed in (0.3, 0.1, 0.25):
+                    before = telemetry.since(time.monotonic() - 0.2)[-1]["reference"]["command"][0]
+                    twist = Twist()
+                    twist.linear.x = speed
+                    sent = time.monotonic()
+                    pub.publish(twist)
+                    deadline = sent + 2.0
+                    reached = None
+                    while reached is None and time.monotonic() < deadline:
+                        for at, r in list(telemetry.records):
+                            if at >= sent and abs(r["reference"]["command"][0] - before) > 1e-9 and \
+                                    (r["reference"]["command"][0] - before) * (speed - before) > 0:  # fmt: skip
+                                reached = at
+                                break
+                        time.sleep(0.002)
+                    assert reached is not None, f"the trot's command never moved toward {speed}"
+                    delays.append(reached - sent)
+                    time.sleep(0.5)
+            finally:
+                telemetry.close()
+    finally:
+        listener.close()
+    print(f"twist -> trot command: {[f'{1e3 * d:.1f} ms' for d in delays]}")
+    assert max(delays) < 0.050
