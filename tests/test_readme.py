@@ -27,13 +27,13 @@ def test_the_readme_is_short():
 
 
 def test_the_two_commands_are_the_ones_ci_runs():
-    """The README's install is .ci/run's (which adds only -q, --no-compile and the drake extra), its test command is
-    .ci/run's last line, and the main job launches a shipped launch file that loads."""
+    """The README's install is .ci/run's (which adds only -q, --no-compile, the drake and the ros2 extras), its test
+    command is .ci/run's last line, and the main job launches a shipped launch file that loads."""
     main_job, tests = commands()
     install = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'"
     assert main_job == f"{install} && .venv/bin/idcontrol launch launch/quadruped_trot.toml"
     assert tests.startswith(f"{install} && ")
-    assert install.replace("pip install -e '.[test]'", "pip install -q --no-compile -e '.[test,drake]'") in CI
+    assert install.replace("pip install -e '.[test]'", "pip install -q --no-compile -e '.[test,drake,ros2]'") in CI
     assert CI[-1] == tests.removeprefix(f"{install} && ")
     load_launch(REPO / "launch" / "quadruped_trot.toml")
 

@@ -136,12 +136,13 @@ def spawn(*args: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def daemon_bridge_node(tmp_path: Path, name: str, *node_args: str, start: bool = True, **replacements: str):
+def daemon_bridge_node(tmp_path: Path, name: str, *node_args: str, start: bool = True, daemon_args: tuple = (),
+                       **replacements: str):  # fmt: skip
     """A daemon and its lock-step bridge for a shipped launch file, started (``start``), and ``idcontrol ros2``
     beside them (its log lines in ``tmp_path/node.log``); yields (admin, endpoints, launch path)."""
     path, endpoints = launch_file(tmp_path, name, **replacements)
     log = open(tmp_path / "node.log", "w")  # noqa: SIM115
-    procs = [spawn("daemon", str(path))]
+    procs = [spawn("daemon", str(path), *daemon_args)]
     admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         wait_for(admin, lambda s: True)
@@ -178,8 +179,9 @@ def test_the_node_publishes_a_real_daemons_ticks_as_joint_states_commands_odomet
     for foot in ("LF_foot", "RF_foot", "LH_foot", "RH_foot"):
         listener.subscribe(WrenchStamped, f"contacts/predicted/{foot}")
     try:
-        with daemon_bridge_node(tmp_path, "quadruped_stand") as (admin, endpoints, _):
-            listener.wait("joint_states", 200)
+        log = tmp_path / "run.mcap"
+        with daemon_bridge_node(tmp_path, "quadruped_stand", daemon_args=("--log", str(log))) as (admin, _, _):
+            listener.wait("joint_states", 200, timeout=90.0)  # the node's start: rclpy, the robot model
             listener.wait("contacts/predicted/LF_foot", 5)
             t0, ticks0 = time.monotonic(), admin.request("stats")["ticks"]
             n0 = len(listener.messages["joint_states"])
@@ -206,6 +208,36 @@ def test_the_node_publishes_a_real_daemons_ticks_as_joint_states_commands_odomet
 
     weight = RobotModel("quadruped").total_mass() * 9.81
     assert fz == pytest.approx(weight, rel=0.1)
+    check_ros2_export(log, weight)
+
+
+def check_ros2_export(log: Path, weight_n: float) -> None:
+    """``idcontrol log export --ros2`` of the run's log: an MCAP file of profile ros2 whose CDR messages the mcap
+    reader decodes back to the log's ticks (joint order, torques, odometry, forces adding up to the weight)."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    from idcontrol.logs.reader import read_log
+
+    out = log.with_suffix(".ros2.mcap")
+    assert subprocess.run([sys.executable, "-m", "idcontrol", "log", "export", str(log), "--ros2"],
+                          capture_output=True, timeout=120).returncode == 0  # fmt: skip
+    ticks = read_log(log)
+    with open(out, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        assert reader.get_header().profile == "ros2"
+        decoded: dict[str, list] = {}
+        for schema, channel, _message, ros in reader.iter_decoded_messages():
+            assert channel.message_encoding == "cdr" and schema.encoding == "ros2msg"
+            decoded.setdefault(channel.topic, []).append(ros)
+    assert len(decoded["/joint_states"]) == len(decoded["/joint_commands"]) == len(decoded["/odom"]) == len(ticks)
+    last = decoded["/joint_commands"][-1]
+    assert tuple(last.name) == JOINTS
+    np.testing.assert_array_equal(last.effort, ticks.array("tau")[-1])
+    np.testing.assert_array_equal([decoded["/odom"][-1].pose.pose.position.z], [ticks.array("q")[-1, 2]])
+    fz = sum(decoded[f"/contacts/predicted/{f}"][-1].wrench.force.z for f in ("LF_foot", "RF_foot", "LH_foot",
+                                                                              "RH_foot"))  # fmt: skip
+    assert fz == pytest.approx(weight_n, rel=0.1)
 
 
 def trajectory(joints, positions, seconds) -> JointTrajectory:
@@ -342,3 +374,74 @@ def test_a_twist_changes_the_trots_commanded_speed_within_50_ms(tmp_path, ros_do
         listener.close()
     print(f"twist -> trot command: {[f'{1e3 * d:.1f} ms' for d in delays]}")
     assert max(delays) < 0.050
+
+
+def _json_line(proc: subprocess.Popen, key: str) -> dict:
+    import json
+
+    out, _ = proc.communicate(timeout=20)
+    lines = [line for line in out.decode().splitlines() if line.startswith("{") and key in line]
+    assert lines, f"no {key} line in {out.decode()[-2000:]}"
+    return json.loads(lines[-1])[key]
+
+
+@pytest.mark.timing
+def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_when_the_daemon_dies(
+    tmp_path, ros_domain
+):
+    """A MuJoCo robot that speaks only ROS 2 (joint_states, imu, odom out; efforts in on a Float64MultiArray), driven
+    by the daemon through the ROS 2 driver in real time at 500 Hz: it stands 6 s in run mode (base height kept within
+    3 cm), the driver's report gives the state's age at send (the ROS hop plus the wait for the boundary); when the
+    daemon is killed the driver stops the robot itself after 20 late commands in a row."""
+    rate = {"rate_hz = 1000.0": "rate_hz = 500.0", "watchdog_ms = 20.0": "watchdog_ms = 250.0"}
+    path, endpoints = launch_file(tmp_path, "quadruped_stand", **rate)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+    def idcontrol(*args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.PIPE,
+                                stderr=open(tmp_path / f"{args[-1]}.log", "w"), env=env)  # noqa: SIM115  # fmt: skip
+
+    daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
+    robot = idcontrol("ros2", str(path), "--role", "sim-robot")
+    driver = None
+    try:
+        wait_for(admin, lambda s: True, 120.0)
+        driver = idcontrol("ros2", str(path), "--role", "driver", "--odometry")
+        wait_for(admin, lambda s: s["bridge_connected"], 60.0)
+        telemetry = Telemetry(endpoints["telemetry"])
+        try:
+            time.sleep(0.5)
+            z0 = telemetry.records[-1][1]["q"][2]
+            admin.start()
+            time.sleep(6.0)
+            status = admin.request("status")
+            stats = admin.request("stats")
+            run = [r for _, r in telemetry.records if r["mode"] == "run"]
+        finally:
+            telemetry.close()
+        assert status["mode"] == "run", (status["reason"], status["last_watchdog_gap_ms"], stats["interventions"])
+        assert not stats["fell"]
+        heights = np.array([r["q"][2] for r in run])
+        assert len(run) > 0.5 * 6.0 * 500, len(run)
+        assert np.all(np.abs(heights - z0) < 0.03), (heights.min(), heights.max(), z0)
+        daemon.kill()
+        daemon.wait()
+        time.sleep(1.0)
+        driver.send_signal(15)
+        report = _json_line(driver, "bridge")
+        robot.send_signal(15)
+        counts = _json_line(robot, "sim_robot")
+    finally:
+        for p in (driver, robot, daemon):
+            if p is not None:
+                stop(p)
+        admin.close()
+    print(f"ROS 2 robot at 500 Hz: driver round trip (ZeroMQ) {report['roundtrip_us']}, state age at send "
+          f"{report['state_age_us']}, {report['commands']} commands, {report['late_commands']} late; "
+          f"robot {counts}")  # fmt: skip
+    assert report["safe_stops"] == 1 and report["max_late_in_a_row"] >= 20
+    assert report["refused"] == 0 and counts["refused"] == 0
+    assert counts["efforts"] > 0.5 * 6.0 * 500
+    assert report["state_age_us"]["p50"] < 2000.0  # younger than one period at the median

@@ -3,10 +3,12 @@
 It speaks a ROS 2 robot's topics (:data:`idcontrol.ros2.robot.ROBOT_TOPICS`) in real time: every period it
 publishes ``joint_states`` (every movable joint, rad, rad/s), ``imu`` (orientation base → world, gyro in the base
 frame; ``linear_acceleration`` is the specific force of a base at rest, gravity only) and ``odom`` (the simulated
-base: pose in the world, twist in the base frame), stamped with the wall clock; and it steps the physics one period
-with the newest effort from ``effort_controller/commands`` (N·m, actuated joints in the robot file's order). Like
-a robot on its brakes it does not move before the first effort nor while efforts stop coming for
-``hold_after_periods`` periods. An effort of the wrong size or with NaN is refused with a log line.
+base: pose in the world, twist in the base frame), stamped with the wall clock. Each effort from
+``effort_controller/commands`` (N·m, actuated joints in the robot file's order) steps the physics one period and
+publishes the new state at once (the simulator keeps pace with the commands, as a robot's control loop keeps pace
+with its clock: a measurement is never older than the ROS hop); while no effort comes, like a robot on its brakes
+it does not move and publishes its state every period. An effort of the wrong size or with NaN is refused with a
+log line.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ def _rotate_to_base(quaternion_xyzw: np.ndarray, vector_in_world: np.ndarray) ->
 
 class SimRobot:
     """The simulated robot's node (see the module docstring). rate_hz : publish and step rate (default: the
-    launch file's control rate); timestep : MuJoCo's step, s (the period must be a whole number of them)."""
+    launch file's control rate); timestep : MuJoCo's step, s (the period must be a whole number of them);
+    hold_after_periods : periods without an effort after which the robot is held and publishes on its own."""
 
     def __init__(self, config: LaunchConfig, ros_args: list[str] | None = None, rate_hz: float | None = None,
-                 timestep: float = 1e-3, hold_after_periods: int = 20) -> None:  # fmt: skip
+                 timestep: float = 1e-3, hold_after_periods: int = 2) -> None:  # fmt: skip
         require_rclpy()
         import rclpy
         from nav_msgs.msg import Odometry
@@ -63,8 +66,8 @@ class SimRobot:
             raise ConfigError(f"the period {self.period} s is not a whole number of {timestep} s steps")
         self.sim = MujocoSim(self.robot, mu=config.bridge.mu, timestep=timestep)
         self.hold_after = hold_after_periods
-        self._tau: np.ndarray | None = None
-        self._tau_periods = 0  # periods since the last effort arrived
+        self._last_effort = -math.inf  # time.monotonic() s of the last effort
+        self._lock = threading.Lock()  # the simulator: stepped by the efforts' callback, read by the idle loop
         self.efforts = self.refused = self.steps = self.published = 0
         self._last_refusal = -math.inf
         self.context = rclpy.Context()
@@ -92,8 +95,13 @@ class SimRobot:
                 log.warning("effort refused, nothing changed: %d values (the robot has %d actuated joints)%s",
                             tau.size, self.robot.nu, "" if np.all(np.isfinite(tau)) else ", NaN")  # fmt: skip
             return
-        self._tau, self._tau_periods = tau, 0
-        self.efforts += 1
+        with self._lock:
+            self._last_effort = time.monotonic()
+            for _ in range(self.substeps):
+                self.sim.step(tau)
+            self.steps += 1
+            self.efforts += 1
+            self._publish()
 
     def _publish(self) -> None:
         s = self.sim.state()
@@ -129,12 +137,9 @@ class SimRobot:
         overruns = 0
         try:
             while not self._stop.is_set() and (duration is None or time.perf_counter() - t0 < duration):
-                tau, self._tau_periods = self._tau, self._tau_periods + 1
-                if tau is not None and self._tau_periods <= self.hold_after:
-                    for _ in range(self.substeps):
-                        self.sim.step(tau)
-                    self.steps += 1
-                self._publish()
+                if time.monotonic() - self._last_effort > self.hold_after * self.period:
+                    with self._lock:  # no efforts: held still, its state published every period
+                        self._publish()
                 boundary += self.period
                 remaining = boundary - time.perf_counter()
                 if remaining > 0:

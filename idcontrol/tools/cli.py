@@ -335,6 +335,11 @@ def _log_info(args: argparse.Namespace) -> int:
 
 
 def _log_export(args: argparse.Namespace) -> int:
+    if args.ros2:
+        from idcontrol.ros2.bag import export_ros2  # the ros2 edge: needs mcap-ros2-support only
+
+        print(export_ros2(args.log, args.output))
+        return 0
     from idcontrol.logs.export import export
 
     out = export(args.log, args.format, args.output)
@@ -366,6 +371,8 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     export.add_argument("log", help="an MCAP log written by --log")
     export.add_argument("--format", choices=("csv", "parquet", "npz"), default="csv")
     export.add_argument("-o", "--output", default=None, help="output file (default: the log's name, new suffix)")
+    export.add_argument("--ros2", action="store_true",
+                        help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): needs the ros2 extra")  # fmt: skip
     export.set_defaults(func=_log_export)
     replay = sub.add_parser("replay", help="run a log's states through the controller again and compare")
     replay.add_argument("log", help="an MCAP log written by --log")
@@ -431,7 +438,7 @@ def _ros2(args: argparse.Namespace) -> int:
     from idcontrol.ros2 import require_rclpy
 
     require_rclpy()  # ConfigError naming the extra, before anything else is loaded
-    ros_args = args.ros_args[1:] if args.ros_args[:1] == ["--"] else args.ros_args
+    ros_args = [] if args.ros_args is None else ["--ros-args", *args.ros_args]
     if args.role == "node":
         from idcontrol.ros2.node import main as node_main
 
@@ -444,9 +451,10 @@ def _ros2(args: argparse.Namespace) -> int:
         from idcontrol.ros2.sim_robot import main as sim_main
 
         return sim_main(_load(args), ros_args, args.rate)
+    from idcontrol.robot.model import RobotModel
     from idcontrol.ros2.latency import main as latency_main
 
-    return latency_main(args.rates, args.seconds)
+    return latency_main(args.rates, args.seconds, RobotModel(_load(args).robot).nu)
 
 
 def _add_ros2_parser(sub: argparse._SubParsersAction) -> None:
@@ -464,7 +472,8 @@ def _add_ros2_parser(sub: argparse._SubParsersAction) -> None:
     ros2.add_argument("--rate", type=_positive_float, default=None, help="sim-robot: Hz (default: the daemon's)")
     ros2.add_argument("--rates", default="1000,500,250", help="latency: comma list of rates, Hz")
     ros2.add_argument("--seconds", type=_positive_float, default=5.0, help="latency: seconds per rate")
-    ros2.add_argument("ros_args", nargs=argparse.REMAINDER, help="--ros-args ... (remapping, parameters)")
+    ros2.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=None,
+                      help="the rest of the line goes to ROS, as for any node (-r FROM:=TO, -p NAME:=V)")  # fmt: skip
     ros2.set_defaults(func=_ros2)
 
 
