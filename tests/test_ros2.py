@@ -390,10 +390,10 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
     tmp_path, ros_domain
 ):
     """A MuJoCo robot that speaks only ROS 2 (joint_states, imu, odom out; efforts in on a Float64MultiArray), driven
-    by the daemon through the ROS 2 driver in real time at 500 Hz: it stands 6 s in run mode (base height kept within
+    by the daemon through the ROS 2 driver in real time at 100 Hz: it stands 6 s in run mode (base height kept within
     3 cm), the driver's report gives the state's age at send (the ROS hop plus the wait for the boundary); when the
     daemon is killed the driver stops the robot itself after 20 late commands in a row."""
-    rate = {"rate_hz = 1000.0": "rate_hz = 500.0", "watchdog_ms = 20.0": "watchdog_ms = 250.0"}
+    rate = {"rate_hz = 1000.0": "rate_hz = 100.0", "watchdog_ms = 20.0": "watchdog_ms = 250.0"}
     path, endpoints = launch_file(tmp_path, "quadruped_stand", **rate)
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
@@ -424,7 +424,7 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
         assert status["mode"] == "run", (status["reason"], status["last_watchdog_gap_ms"], stats["interventions"])
         assert not stats["fell"]
         heights = np.array([r["q"][2] for r in run])
-        assert len(run) > 0.5 * 6.0 * 500, len(run)
+        assert len(run) > 0.5 * 6.0 * 100, len(run)
         assert np.all(np.abs(heights - z0) < 0.03), (heights.min(), heights.max(), z0)
         daemon.kill()
         daemon.wait()
@@ -438,10 +438,11 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
             if p is not None:
                 stop(p)
         admin.close()
-    print(f"ROS 2 robot at 500 Hz: driver round trip (ZeroMQ) {report['roundtrip_us']}, state age at send "
-          f"{report['state_age_us']}, {report['commands']} commands, {report['late_commands']} late; "
+    print(f"ROS 2 robot at 100 Hz: driver round trip (ZeroMQ) {report['roundtrip_us']}, state age at send "
+          f"{report['state_age_us']}, {report['commands']} commands, {report['late_commands']} late, "
+          f"{report['stale_states']} stale states; "
           f"robot {counts}")  # fmt: skip
     assert report["safe_stops"] == 1 and report["max_late_in_a_row"] >= 20
     assert report["refused"] == 0 and counts["refused"] == 0
-    assert counts["efforts"] > 0.5 * 6.0 * 500
-    assert report["state_age_us"]["p50"] < 2000.0  # younger than one period at the median
+    assert counts["efforts"] > 0.5 * 6.0 * 100
+    assert report["state_age_us"]["p50"] < 10000.0  # younger than one period at the median

@@ -52,6 +52,7 @@ class RosDriverReport(DriverReport):
     state_age_us: dict[str, float] = field(default_factory=dict)
     refused: int = 0
     measurements: int = 0
+    stale_states: int = 0  # states sent without a measurement taken after the last effort (fresh_wait_s ran out)
 
 
 @dataclass
@@ -130,10 +131,15 @@ class RosRobotDriver(Driver):
     config : the daemon's launch file (its robot); endpoint : the daemon's control endpoint; odometry : the robot
     publishes its base on ``odom`` (the full state form) — without it the state is the sensor form (joints and
     ``imu``), for a daemon that estimates the base (``[estimator]``).
+    fresh_fraction : after publishing an effort, :meth:`read_state` waits up to this fraction of the period for a
+    measurement stamped after it (the robot's answer to it), so that the daemon's next command is computed from the
+    state the effort led to and not from the one before (which would add a whole period of delay); when none comes in
+    time it sends the newest it has (counted in ``stale_states``).
     """
 
     def __init__(self, config: LaunchConfig, endpoint: str | None = None, *, odometry: bool = False,
-                 ros_args: list[str] | None = None, **driver_options: Any) -> None:  # fmt: skip
+                 ros_args: list[str] | None = None, fresh_fraction: float = 0.5,
+                 **driver_options: Any) -> None:  # fmt: skip
         require_rclpy()
         import rclpy
         from rclpy.node import Node
@@ -149,7 +155,9 @@ class RosRobotDriver(Driver):
         self._odom: tuple[Array, Array] | None = None
         self._imu: dict[str, Array] | None = None
         self._measurement: Measurement | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._effort_at = -math.inf  # time.time() s when the last effort was published
+        self.fresh_fraction = fresh_fraction
         self._ages = Series(1 << 20)
         self._last_refusal: dict[str, float] = {}
         super().__init__(RobotSizes.of(robot), endpoint or config.endpoints.control,
@@ -226,6 +234,7 @@ class RosRobotDriver(Driver):
             measurement = Measurement(t, q, v)
         with self._lock:
             self._measurement = measurement
+            self._lock.notify_all()
         self.report.measurements += 1  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ the driver SDK's two calls
@@ -240,6 +249,11 @@ class RosRobotDriver(Driver):
 
     def read_state(self) -> DriverState:
         with self._lock:
+            if self._measurement is not None and self._measurement.t < self._effort_at:
+                self._lock.wait_for(lambda: self._measurement.t >= self._effort_at,
+                                    timeout=self.fresh_fraction * (self.period or 0.0))  # fmt: skip
+                if self._measurement.t < self._effort_at:
+                    self.report.stale_states += 1  # type: ignore[attr-defined]
             m = self._measurement
         if m is None:
             raise ConfigError("read_state before the robot's first measurement (call wait_for_robot)")
@@ -252,6 +266,7 @@ class RosRobotDriver(Driver):
     def apply(self, tau: Array, mode: str) -> None:
         if mode in ("run", "safe_stop"):
             self._effort.data = np.asarray(tau, dtype=float).tolist()
+            self._effort_at = time.time()
             self.publisher.publish(self._effort)
 
     def safe_stop_torque(self, state: Any) -> Array:

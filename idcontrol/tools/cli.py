@@ -372,7 +372,7 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--format", choices=("csv", "parquet", "npz"), default="csv")
     export.add_argument("-o", "--output", default=None, help="output file (default: the log's name, new suffix)")
     export.add_argument("--ros2", action="store_true",
-                        help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): needs the ros2 extra")  # fmt: skip
+                        help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): the ros2 extra")  # fmt: skip
     export.set_defaults(func=_log_export)
     replay = sub.add_parser("replay", help="run a log's states through the controller again and compare")
     replay.add_argument("log", help="an MCAP log written by --log")
