@@ -167,34 +167,37 @@ def stream_replacements(tmp_path: Path) -> dict[str, str]:
     return {k: v.replace("REF", str(tmp_path / "reference")) for k, v in STREAM.items()}
 
 
+@pytest.mark.timing  # counts messages per tick at the daemon's pace: needs a core free for the node and the listener
 def test_the_node_publishes_a_real_daemons_ticks_as_joint_states_commands_odometry_and_contact_wrenches(
     tmp_path, ros_domain
 ):
     """The quadruped standing: joint_states carry the daemon's joints in its order, joint_commands its torques,
     odom the base at standing height, the predicted wrenches on the feet add up to its weight (world frame, N), and
     joint_states arrive for at least 99 % of the daemon's ticks."""
-    listener = Listener()
-    for kind, topic in ((JointState, "joint_states"), (JointState, "joint_commands"), (Odometry, "odom")):
+    listener, counter = Listener(), Listener()  # the count on a node of its own: one wait set, one topic
+    counter.subscribe(JointState, "joint_states")
+    for kind, topic in ((JointState, "joint_commands"), (Odometry, "odom")):
         listener.subscribe(kind, topic)
     for foot in ("LF_foot", "RF_foot", "LH_foot", "RH_foot"):
         listener.subscribe(WrenchStamped, f"contacts/predicted/{foot}")
     try:
         log = tmp_path / "run.mcap"
         with daemon_bridge_node(tmp_path, "quadruped_stand", daemon_args=("--log", str(log))) as (admin, _, _):
-            listener.wait("joint_states", 200, timeout=90.0)  # the node's start: rclpy, the robot model
+            counter.wait("joint_states", 200, timeout=90.0)  # the node's start: rclpy, the robot model
             listener.wait("contacts/predicted/LF_foot", 5)
             t0, ticks0 = time.monotonic(), admin.request("stats")["ticks"]
-            n0 = len(listener.messages["joint_states"])
+            n0 = len(counter.messages["joint_states"])
             time.sleep(3.0)
             ticks = admin.request("stats")["ticks"] - ticks0
-            received = len(listener.messages["joint_states"]) - n0
+            received = len(counter.messages["joint_states"]) - n0
             assert time.monotonic() - t0 < 4.0
     finally:
         listener.close()
+        counter.close()
     print(f"joint_states: {received} for {ticks} daemon ticks ({100 * received / ticks:.2f} %)")
     assert ticks > 500
     assert received >= 0.99 * ticks
-    js = listener.messages["joint_states"][-1]
+    js = counter.messages["joint_states"][-1]
     assert tuple(js.name) == JOINTS and len(js.position) == len(js.velocity) == 12
     cmd = listener.messages["joint_commands"][-1]
     assert tuple(cmd.name) == JOINTS and len(cmd.effort) == 12 and any(abs(e) > 0.1 for e in cmd.effort)
