@@ -304,12 +304,17 @@ def test_a_joint_trajectory_becomes_the_daemons_stream_reference_and_malformed_m
 
 def test_start_and_stop_are_services_and_the_formulation_a_parameter(tmp_path, ros_domain):
     """~/start starts the daemon (std_srvs/Trigger), ~/stop stops it, and setting the node's formulation parameter
-    switches the daemon's formulation; an unknown formulation is refused and the daemon keeps its own."""
+    switches the daemon's formulation; an unknown formulation is refused and the daemon keeps its own. With the
+    parameter state_reliability:=reliable a reliable subscriber (which a best-effort publisher never matches) gets
+    joint_states."""
     listener = Listener()
+    listener.subscribe(JointState, "joint_states", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    reliable = ("--ros-args", "-p", "state_reliability:=reliable")
     try:
-        with daemon_bridge_node(tmp_path, "quadruped_stand", start=False) as (admin, _, _):
-            reply = listener.call(Trigger, "/idcontrol/start", timeout=30.0)
+        with daemon_bridge_node(tmp_path, "quadruped_stand", *reliable, start=False) as (admin, _, _):
+            reply = listener.call(Trigger, "/idcontrol/start", timeout=60.0)
             assert reply.success, reply.message
+            listener.wait("joint_states", 10)
             assert wait_for(admin, lambda s: s["mode"] == "run", 10.0)
             from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
             from rcl_interfaces.srv import SetParameters
@@ -449,3 +454,14 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
     assert report["refused"] == 0 and counts["refused"] == 0
     assert counts["efforts"] > 0.5 * 6.0 * 100
     assert report["state_age_us"]["p50"] < 10000.0  # younger than one period at the median
+
+
+def test_without_rclpy_the_command_says_which_extra_to_install():
+    """``idcontrol ros2`` on an installation without rclpy exits 2 with a message naming the ros2 extra."""
+    code = ("import sys; sys.modules['rclpy'] = None\n"
+            "from idcontrol.tools.cli import main\n"
+            "sys.exit(main(['ros2', 'launch/quadruped_stand.toml']))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    assert done.returncode == 2
+    assert "rclpy" in done.stderr and "pip install 'idcontrol[ros2]'" in done.stderr

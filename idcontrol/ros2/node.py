@@ -5,7 +5,8 @@ daemon builds its records only while someone listens; a slow node loses records,
 speaks the admin channel with the daemon's credential, and publishes the planner's targets on the reference channel
 with it. Topic names are relative (a namespace and ``--ros-args -r FROM:=TO`` remap them, as for any node).
 
-Published (state: sensor-data QoS, best effort, depth 5; see :data:`TOPICS`):
+Published (state: sensor-data QoS, best effort, depth 5, or the parameters ``state_reliability`` and ``state_depth``;
+see :data:`TOPICS`):
 ``joint_states`` (``sensor_msgs/JointState``: actuated joints' position rad, velocity rad/s), ``joint_commands``
 (``JointState``: each tick's torque as ``effort``, N·m), ``odom`` (``nav_msgs/Odometry``: base pose in the world,
 twist in the base frame; floating base only), ``contacts/predicted/<sphere>`` and ``contacts/sensed/<sphere>``
@@ -208,6 +209,12 @@ class IdControlNode:
         self.diagnostics_rate_hz = float(p("diagnostics_rate_hz", 1.0).value)
         self.reference_rate_hz = float(p("reference_rate_hz", 200.0).value)
         self.world_frame = str(p("world_frame", "world").value)
+        self.state_reliability = str(p("state_reliability", "best_effort").value)
+        self.state_depth = int(p("state_depth", 5).value)
+        if self.state_reliability not in ("best_effort", "reliable") or not 1 <= self.state_depth <= 10_000:
+            raise ConfigError(f"parameter state_reliability must be best_effort or reliable (got "
+                              f"{self.state_reliability!r}), state_depth in 1..10000 "
+                              f"(got {self.state_depth})")  # fmt: skip
         self.base_frame = str(p("base_frame", self.names.base_frame).value)
         for key, rate in (("contact_rate_hz", self.contact_rate_hz), ("diagnostics_rate_hz", self.diagnostics_rate_hz),
                           ("reference_rate_hz", self.reference_rate_hz)):  # fmt: skip
@@ -224,10 +231,12 @@ class IdControlNode:
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
         from nav_msgs.msg import Odometry
-        from rclpy.qos import qos_profile_sensor_data
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        node, sensor = self.node, qos_profile_sensor_data
+        reliability = ReliabilityPolicy.BEST_EFFORT if self.state_reliability == "best_effort" else \
+            ReliabilityPolicy.RELIABLE  # fmt: skip
+        node, sensor = self.node, QoSProfile(depth=self.state_depth, reliability=reliability)  # default: sensor data
         self.pub_joints = node.create_publisher(JointState, "joint_states", sensor)
         self.pub_commands = node.create_publisher(JointState, "joint_commands", sensor)
         self.pub_odom = node.create_publisher(Odometry, "odom", sensor) if self.names.floating else None
