@@ -16,6 +16,7 @@ PACKAGE = ROOT / "idcontrol"
 #: (docs/architecture.md explains each layer.)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("idcontrol.tools", "idcontrol.__main__"),
+    ("idcontrol.ros2",),
     ("idcontrol.testing",),
     ("idcontrol.launcher", "idcontrol.processes", "idcontrol.compile"),
     ("idcontrol.daemon", "idcontrol.bridges", "idcontrol.driver", "idcontrol.client"),
@@ -131,6 +132,25 @@ def test_the_service_never_imports_the_tools():
     assert not offending
     harness = {n: p for n, p in modules().items() if layer_of(n) == testing}
     assert harness and not [f"{n} -> {t}" for n, p in harness.items() for t in imported(n, p) if layer_of(t) == tools]
+
+
+#: The ROS 2 client library and message packages: only the ROS 2 edge imports them (the core never does).
+ROS_MODULES = ("rclpy", "rcl_interfaces", "sensor_msgs", "geometry_msgs", "nav_msgs", "std_msgs", "std_srvs",
+               "trajectory_msgs", "diagnostic_msgs", "builtin_interfaces", "mcap_ros2")  # fmt: skip
+
+
+def test_only_the_ros2_edge_imports_ros():
+    """No module outside idcontrol.ros2 imports rclpy or a ROS message package (the CLI reaches the edge lazily,
+    through idcontrol.ros2 itself), so the core installs and runs without ROS."""
+    offending = []
+    for name, path in modules().items():
+        if name == "idcontrol.ros2" or name.startswith("idcontrol.ros2."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []  # fmt: skip
+            offending += [f"{name} -> {n}" for n in names if n.split(".")[0] in ROS_MODULES]
+    assert not offending
 
 
 def test_protocol_doc_lists_the_tick_record_as_the_schema_defines_it():

@@ -65,12 +65,13 @@ def test_hadolint_reports_a_bad_dockerfile(tmp_path):
 def test_image_installs_with_the_readme_command_that_ci_runs():
     """The Dockerfile's one install step is the README's command verbatim, followed only by `idcontrol compile`
     (the kernels compiled into the image); .ci/run runs the same install, adding only -q, --no-compile and the
-    drake extra its Drake tests need."""
+    extras the tests need (Drake, the vendors' drivers, ROS 2)."""
     command = readme_install()
     runs = [args for keyword, args in instructions(DOCKERFILE) if keyword == "RUN"]
     assert runs == [command, "idcontrol compile"]
     ci = (REPO / ".ci" / "run").read_text()
-    assert command.replace("pip install -e '.[test]'", "pip install -q --no-compile -e '.[test,drake]'") in ci
+    extras = "test,drake,franka,unitree,ros2"
+    assert command.replace("pip install -e '.[test]'", f"pip install -q --no-compile -e '.[{extras}]'") in ci
 
 
 def test_ci_runs_the_readme_test_command_and_it_runs_the_timing_tests_alone():

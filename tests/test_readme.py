@@ -27,13 +27,14 @@ def test_the_readme_is_short():
 
 
 def test_the_two_commands_are_the_ones_ci_runs():
-    """The README's install is .ci/run's (which adds only -q, --no-compile and the drake and franka extras), its test
+    """The README's install is .ci/run's (which adds only -q, --no-compile and the extras the tests need), its test
     command is .ci/run's last line, and the main job launches a shipped launch file that loads."""
     main_job, tests = commands()
     install = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'"
     assert main_job == f"{install} && .venv/bin/idcontrol launch launch/quadruped_trot.toml"
     assert tests.startswith(f"{install} && ")
-    assert install.replace("pip install -e '.[test]'", "pip install -q --no-compile -e '.[test,drake,franka]'") in CI
+    extras = "test,drake,franka,unitree,ros2"
+    assert install.replace("pip install -e '.[test]'", f"pip install -q --no-compile -e '.[{extras}]'") in CI
     assert CI[-1] == tests.removeprefix(f"{install} && ")
     load_launch(REPO / "launch" / "quadruped_trot.toml")
 

@@ -335,6 +335,11 @@ def _log_info(args: argparse.Namespace) -> int:
 
 
 def _log_export(args: argparse.Namespace) -> int:
+    if args.ros2:
+        from idcontrol.ros2.bag import export_ros2  # the ros2 edge: needs mcap-ros2-support only
+
+        print(export_ros2(args.log, args.output))
+        return 0
     from idcontrol.logs.export import export
 
     out = export(args.log, args.format, args.output)
@@ -366,6 +371,8 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     export.add_argument("log", help="an MCAP log written by --log")
     export.add_argument("--format", choices=("csv", "parquet", "npz"), default="csv")
     export.add_argument("-o", "--output", default=None, help="output file (default: the log's name, new suffix)")
+    export.add_argument("--ros2", action="store_true",
+                        help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): the ros2 extra")  # fmt: skip
     export.set_defaults(func=_log_export)
     replay = sub.add_parser("replay", help="run a log's states through the controller again and compare")
     replay.add_argument("log", help="an MCAP log written by --log")
@@ -429,6 +436,49 @@ def _add_live_parser(sub: argparse._SubParsersAction) -> None:
     live.add_argument("--segments", type=_positive_int, default=6, help="--measure: segments, alternating off/on")
     live.add_argument("--seconds", type=_positive_float, default=5.0, help="--measure: seconds per segment")
     live.set_defaults(func=_live)
+
+
+def _ros2(args: argparse.Namespace) -> int:
+    from idcontrol.ros2 import require_rclpy
+
+    require_rclpy()  # ConfigError naming the extra, before anything else is loaded
+    ros_args = [] if args.ros_args is None else ["--ros-args", *args.ros_args]
+    if args.role == "node":
+        from idcontrol.ros2.node import main as node_main
+
+        return node_main(_load(args), ros_args)
+    if args.role == "driver":
+        from idcontrol.ros2.robot import main as driver_main
+
+        return driver_main(_load(args), ros_args, args.endpoint, args.odometry)
+    if args.role == "sim-robot":
+        from idcontrol.ros2.sim_robot import main as sim_main
+
+        return sim_main(_load(args), ros_args, args.rate)
+    from idcontrol.robot.model import RobotModel
+    from idcontrol.ros2.latency import main as latency_main
+
+    return latency_main(args.rates, args.seconds, RobotModel(_load(args).robot).nu)
+
+
+def _add_ros2_parser(sub: argparse._SubParsersAction) -> None:
+    ros2 = sub.add_parser("ros2", help="ROS 2: the daemon as a node, a ROS 2 robot as its driver (docs/ros2.md)",
+                          epilog="ROS arguments (remapping, parameters) follow --ros-args, as for any node; needs "
+                                 "the ros2 extra: pip install 'idcontrol[ros2]'")  # fmt: skip
+    _add_launch_args(ros2)
+    ros2.add_argument("--role", choices=("node", "driver", "sim-robot", "latency"), default="node",
+                      help="node (default): the daemon's topics, services, parameters; driver: a ROS 2 robot's "
+                      "topics as the daemon's driver; sim-robot: a MuJoCo robot speaking those topics; latency: "
+                      "measure a ROS 2 round trip (LAUNCH_FILE names the robot's sizes)")  # fmt: skip
+    ros2.add_argument("--endpoint", default=None, help="driver: the daemon's control endpoint (default: the file's)")
+    ros2.add_argument("--odometry", action="store_true",
+                      help="driver: the robot publishes its base on odom (nav_msgs/Odometry)")  # fmt: skip
+    ros2.add_argument("--rate", type=_positive_float, default=None, help="sim-robot: Hz (default: the daemon's)")
+    ros2.add_argument("--rates", default="1000,500,250", help="latency: comma list of rates, Hz")
+    ros2.add_argument("--seconds", type=_positive_float, default=5.0, help="latency: seconds per rate")
+    ros2.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=None,
+                      help="the rest of the line goes to ROS, as for any node (-r FROM:=TO, -p NAME:=V)")  # fmt: skip
+    ros2.set_defaults(func=_ros2)
 
 
 def _conformance(args: argparse.Namespace) -> int:
@@ -692,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_robot_commands(sub)
     _add_driver_parser(sub)
     _add_live_parser(sub)
+    _add_ros2_parser(sub)
     _add_log_commands(sub)
     _add_experiment_parser(sub)
     _add_sweep_parser(sub)
