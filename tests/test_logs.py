@@ -189,7 +189,6 @@ def run_log(tmp_path_factory) -> Path:
         wait_for(admin, lambda s: s["t"] > t0 + 0.45)
         admin.request("stop", reason="test done")
         wait_for(admin, lambda s: s["mode"] == "stopped", 10.0)
-        (tmp / "stats.json").write_text(json.dumps(admin.request("stats")))  # the daemon's own counts
         admin.request("shutdown")
         daemon.wait(timeout=20)
     return path
@@ -222,9 +221,10 @@ def test_real_run_log_is_complete_and_replays_bit_for_bit(run_log: Path, capsys)
 def test_log_info_counts_deadline_misses_by_the_daemons_rule(run_log: Path, capsys) -> None:
     """`log info` and the daemon's stats count the same misses (a lock-step run: compute over the period, or a
     command reported late), and the line says which rule; it had counted round trips over the period, which in
-    lock-step hold the simulator's step (32 against the summary's 3 in one run)."""
-    stats = json.loads((run_log.parent / "stats.json").read_text())
+    lock-step hold the simulator's step (32 against the summary's 3 in one run). Compared with the daemon's final
+    counts, which the log's end record holds: the stopped robot's ticks go on after a mid-run ``stats`` request."""
     log = read_log(run_log)
+    stats = log.end["stats"]
     assert log.lockstep and int(log.deadline_misses().sum()) == stats["deadline_misses"]
     assert main(["log", "info", str(run_log)]) == 0
     assert re.search(rf"deadline misses +{stats['deadline_misses']} \(compute over the period: lock-step\)",
