@@ -82,6 +82,8 @@ class RobotModel:
     actuated_dofs : (nu,) indices into ``v`` of the actuated joints (the
         selection matrix P of the paper picks these).
     actuated_idx_q : (nu,) indices into ``q`` of the actuated (one-DoF) joints.
+    movable_joints : every joint that moves, in ``q``'s order (the floating base's excluded); the actuated
+        joints unless the robot file names fewer.
     unactuated_dofs : (nv - nu,) the remaining indices (floating base first).
     torque_limits : (nu,) N·m (or N for prismatic joints).
     """
@@ -110,6 +112,7 @@ class RobotModel:
                 raise NameNotFound("joint", name, movable)
             j = m.joints[m.getJointId(name)]
             dofs.extend(range(j.idx_v, j.idx_v + j.nv))
+        self.movable_joints: tuple[str, ...] = tuple(movable)
         self.actuated_joints: tuple[str, ...] = tuple(actuated)
         self.actuated_dofs: IntArray = np.asarray(dofs, dtype=np.intp)
         self.actuated_idx_q: IntArray = np.asarray([m.joints[m.getJointId(n)].idx_q for n in actuated], dtype=np.intp)

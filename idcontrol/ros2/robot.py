@@ -70,8 +70,7 @@ class Layout:
     @classmethod
     def of(cls, robot: Any) -> Layout:
         m = robot.model
-        names = [str(n) for n in m.names[1:] if m.joints[m.getJointId(n)].nv > 0
-                 and m.joints[m.getJointId(n)].shortname() != "JointModelFreeFlyer"]  # fmt: skip
+        names = robot.movable_joints
         return cls(tuple(names), np.asarray([m.joints[m.getJointId(n)].idx_q for n in names], dtype=np.intp),
                    np.asarray([m.joints[m.getJointId(n)].idx_v for n in names], dtype=np.intp),
                    bool(robot.floating_base), int(m.nq), int(m.nv))  # fmt: skip
