@@ -56,8 +56,9 @@ class AdminClient:
     def for_launch(cls, config: LaunchConfig, timeout: float = 2.0) -> AdminClient:
         """A client of the daemon of a launch file: its admin endpoint, its CURVE keys or its credential."""
         keys = KeyDirectory(config.curve_keys) if config.curve_keys else None
-        return cls(config.endpoints.admin, timeout, curve=keys,
-                   credential_for=None if keys else config.endpoints.control)  # fmt: skip
+        return cls(
+            config.endpoints.admin, timeout, curve=keys, credential_for=None if keys else config.endpoints.control
+        )
 
     def _connect(self) -> zmq.Socket:
         s = self._ctx.socket(zmq.REQ)
@@ -211,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
                     waited_for = "the daemon" if status is None else "the bridge"
                     raise IdControlError(f"{waited_for} did not answer within {args.wait:g} s")
                 time.sleep(0.2)
-            reply = status if args.request == "status" else admin.start() if args.request == "start" else \
-                admin.request(args.request)  # fmt: skip
+            reply = (
+                status
+                if args.request == "status"
+                else admin.start()
+                if args.request == "start"
+                else admin.request(args.request)
+            )
     except IdControlError as e:
         print(f"idcontrol: error: {e}", file=sys.stderr)
         return 2

@@ -110,8 +110,11 @@ class _Package:
     def stubs(self, module: str) -> dict[str, str]:
         """The packages (name -> folder) whose ``__init__`` importing ``module`` does not need."""
         needed = self.closure(module) | {module}
-        return {name: str(path.parent) for name, path in self.paths.items()
-                if path.name == "__init__.py" and name not in needed}  # fmt: skip
+        return {
+            name: str(path.parent)
+            for name, path in self.paths.items()
+            if path.name == "__init__.py" and name not in needed
+        }
 
 
 def kernel_modules(root: Path | None = None) -> dict[str, set[str]]:
@@ -145,8 +148,9 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], None] | None = None,
-                only: set[str] | None = None) -> list[Compiled]:  # fmt: skip
+def compile_all(
+    jobs: int | None = None, report: Callable[[Compiled, int, int], None] | None = None, only: set[str] | None = None
+) -> list[Compiled]:
     """Import every numba-using module of the package (or those of ``only`` and what they need) in ``jobs`` worker
     processes (default: :func:`_cpus`), each once the modules it needs are done;
     ``report(result, done, total)`` after each."""
@@ -167,8 +171,10 @@ def compile_all(jobs: int | None = None, report: Callable[[Compiled, int, int], 
             for module in ready[: jobs - len(running)]:
                 running[pool.submit(_import, module, package.stubs(module))] = module
             if not running:  # nothing ready and nothing to wait for: the rest import one another
-                raise IdControlError(f"the kernel modules {sorted(set(needs) - set(done))} import one another; "
-                                     "compile them by importing idcontrol")  # fmt: skip
+                raise IdControlError(
+                    f"the kernel modules {sorted(set(needs) - set(done))} import one another; "
+                    "compile them by importing idcontrol"
+                )
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 running.pop(future)
@@ -236,8 +242,12 @@ def invalidate_dependents(root: Path | None = None) -> list[str]:
         temporary.write_text(json.dumps({"sources": now}))
         temporary.replace(record)  # whole, for a process checking at the same time
     except OSError as e:  # a cache this process may read but not change: say so, and go on with it as it is
-        print(f"idcontrol: warning: cannot update numba's cache ({e}); kernels whose callees changed may run their "
-              "old code until it is cleared", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"idcontrol: warning: cannot update numba's cache ({e}); kernels whose callees changed may run their "
+            "old code until it is cleared",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 
@@ -277,14 +287,21 @@ def ensure_compiled(stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     invalidated = invalidate_dependents()
     if invalidated:
-        print(f"idcontrol: {len(invalidated)} compiled module(s) import changed sources: their cached kernels are "
-              "removed", file=stream, flush=True)  # fmt: skip
+        print(
+            f"idcontrol: {len(invalidated)} compiled module(s) import changed sources: their cached kernels are "
+            "removed",
+            file=stream,
+            flush=True,
+        )
     stale = stale_modules()
     if not stale:
         return
-    print(f"idcontrol: {len(stale)} compiled module(s) are not in numba's cache (a first start on this machine, or "
-          "edited sources): compiling them once, in parallel (`idcontrol compile` does it ahead)", file=stream,
-          flush=True)  # fmt: skip
+    print(
+        f"idcontrol: {len(stale)} compiled module(s) are not in numba's cache (a first start on this machine, or "
+        "edited sources): compiling them once, in parallel (`idcontrol compile` does it ahead)",
+        file=stream,
+        flush=True,
+    )
     start = time.perf_counter()
     compile_all(None, _reporter(stream, "idcontrol:   "), only=set(stale))
     print(f"idcontrol: compiled in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
@@ -303,16 +320,17 @@ def _reporter(stream: TextIO, prefix: str) -> Callable[[Compiled, int, int], Non
 def main(jobs: int | None) -> int:
     """``idcontrol compile``: progress on stdout, a summary; exit 1 when a module failed to import."""
     cache = os.environ.get("NUMBA_CACHE_DIR", "beside the sources (__pycache__)")
-    print(f"compiling the kernels of {PACKAGE} into numba's cache ({cache}), "
-          f"{jobs or _cpus()} process(es)", flush=True)  # fmt: skip
+    print(f"compiling the kernels of {PACKAGE} into numba's cache ({cache}), {jobs or _cpus()} process(es)", flush=True)
     start = time.perf_counter()
     invalidated = invalidate_dependents()
     if invalidated:
         print(f"  {len(invalidated)} module(s) import changed sources: their cached kernels removed", flush=True)
     results = compile_all(jobs, _reporter(sys.stdout, "  "))
     failed = [r for r in results if r.error]
-    print(f"{len(results) - len(failed)} module(s) ready, {len(failed)} failed, in {time.perf_counter() - start:.1f} s "
-          f"wall ({sum(r.seconds for r in results):.1f} s in the workers)")  # fmt: skip
+    print(
+        f"{len(results) - len(failed)} module(s) ready, {len(failed)} failed, in {time.perf_counter() - start:.1f} s "
+        f"wall ({sum(r.seconds for r in results):.1f} s in the workers)"
+    )
     return 1 if failed else 0
 
 

@@ -75,8 +75,9 @@ class UnknownOption(UnknownName):
     def __init__(self, owner: str, unknown: Iterable[str], accepted: Iterable[str]) -> None:
         self.unknown = sorted(unknown)
         self.accepted = list(accepted)
-        super().__init__(f"unknown option(s) {self.unknown} for {owner}; valid options: "
-                         f"{', '.join(self.accepted) or '(none)'}")  # fmt: skip
+        super().__init__(
+            f"unknown option(s) {self.unknown} for {owner}; valid options: {', '.join(self.accepted) or '(none)'}"
+        )
 
 
 class MissingDependency(ConfigError):

@@ -30,8 +30,16 @@ from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.processes import terminate
 from idcontrol.settings import LaunchConfig
 
-SUMMARY_KEYS = ("ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
-                "tau_rate_mean", "formulation")  # fmt: skip
+SUMMARY_KEYS = (
+    "ticks",
+    "deadline_misses",
+    "fell",
+    "compute_us",
+    "roundtrip_us",
+    "tracking_error_rad",
+    "tau_rate_mean",
+    "formulation",
+)
 
 
 def check_endpoints_free(config: LaunchConfig) -> None:
@@ -75,8 +83,9 @@ class Launch:
         self.config = config
         self.foxglove_port = foxglove_port or config.telemetry.foxglove  # the live view (idcontrol.tools.live)
         if self.foxglove_port and viewer is None:
-            raise IdControlError(f"a live view on port {self.foxglove_port} needs the launch's viewer "
-                                 "(idcontrol launch gives it)")  # fmt: skip
+            raise IdControlError(
+                f"a live view on port {self.foxglove_port} needs the launch's viewer (idcontrol launch gives it)"
+            )
         self.viewer = viewer
         self.live_view: subprocess.Popen | None = None
         self.driver_command = driver_command  # a robot driver's command in place of the bridge
@@ -106,8 +115,9 @@ class Launch:
             if self.daemon.poll() is not None:
                 raise IdControlError(f"the daemon exited with code {self.daemon.returncode} before it was ready")
             if self.bridge is not None and self.bridge.poll() is not None:
-                raise IdControlError(f"the bridge exited with code {self.bridge.returncode} before the daemon was "
-                                     "ready")
+                raise IdControlError(
+                    f"the bridge exited with code {self.bridge.returncode} before the daemon was ready"
+                )
             try:
                 return admin.request("status", timeout=0.5)
             except TimeoutError:
@@ -143,15 +153,18 @@ class Launch:
             # answers, since its wait for the daemon may be short.
             self.daemon = self._spawn("daemon", extra=tuple(self.daemon_args))
             if not self.driver_command:
-                self.bridge = self._spawn("bridge", stdout=subprocess.PIPE,
-                                          extra=("--hello-timeout", f"{self.BRIDGE_HELLO_TIMEOUT_S:g}"))
+                self.bridge = self._spawn(
+                    "bridge", stdout=subprocess.PIPE, extra=("--hello-timeout", f"{self.BRIDGE_HELLO_TIMEOUT_S:g}")
+                )
             if self.foxglove_port and self.viewer is not None:
                 if self.config.realtime.spin_us > 0 and len(os.sched_getaffinity(0)) <= 2:
-                    print("idcontrol: warning: the live view shares two CPUs with a spinning daemon; "
-                          "a view that wants more CPU than the loop leaves idle gets it from the kernel in bursts of "
-                          "up to 50 ms, which stall the loop (late commands, the watchdog). Set [realtime] "
-                          "spin_us = 0, give it a third CPU, or watch a lock-step run (docs/benchmarks.md)",
-                          file=sys.stderr)  # fmt: skip
+                    print(
+                        "idcontrol: warning: the live view shares two CPUs with a spinning daemon; "
+                        "a view that wants more CPU than the loop leaves idle gets it from the kernel in bursts of "
+                        "up to 50 ms, which stall the loop (late commands, the watchdog). Set [realtime] "
+                        "spin_us = 0, give it a third CPU, or watch a lock-step run (docs/benchmarks.md)",
+                        file=sys.stderr,
+                    )
                 self.live_view = self.viewer.spawn(self.config.path, self.foxglove_port)
             self._wait_daemon_ready(admin)
             if self.live_view is not None and self.viewer is not None:
@@ -185,22 +198,36 @@ class Launch:
             admin.close()
             bridge_report = self._stop_children() or bridge_report
         summary = {key: stats[key] for key in SUMMARY_KEYS}
-        summary.update({
-            "robot": self.config.robot, "launch_file": str(self.config.path), "end": end_reason,
-            "sim_time_s": sim_time, "wall_time_s": time.monotonic() - started_wall,
-            "bridge_mode": self.config.bridge.mode, "on_deadline_fraction": stats["on_deadline_fraction"],
-            "velocity_error_rad_s": stats["velocity_error_rad_s"], "tau_mean": stats["tau_mean"],
-            "phase_mean_us": stats["phase_mean_us"], "torque_clips": stats["torque_clips"],
-            "torque_clips_run": stats["torque_clips_run"],
-            "solve_failures": stats["solve_failures"], "fallbacks": stats["fallbacks"],
-            "certificate_rejections": stats.get("certificate_rejections") or {}, "no_slip": stats.get("no_slip"),
-            "interventions": stats["interventions"],
-            "object_dropped_at_s": stats["object_dropped_at_s"], "base_travel_m": stats.get("base_travel_m"),
-            "fall_cause": stats.get("fall_cause"),
-            "states_skipped": stats["states_skipped"], "errors": stats["errors"], "bridge": bridge_report,
-            "mode_ticks": stats["mode_ticks"], "long_roundtrips": stats["long_roundtrips"],
-            "overhead_us": stats["overhead_us"],
-        })  # fmt: skip
+        summary.update(
+            {
+                "robot": self.config.robot,
+                "launch_file": str(self.config.path),
+                "end": end_reason,
+                "sim_time_s": sim_time,
+                "wall_time_s": time.monotonic() - started_wall,
+                "bridge_mode": self.config.bridge.mode,
+                "on_deadline_fraction": stats["on_deadline_fraction"],
+                "velocity_error_rad_s": stats["velocity_error_rad_s"],
+                "tau_mean": stats["tau_mean"],
+                "phase_mean_us": stats["phase_mean_us"],
+                "torque_clips": stats["torque_clips"],
+                "torque_clips_run": stats["torque_clips_run"],
+                "solve_failures": stats["solve_failures"],
+                "fallbacks": stats["fallbacks"],
+                "certificate_rejections": stats.get("certificate_rejections") or {},
+                "no_slip": stats.get("no_slip"),
+                "interventions": stats["interventions"],
+                "object_dropped_at_s": stats["object_dropped_at_s"],
+                "base_travel_m": stats.get("base_travel_m"),
+                "fall_cause": stats.get("fall_cause"),
+                "states_skipped": stats["states_skipped"],
+                "errors": stats["errors"],
+                "bridge": bridge_report,
+                "mode_ticks": stats["mode_ticks"],
+                "long_roundtrips": stats["long_roundtrips"],
+                "overhead_us": stats["overhead_us"],
+            }
+        )
         if "log_path" in stats:
             summary.update(log_path=stats["log_path"], log_dropped=stats["log_dropped"])
         return summary
@@ -214,8 +241,10 @@ class Launch:
             what = f"was killed by signal {signal.Signals(-code).name}"
         else:
             what = f"exited with code {code}"
-        return (f"the daemon {what}; the bridge was stopped (a robot driver's own watchdog stops the robot). "
-                "No summary: the daemon's statistics went with it (a --log file keeps every tick up to the end)")
+        return (
+            f"the daemon {what}; the bridge was stopped (a robot driver's own watchdog stops the robot). "
+            "No summary: the daemon's statistics went with it (a --log file keeps every tick up to the end)"
+        )
 
     def _on_interrupt(self, *_: object) -> None:
         self._interrupted = True
@@ -231,10 +260,16 @@ class Launch:
             elapsed = status["t"] - t0 if not math.isnan(t0) else 0.0
             if self.live and time.monotonic() - last_print > 0.5:
                 last_print = time.monotonic()
-                line = (f"t {elapsed:7.2f} s  mode {status['mode']:<9} formulation {status['formulation']:<13} "
-                        f"ticks {status['ticks']:>7}  late {status['deadline_misses']:>5}")  # fmt: skip
-                print("\r" + line if sys.stderr.isatty() else line, end="" if sys.stderr.isatty() else "\n",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                line = (
+                    f"t {elapsed:7.2f} s  mode {status['mode']:<9} formulation {status['formulation']:<13} "
+                    f"ticks {status['ticks']:>7}  late {status['deadline_misses']:>5}"
+                )
+                print(
+                    "\r" + line if sys.stderr.isatty() else line,
+                    end="" if sys.stderr.isatty() else "\n",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if self._interrupted:
                 return "interrupted"
             if status["fell"]:
@@ -313,8 +348,10 @@ def _misses_line(summary: dict[str, Any]) -> str:
     text = f"{misses} ({100.0 * misses / ticks:.3f} %)"
     if summary.get("bridge_mode") == "lockstep":
         long_trips = summary.get("long_roundtrips", 0)
-        text += (f": compute over the period (lock-step; {long_trips} round trips over the period, "
-                 f"{100.0 * long_trips / ticks:.1f} %, hold the simulator's step)")  # fmt: skip
+        text += (
+            f": compute over the period (lock-step; {long_trips} round trips over the period, "
+            f"{100.0 * long_trips / ticks:.1f} %, hold the simulator's step)"
+        )
     return text
 
 
@@ -323,10 +360,12 @@ def _failures_line(interventions: dict[str, int], rejections: dict[str, int]) ->
     policy did instead."""
     c = interventions
     checks = ", ".join(f"{check} {count}" for check, count in sorted(rejections.items()))
-    return (f"{c.get('certificate', 0)} failed the certificate{f' ({checks})' if checks else ''}, "
-            f"{c.get('solve_failed', 0)} failed, "
-            f"{c.get('non_finite', 0)} non-finite, {c.get('over_budget', 0)} over budget; "
-            f"{c.get('held', 0)} held the previous torque, {c.get('safe_controller', 0)} safe stops")
+    return (
+        f"{c.get('certificate', 0)} failed the certificate{f' ({checks})' if checks else ''}, "
+        f"{c.get('solve_failed', 0)} failed, "
+        f"{c.get('non_finite', 0)} non-finite, {c.get('over_budget', 0)} over budget; "
+        f"{c.get('held', 0)} held the previous torque, {c.get('safe_controller', 0)} safe stops"
+    )
 
 
 def format_summary(summary: dict[str, Any]) -> str:
@@ -344,18 +383,23 @@ def format_summary(summary: dict[str, Any]) -> str:
         ("compute", q(summary["compute_us"])),
         ("round trip", q(summary["roundtrip_us"]) if not math.isnan(summary["roundtrip_us"]["p50"]) else "n/a"),
         ("mean per tick", _phase_line(summary.get("phase_mean_us") or {})),
-        ("tracking error", f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"
-         if ran else "n/a (no tick in run mode)"),
+        (
+            "tracking error",
+            f"{summary['tracking_error_rad']:.4f} rad, {summary['velocity_error_rad_s']:.3f} rad/s"
+            if ran
+            else "n/a (no tick in run mode)",
+        ),
         ("E|Δτ|, E|τ|", f"{summary['tau_rate_mean']:.1f} N·m/s, {summary['tau_mean']:.3f} N·m" if ran else "n/a"),
         ("fell", f"yes: {summary.get('fall_cause') or 'fell'}" if summary["fell"] else "no"),
-        ("solves not used", _failures_line(summary.get("interventions") or {},
-                                                    summary.get("certificate_rejections") or {})),
+        (
+            "solves not used",
+            _failures_line(summary.get("interventions") or {}, summary.get("certificate_rejections") or {}),
+        ),
     ]
     if summary.get("no_slip"):
         held, of = summary["no_slip"]["held"], summary["no_slip"]["of"]
-        rows.append(("no-slip held", f"on {held} of {of} loaded contact-ticks" + (
-            f" ({of - held} released under load: with their rows the answer was beyond the certificate's bounds)"
-            if of > held else "")))
+        released = f" ({of - held} released under load: with their rows the answer was beyond the certificate's bounds)"
+        rows.append(("no-slip held", f"on {held} of {of} loaded contact-ticks" + (released if of > held else "")))
     if summary.get("base_travel_m") is not None:
         dx, dy, dz = summary["base_travel_m"]
         rows.append(("base travel", f"x {dx:+.3f}  y {dy:+.3f}  z {dz:+.3f} m"))
@@ -377,8 +421,15 @@ def launch(
     viewer: LiveView | None = None,
 ) -> int:
     try:
-        summary = Launch(config, overrides, live, daemon_args=daemon_args, driver_command=driver,
-                         foxglove_port=foxglove, viewer=viewer).run()  # fmt: skip
+        summary = Launch(
+            config,
+            overrides,
+            live,
+            daemon_args=daemon_args,
+            driver_command=driver,
+            foxglove_port=foxglove,
+            viewer=viewer,
+        ).run()
     except ProtocolError as e:
         raise IdControlError(f"the daemon refused a request: {e.code}: {e}") from None
     print("", file=sys.stderr)
@@ -388,8 +439,11 @@ def launch(
         print(f"wrote {summary_json}", file=sys.stderr)
     code = exit_status(summary)
     if code:
-        print(f"idcontrol: exit {code}: " + ("the robot fell" if code == EXIT_FELL else
-              f"the run ended before its duration ({summary['end']})"), file=sys.stderr)  # fmt: skip
+        print(
+            f"idcontrol: exit {code}: "
+            + ("the robot fell" if code == EXIT_FELL else f"the run ended before its duration ({summary['end']})"),
+            file=sys.stderr,
+        )
     return code
 
 

@@ -133,8 +133,9 @@ def get_int(message: Mapping[str, Any], key: str, maximum: int = MAX_SEQ) -> int
     """A required integer field in 0 .. ``maximum``."""
     value = require(message, key)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= maximum:
-        raise ProtocolError("bad_field", f"{key} must be an integer in 0 .. {maximum}, got {_shown(value)}",
-                            _seq_of(message))  # fmt: skip
+        raise ProtocolError(
+            "bad_field", f"{key} must be an integer in 0 .. {maximum}, got {_shown(value)}", _seq_of(message)
+        )
     return value
 
 
@@ -160,8 +161,9 @@ def get_str(message: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise ProtocolError("bad_field", f"{key} must be a string, got {type(value).__name__}", _seq_of(message))
     if len(value) > MAX_STRING:
-        raise ProtocolError("bad_field", f"{key} is {len(value)} characters long; at most {MAX_STRING}",
-                            _seq_of(message))  # fmt: skip
+        raise ProtocolError(
+            "bad_field", f"{key} is {len(value)} characters long; at most {MAX_STRING}", _seq_of(message)
+        )
     return value
 
 
@@ -195,8 +197,9 @@ def get_arrays(fields: Sequence[tuple[Mapping[str, Any], str, int, str]], seq: i
             value = require(message, key)  # missing_field, or a nil value: bad_field below
         if type(value) is bytes or isinstance(value, bytearray):
             if len(value) != 8 * length:
-                raise ProtocolError("bad_field", f"{where}{key} holds {len(value)} bytes, expected {8 * length} "
-                                    f"({length} float64)", seq)  # fmt: skip
+                raise ProtocolError(
+                    "bad_field", f"{where}{key} holds {len(value)} bytes, expected {8 * length} ({length} float64)", seq
+                )
         elif isinstance(value, list):
             if len(value) != length:
                 raise ProtocolError("bad_field", f"{where}{key} has {len(value)} values, expected {length}", seq)
@@ -204,8 +207,11 @@ def get_arrays(fields: Sequence[tuple[Mapping[str, Any], str, int, str]], seq: i
                 raise ProtocolError("bad_field", f"{where}{key} must hold only numbers", seq)
             value = f64(np.asarray(value, dtype=float))
         else:
-            raise ProtocolError("bad_field", f"{where}{key} must be float64 bytes or an array of numbers, "
-                                f"got {type(value).__name__}", seq)  # fmt: skip
+            raise ProtocolError(
+                "bad_field",
+                f"{where}{key} must be float64 bytes or an array of numbers, got {type(value).__name__}",
+                seq,
+            )
         parts.append(value)
         lengths.append(length)
     values = np.frombuffer(bytearray().join(parts), dtype="<f8")  # a bytearray: writable, no further copy
@@ -284,14 +290,19 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
     joints_only = False
     if raw_imu is not None:  # the sensor form: an IMU, and q, qd either full or the joints alone
         if not isinstance(raw_imu, dict):
-            raise ProtocolError("bad_field", "imu must be a map with orientation_xyzw, angular_velocity and "
-                                "linear_acceleration", seq)  # fmt: skip
+            raise ProtocolError(
+                "bad_field", "imu must be a map with orientation_xyzw, angular_velocity and linear_acceleration", seq
+            )
         if shape.nq != shape.nv + 1 or shape.nq < 7:
             raise ProtocolError("bad_field", "imu: only a floating-base robot's state carries an IMU", seq)
         joints_only = _length(message.get("q")) == shape.nq - 7
         if joints_only and not estimates:
-            raise ProtocolError("bad_field", f"q holds the joints alone ({shape.nq - 7} values) but this daemon has no "
-                                f"estimator (welcome.state_form is full): send the base too, q f64[{shape.nq}]", seq)
+            raise ProtocolError(
+                "bad_field",
+                f"q holds the joints alone ({shape.nq - 7} values) but this daemon has no "
+                f"estimator (welcome.state_form is full): send the base too, q f64[{shape.nq}]",
+                seq,
+            )
     base_q, base_v = (7, 6) if joints_only else (0, 0)
     fields = [(message, "q", shape.nq - base_q, ""), (message, "qd", shape.nv - base_v, "")]
     sensed = message.get("contact_forces") is not None
@@ -309,18 +320,26 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
             if not isinstance(pose, dict):
                 raise ProtocolError("bad_field", f"objects[{name!r}] must be a map", seq)
             where = f"objects[{name!r}]."
-            fields += [(pose, "position", 3, where), (pose, "orientation_xyzw", 4, where),  # ObjectState's order
-                       (pose, "linear_velocity", 3, where), (pose, "angular_velocity", 3, where)]
+            fields += [
+                (pose, "position", 3, where),
+                (pose, "orientation_xyzw", 4, where),  # ObjectState's order
+                (pose, "linear_velocity", 3, where),
+                (pose, "angular_velocity", 3, where),
+            ]
     for name in shape.object_names:
         if raw_objects is None or name not in raw_objects:
-            raise ProtocolError("missing_field", f"objects lacks the movable body {name!r} (every state carries "
-                                f"{list(shape.object_names)})", seq)  # fmt: skip
+            raise ProtocolError(
+                "missing_field",
+                f"objects lacks the movable body {name!r} (every state carries {list(shape.object_names)})",
+                seq,
+            )
     q, v, *rest = get_arrays(fields, seq)
     imu = None
     if raw_imu is not None:
-        orientation, angular_velocity, linear_acceleration = (_sensor_array(raw_imu, key, n, seq) for key, n in
-                                                               (("orientation_xyzw", 4), ("angular_velocity", 3),
-                                                                ("linear_acceleration", 3)))  # fmt: skip
+        orientation, angular_velocity, linear_acceleration = (
+            _sensor_array(raw_imu, key, n, seq)
+            for key, n in (("orientation_xyzw", 4), ("angular_velocity", 3), ("linear_acceleration", 3))
+        )
         imu_t = get_float(raw_imu, "t") if raw_imu.get("t") is not None else None
         imu = ImuReading(orientation, angular_velocity, linear_acceleration, imu_t)
         if joints_only:  # the base the sensor form leaves out: at the origin, level, at rest (the estimator's to fill)
@@ -336,8 +355,11 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
         if rtt < 0.0:
             raise ProtocolError("bad_field", f"last_rtt_us is a duration, ≥ 0 µs; got {rtt}", seq)
     stopped, late = get_bool(message, "bridge_stopped", seq), get_bool(message, "last_late", seq)
-    crossings = _decode_crossings(message["crossings"], seq, shape.contact_names) \
-        if message.get("crossings") is not None else ()  # fmt: skip
+    crossings = (
+        _decode_crossings(message["crossings"], seq, shape.contact_names)
+        if message.get("crossings") is not None
+        else ()
+    )
     return StateMessage(seq, RobotState(q, v, t, objects, forces, imu=imu), rtt, stopped, late, crossings)
 
 
@@ -354,11 +376,14 @@ def _sensor_array(message: Mapping[str, Any], key: str, length: int, seq: int) -
         raise ProtocolError("missing_field", f"imu lacks {key}", seq)
     if type(value) is bytes or isinstance(value, bytearray):
         if len(value) != 8 * length:
-            raise ProtocolError("bad_field", f"imu.{key} holds {len(value)} bytes, expected {8 * length} "
-                                f"({length} float64)", seq)  # fmt: skip
+            raise ProtocolError(
+                "bad_field", f"imu.{key} holds {len(value)} bytes, expected {8 * length} ({length} float64)", seq
+            )
         return np.frombuffer(value, dtype="<f8").astype(np.float64)
-    if isinstance(value, list) and len(value) == length and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    if (
+        isinstance(value, list)
+        and len(value) == length
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
     ):
         return np.asarray(value, dtype=np.float64)
     raise ProtocolError("bad_field", f"imu.{key} must be {length} float64 or an array of {length} numbers", seq)
@@ -383,16 +408,25 @@ def _decode_crossings(value: Any, seq: int, spheres: tuple[str, ...]) -> tuple[t
         raise ProtocolError("bad_field", "crossings must be a map with label, t and how", seq)
     labels, how = value.get("label"), value.get("how")
     if not isinstance(labels, list) or not isinstance(how, list) or len(labels) > MAX_CROSSINGS:
-        raise ProtocolError("bad_field", f"crossings.label and crossings.how must be arrays of at most "
-                            f"{MAX_CROSSINGS} strings", seq)  # fmt: skip
+        raise ProtocolError(
+            "bad_field", f"crossings.label and crossings.how must be arrays of at most {MAX_CROSSINGS} strings", seq
+        )
     if len(how) != len(labels) or not all(isinstance(x, str) and len(x) <= 128 for x in labels + how):
-        raise ProtocolError("bad_field", "crossings.label and crossings.how must be as long as each other and hold "
-                            "strings of at most 128 characters", seq)  # fmt: skip
+        raise ProtocolError(
+            "bad_field",
+            "crossings.label and crossings.how must be as long as each other and hold "
+            "strings of at most 128 characters",
+            seq,
+        )
     for label in labels:
         sphere, _, event = label.rpartition("/")
         if event not in ("touchdown", "liftoff") or sphere not in spheres:
-            raise ProtocolError("bad_field", f"crossings.label {label!r} is not sphere/touchdown or sphere/liftoff "
-                                "with a sphere of welcome.contact_names", seq)  # fmt: skip
+            raise ProtocolError(
+                "bad_field",
+                f"crossings.label {label!r} is not sphere/touchdown or sphere/liftoff "
+                "with a sphere of welcome.contact_names",
+                seq,
+            )
     times = get_array(value, "t", len(labels), seq) if "t" in value else None
     if times is None:
         raise ProtocolError("bad_field", "crossings lacks t", seq)
@@ -418,8 +452,11 @@ def encode_state(
         q, v = q[7:], v[6:]
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
     if imu is not None:
-        message["imu"] = {"orientation_xyzw": f64(imu.orientation_xyzw), "angular_velocity": f64(imu.angular_velocity),
-                          "linear_acceleration": f64(imu.linear_acceleration)}  # fmt: skip
+        message["imu"] = {
+            "orientation_xyzw": f64(imu.orientation_xyzw),
+            "angular_velocity": f64(imu.angular_velocity),
+            "linear_acceleration": f64(imu.linear_acceleration),
+        }
         if imu.t is not None:
             message["imu"]["t"] = float(imu.t)
     if contact_forces is not None:
@@ -441,8 +478,11 @@ def encode_state(
     if last_late:
         message["last_late"] = True
     if crossings:
-        message["crossings"] = {"label": [c[0] for c in crossings], "t": f64(np.array([c[1] for c in crossings])),
-                                "how": [c[2] for c in crossings]}  # fmt: skip
+        message["crossings"] = {
+            "label": [c[0] for c in crossings],
+            "t": f64(np.array([c[1] for c in crossings])),
+            "how": [c[2] for c in crossings],
+        }
     return pack(message)
 
 
@@ -491,12 +531,23 @@ STATE_FORMS = ("full", "sensors")
 def encode_welcome(shape: RobotShape, dt: float, mode: str, state_form: str = "full", estimator: str = "none") -> bytes:
     """``state_form``: what the daemon expects (:data:`STATE_FORMS`); ``estimator``: the filter that estimates the
     base from the sensors (``"none"`` for the full form)."""
-    return pack({
-        "v": PROTOCOL_VERSION, "type": "welcome", "robot": shape.robot, "nq": shape.nq, "nv": shape.nv,
-        "nu": shape.nu, "joint_names": list(shape.joint_names), "contact_names": list(shape.contact_names),
-        "object_names": list(shape.object_names), "dt": dt, "mode": mode, "state_form": state_form,
-        "estimator": estimator,
-    })  # fmt: skip
+    return pack(
+        {
+            "v": PROTOCOL_VERSION,
+            "type": "welcome",
+            "robot": shape.robot,
+            "nq": shape.nq,
+            "nv": shape.nv,
+            "nu": shape.nu,
+            "joint_names": list(shape.joint_names),
+            "contact_names": list(shape.contact_names),
+            "object_names": list(shape.object_names),
+            "dt": dt,
+            "mode": mode,
+            "state_form": state_form,
+            "estimator": estimator,
+        }
+    )
 
 
 def encode_error(code: str, message: str, seq: int | None = None) -> bytes:
@@ -509,8 +560,16 @@ def encode_error(code: str, message: str, seq: int | None = None) -> bytes:
 # ------------------------------------------------------------------------------------------------ admin channel
 #: Admin requests and their fields (docs/protocol.md, "Admin channel").
 ADMIN_REQUESTS = (
-    "status", "stats", "start", "stop", "set_formulation", "set_gains", "set_reference", "reset_stats", "shutdown",
-)  # fmt: skip
+    "status",
+    "stats",
+    "start",
+    "stop",
+    "set_formulation",
+    "set_gains",
+    "set_reference",
+    "reset_stats",
+    "shutdown",
+)
 
 
 def encode_request(kind: str, **fields: Any) -> bytes:
@@ -519,9 +578,16 @@ def encode_request(kind: str, **fields: Any) -> bytes:
 
 #: The fields of each admin request besides ``v``, ``type`` and ``token`` (docs/protocol.md, "Admin channel").
 REQUEST_FIELDS: dict[str, tuple[str, ...]] = {
-    "status": (), "stats": (), "start": (), "reset_stats": (), "shutdown": (), "stop": ("reason",),
-    "set_formulation": ("name", "options"), "set_gains": ("kp", "kd", "ki"), "set_reference": ("name", "options"),
-}  # fmt: skip
+    "status": (),
+    "stats": (),
+    "start": (),
+    "reset_stats": (),
+    "shutdown": (),
+    "stop": ("reason",),
+    "set_formulation": ("name", "options"),
+    "set_gains": ("kp", "kd", "ki"),
+    "set_reference": ("name", "options"),
+}
 #: The most entries an ``options`` map or an option's list may hold.
 MAX_ITEMS = 64
 
@@ -565,8 +631,10 @@ def decode_request(raw: bytes) -> AdminRequest:
     allowed = REQUEST_FIELDS[kind]
     unknown = sorted(set(message) - {"v", "type", "token", *allowed})
     if unknown:
-        raise ProtocolError("bad_field", f"{kind} takes no field(s) {[_shown(k) for k in unknown]}; its fields: "
-                            f"{list(allowed) or 'none'} and token")  # fmt: skip
+        raise ProtocolError(
+            "bad_field",
+            f"{kind} takes no field(s) {[_shown(k) for k in unknown]}; its fields: {list(allowed) or 'none'} and token",
+        )
     request = AdminRequest(kind, token=get_optional_str(message, "token"))
     if "name" in allowed:
         request.name = get_str(message, "name")
@@ -613,8 +681,9 @@ def _check_option_value(value: Any, where: str, depth: int) -> None:
                 raise ProtocolError("bad_field", f"{where} must have string keys")
             _check_option_value(item, f"{where}[{k!r}]", depth + 1)
         return
-    raise ProtocolError("bad_field", f"{where} must be a number, boolean, string, or a list or map of those; "
-                        f"got {type(value).__name__}")  # fmt: skip
+    raise ProtocolError(
+        "bad_field", f"{where} must be a number, boolean, string, or a list or map of those; got {type(value).__name__}"
+    )
 
 
 def _gain(value: Any, key: str) -> float | Array:
@@ -625,15 +694,18 @@ def _gain(value: Any, key: str) -> float | Array:
         return float(value)
     if isinstance(value, (bytes, bytearray)):
         if len(value) % 8 or len(value) > 8 * MAX_ITEMS:
-            raise ProtocolError("bad_field", f"{key} holds {len(value)} bytes: not a float64 array of at most "
-                                f"{MAX_ITEMS} values")  # fmt: skip
+            raise ProtocolError(
+                "bad_field", f"{key} holds {len(value)} bytes: not a float64 array of at most {MAX_ITEMS} values"
+            )
         return get_array({key: value}, key, len(value) // 8)
     if isinstance(value, list):
         if len(value) > MAX_ITEMS:
             raise ProtocolError("bad_field", f"{key} has {len(value)} values; at most {MAX_ITEMS}")
         return get_array({key: value}, key, len(value))
-    raise ProtocolError("bad_field", f"{key} must be a number or a float array (f64 bytes or an array of "
-                        f"numbers), got {type(value).__name__}")  # fmt: skip
+    raise ProtocolError(
+        "bad_field",
+        f"{key} must be a number or a float array (f64 bytes or an array of numbers), got {type(value).__name__}",
+    )
 
 
 def encode_reply(request: str, **data: Any) -> bytes:
@@ -668,8 +740,14 @@ def decode_reference(raw: bytes, nu: int) -> ReferenceMessage:
 
 def encode_reference(q_ref: Array, qd_ref: Array, qdd_ref: Array, t: float = 0.0, token: str | None = None) -> bytes:
     """A ``reference`` message (each array (nu,)); ``token``: the daemon's credential (not needed with CURVE)."""
-    message = {"v": PROTOCOL_VERSION, "type": "reference", "t": t, "q": f64(q_ref), "qd": f64(qd_ref),
-               "qdd": f64(qdd_ref)}  # fmt: skip
+    message = {
+        "v": PROTOCOL_VERSION,
+        "type": "reference",
+        "t": t,
+        "q": f64(q_ref),
+        "qd": f64(qd_ref),
+        "qdd": f64(qdd_ref),
+    }
     if token is not None:
         message["token"] = token
     return pack(message)

@@ -52,8 +52,12 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
             zmq.Context.instance().set(zmq.THREAD_AFFINITY_CPU_ADD, settings.io_cpu)
             log.info("%s ZeroMQ I/O thread pinned to CPU %d", role, settings.io_cpu)
         else:
-            log.warning("%s ZeroMQ I/O thread not pinned: CPU %d is outside this process's CPUs %s", role,
-                        settings.io_cpu, sorted(allowed))  # fmt: skip
+            log.warning(
+                "%s ZeroMQ I/O thread not pinned: CPU %d is outside this process's CPUs %s",
+                role,
+                settings.io_cpu,
+                sorted(allowed),
+            )
     if settings.priority:
         try:
             # the process's own threads only: children (the log writer, tools) start at normal priority
@@ -61,8 +65,13 @@ def enter_realtime(settings: RealtimeSettings, role: str) -> None:
             log.info("%s runs under SCHED_FIFO priority %d", role, settings.priority)
         except (OSError, AttributeError) as e:
             reason = getattr(e, "strerror", None) or str(e)
-            log.warning("%s could not get SCHED_FIFO priority %d (%s); it runs at normal priority (more jitter; "
-                        "grant CAP_SYS_NICE or an rtprio limit)", role, settings.priority, reason)  # fmt: skip
+            log.warning(
+                "%s could not get SCHED_FIFO priority %d (%s); it runs at normal priority (more jitter; "
+                "grant CAP_SYS_NICE or an rtprio limit)",
+                role,
+                settings.priority,
+                reason,
+            )
             return
         io_priority = _permitted(min(settings.priority + 1, 99), settings.priority)
         context = zmq.Context.instance()
@@ -105,8 +114,13 @@ def hold_cpu_latency(latency_us: int, role: str, device: str = "/dev/cpu_dma_lat
             request.close()
             raise
     except OSError as e:
-        log.warning("%s could not request a CPU latency of %d µs (%s: %s); idle CPUs may sleep deeper "
-                    "(more jitter)", role, latency_us, device, e.strerror)  # fmt: skip
+        log.warning(
+            "%s could not request a CPU latency of %d µs (%s: %s); idle CPUs may sleep deeper (more jitter)",
+            role,
+            latency_us,
+            device,
+            e.strerror,
+        )
         return False
     _latency_requests.append(request)
     log.info("%s holds a CPU latency request of %d µs while it runs", role, latency_us)

@@ -58,8 +58,9 @@ class KeyDirectory:
         if not self.authorized.is_dir():
             missing.append("authorized/")
         if missing:
-            raise ConfigError(f"CURVE key directory {self.path} lacks {missing}; "
-                              f"make one with: idcontrol keys generate {self.path}")  # fmt: skip
+            raise ConfigError(
+                f"CURVE key directory {self.path} lacks {missing}; make one with: idcontrol keys generate {self.path}"
+            )
 
     def _pair(self, name: str) -> tuple[bytes, bytes]:
         self.check()
@@ -142,12 +143,15 @@ def runtime_dir() -> Path:
     try:
         info = os.fstat(fd)
         if info.st_uid != os.getuid():
-            raise ConfigError(f"the runtime directory {path} belongs to another user (uid {info.st_uid}); "
-                              f"refusing it: {how}")  # fmt: skip
+            raise ConfigError(
+                f"the runtime directory {path} belongs to another user (uid {info.st_uid}); refusing it: {how}"
+            )
         if stat.S_IMODE(info.st_mode) & 0o077:
             if not chosen:
-                raise ConfigError(f"the runtime directory {path} is open to others (mode "
-                                  f"{stat.S_IMODE(info.st_mode):o}); refusing it: make it 0700 or {how}")  # fmt: skip
+                raise ConfigError(
+                    f"the runtime directory {path} is open to others (mode "
+                    f"{stat.S_IMODE(info.st_mode):o}); refusing it: make it 0700 or {how}"
+                )
             os.fchmod(fd, 0o700)
     finally:
         os.close(fd)
@@ -188,8 +192,10 @@ class Credential:
         try:
             token = path.read_text().strip()
         except FileNotFoundError:
-            raise ConfigError(f"no credential for the daemon at {control_endpoint} ({path}): is it running, "
-                              "as this user, with the same runtime directory?") from None  # fmt: skip
+            raise ConfigError(
+                f"no credential for the daemon at {control_endpoint} ({path}): is it running, "
+                "as this user, with the same runtime directory?"
+            ) from None
         return cls(token, path)
 
     def accepts(self, token: object) -> bool:

@@ -220,9 +220,19 @@ class SafetySettings:
                 raise ConfigError(f"{where}: {name} must be an integer >= 0, got {value!r}")
         if self.safe_controller not in SAFE_CONTROLLERS:
             raise ConfigError(f"{where}: safe_controller {self.safe_controller!r} not one of {list(SAFE_CONTROLLERS)}")
-        for name in ("rest_velocity", "safe_stop_timeout", "position_margin", "velocity_factor", "time_budget_ms",
-                     "fall_height_fraction", "fall_tilt", "collapse_height_fraction", "max_kp", "max_kd",
-                     "max_ki"):  # fmt: skip
+        for name in (
+            "rest_velocity",
+            "safe_stop_timeout",
+            "position_margin",
+            "velocity_factor",
+            "time_budget_ms",
+            "fall_height_fraction",
+            "fall_tilt",
+            "collapse_height_fraction",
+            "max_kp",
+            "max_kd",
+            "max_ki",
+        ):
             value = getattr(self, name)
             if not _is_number(value) or math.isnan(value) or value < 0:
                 raise ConfigError(f"{where}: {name} must be a number >= 0 (inf allowed), got {value!r}")
@@ -233,15 +243,18 @@ class SafetySettings:
                 raise ConfigError(f"{where}: {name} must be a number >= 0 or a table of them, got {value!r}")
         limits = self.torque_limits.values() if isinstance(self.torque_limits, dict) else [self.torque_limits]
         if any(x <= 0 for x in limits):
-            raise ConfigError(f"{where}: torque_limits must be > 0 N·m (a joint limited to 0 cannot hold the robot), "
-                              f"got {self.torque_limits!r}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: torque_limits must be > 0 N·m (a joint limited to 0 cannot hold the robot), "
+                f"got {self.torque_limits!r}"
+            )
         for name in ("velocity_factor", "time_budget_ms", "fall_height_fraction", "collapse_height_fraction"):
             if getattr(self, name) <= 0:  # a limit of 0 trips on every tick
                 raise ConfigError(f"{where}: {name} must be > 0 (inf: off), got {getattr(self, name)!r}")
         for name in ("fall_height_fraction", "collapse_height_fraction"):
             if getattr(self, name) > 1:  # a standing robot would have fallen before its first tick
-                raise ConfigError(f"{where}: {name} is a fraction of the standing height, at most 1, got "
-                                  f"{getattr(self, name)!r}")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: {name} is a fraction of the standing height, at most 1, got {getattr(self, name)!r}"
+                )
 
     def for_robot(self, robot: RobotModel) -> JointSafety:
         """The per-joint tables resolved against ``robot``'s actuated joints (NameNotFound for an unknown
@@ -367,8 +380,12 @@ class Endpoints:
 
     def items(self) -> list[tuple[str, str]]:
         """(channel, endpoint) of every configured channel."""
-        pairs = (("control", self.control), ("admin", self.admin), ("telemetry", self.telemetry),
-                 ("reference", self.reference))  # fmt: skip
+        pairs = (
+            ("control", self.control),
+            ("admin", self.admin),
+            ("telemetry", self.telemetry),
+            ("reference", self.reference),
+        )
         return [(name, endpoint) for name, endpoint in pairs if endpoint]
 
     def check(self, curve: bool = False) -> None:
@@ -383,8 +400,10 @@ class Endpoints:
             if port != "*" and not 1 <= int(port) <= 65535:  # (ZeroMQ takes 99999 modulo 65536, and 0 as any port)
                 raise ConfigError(f"{name} endpoint {endpoint!r}: a TCP port is 1 .. 65535 ('*': any free one)")
             if host not in LOOPBACK_HOSTS and not curve:
-                raise ConfigError(f"{name} endpoint {endpoint!r} is not loopback; non-loopback endpoints need CURVE "
-                                  "keys: `idcontrol keys generate DIR`, then [security] curve_keys = DIR")  # fmt: skip
+                raise ConfigError(
+                    f"{name} endpoint {endpoint!r} is not loopback; non-loopback endpoints need CURVE "
+                    "keys: `idcontrol keys generate DIR`, then [security] curve_keys = DIR"
+                )
 
 
 @dataclass(frozen=True)
@@ -453,20 +472,25 @@ class SensorSettings:
     @property
     def ideal(self) -> bool:
         """Whether the bridge reports the simulator's truth as it is."""
-        return _is_off(self, {"preset", "seed", "joint_velocity", "foot_sensors", "base_velocity_correlation",
-                                 "base"}) \
-            and self.joint_velocity == "measured" and self.foot_sensors in ("robot", "force") \
-            and self.base == "estimated"  # fmt: skip
+        return (
+            _is_off(self, {"preset", "seed", "joint_velocity", "foot_sensors", "base_velocity_correlation", "base"})
+            and self.joint_velocity == "measured"
+            and self.foot_sensors in ("robot", "force")
+            and self.base == "estimated"
+        )
 
     def check(self, where: str) -> SensorSettings:
         """This table validated (ConfigError naming the key)."""
         _check_numbers(self, where, "sensors", {"seed", "latency_ticks"}, signed={"base_height_bias"})
         if self.joint_velocity not in JOINT_VELOCITY_SOURCES:
-            raise ConfigError(f"{where}: bridge.sensors.joint_velocity must be one of {list(JOINT_VELOCITY_SOURCES)}, "
-                              f"got {self.joint_velocity!r}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: bridge.sensors.joint_velocity must be one of {list(JOINT_VELOCITY_SOURCES)}, "
+                f"got {self.joint_velocity!r}"
+            )
         if self.foot_sensors not in FOOT_SENSORS:
-            raise ConfigError(f"{where}: bridge.sensors.foot_sensors must be one of {list(FOOT_SENSORS)}, "
-                              f"got {self.foot_sensors!r}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: bridge.sensors.foot_sensors must be one of {list(FOOT_SENSORS)}, got {self.foot_sensors!r}"
+            )
         if self.base not in BASE_SOURCES:
             raise ConfigError(f"{where}: bridge.sensors.base must be one of {list(BASE_SOURCES)}, got {self.base!r}")
         if not self.base_velocity_correlation > 0.0:
@@ -655,8 +679,10 @@ class EstimatorConfig:
         with _said_where(where):
             self.settings()
         if self.kind != "none" and contacts != "estimated":
-            raise ConfigError(f"{where}: estimator.kind = {self.kind!r} needs controller.contacts = \"estimated\" "
-                              "(the estimator's stance feet are the controller's stance decision)")  # fmt: skip
+            raise ConfigError(
+                f'{where}: estimator.kind = {self.kind!r} needs controller.contacts = "estimated" '
+                "(the estimator's stance feet are the controller's stance decision)"
+            )
         return self
 
 
@@ -817,8 +843,21 @@ def load_launch(path: str | Path, *, check_formulations: bool = True) -> LaunchC
 def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool = True) -> LaunchConfig:
     """Validate a launch file's tables (as ``tomllib`` reads them); ``path`` names it in errors and anchors
     its relative paths (``check_formulations``: see :func:`load_launch`)."""
-    top_known = {"robot", "duration", "objects", "controller", "reference", "bridge", "endpoints", "safety", "security",
-                 "realtime", "formulations", "telemetry", "estimator"}  # fmt: skip
+    top_known = {
+        "robot",
+        "duration",
+        "objects",
+        "controller",
+        "reference",
+        "bridge",
+        "endpoints",
+        "safety",
+        "security",
+        "realtime",
+        "formulations",
+        "telemetry",
+        "estimator",
+    }
     unknown = sorted(set(data) - top_known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(top_known)}")
@@ -830,8 +869,10 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     beside = path.parent / robot  # a robot folder or file written relative to the launch file, as its reader expects
     if not Path(robot).is_absolute() and beside.exists():
         robot = str(beside.resolve())
-    with _said_where(f"{path}: robot = {data.get('robot')!r}", "a relative path is taken beside the launch file, "
-                     "else from the working folder"):  # fmt: skip
+    with _said_where(
+        f"{path}: robot = {data.get('robot')!r}",
+        "a relative path is taken beside the launch file, else from the working folder",
+    ):
         load_robot_config(robot)  # UnknownRobot / RobotFileNotFound now rather than in a child process
     duration = _as_number(data.get("duration", 0.0), f"{path}: duration")
     if not 0 <= duration < math.inf:
@@ -840,8 +881,9 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     objects = data.get("objects", False)
     if not isinstance(objects, bool):
         raise ConfigError(f"{path}: objects must be true or false")
-    controller = ControllerSettings(**_fields(_section(data, "controller", path), ControllerSettings,
-                                              f"{path} [controller]"))  # fmt: skip
+    controller = ControllerSettings(
+        **_fields(_section(data, "controller", path), ControllerSettings, f"{path} [controller]")
+    )
     if check_formulations:
         with _said_where(f"{path} [controller] formulation"):
             _check_formulation(controller.formulation)
@@ -871,15 +913,18 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     if not isinstance(gains, dict) or set(gains) - {"kp", "kd", "ki"}:
         raise ConfigError(f"{path}: controller.gains must be a table with keys among kp, kd, ki, got {gains!r}")
 
-    reference = ReferenceSettings(**_fields(_section(data, "reference", path), ReferenceSettings,
-                                            f"{path} [reference]"))  # fmt: skip
+    reference = ReferenceSettings(
+        **_fields(_section(data, "reference", path), ReferenceSettings, f"{path} [reference]")
+    )
     if not isinstance(reference.options, dict):
         raise ConfigError(f"{path}: reference.options must be a table")
     from idcontrol.reference import available_references  # (its options are checked with the robot, by the daemon)
 
     if reference.name not in available_references():
-        raise ConfigError(f"{path} [reference] name: unknown reference {reference.name!r}; available: "
-                          f"{', '.join(available_references())}")  # fmt: skip
+        raise ConfigError(
+            f"{path} [reference] name: unknown reference {reference.name!r}; available: "
+            f"{', '.join(available_references())}"
+        )
 
     bridge_table = dict(_section(data, "bridge", path))
     sensors = sensor_settings(bridge_table.pop("sensors", None), str(path))
@@ -913,12 +958,28 @@ def parse_launch(data: dict[str, Any], path: Path, *, check_formulations: bool =
     realtime = RealtimeSettings(**_fields(_section(data, "realtime", path), RealtimeSettings, f"{path} [realtime]"))
     realtime.check(f"{path}")
     formulations = _formulation_tables(_section(data, "formulations", path), path, check_formulations)
-    telemetry = TelemetrySettings(**_fields(_section(data, "telemetry", path), TelemetrySettings,
-                                            f"{path} [telemetry]")).check(f"{path}", endpoints)  # fmt: skip
-    estimator = EstimatorConfig(**_fields(_section(data, "estimator", path), EstimatorConfig,
-                                          f"{path} [estimator]")).check(f"{path}", controller.contacts)  # fmt: skip
-    config = LaunchConfig(path, robot, float(duration), objects, controller, reference, bridge, endpoints, safety,
-                          curve_keys, realtime, formulations, telemetry, estimator)  # fmt: skip
+    telemetry = TelemetrySettings(
+        **_fields(_section(data, "telemetry", path), TelemetrySettings, f"{path} [telemetry]")
+    ).check(f"{path}", endpoints)
+    estimator = EstimatorConfig(
+        **_fields(_section(data, "estimator", path), EstimatorConfig, f"{path} [estimator]")
+    ).check(f"{path}", controller.contacts)
+    config = LaunchConfig(
+        path,
+        robot,
+        float(duration),
+        objects,
+        controller,
+        reference,
+        bridge,
+        endpoints,
+        safety,
+        curve_keys,
+        realtime,
+        formulations,
+        telemetry,
+        estimator,
+    )
     if check_formulations:
         _check_options(config, controller.formulation)
     return config
@@ -937,8 +998,10 @@ def _check_bridge(bridge: BridgeSettings, where: str) -> None:
 
 def _check_safety_tables(safety: SafetySettings, robot: str) -> None:
     """Per-joint safety tables against the robot's joints and limits, now rather than in the daemon."""
-    if any(isinstance(getattr(safety, k), dict) for k in ("torque_limits", "torque_rate_limit", "damping",
-                                                          "hold_kp", "hold_kd")):  # fmt: skip
+    if any(
+        isinstance(getattr(safety, k), dict)
+        for k in ("torque_limits", "torque_rate_limit", "damping", "hold_kp", "hold_kd")
+    ):
         from idcontrol.robot.model import RobotModel
 
         safety.for_robot(RobotModel(robot))

@@ -86,5 +86,4 @@ def check_option_types(owner: str, function: Callable[..., object], options: Map
         else:
             continue
         if not ok:
-            raise ConfigError(f"option {name!r} of {owner} must be {expected}, got {value!r} "
-                              f"({type(value).__name__})")  # fmt: skip
+            raise ConfigError(f"option {name!r} of {owner} must be {expected}, got {value!r} ({type(value).__name__})")

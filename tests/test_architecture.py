@@ -135,8 +135,19 @@ def test_the_service_never_imports_the_tools():
 
 
 #: The ROS 2 client library and message packages: only the ROS 2 edge imports them (the core never does).
-ROS_MODULES = ("rclpy", "rcl_interfaces", "sensor_msgs", "geometry_msgs", "nav_msgs", "std_msgs", "std_srvs",
-               "trajectory_msgs", "diagnostic_msgs", "builtin_interfaces", "mcap_ros2")  # fmt: skip
+ROS_MODULES = (
+    "rclpy",
+    "rcl_interfaces",
+    "sensor_msgs",
+    "geometry_msgs",
+    "nav_msgs",
+    "std_msgs",
+    "std_srvs",
+    "trajectory_msgs",
+    "diagnostic_msgs",
+    "builtin_interfaces",
+    "mcap_ros2",
+)
 
 
 def test_only_the_ros2_edge_imports_ros():
@@ -147,8 +158,13 @@ def test_only_the_ros2_edge_imports_ros():
         if name == "idcontrol.ros2" or name.startswith("idcontrol.ros2."):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []  # fmt: skip
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offending += [f"{name} -> {n}" for n in names if n.split(".")[0] in ROS_MODULES]
     assert not offending
 

@@ -36,11 +36,24 @@ DROP_DISTANCE = 0.01  # m, box centre to fingertip centroid
 PENETRATION_TOLERANCE = 1e-3  # m: MuJoCo's grasp penetrations are 0.03-0.1 mm; 0.1 mm still drops at μ = 1
 
 
-def run_grasp(arm: RobotModel, sim_mu: float, ctrl_mu: float, seconds: float, formulation: str = "two_stage_qp",
-              stop_when_dropped: bool = False) -> dict:  # fmt: skip
+def run_grasp(
+    arm: RobotModel,
+    sim_mu: float,
+    ctrl_mu: float,
+    seconds: float,
+    formulation: str = "two_stage_qp",
+    stop_when_dropped: bool = False,
+) -> dict:
     """Close the loop for ``seconds``; returns drop time (or None), max distance (m), clip count, tracking error."""
-    config = loop_config("arm", formulation=formulation, reference="arm_sinusoid", mu=ctrl_mu, sim_mu=sim_mu,
-                         objects=True, penetration_tolerance=PENETRATION_TOLERANCE)  # fmt: skip
+    config = loop_config(
+        "arm",
+        formulation=formulation,
+        reference="arm_sinusoid",
+        mu=ctrl_mu,
+        sim_mu=sim_mu,
+        objects=True,
+        penetration_tolerance=PENETRATION_TOLERANCE,
+    )
     distances: list[tuple[float, float]] = []  # (t, box centre to fingertip centroid) of every state
 
     def observe(s) -> bool:  # noqa: ANN001

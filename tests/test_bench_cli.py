@@ -11,8 +11,21 @@ def test_bench_writes_one_json_object_per_row(tmp_path, capsys) -> None:
     """``idcontrol bench --json`` prints a table and writes rows: robot, formulation, contacts, p50/p99/max, ticks;
     a robot standing in two rows per formulation (the same state every tick, and swayed), Fig. 19 swayed."""
     out = tmp_path / "bench.json"
-    code = main(["bench", "--ticks", "100", "--scenarios", "quadruped,fig19", "--contacts", "8",
-                 "--formulations", "noslip_lcp,two_stage_qp", "--json", str(out)])  # fmt: skip
+    code = main(
+        [
+            "bench",
+            "--ticks",
+            "100",
+            "--scenarios",
+            "quadruped,fig19",
+            "--contacts",
+            "8",
+            "--formulations",
+            "noslip_lcp,two_stage_qp",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     rows = json.loads(out.read_text())
     assert [(r["robot"], r["formulation"], r["contacts"], r["state"]) for r in rows] == [
@@ -71,13 +84,28 @@ def test_tsid_runs_right_before_and_after_solo12_and_a_speed_change_between_them
 
     calls = tmp_path / "calls"
     script = tmp_path / "reference.py"
-    script.write_text("import json, pathlib, sys\n"
-                      f"calls = pathlib.Path({str(calls)!r})\n"
-                      "n = len(calls.read_text()) if calls.exists() else 0\n"
-                      "calls.write_text('x' * (n + 1))\n"
-                      "print(json.dumps({'p50_us': 40.0 + 20.0 * n, 'p99_us': 99.0}))\n")  # fmt: skip
-    code = main(["bench", "--ticks", "60", "--scenarios", "solo12", "--formulations", "two_stage_qp",
-                 "--tsid-python", sys.executable, "--tsid-script", str(script)])  # fmt: skip
+    script.write_text(
+        "import json, pathlib, sys\n"
+        f"calls = pathlib.Path({str(calls)!r})\n"
+        "n = len(calls.read_text()) if calls.exists() else 0\n"
+        "calls.write_text('x' * (n + 1))\n"
+        "print(json.dumps({'p50_us': 40.0 + 20.0 * n, 'p99_us': 99.0}))\n"
+    )
+    code = main(
+        [
+            "bench",
+            "--ticks",
+            "60",
+            "--scenarios",
+            "solo12",
+            "--formulations",
+            "two_stage_qp",
+            "--tsid-python",
+            sys.executable,
+            "--tsid-script",
+            str(script),
+        ]
+    )
     assert code == 0 and calls.read_text() == "xx"
     out = capsys.readouterr().out
     assert "p50 40.0 / 60.0 µs" in out and "before / after the Solo12 rows" in out

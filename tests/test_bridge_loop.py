@@ -96,8 +96,9 @@ def run_loop(answer, mode: str, duration: float, wall_limit: float = 5.0, spin_u
     ctx = zmq.Context()
     daemon = ScriptedDaemon(ctx, answer)
     sim = RecordingSim()
-    loop = BridgeLoop(sim, ROBOT, daemon.endpoint, mode=mode, period=PERIOD, context=ctx, resend_s=0.25,
-                      spin_us=spin_us)  # fmt: skip
+    loop = BridgeLoop(
+        sim, ROBOT, daemon.endpoint, mode=mode, period=PERIOD, context=ctx, resend_s=0.25, spin_us=spin_us
+    )
     timer = threading.Timer(wall_limit, loop.request_stop)
     timer.start()
     try:
@@ -132,8 +133,9 @@ def test_lockstep_waits_for_a_silent_daemon_without_stepping():
 def test_realtime_reuses_the_last_torque_for_a_late_command(spin_us):
     """State 5's answer comes 3 periods late: the bridge reuses the previous torque meanwhile, then resumes
     (also when it polls for its commands without sleeping)."""
-    sim, daemon, report = run_loop(lambda seq: (3 * PERIOD if seq == 5 else 0.0, "run"), "realtime", 30 * PERIOD,
-                                   spin_us=spin_us)  # fmt: skip
+    sim, daemon, report = run_loop(
+        lambda seq: (3 * PERIOD if seq == 5 else 0.0, "run"), "realtime", 30 * PERIOD, spin_us=spin_us
+    )
     applied = [int(t[0]) for t in sim.applied]
     assert any(a == b for a, b in zip(applied, applied[1:], strict=False))  # a repeat: the last torque reused
     assert applied == sorted(applied)  # never an older command than one already applied
@@ -181,8 +183,9 @@ def test_realtime_safe_stop_holds_until_the_daemon_leaves_run_and_is_started_aga
 def test_a_robot_the_daemon_holds_still_stays_held_when_its_commands_stop_coming():
     """The daemon said stopped, then went silent: the 20th late command still sets bridge_stopped, but the bridge
     keeps the robot on its brakes (no step), not under its own damping."""
-    sim, daemon, report = run_loop(lambda seq: (0.0, "stopped") if seq <= 3 else None, "realtime", 40 * PERIOD,
-                                   wall_limit=0.5)  # fmt: skip
+    sim, daemon, report = run_loop(
+        lambda seq: (0.0, "stopped") if seq <= 3 else None, "realtime", 40 * PERIOD, wall_limit=0.5
+    )
     assert report.max_late_in_a_row >= 20 and report.safe_stops == 1
     assert sim.applied == [] and report.steps == 0
     assert daemon.states[-1].get("bridge_stopped") is True

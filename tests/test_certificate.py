@@ -70,8 +70,14 @@ def test_each_check_rejects_what_it_names(standing_solve, quadruped):
         ("force_bound", p, _with_forces(p, r, 1e4 * f_n, f_s, f_t), forces_only),
         ("penetration", replace(p, phi=p.phi - 1.0), r, PYRAMID),  # the contacts would close within the step
         ("complementarity", replace(p, phi=p.phi + 1.0), r, PYRAMID),  # loaded contacts that separate
-        ("torque_bound", p, spoiled(r, tau=np.where(np.arange(r.tau.size) == 0, 1.01 * TORQUE_FACTOR *
-                                                    quadruped.torque_limits[0], r.tau)), torques_only),  # fmt: skip
+        (
+            "torque_bound",
+            p,
+            spoiled(
+                r, tau=np.where(np.arange(r.tau.size) == 0, 1.01 * TORQUE_FACTOR * quadruped.torque_limits[0], r.tau)
+            ),
+            torques_only,
+        ),
     ]
     for check, problem, result, model in cases:
         outcome = certifier.check(problem, result, model)
@@ -151,8 +157,10 @@ def test_a_certified_noslip_answer_slips_at_no_loaded_contact_it_does_not_name(n
             held += 1
             assert slip <= SLIP_TOL, f"a loaded contact slides at {slip:.3g} m/s ({answer.message})"
         else:
-            assert f"no-slip held on {answer.loaded_contacts - answer.loaded_released} of {answer.loaded_contacts}" \
-                in answer.message  # fmt: skip
+            assert (
+                f"no-slip held on {answer.loaded_contacts - answer.loaded_released} of {answer.loaded_contacts}"
+                in answer.message
+            )
     assert held >= 5  # the check saw answers that hold no-slip under load
 
 
@@ -223,8 +231,9 @@ def test_the_summary_says_on_how_many_loaded_contact_ticks_no_slip_held(quadrupe
             assert counted is None
 
 
-def _verdict_is_the_certifiers(controller: InverseDynamicsController, problem: ContactProblem,
-                               result: SolveResult) -> Certificate:
+def _verdict_is_the_certifiers(
+    controller: InverseDynamicsController, problem: ContactProblem, result: SolveResult
+) -> Certificate:
     """The certifier's own check of ``result``, asserted equal (check and value) to the verdict its solve made."""
     own = controller.certifier.check(problem, result, controller.formulation.contact_model)
     assert result.verdict.certificate.check == own.check
@@ -234,9 +243,14 @@ def _verdict_is_the_certifiers(controller: InverseDynamicsController, problem: C
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [("two_stage_qp", {}), ("noslip_lcp", {}), ("noslip_lcp", PAPER_OPTIONS), ("coulomb_lcp", {}),
-     ("coulomb_lcp", {"spread": 0.0})],
-)  # fmt: skip
+    [
+        ("two_stage_qp", {}),
+        ("noslip_lcp", {}),
+        ("noslip_lcp", PAPER_OPTIONS),
+        ("coulomb_lcp", {}),
+        ("coulomb_lcp", {"spread": 0.0}),
+    ],
+)
 def test_a_compiled_solve_certifies_its_answer_as_the_certifier_does(quadruped, name, options):
     """The certificate a formulation's compiled solve makes of its own answer (with its controller's terms) is the
     certifier's, check by check, on perturbed stance states with the base moving: passed or failed alike (the
@@ -280,7 +294,7 @@ def test_the_certifier_takes_a_solve_s_certificate_only_for_what_it_was_made_of(
 @pytest.mark.parametrize(
     ("name", "options"),
     [("two_stage_qp", {}), ("noslip_lcp", {}), ("noslip_lcp", PAPER_OPTIONS), ("coulomb_lcp", {})],
-)  # fmt: skip
+)
 def test_a_compiled_solve_certifies_the_grasp_as_the_certifier_does(arm, name, options):
     """The same agreement with a movable body in the problem (the arm's fingers on its box, m = nv + 6): joints
     and the box's twist perturbed, the box's block and its rows in every check."""

@@ -83,10 +83,14 @@ def _worst_chain_errors(robot: RobotModel) -> np.ndarray:
             J6 = pin.getFrameJacobian(m, d, fid, pin.LOCAL_WORLD_ALIGNED)[:, [m.joints[j].idx_v for j in ids]]
             acc = pin.getFrameClassicalAcceleration(m, d, fid, pin.LOCAL_WORLD_ALIGNED)
             _, rot, jac6 = chain_pose(chains, i, qc)
-            worst = np.maximum(worst, [max(np.max(np.abs(point - d.oMf[fid].translation)),
-                                           np.max(np.abs(rot - d.oMf[fid].rotation))),
-                                       max(np.max(np.abs(jac - J)), np.max(np.abs(jac6 - J6))),
-                                       np.max(np.abs(chain_drift(chains, i, qc, vc) - acc.vector))])  # fmt: skip
+            worst = np.maximum(
+                worst,
+                [
+                    max(np.max(np.abs(point - d.oMf[fid].translation)), np.max(np.abs(rot - d.oMf[fid].rotation))),
+                    max(np.max(np.abs(jac - J)), np.max(np.abs(jac6 - J6))),
+                    np.max(np.abs(chain_drift(chains, i, qc, vc) - acc.vector)),
+                ],
+            )
     return worst
 
 

@@ -26,14 +26,26 @@ LAUNCH_CONTACT_SETTINGS = {"activation_distance": 1e-4, "consistent_contact_velo
 STANDING_ERROR_BOUND = 0.01  # rad
 
 
-def closed_loop(loop, formulation: str, reference: str, seconds: float, gains: tuple[float, float] | None = None,
-                formulation_options: dict | None = None, controller: dict | None = None,
-                **options) -> ClosedLoopRun:  # fmt: skip
+def closed_loop(
+    loop,
+    formulation: str,
+    reference: str,
+    seconds: float,
+    gains: tuple[float, float] | None = None,
+    formulation_options: dict | None = None,
+    controller: dict | None = None,
+    **options,
+) -> ClosedLoopRun:
     """The quadruped for ``seconds`` of simulated time (or until the core leaves run mode), μ = 1; ``controller``:
     ControllerSettings fields to replace."""
-    config = loop_config("quadruped", formulation=formulation, reference=reference, reference_options=options,
-                         formulation_options=formulation_options,
-                         penetration_tolerance=PENETRATION_TOLERANCE)  # fmt: skip
+    config = loop_config(
+        "quadruped",
+        formulation=formulation,
+        reference=reference,
+        reference_options=options,
+        formulation_options=formulation_options,
+        penetration_tolerance=PENETRATION_TOLERANCE,
+    )
     if controller:
         config = replace(config, controller=replace(config.controller, **controller))
     return loop.run(config, seconds, gains=gains)

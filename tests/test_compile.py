@@ -56,17 +56,23 @@ def test_a_cold_cache_is_seen_and_a_parallel_compile_fills_it(tmp_path):
     target = "idcontrol.formulations.certificate"
     assert {target, "idcontrol.solvers.lemke", "idcontrol.validation"} <= set(before)
     assert not any(m.startswith("idcontrol.sim.ess") for m in before)  # compiled on first call, not at import
-    out = run("from idcontrol.compile import compile_all\n"
-              f"for r in compile_all(2, only={{'{target}'}}): print(r.module, repr(r.error))", tmp_path)
+    out = run(
+        "from idcontrol.compile import compile_all\n"
+        f"for r in compile_all(2, only={{'{target}'}}): print(r.module, repr(r.error))",
+        tmp_path,
+    )
     lines = sorted(out.splitlines())
     needed = ("idcontrol.arrays", "idcontrol.validation", "idcontrol.formulations.record", target)
     assert lines == sorted(f"{m} ''" for m in needed), out
     after = json.loads(run(check, tmp_path))
     assert set(after) == set(before) - {target, "idcontrol.validation", "idcontrol.formulations.record"}
-    stubbed = run("import sys\nfrom idcontrol.compile import _import, _Package\n"
-                  f"print(_import('{target}', _Package.read().stubs('{target}')).error == '', "
-                  "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
-                  "'idcontrol.formulations.coulomb_lcp' in sys.modules)", tmp_path)  # fmt: skip
+    stubbed = run(
+        "import sys\nfrom idcontrol.compile import _import, _Package\n"
+        f"print(_import('{target}', _Package.read().stubs('{target}')).error == '', "
+        "hasattr(sys.modules['idcontrol.formulations'], 'make_formulation'), "
+        "'idcontrol.formulations.coulomb_lcp' in sys.modules)",
+        tmp_path,
+    )
     assert stubbed.split() == ["True", "False", "False"]
 
 
@@ -108,8 +114,13 @@ def test_a_kernel_whose_callee_changed_is_compiled_again(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
     # no bytecode files: callee.py rewritten within the second at the same size would pass Python's own .pyc check
     # (seconds and size) and run the old callee whatever numba's cache holds (a fresh CI machine did)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(cache), "OPENBLAS_NUM_THREADS": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "NUMBA_CACHE_DIR": str(cache),
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
     def caller_of_one() -> float:
         code = "from demo.caller import twice_shifted; from demo.other import halved; print(twice_shifted(1.0))"

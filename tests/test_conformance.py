@@ -22,10 +22,24 @@ from idcontrol.tools.conformance import Suite
 
 RATE_HZ = 100.0
 PRIORITY = 30  # SCHED_FIFO; refused (no permission): the processes run at normal priority
-OBLIGATIONS = {"hello and version", "credentials", "zeromq's routing id", "field shapes", "quaternion order x y z w",
-               "units and frames", "period and jitter", "late command (reuse once)", "error replies",
-               "reconnect with a new credential", "stop after 20 late", "watchdog (a silent daemon)",
-               "safe stop on stop", "safe stop on daemon shutdown", "exit on SIGTERM", "seq monotonic"}  # fmt: skip
+OBLIGATIONS = {
+    "hello and version",
+    "credentials",
+    "zeromq's routing id",
+    "field shapes",
+    "quaternion order x y z w",
+    "units and frames",
+    "period and jitter",
+    "late command (reuse once)",
+    "error replies",
+    "reconnect with a new credential",
+    "stop after 20 late",
+    "watchdog (a silent daemon)",
+    "safe stop on stop",
+    "safe stop on daemon shutdown",
+    "exit on SIGTERM",
+    "seq monotonic",
+}
 IDCONTROL = [sys.executable, "-m", "idcontrol"]
 
 
@@ -64,8 +78,9 @@ def test_the_mujoco_bridge_is_compliant():
 def test_a_driver_that_ignores_the_late_limit_fails_the_obligations_about_it():
     """The suite can fail: a driver that stops only after 50 late commands fails 'stop after 20', the watchdog and
     the shutdown obligations, with the 50th late command as evidence, and keeps hello, credentials and seq."""
-    checks = run_suite([sys.executable, "-m", "idcontrol.driver.example", "--endpoint", "{endpoint}",
-                        "--late-limit", "50"])  # fmt: skip
+    checks = run_suite(
+        [sys.executable, "-m", "idcontrol.driver.example", "--endpoint", "{endpoint}", "--late-limit", "50"]
+    )
     failed = {name for name, c in checks.items() if not c.passed}
     assert {"stop after 20 late", "watchdog (a silent daemon)", "safe stop on daemon shutdown"} <= failed
     assert not failed & {"hello and version", "credentials", "seq monotonic", "field shapes"}
@@ -79,9 +94,20 @@ def cpp_driver(tmp_path_factory) -> tuple[Path, Path]:
     if shutil.which("cmake") is None or not Path("/usr/include/zmq.hpp").exists():
         pytest.skip("needs cmake and libzmq3-dev, cppzmq-dev, libmsgpack-cxx-dev (.ci/run installs them)")
     build = tmp_path_factory.mktemp("cpp")
-    subprocess.run(["cmake", "-S", str(files.example_dir()), "-B", str(build),
-                    f"-Didcontrol_driver_DIR={files.cmake_dir()}", f"-DMUJOCO_DIR={files.mujoco_dir()}"],
-                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(files.example_dir()),
+            "-B",
+            str(build),
+            f"-Didcontrol_driver_DIR={files.cmake_dir()}",
+            f"-DMUJOCO_DIR={files.mujoco_dir()}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, timeout=600)
     model = build / "quadruped.mjb"
     launch = Path(__file__).resolve().parents[1] / "launch" / "quadruped_stand.toml"
@@ -102,7 +128,8 @@ def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(c
 
 def test_idcontrol_driver_prints_the_include_and_cmake_directories():
     """`idcontrol driver --include` is where idcontrol/driver.hpp is; --cmake-dir holds the CMake config."""
-    out = subprocess.run([*IDCONTROL, "driver", "--include", "--cmake-dir"], capture_output=True, text=True,
-                         check=True, timeout=60).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [*IDCONTROL, "driver", "--include", "--cmake-dir"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
     assert (Path(out[0]) / "idcontrol" / "driver.hpp").is_file()
     assert (Path(out[1]) / "idcontrol_driverConfig.cmake").is_file()

@@ -609,8 +609,12 @@ def test_box_random_poses_match_brute_force_closest_point():
 def test_box_ties_pick_the_lowest_axis_then_the_positive_side():
     """A centre equally deep below several faces (the box centre, a diagonal) gets the lowest such axis, +side."""
     box = BoxShape(half_extents=np.array([0.05, 0.05, 0.05]))
-    for c, expected in (([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]), ([0.0, 0.01, 0.01], [0.0, 1.0, 0.0]),
-                        ([-0.01, -0.01, 0.0], [-1.0, 0.0, 0.0]), ([0.0, 0.0, -0.02], [0.0, 0.0, -1.0])):  # fmt: skip
+    for c, expected in (
+        ([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]),
+        ([0.0, 0.01, 0.01], [0.0, 1.0, 0.0]),
+        ([-0.01, -0.01, 0.0], [-1.0, 0.0, 0.0]),
+        ([0.0, 0.0, -0.02], [0.0, 0.0, -1.0]),
+    ):
         g = box.sphere_contact(np.array(c), 0.01, np.eye(3), np.zeros(3))
         np.testing.assert_array_equal(g.normal_in_world, expected)
 

@@ -56,8 +56,9 @@ def test_no_contact_torques_equal_rnea_on_a_fixed_base(arm: RobotModel, name: st
 
 
 @pytest.mark.parametrize("name", CONTACT_FORMULATIONS)
-def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_velocity(arm: RobotModel, tmp_path,
-                                                                                  name: str) -> None:  # fmt: skip
+def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_velocity(
+    arm: RobotModel, tmp_path, name: str
+) -> None:
     """A robot whose URDF declares joint damping D and dry friction F (``<dynamics>``, as MuJoCo simulates them):
     without contact its torques are Pinocchio's RNEA for q̈_des plus D q̇_ref + clip(M_jj q̇_ref / (r Δt), −F, F)
     on each joint (r = FRICTION_RAMP), q̇_ref = q̇ + the tracking's velocity error (1e-9), so the friction term is
@@ -65,8 +66,9 @@ def test_the_urdfs_joint_damping_and_friction_are_added_at_the_references_veloci
     urdf = arm.config.urdf_path.read_text()
     assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
     for k in range(urdf.count("<dynamics")):  # a different pair on each joint
-        urdf = urdf.replace('<dynamics damping="0.0" friction="0.0"/>',
-                            f'<dynamics damping="{0.5 + k}" friction="{0.2 * (k + 1)}"/>', 1)  # fmt: skip
+        urdf = urdf.replace(
+            '<dynamics damping="0.0" friction="0.0"/>', f'<dynamics damping="{0.5 + k}" friction="{0.2 * (k + 1)}"/>', 1
+        )
     damped = with_urdf(arm, tmp_path, urdf, "damped.urdf")
     dofs = damped.actuated_dofs
     D, F = damped.model.damping[dofs], damped.model.friction[dofs]
@@ -159,8 +161,10 @@ def test_stage_two_makes_torques_continuous_where_stage_one_may_jump(quadruped: 
 
     large_two, large_one = max_change(1e-5)
     small_two, small_one = max_change(1e-7)
-    print(f"max |Δτ| (N·m) for δ = 1e-5 / 1e-7: two-stage {large_two:.3g} / {small_two:.3g}, "
-          f"Stage I alone {large_one:.3g} / {small_one:.3g}")  # fmt: skip
+    print(
+        f"max |Δτ| (N·m) for δ = 1e-5 / 1e-7: two-stage {large_two:.3g} / {small_two:.3g}, "
+        f"Stage I alone {large_one:.3g} / {small_one:.3g}"
+    )
     assert small_two <= 0.03 * large_two + 1e-7  # proportional: ~0.01 expected
     assert large_two < 0.5  # and small in absolute terms (N·m for a 1e-5 perturbation)
 
@@ -197,8 +201,9 @@ def test_qp_warm_start_is_carried_by_contact_identity(quadruped: RobotModel, nam
     problem.contact_ids = tuple(problem.contact_ids[i] for i in order)
     problem.normals = problem.tangents_s = problem.tangents_t = None
     stage_one_qp = formulation._stage_one if name == "two_stage_qp" else formulation._qp
-    carried = remap_active_set(stage_one_qp.last_active, first.contact_ids, problem.mu, problem.contact_ids,
-                               problem.mu, stage_one=True)  # fmt: skip
+    carried = remap_active_set(
+        stage_one_qp.last_active, first.contact_ids, problem.mu, problem.contact_ids, problem.mu, stage_one=True
+    )
     before, after = stage_one_qp.last_active, carried
     np.testing.assert_array_equal(after[:16].reshape(4, 4), before[:16].reshape(4, 4)[:, order])  # bounds, normal
     np.testing.assert_array_equal(after[16:].reshape(4, 4), before[16:].reshape(4, 4)[:, order])  # facets
@@ -239,9 +244,13 @@ def test_noslip_release_round_starts_from_the_last_rounds_load(quadruped: RobotM
     pivots = {}
     for share in (False, True):
         for release in (False, True):
-            controller = InverseDynamicsController(quadruped, ground(np.inf), "noslip_lcp", samples_per_contact=16,
-                                                   formulation_options={"release_unloaded": release,
-                                                                        "share_friction": share})  # fmt: skip
+            controller = InverseDynamicsController(
+                quadruped,
+                ground(np.inf),
+                "noslip_lcp",
+                samples_per_contact=16,
+                formulation_options={"release_unloaded": release, "share_friction": share},
+            )
             result = controller.solve(RobotState(q=q, v=np.zeros(quadruped.nv)), np.zeros(quadruped.nu))
             assert result.found, result.message
             assert ("released" in result.message) == release, result.message
@@ -291,8 +300,9 @@ def test_infeasible_splaying_request_on_no_slip_ground_is_repaired(quadruped: Ro
 
 
 @pytest.mark.parametrize("orientation_xyzw", [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.5, 0.0]])
-def test_a_movable_body_whose_quaternion_is_not_of_unit_norm_is_an_input_error(arm: RobotModel,
-                                                                                orientation_xyzw) -> None:  # fmt: skip
+def test_a_movable_body_whose_quaternion_is_not_of_unit_norm_is_an_input_error(
+    arm: RobotModel, orientation_xyzw
+) -> None:
     """The box's orientation is checked as the base's is: a quaternion of norm 0, 2 or 0.5 is refused (naming the
     field) before any formulation sees it, whether the state arrives as float arrays or as lists."""
     controller = InverseDynamicsController(arm, formulation="two_stage_qp")
@@ -312,8 +322,9 @@ def test_grasped_box_is_held_by_the_fingers(arm: RobotModel) -> None:
         controller = InverseDynamicsController(arm, formulation=name)
         box = controller.environment.objects[0]
         assert box.mass == pytest.approx(6000.0 * 0.05**3)
-        state = RobotState(q=arm.standing_configuration(), v=np.zeros(arm.nv),
-                           objects=controller.initial_object_states())  # fmt: skip
+        state = RobotState(
+            q=arm.standing_configuration(), v=np.zeros(arm.nv), objects=controller.initial_object_states()
+        )
         qdd = np.zeros(arm.nu)  # the paper's grasp: fingers hold zero velocity and acceleration
         result = controller.solve(state, qdd)
         assert result.found, (name, result.message)
@@ -380,8 +391,10 @@ def test_bad_input_raises_the_packages_errors(quadruped: RobotModel, tmp_path) -
     with pytest.raises(NonFiniteError, match="sensed_forces"):
         controller.solve(RobotState(good.q, good.v, sensed_forces=sensed), np.zeros(quadruped.nu))
     with pytest.raises(NameNotFound, match="crate"):
-        controller.solve(RobotState(good.q, good.v, objects={"crate": ObjectState(np.zeros(3), [0, 0, 0, 1])}),
-                         np.zeros(quadruped.nu))  # fmt: skip
+        controller.solve(
+            RobotState(good.q, good.v, objects={"crate": ObjectState(np.zeros(3), [0, 0, 0, 1])}),
+            np.zeros(quadruped.nu),
+        )
     with pytest.raises(UnknownRobot, match="quadruped"):
         RobotModel("no_such_robot")
     with pytest.raises(UnknownFormulation, match="noslip_lcp"):

@@ -100,8 +100,9 @@ def test_the_quadrupeds_feet_are_nearly_decoupled_with_free_joints_and_coupled_t
     holds), while with the joints held (the controller's model: the base's 6 DoFs only) they are coupled."""
     robot = RobotModel("quadruped")
     controller = InverseDynamicsController(robot, formulation="two_stage_qp")
-    problem, _ = controller.build_problem(RobotState(robot.standing_configuration(), np.zeros(robot.nv)),
-                                          np.zeros(robot.nu))  # fmt: skip
+    problem, _ = controller.build_problem(
+        RobotState(robot.standing_configuration(), np.zeros(robot.nv)), np.zeros(robot.nu)
+    )
     limb = sphere_limbs(robot)[controller.last_contacts.sphere]
     age = np.ones(problem.n)
     free, _ = delassus_coupling(problem.N, problem.M, limb, age, 0.002, 0.1)
@@ -137,7 +138,10 @@ def test_the_one_call_diagnostic_equals_its_parts():
     expected_held, expected_flag = delassus_coupling_held(N, M, unactuated, limb, age, 0.002, 0.1)
     assert held == pytest.approx(expected_held, rel=1e-12) and flag == expected_flag
     assert coupling_diagnostic(N[:1], M, unactuated, sphere[:1], limb_of_sphere, since, 1.001, 0.002, 0.1) == (
-        0.0, 0.0, False)
+        0.0,
+        0.0,
+        False,
+    )
 
 
 def test_the_bench_row_times_the_diagnostic_on_recorded_trot_ticks():

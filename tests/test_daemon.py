@@ -46,10 +46,12 @@ class Harness:
         shadow = None
         if warm:  # the warmer's core: its own robot model, built alike
             shadow_robot = RobotModel(robot.name)
-            shadow = ControlCore(InverseDynamicsController(shadow_robot, formulation=formulation),
-                                 make_reference("hold", shadow_robot))  # fmt: skip
-        self.daemon = Daemon(core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, shadow=shadow,
-                             logger=logger)  # fmt: skip
+            shadow = ControlCore(
+                InverseDynamicsController(shadow_robot, formulation=formulation), make_reference("hold", shadow_robot)
+            )
+        self.daemon = Daemon(
+            core, ANY_PORT, watchdog=watchdog, context=self.ctx, spin_us=spin_us, shadow=shadow, logger=logger
+        )
         self.thread = threading.Thread(target=self.daemon.serve, kwargs={"install_signal_handlers": False})
         self.thread.start()
         self.bridge = self.dealer()
@@ -360,8 +362,11 @@ def test_admin_requests_and_their_error_replies(harness):
     assert a.request("set_formulation", name="noslip_lcp")["formulation"] == "noslip_lcp"
     assert a.request("stop", reason="test")["mode"] in ("safe_stop", "stopped")
     assert a.request("reset_stats")["request"] == "reset_stats"
-    for raw, code in ((b"\xc1", "malformed"), (msgpack.packb({"v": 1, "type": "dance"}), "unknown_type"),
-                      (msgpack.packb({"v": 3, "type": "status"}), "bad_version")):  # fmt: skip
+    for raw, code in (
+        (b"\xc1", "malformed"),
+        (msgpack.packb({"v": 1, "type": "dance"}), "unknown_type"),
+        (msgpack.packb({"v": 3, "type": "status"}), "bad_version"),
+    ):
         with pytest.raises(ProtocolError) as e:
             wire.decode_reply(a.request_raw(raw))
         assert e.value.code == code
@@ -525,8 +530,11 @@ def test_port_in_use_is_a_clear_config_error(quadruped):
     try:
         core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped))
         with pytest.raises(ConfigError, match="in use"):
-            Daemon(core, Endpoints(control=f"tcp://127.0.0.1:{port}", admin="tcp://127.0.0.1:*",
-                                   telemetry=None), context=ctx)  # fmt: skip
+            Daemon(
+                core,
+                Endpoints(control=f"tcp://127.0.0.1:{port}", admin="tcp://127.0.0.1:*", telemetry=None),
+                context=ctx,
+            )
     finally:
         blocker.close(linger=0)
         ctx.term()

@@ -58,8 +58,9 @@ def test_random_qps_get_daqp_models_answers() -> None:
         reference, native = DenseQP(), native_for(p)
         for k in range(3):
             g = 3.0 * rng.standard_normal(n)
-            expected = reference.solve_stacked(p["H"], g, p["A"], p["lower"], p["upper"], bounds=p["bounds"],
-                                               warm=k > 0, equalities=p["equalities"])  # fmt: skip
+            expected = reference.solve_stacked(
+                p["H"], g, p["A"], p["lower"], p["upper"], bounds=p["bounds"], warm=k > 0, equalities=p["equalities"]
+            )
             flag = dn.solve_stacked(native, p["H"], g, p["A"], p["lower"], p["upper"], dn.WARM if k else dn.COLD)
             statuses.add(flag)
             assert f"daqp exit {flag}" == expected.status, (case, k)
@@ -116,8 +117,9 @@ def test_a_given_active_set_starts_as_dense_qps_active() -> None:
     m = p["lower"].shape[0]
     for active in (np.zeros(m, np.int32), (rng.random(m) < 0.3).astype(np.int32)):
         active[m - p["equalities"] :] = 0
-        expected = DenseQP().solve_stacked(p["H"], g, p["A"], p["lower"], p["upper"], bounds=True, active=active,
-                                           equalities=p["equalities"])  # fmt: skip
+        expected = DenseQP().solve_stacked(
+            p["H"], g, p["A"], p["lower"], p["upper"], bounds=True, active=active, equalities=p["equalities"]
+        )
         native = native_for(p)
         native.sense[:] = active
         native.H[:], native.f[:], native.A[:] = p["H"], g, p["A"]
@@ -149,8 +151,9 @@ def test_an_infeasible_problem_is_not_found_and_the_next_one_is() -> None:
     bad = random_qp(rng, 9, bounds=True, psd=False, infeasible=True)
     g = rng.standard_normal(9)
     native = native_for(bad)
-    expected = DenseQP().solve_stacked(bad["H"], g, bad["A"], bad["lower"], bad["upper"], bounds=True,
-                                       equalities=bad["equalities"])  # fmt: skip
+    expected = DenseQP().solve_stacked(
+        bad["H"], g, bad["A"], bad["lower"], bad["upper"], bounds=True, equalities=bad["equalities"]
+    )
     assert dn.solve_stacked(native, bad["H"], g, bad["A"], bad["lower"], bad["upper"], dn.COLD) == -1
     assert not native.found and not expected.found and native.iterations == expected.iterations
     good = dict(bad, lower=bad["lower"].copy())
@@ -215,11 +218,23 @@ def _shrink(entry: dict) -> None:
 
 @pytest.mark.parametrize(
     ("struct", "change"),
-    [("settings", _swap("primal_tol", "dual_tol")), ("problem", _swap("n", "m")), ("problem", _swap("H", "A")),
-     ("result", _swap("x", "lam")), ("workspace", _shrink), ("workspace", _swap("n", "ms"))],
-    ids=["settings fields swapped", "problem sizes swapped", "problem pointers swapped", "result pointers swapped",
-         "workspace too short", "workspace sizes swapped"],
-)  # fmt: skip
+    [
+        ("settings", _swap("primal_tol", "dual_tol")),
+        ("problem", _swap("n", "m")),
+        ("problem", _swap("H", "A")),
+        ("result", _swap("x", "lam")),
+        ("workspace", _shrink),
+        ("workspace", _swap("n", "ms")),
+    ],
+    ids=[
+        "settings fields swapped",
+        "problem sizes swapped",
+        "problem pointers swapped",
+        "result pointers swapped",
+        "workspace too short",
+        "workspace sizes swapped",
+    ],
+)
 def test_a_wrong_layout_is_caught_by_the_probe_in_a_child(struct: str, change) -> None:
     """A layout that does not match the library (simulated: fields swapped, a struct too short) fails the probe,
     run in a child process: a crash there (out-of-bounds writes) is a failed check, never this process's crash."""

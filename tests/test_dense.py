@@ -144,8 +144,10 @@ def test_householder_steps_are_a_qr_decomposition(d: int, c: int) -> None:
     np.testing.assert_allclose(np.abs(R[:c]), np.abs(np.linalg.qr(A)[1]), atol=1e-12 * np.abs(A).max())
 
 
-@pytest.mark.parametrize(("r", "c"), [(6, 0), (0, 4), (6, 1), (6, 6), (12, 3), (12, 6), (24, 6), (6, 9), (6, 12),
-                                      (6, 20), (48, 6), (12, 90), (6, 96)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("r", "c"),
+    [(6, 0), (0, 4), (6, 1), (6, 6), (12, 3), (12, 6), (24, 6), (6, 9), (6, 12), (6, 20), (48, 6), (12, 90), (6, 96)],
+)
 def test_gram_is_the_exactly_symmetric_blas_product(r: int, c: int) -> None:
     """AᵀA on both sides of the loops/BLAS switch, for a C-ordered A and its transposed view, full rank and of rank
     one: numpy's A.T @ A to 1e-13 relative, exactly symmetric, and the loops' result to the same tolerance."""

@@ -30,8 +30,9 @@ def test_equality_rows_match_a_generic_solver(native: bool) -> None:
         x0 = rng.standard_normal(n)
         box = case % 2 == 1
         lb, ub = (np.full(n, -10.0), np.full(n, 10.0)) if box else (None, None)
-        expected = qpsolvers.solve_qp(np.eye(n), -x0, G if m_in else None, h if m_in else None, A, b, lb, ub,
-                                      solver="daqp")  # fmt: skip
+        expected = qpsolvers.solve_qp(
+            np.eye(n), -x0, G if m_in else None, h if m_in else None, A, b, lb, ub, solver="daqp"
+        )
         C = np.vstack([G, A])
         upper = np.concatenate([h, b])
         lower = np.full(m_in + m_eq, -INFINITY)

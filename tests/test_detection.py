@@ -21,12 +21,14 @@ def mixed_world() -> Environment:
     """Surfaces of every kind, half-spaces not first: a height map, the ground, a rotated box, a tilted plane."""
     terrain = HeightMap.bumps(size_m=1.2, spacing=0.02, max_height=0.02, n_bumps=12, seed=5, name="terrain")
     step = BoxShape(half_extents=np.array([0.15, 0.05, 0.03]), name="step")
-    return Environment([
-        Surface(terrain, 0.5),
-        Surface(HalfSpace(normal=np.array([0.0, 0.0, 1.0]), offset=-0.004, name="ground"), 0.8),
-        Surface(step, 0.4, rotation_about([0.2, 0.1, 1.0], 0.7), np.array([0.15, -0.1, 0.0])),
-        Surface(HalfSpace(normal=np.array([0.1, -0.05, 1.0]), offset=0.002, name="tilted"), 0.6),
-    ])  # fmt: skip
+    return Environment(
+        [
+            Surface(terrain, 0.5),
+            Surface(HalfSpace(normal=np.array([0.0, 0.0, 1.0]), offset=-0.004, name="ground"), 0.8),
+            Surface(step, 0.4, rotation_about([0.2, 0.1, 1.0], 0.7), np.array([0.15, -0.1, 0.0])),
+            Surface(HalfSpace(normal=np.array([0.1, -0.05, 1.0]), offset=0.002, name="tilted"), 0.6),
+        ]
+    )
 
 
 def random_state(robot: RobotModel, rng: np.random.Generator, spread: float = 0.15) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +115,12 @@ def box_state(body: MovableBody, rng: np.random.Generator) -> ObjectState:
     state = body.initial_state()
     rotation = rotation_about(rng.standard_normal(3), 0.15) @ state.rotation
     quaternion = pin.Quaternion(rotation)
-    return ObjectState(state.position + rng.uniform(-0.005, 0.005, 3), np.array([quaternion.x, quaternion.y,
-                       quaternion.z, quaternion.w]), rng.standard_normal(3), rng.standard_normal(3))  # fmt: skip
+    return ObjectState(
+        state.position + rng.uniform(-0.005, 0.005, 3),
+        np.array([quaternion.x, quaternion.y, quaternion.z, quaternion.w]),
+        rng.standard_normal(3),
+        rng.standard_normal(3),
+    )
 
 
 def test_detect_equals_each_shapes_geometry_with_a_movable_body(arm: RobotModel) -> None:
@@ -134,8 +140,9 @@ def test_detect_equals_each_shapes_geometry_with_a_movable_body(arm: RobotModel)
     assert on_box >= 40
 
 
-def point_velocity_by_differences(robot: RobotModel, q: np.ndarray, v: np.ndarray, sphere: int, point: np.ndarray,
-                                  h: float = 1e-6) -> np.ndarray:  # fmt: skip
+def point_velocity_by_differences(
+    robot: RobotModel, q: np.ndarray, v: np.ndarray, sphere: int, point: np.ndarray, h: float = 1e-6
+) -> np.ndarray:
     """d/dt of the robot point at ``point`` (fixed in the sphere's frame) along q̇ = v, central differences."""
     model, data = robot.model, robot.model.createData()
     frame = int(robot.sphere_frame_ids[sphere])
@@ -151,8 +158,10 @@ def point_velocity_by_differences(robot: RobotModel, q: np.ndarray, v: np.ndarra
 def body_point_velocity_by_differences(state: ObjectState, point: np.ndarray, h: float = 1e-6) -> np.ndarray:
     """d/dt of the body point at ``point`` for the body's [v_com; ω] (world), central differences."""
     arm = point - state.position
-    moved = [state.position + s * h * state.linear_velocity + pin.exp3(s * h * state.angular_velocity) @ arm
-             for s in (1.0, -1.0)]  # fmt: skip
+    moved = [
+        state.position + s * h * state.linear_velocity + pin.exp3(s * h * state.angular_velocity) @ arm
+        for s in (1.0, -1.0)
+    ]
     return (moved[0] - moved[1]) / (2 * h)
 
 
@@ -203,8 +212,11 @@ def test_detect_rows_equals_detect_then_rows_and_keeps_the_predicted_gaps(quadru
             np.testing.assert_array_equal(getattr(fused, name), getattr(contacts, name))
         for a, b in ((N, N2), (S, S2), (T, T2)):
             np.testing.assert_array_equal(a, b)
-        v_all = np.concatenate([v, np.r_[objects[movable.name].linear_velocity,
-                                         objects[movable.name].angular_velocity]]) if movable else v  # fmt: skip
+        v_all = (
+            np.concatenate([v, np.r_[objects[movable.name].linear_velocity, objects[movable.name].angular_velocity]])
+            if movable
+            else v
+        )
         dt = 1e-3
         gap = contacts.phi + dt * (N @ v_all)
         activation = float(np.median(gap)) if contacts.n else 0.0

@@ -176,12 +176,14 @@ def test_compose_services_commands_run_the_robot(tmp_path):
     services = compose()["services"]
     launch = private_launch_file(tmp_path)
     daemon = subprocess.Popen(container_command(services["daemon"], launch), stderr=subprocess.DEVNULL)
-    bridge = subprocess.Popen(container_command(services["bridge"], launch), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)  # fmt: skip
+    bridge = subprocess.Popen(
+        container_command(services["bridge"], launch), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     admin = [sys.executable, "-m", "idcontrol.client", str(launch)]
     try:
-        started = subprocess.run(container_command(services["start"], launch), capture_output=True, text=True,
-                                 timeout=180)  # fmt: skip
+        started = subprocess.run(
+            container_command(services["start"], launch), capture_output=True, text=True, timeout=180
+        )
         assert started.returncode == 0 and json.loads(started.stdout)["mode"] == "run", started.stderr
         deadline = time.monotonic() + 60
         while (status := json.loads(subprocess.check_output([*admin, "status"], text=True)))["t"] < 0.2:

@@ -28,8 +28,9 @@ def test_contact_keys_belong_to_the_drake_bridge(tmp_path) -> None:
     """[bridge] contact_stiffness / contact_relaxation_time are read for kind = "drake" only, and checked."""
     text = STAND.read_text()
     drake = tmp_path / "drake.toml"
-    drake.write_text(text.replace('kind = "mujoco"', 'kind = "drake"\ncontact_stiffness = 2e5\n'
-                                  "contact_relaxation_time = 0.002"))
+    drake.write_text(
+        text.replace('kind = "mujoco"', 'kind = "drake"\ncontact_stiffness = 2e5\ncontact_relaxation_time = 0.002')
+    )
     b = load_launch(drake).bridge
     assert (b.kind, b.contact_stiffness, b.contact_relaxation_time) == ("drake", 2e5, 0.002)
     wrong_kind = tmp_path / "mujoco.toml"
@@ -38,8 +39,12 @@ def test_contact_keys_belong_to_the_drake_bridge(tmp_path) -> None:
         load_launch(wrong_kind)
     with pytest.raises(ConfigError, match="needs bridge.kind = 'drake'"):
         load_launch(drake).with_overrides(bridge="mujoco")
-    for bad in ("contact_stiffness = 0.0", "contact_stiffness = inf", 'contact_relaxation_time = "1 ms"',
-                "contact_relaxation_time = -0.001"):
+    for bad in (
+        "contact_stiffness = 0.0",
+        "contact_stiffness = inf",
+        'contact_relaxation_time = "1 ms"',
+        "contact_relaxation_time = -0.001",
+    ):
         path = tmp_path / "bad.toml"
         path.write_text(text.replace('kind = "mujoco"', f'kind = "drake"\n{bad}'))
         with pytest.raises(ConfigError, match=bad.split(" ")[0]):
@@ -48,9 +53,11 @@ def test_contact_keys_belong_to_the_drake_bridge(tmp_path) -> None:
 
 def test_missing_extra_names_it() -> None:
     """Without Drake, asking for the drake bridge fails with an error that names the extra to install."""
-    code = ("import sys; sys.modules['pydrake'] = None\n"  # as if the package were not installed
-            "from idcontrol.tools.cli import main\n"
-            "sys.exit(main(['bridge', 'launch/quadruped_stand.toml', '--bridge', 'drake']))")  # fmt: skip
+    code = (
+        "import sys; sys.modules['pydrake'] = None\n"  # as if the package were not installed
+        "from idcontrol.tools.cli import main\n"
+        "sys.exit(main(['bridge', 'launch/quadruped_stand.toml', '--bridge', 'drake']))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     assert "pip install 'idcontrol[drake]'" in out.stderr

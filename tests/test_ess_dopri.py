@@ -51,11 +51,25 @@ def test_dopri_takes_scipys_rk45_steps(first_step):
     atol = np.full(6, 1e-9)
     y = np.empty(6)
     status, t, evaluations, steps, largest = dopri.integrate(
-        plate.record, side, 0.0, x, 0.2, 1e-6, atol, 2e-3, first_step, np.zeros(0, np.int64), np.zeros(0),
-        np.zeros(0), np.empty(plate.m), y)  # fmt: skip
+        plate.record,
+        side,
+        0.0,
+        x,
+        0.2,
+        1e-6,
+        atol,
+        2e-3,
+        first_step,
+        np.zeros(0, np.int64),
+        np.zeros(0),
+        np.zeros(0),
+        np.empty(plate.m),
+        y,
+    )
     options = {"first_step": first_step} if first_step else {}
-    ref = solve_ivp(scipy_rhs(plate, side), (0.0, 0.2), x, method="RK45", rtol=1e-6, atol=atol, max_step=2e-3,
-                    **options)  # fmt: skip
+    ref = solve_ivp(
+        scipy_rhs(plate, side), (0.0, 0.2), x, method="RK45", rtol=1e-6, atol=atol, max_step=2e-3, **options
+    )
     assert status == dopri.FINISHED and ref.status == 0 and t == 0.2
     assert evaluations == ref.nfev and steps == len(ref.t) - 1
     assert largest == pytest.approx(np.max(np.diff(ref.t[:-1])), rel=1e-12)
@@ -71,15 +85,17 @@ def test_dopri_stops_at_scipys_event():
     s, l = np.array([1.0, 1.0]), np.array([0.004, 0.01])
     atol = np.full(6, 1e-9)
     y = np.empty(6)
-    status, t, evaluations, _, _ = dopri.integrate(plate.record, side, 0.0, x, 0.5, 1e-6, atol, 2e-3, 0.0, k, s, l,
-                                                   np.empty(plate.m), y)  # fmt: skip
+    status, t, evaluations, _, _ = dopri.integrate(
+        plate.record, side, 0.0, x, 0.5, 1e-6, atol, 2e-3, 0.0, k, s, l, np.empty(plate.m), y
+    )
 
     def event(_t, yy):
         return float(np.max(s * (plate.guards(yy)[k] - l)))
 
     event.terminal, event.direction = True, 1.0
-    ref = solve_ivp(scipy_rhs(plate, side), (0.0, 0.5), x, method="RK45", rtol=1e-6, atol=atol, max_step=2e-3,
-                    events=[event])  # fmt: skip
+    ref = solve_ivp(
+        scipy_rhs(plate, side), (0.0, 0.5), x, method="RK45", rtol=1e-6, atol=atol, max_step=2e-3, events=[event]
+    )
     assert ref.status == 1 and status == dopri.EVENT
     assert t == pytest.approx(ref.t[-1], abs=1e-13) and evaluations == ref.nfev
     assert y == pytest.approx(ref.y[:, -1], rel=1e-12, abs=1e-13)
@@ -92,9 +108,22 @@ def test_dopri_fails_on_a_nan_field():
     system = ConstantRates(lambda side: [np.nan], 1)
     y = np.empty(1)
     for first_step in (0.0, 1e-3):  # chosen (NaN), or given: every step rejected until below 10 ulp of t
-        status, t, *_ = dopri.integrate(system.record, np.zeros(1, np.bool_), 0.0, np.array([-1.0]), 1.0, 1e-6,
-                                        np.full(1, 1e-9), np.inf, first_step, np.zeros(0, np.int64), np.zeros(0),
-                                        np.zeros(0), np.empty(1), y)  # fmt: skip
+        status, t, *_ = dopri.integrate(
+            system.record,
+            np.zeros(1, np.bool_),
+            0.0,
+            np.array([-1.0]),
+            1.0,
+            1e-6,
+            np.full(1, 1e-9),
+            np.inf,
+            first_step,
+            np.zeros(0, np.int64),
+            np.zeros(0),
+            np.zeros(0),
+            np.empty(1),
+            y,
+        )
         assert status == dopri.FAILED and t == 0.0
     integrator = EssIntegrator(system, eps=0.1)
     with pytest.raises(SimulationError, match="ODE solver failed"):
@@ -126,8 +155,12 @@ def test_the_compiled_integrator_repeats_the_python_one_on_the_hopper():
     """The hopper through two hops with 2 ms samples (each a tick): the same crossings and states (1e-10)."""
     hopper = Hopper()
     times = np.arange(1, 1001) * 0.002
-    runs = [EssIntegrator(hopper, 1e-3, rtol=1e-8, atol=1e-10, max_step=2e-3, engine=e).integrate(
-        np.array([2.0, 0.0]), 0.0, 2.0, samples=times) for e in ("scipy", "compiled")]  # fmt: skip
+    runs = [
+        EssIntegrator(hopper, 1e-3, rtol=1e-8, atol=1e-10, max_step=2e-3, engine=e).integrate(
+            np.array([2.0, 0.0]), 0.0, 2.0, samples=times
+        )
+        for e in ("scipy", "compiled")
+    ]
     assert [c.guard for c in runs[1].crossings] == [c.guard for c in runs[0].crossings] == [0, 1, 0, 1]
     assert [c.t for c in runs[1].crossings] == pytest.approx([c.t for c in runs[0].crossings], abs=1e-12)
     assert runs[1].x == pytest.approx(runs[0].x, rel=1e-10, abs=1e-12)

@@ -61,8 +61,9 @@ def test_kinematics_and_aba_match_pinocchio(name, armature):
         work.fext[:] = f_world
         ddq = np.empty(model.nv)
         dynamics.aba(tree, work, tau, ddq)
-        f_local = [pin.Force.Zero()] + [data.oMi[j].actInv(pin.Force(f_world[j, :3], f_world[j, 3:]))
-                                        for j in range(1, model.njoints)]  # fmt: skip
+        f_local = [pin.Force.Zero()] + [
+            data.oMi[j].actInv(pin.Force(f_world[j, :3], f_world[j, 3:])) for j in range(1, model.njoints)
+        ]
         expected = pin.aba(model, data, q, v, tau, f_local)
         assert np.max(np.abs(ddq - expected)) <= 1e-11 * max(1.0, np.max(np.abs(expected)))
 

@@ -22,8 +22,14 @@ from idcontrol.sim.ess.models import Hopper, OrderTestSystem, exact_piecewise_af
 
 def constant_system(rates_of_mode, n: int, partner=None) -> FunctionSystem:
     """ẋ piecewise constant (``rates_of_mode(side) -> (n,)``), guards h_k = x_k."""
-    return FunctionSystem(lambda x, side: np.asarray(rates_of_mode(side), dtype=float), lambda x: np.array(x[:n]),
-                          lambda x: np.eye(n), n, n, partner)  # fmt: skip
+    return FunctionSystem(
+        lambda x, side: np.asarray(rates_of_mode(side), dtype=float),
+        lambda x: np.array(x[:n]),
+        lambda x: np.eye(n),
+        n,
+        n,
+        partner,
+    )
 
 
 def test_order_test_error_is_second_order_in_eps():

@@ -37,8 +37,10 @@ def block(tmp_path_factory) -> RobotModel:
         f"offset = [{sx * BLOCK_HALF[0]}, {sy * BLOCK_HALF[1]}, {-BLOCK_HALF[2] + SPHERE_R}]\n\n"
         for i, (sx, sy) in enumerate([(1, 1), (1, -1), (-1, 1), (-1, -1)])
     )
-    (folder / "robot.toml").write_text(f'name = "block"\nurdf = "block.urdf"\nbase = "floating"\n\n{spheres}'
-                                       f"[standing]\nbase_position = [0.0, 0.0, {BLOCK_HALF[2]}]\n")  # fmt: skip
+    (folder / "robot.toml").write_text(
+        f'name = "block"\nurdf = "block.urdf"\nbase = "floating"\n\n{spheres}'
+        f"[standing]\nbase_position = [0.0, 0.0, {BLOCK_HALF[2]}]\n"
+    )
     return RobotModel(str(folder / "robot.toml"))
 
 
@@ -181,8 +183,14 @@ def test_the_crossing_order_reaches_telemetry_over_the_protocol(quadruped):
     """Daemon and ess bridge as processes over real sockets, a trot starting at 50 ms: the contact events the
     bridge sends arrive in the telemetry in crossing order (per sphere, lift-offs and touchdowns alternate), and
     the first ones are the events of the same run in process (lock-step: the same to round-off)."""
-    config = loop_config("quadruped", formulation="two_stage_qp", reference="trot", reference_options=TROT_SOON,
-                         simulator="ess", penetration_tolerance=0.001)  # fmt: skip
+    config = loop_config(
+        "quadruped",
+        formulation="two_stage_qp",
+        reference="trot",
+        reference_options=TROT_SOON,
+        simulator="ess",
+        penetration_tolerance=0.001,
+    )
     over = run_over_protocol(config, 0.25)
     inside = run_in_process(config, 0.25, robot=quadruped)
     assert over.end_mode == "run" and inside.end_mode == "run"

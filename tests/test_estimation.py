@@ -268,8 +268,13 @@ def trot_like_readings(robot: RobotModel, ticks: int, seed: int) -> list[SensorR
         omega = np.array([0.3 * math.sin(0.01 * i), 0.2, 1.5 * math.cos(0.02 * i)]) if i > 50 else np.zeros(3)
         rotation = rotation * Rotation.from_rotvec(omega * dt)
         phase = (i // 60) % 3
-        contact = np.array([1, 1, 1, 1.0]) if phase == 0 or i < 30 else np.array([1, 0, 0, 1.0]) if phase == 1 \
-            else np.array([0, 1, 1, 0.0])  # fmt: skip
+        contact = (
+            np.array([1, 1, 1, 1.0])
+            if phase == 0 or i < 30
+            else np.array([1, 0, 0, 1.0])
+            if phase == 1
+            else np.array([0, 1, 1, 0.0])
+        )
         joint_q = stand[7:] + 0.1 * np.sin(0.01 * i + np.arange(robot.nq - 7))
         accel = rotation.inv().apply(-GRAVITY) + rng.normal(0.0, 0.3, 3)
         pose = None
@@ -277,8 +282,9 @@ def trot_like_readings(robot: RobotModel, ticks: int, seed: int) -> list[SensorR
             pose = ExternalPose(np.array([0.01, -0.02, 0.17]), Rotation.from_euler("z", 0.38).as_quat(), 0.003, 0.01)
         gyro = omega + rng.normal(0.0, 0.01, 3)
         joint_v = rng.normal(0.0, 0.1, robot.nv - 6)
-        out.append(SensorReading(t, joint_q, joint_v, rotation.as_quat(), gyro, accel, contact=contact,
-                                 external_pose=pose))  # fmt: skip
+        out.append(
+            SensorReading(t, joint_q, joint_v, rotation.as_quat(), gyro, accel, contact=contact, external_pose=pose)
+        )
     return out
 
 
@@ -304,8 +310,9 @@ def test_the_compiled_invariant_ekf_equals_a_numpy_reference(quadruped):
             pose = reading.external_pose
             rotation_base = Rotation.from_quat(pose.orientation_xyzw).as_matrix()
             external = (pose.position, rotation_base, pose.position_std, pose.orientation_std)  # IMU = base here
-        ref.update(kin.feet, kin.jacobian, kin.foot_rotation, reading.contact > 0.5, reading.imu_orientation_xyzw,
-                   external)  # fmt: skip
+        ref.update(
+            kin.feet, kin.jacobian, kin.foot_rotation, reading.contact > 0.5, reading.imu_orientation_xyzw, external
+        )
         s = est.state
         assert np.allclose(s.rotation, ref.R, atol=1e-11)
         assert np.allclose(s.velocity, ref.v, atol=1e-10)
@@ -322,9 +329,15 @@ def test_the_compiled_invariant_ekf_equals_a_numpy_reference(quadruped):
 # ---------------------------------------------------------------------------------------------------- health
 def resting(robot: RobotModel, t: float, rng: np.random.Generator) -> SensorReading:
     """A noisy reading of the robot standing still, level, on its four feet."""
-    return SensorReading(t, robot.standing_configuration()[7:], np.zeros(robot.nv - 6), np.array([0, 0, 0, 1.0]),
-                         rng.normal(0.0, 1e-3, 3), np.array([0.0, 0.0, 9.81]) + rng.normal(0.0, 1e-2, 3),
-                         contact=np.ones(len(robot.sphere_names)))  # fmt: skip
+    return SensorReading(
+        t,
+        robot.standing_configuration()[7:],
+        np.zeros(robot.nv - 6),
+        np.array([0, 0, 0, 1.0]),
+        rng.normal(0.0, 1e-3, 3),
+        np.array([0.0, 0.0, 9.81]) + rng.normal(0.0, 1e-2, 3),
+        contact=np.ones(len(robot.sphere_names)),
+    )
 
 
 @pytest.mark.parametrize("kind", ["inekf", "lkf"])

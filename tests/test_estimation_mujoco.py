@@ -76,5 +76,9 @@ def test_the_experiment_command_writes_each_filter_with_each_sensor_set(tmp_path
     assert main(["experiment", "estimator", "--seconds", "0.5", "--json", str(path)]) == 0
     rows = json.loads(path.read_text())["rows"]
     assert sorted((r["filter"], r["sensors"]) for r in rows) == [
-        ("inekf", "ideal"), ("inekf", "typical"), ("lkf", "ideal"), ("lkf", "typical")]  # fmt: skip
+        ("inekf", "ideal"),
+        ("inekf", "typical"),
+        ("lkf", "ideal"),
+        ("lkf", "typical"),
+    ]
     assert all(r["healthy_fraction"] == 1.0 and r["tick_us_p50"] > 0 for r in rows)

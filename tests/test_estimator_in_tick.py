@@ -35,13 +35,16 @@ def _launch_table(**estimator) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- settings
-@pytest.mark.parametrize(("estimator", "message"), [
-    ({"kind": "ekf"}, "estimator.kind must be one of"),
-    ({"kind": "inekf", "noise": {"gyro": 1.0}}, "unknown key(s) ['gyro']"),
-    ({"kind": "inekf", "bounds": {"max_tilt_std": -1.0}}, "max_tilt_std must be a finite number >= 0"),
-    ({"kind": "inekf", "contact_threshold": 0.0}, "contact_threshold must be in (0, 1]"),
-    ({"kind": "inekf", "filter": "lkf"}, "unknown key(s) ['filter']"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("estimator", "message"),
+    [
+        ({"kind": "ekf"}, "estimator.kind must be one of"),
+        ({"kind": "inekf", "noise": {"gyro": 1.0}}, "unknown key(s) ['gyro']"),
+        ({"kind": "inekf", "bounds": {"max_tilt_std": -1.0}}, "max_tilt_std must be a finite number >= 0"),
+        ({"kind": "inekf", "contact_threshold": 0.0}, "contact_threshold must be in (0, 1]"),
+        ({"kind": "inekf", "filter": "lkf"}, "unknown key(s) ['filter']"),
+    ],
+)
 def test_a_bad_estimator_table_is_refused_naming_the_key(estimator, message):
     """[estimator] is validated when the launch file is read; the error names the key."""
     with pytest.raises(ConfigError) as e:
@@ -70,8 +73,14 @@ def test_the_estimated_launch_files_use_the_sensor_form_and_the_invariant_ekf():
 
 
 # ---------------------------------------------------------------------------------------------------- the wire
-SHAPE = wire.RobotShape("quadruped", nq=19, nv=18, joint_names=tuple(f"j{i}" for i in range(12)),
-                        contact_names=("LF", "RF", "LH", "RH"), object_names=())  # fmt: skip
+SHAPE = wire.RobotShape(
+    "quadruped",
+    nq=19,
+    nv=18,
+    joint_names=tuple(f"j{i}" for i in range(12)),
+    contact_names=("LF", "RF", "LH", "RH"),
+    object_names=(),
+)
 
 
 def test_the_sensor_form_carries_the_joints_and_the_imu_bit_exact():
@@ -96,8 +105,11 @@ def test_the_full_form_is_unchanged_and_may_carry_an_imu_too():
     state = wire.decode_control(wire.encode_state(1, 0.0, q, np.zeros(18)), SHAPE).state
     assert state.imu is None and np.array_equal(state.q, q)
     message = msgpack.unpackb(wire.encode_state(1, 0.0, q, np.zeros(18)), raw=False)
-    message["imu"] = {"orientation_xyzw": [0.0, 0.0, 0.0, 1.0], "angular_velocity": [0.0] * 3,
-                      "linear_acceleration": [0.0, 0.0, 9.81]}  # fmt: skip
+    message["imu"] = {
+        "orientation_xyzw": [0.0, 0.0, 0.0, 1.0],
+        "angular_velocity": [0.0] * 3,
+        "linear_acceleration": [0.0, 0.0, 9.81],
+    }
     state = wire.decode_control(msgpack.packb(message, use_bin_type=True), SHAPE).state
     assert np.array_equal(state.q, q) and state.imu.t is None
 
@@ -115,11 +127,13 @@ def test_a_non_finite_imu_reaches_the_core_a_malformed_one_is_refused():
     """A NaN in the IMU is a sensor failure for the estimator to judge (the core stops safely), not a bad message;
     an IMU array of the wrong length is a bad_field."""
     imu = ImuReading(np.array([0.0, 0.0, 0.0, 1.0]), np.array([np.nan, 0.0, 0.0]), np.zeros(3))
-    state = wire.decode_control(wire.encode_state(1, 0.0, np.r_[np.zeros(6), 1, np.zeros(12)], np.zeros(18),
-                                                  imu=imu), SHAPE).state  # fmt: skip
+    state = wire.decode_control(
+        wire.encode_state(1, 0.0, np.r_[np.zeros(6), 1, np.zeros(12)], np.zeros(18), imu=imu), SHAPE
+    ).state
     assert np.isnan(state.imu.angular_velocity[0])
-    message = msgpack.unpackb(wire.encode_state(1, 0.0, np.r_[np.zeros(6), 1, np.zeros(12)], np.zeros(18), imu=imu),
-                              raw=False)  # fmt: skip
+    message = msgpack.unpackb(
+        wire.encode_state(1, 0.0, np.r_[np.zeros(6), 1, np.zeros(12)], np.zeros(18), imu=imu), raw=False
+    )
     message["imu"]["linear_acceleration"] = [0.0, 9.81]
     with pytest.raises(wire.ProtocolError) as e:
         wire.decode_control(msgpack.packb(message, use_bin_type=True), SHAPE)
@@ -136,8 +150,15 @@ def test_the_log_rebuilds_a_sensor_form_state_with_the_base_the_daemon_decoded()
     imu = ImuReading(np.array([0.0, 0.0, 0.0, 1.0]), rng.normal(size=3), rng.normal(size=3), 0.1)
     raw = wire.encode_state(5, 0.1, rng.normal(size=19), rng.normal(size=18), imu=imu)
     decoded = wire.decode_control(raw, SHAPE).state
-    snapshot = pack_snapshot(raw, Command(np.zeros(12), "idle", 0.1), compute_us=1.0, now=0.0, contact_labels=None,
-                             coupling=None, log_dropped=0)  # fmt: skip
+    snapshot = pack_snapshot(
+        raw,
+        Command(np.zeros(12), "idle", 0.1),
+        compute_us=1.0,
+        now=0.0,
+        contact_labels=None,
+        coupling=None,
+        log_dropped=0,
+    )
     record = record_from_snapshot(msgpack.unpackb(snapshot, raw=False))
     assert np.array_equal(np.frombuffer(record["q"], dtype="<f8"), decoded.q)
     assert np.array_equal(np.frombuffer(record["qd"], dtype="<f8"), decoded.v)
@@ -160,8 +181,9 @@ def _at_rest(robot, t: float, gyro_x: float = 0.0) -> RobotState:
 def test_welcome_says_the_daemon_wants_sensors_and_which_filter_estimates(stand_core):
     """A core with an estimator asks for the sensor form and names its filter; the daemon's welcome carries both."""
     assert (stand_core.state_form, stand_core.estimator_kind) == ("sensors", "inekf")
-    welcome = msgpack.unpackb(wire.encode_welcome(SHAPE, 1e-3, "idle", stand_core.state_form,
-                                                  stand_core.estimator_kind), raw=False)  # fmt: skip
+    welcome = msgpack.unpackb(
+        wire.encode_welcome(SHAPE, 1e-3, "idle", stand_core.state_form, stand_core.estimator_kind), raw=False
+    )
     assert (welcome["state_form"], welcome["estimator"]) == ("sensors", "inekf")
     plain = msgpack.unpackb(wire.encode_welcome(SHAPE, 1e-3, "idle"), raw=False)
     assert (plain["state_form"], plain["estimator"]) == ("full", "none")
@@ -183,12 +205,15 @@ def test_the_core_controls_from_the_estimated_base(stand_core, quadruped):
     core.stop("test", 0.01)
 
 
-@pytest.mark.parametrize(("spoil", "words"), [
-    ("nan", "the IMU reading is not finite"),
-    ("frozen", "the IMU is stale"),
-    ("old", "the IMU is stale: sampled 20.0 ms ago"),
-    ("none", "the state carries no IMU reading"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("spoil", "words"),
+    [
+        ("nan", "the IMU reading is not finite"),
+        ("frozen", "the IMU is stale"),
+        ("old", "the IMU is stale: sampled 20.0 ms ago"),
+        ("none", "the state carries no IMU reading"),
+    ],
+)
 def test_an_untrustworthy_estimate_stops_safely_and_names_the_reason(stand_core, quadruped, spoil, words):
     """A non-finite IMU, a frozen one (the same reading tick after tick), an old sample, or no IMU at all: the core
     leaves run mode for a safe stop (a damping stop, over at once for a robot at rest) whose reason says so; it never

@@ -11,8 +11,18 @@ import pytest
 from idcontrol.tools.cli import main
 from idcontrol.tools.experiments.paper import DelayedForces, plan
 
-REQUIRED = ("experiment", "terrain", "controller", "pos_err_rad", "vel_err_rad_s", "tau_rate_mean", "tau_mean",
-            "force_err_abs_N", "force_err_rel", "fell")  # fmt: skip
+REQUIRED = (
+    "experiment",
+    "terrain",
+    "controller",
+    "pos_err_rad",
+    "vel_err_rad_s",
+    "tau_rate_mean",
+    "tau_mean",
+    "force_err_abs_N",
+    "force_err_rel",
+    "fell",
+)
 RIGID = ("rigid_low", "rigid_high")
 QUICK_CONTROLLERS = ("qp_mu", "lcp_mu", "pid", "sensed_1")
 
@@ -22,8 +32,19 @@ def quick_run(tmp_path_factory):
     """The quick matrix on the rigid planar terrains (four controllers) and one grasp, with its report."""
     folder = tmp_path_factory.mktemp("paper")
     only = ",".join([f"trot/{t}/{c}" for t in RIGID for c in QUICK_CONTROLLERS] + ["grasp/grasp_1/qp_mu"])
-    code = main(["experiment", "paper", "--quick", "--only", only, "--json", str(folder / "results.json"),
-                 "--report", str(folder / "results.md")])  # fmt: skip
+    code = main(
+        [
+            "experiment",
+            "paper",
+            "--quick",
+            "--only",
+            only,
+            "--json",
+            str(folder / "results.json"),
+            "--report",
+            str(folder / "results.md"),
+        ]
+    )
     assert code == 0
     results = json.loads((folder / "results.json").read_text())
     return folder, {(r["experiment"], r["terrain"], r["controller"]): r for r in results}

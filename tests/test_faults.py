@@ -120,8 +120,10 @@ def test_killed_daemon_makes_the_realtime_bridge_stop_within_20_periods_and_a_re
             time.sleep(0.01)  # (the stop's time is stamped by the bridge thread)
         assert loop.report.safe_stops == 1, loop.report
         to_stop_ms = (loop.report.safe_stop_at - killed) * 1e3
-        print(f"\nbridge watchdog (20 missing commands, {period * 1e3:g} ms period): daemon killed → bridge safe stop "
-              f"{to_stop_ms:.1f} ms")  # fmt: skip
+        print(
+            f"\nbridge watchdog (20 missing commands, {period * 1e3:g} ms period): daemon killed → bridge safe stop "
+            f"{to_stop_ms:.1f} ms"
+        )
         # 20 served periods; periods the bridge itself overran (a loaded machine) are skipped, not counted
         assert to_stop_ms <= 60.0 * period / 1e-3
         daemon = spawn("daemon", str(path))  # the same endpoints

@@ -428,14 +428,17 @@ def test_dissipation_option_is_checked() -> None:
             make_formulation(name, dissipation="base")
 
 
-@pytest.mark.parametrize(("name", "option", "value", "says"), [
-    ("two_stage_qp", "null_tol", float("nan"), "not NaN"),  # the robot fell, no certificate failing
-    ("two_stage_qp", "ridge", -1.0, "ridge must be >= 0"),  # rougher torques, silently
-    ("noslip_lcp", "tol", -1e-10, "tol must be >= 0"),
-    ("noslip_lcp", "spread", float("nan"), "not NaN"),
-    ("coulomb_lcp", "spread", -1.0, "spread must be >= 0"),
-    ("one_stage_qp", "regularization", -1e-6, "regularization must be >= 0"),
-])
+@pytest.mark.parametrize(
+    ("name", "option", "value", "says"),
+    [
+        ("two_stage_qp", "null_tol", float("nan"), "not NaN"),  # the robot fell, no certificate failing
+        ("two_stage_qp", "ridge", -1.0, "ridge must be >= 0"),  # rougher torques, silently
+        ("noslip_lcp", "tol", -1e-10, "tol must be >= 0"),
+        ("noslip_lcp", "spread", float("nan"), "not NaN"),
+        ("coulomb_lcp", "spread", -1.0, "spread must be >= 0"),
+        ("one_stage_qp", "regularization", -1e-6, "regularization must be >= 0"),
+    ],
+)
 def test_a_nan_or_negative_tolerance_is_refused(name, option, value, says) -> None:
     """Tolerances, ridges and spreads are numbers >= 0: a NaN or a negative one is a ConfigError naming it."""
     with pytest.raises(ConfigError, match=f"{option}.*{says}|{says}"):

@@ -25,10 +25,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def record(robot: RobotModel, now: float, late: bool = False) -> dict:
     q = robot.standing_configuration()
-    return {"now": now, "t": now, "q": q, "qd": np.zeros(robot.nv), "tau": np.zeros(robot.nu), "compute_us": 100.0,
-            "last_late": late, "last_rtt_us": None if late else 300.0, "mode": "run", "formulation": "two_stage_qp",
-            "note": "", "contact_points": np.zeros((4, 3)), "force_world": np.tile([0.0, 0.0, 12.0], (4, 1)),
-            "sensed_forces": np.tile([0.0, 0.0, 11.0], (4, 1)), "contact_ids": ["LF_foot/floor"] * 4}  # fmt: skip
+    return {
+        "now": now,
+        "t": now,
+        "q": q,
+        "qd": np.zeros(robot.nv),
+        "tau": np.zeros(robot.nu),
+        "compute_us": 100.0,
+        "last_late": late,
+        "last_rtt_us": None if late else 300.0,
+        "mode": "run",
+        "formulation": "two_stage_qp",
+        "note": "",
+        "contact_points": np.zeros((4, 3)),
+        "force_world": np.tile([0.0, 0.0, 12.0], (4, 1)),
+        "sensed_forces": np.tile([0.0, 0.0, 11.0], (4, 1)),
+        "contact_ids": ["LF_foot/floor"] * 4,
+    }
 
 
 def test_view_publishes_at_50_hz_and_counts_every_tick_in_the_deadline_statistics(quadruped):
@@ -132,8 +145,10 @@ def test_live_view_serves_every_channel_and_the_log_holds_the_same_topics_and_sc
     with open(log, "rb") as f:
         reader = make_reader(f)
         summary = reader.get_summary()
-        logged = {c.topic: (summary.schemas[c.schema_id].name, json.loads(summary.schemas[c.schema_id].data))
-                  for c in summary.channels.values()}  # fmt: skip
+        logged = {
+            c.topic: (summary.schemas[c.schema_id].name, json.loads(summary.schemas[c.schema_id].data))
+            for c in summary.channels.values()
+        }
         counts = summary.statistics.channel_message_counts
         per_topic = {c.topic: counts.get(c.id, 0) for c in summary.channels.values()}
     for topic, (name, schema) in schemas_live.items():
@@ -196,7 +211,22 @@ def test_launch_with_foxglove_starts_the_live_view_beside_the_run_and_stops_it(t
 
     path, _ = launch_file(tmp_path)
     port = free_ports(1)[0]
-    out = subprocess.run([sys.executable, "-m", "idcontrol", "launch", str(path), "--duration", "0.3", "--quiet",
-                          "--foxglove", str(port)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "idcontrol",
+            "launch",
+            str(path),
+            "--duration",
+            "0.3",
+            "--quiet",
+            "--foxglove",
+            str(port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"live view: ws://127.0.0.1:{port}" in out.stderr and "deadline misses" in out.stdout

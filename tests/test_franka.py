@@ -99,8 +99,20 @@ def run_driver(
         try:
             wait_for(admin, lambda s: True, timeout=120.0)
             telemetry = TelemetryCollector(endpoints["telemetry"])
-            command = [sys.executable, "-m", "idcontrol", "driver", "franka", str(path), "--robot-ip", ROBOT_IP,
-                       "--duration", str(duration_s), *clock, *driver_args]  # fmt: skip
+            command = [
+                sys.executable,
+                "-m",
+                "idcontrol",
+                "driver",
+                "franka",
+                str(path),
+                "--robot-ip",
+                ROBOT_IP,
+                "--duration",
+                str(duration_s),
+                *clock,
+                *driver_args,
+            ]
             driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             wait_for(admin, lambda s: s["bridge_connected"], timeout=120.0)
             assert telemetry.wait_for_first(60.0), "no telemetry"
@@ -125,8 +137,16 @@ def run_driver(
         t.append(record["t"])
         q.append(record["q"][joints.idx_q])
         q_ref.append(record["q_ref"][joints.idx_tau])
-    return FrankaRun(driver.returncode, report, err, stats, np.asarray(t), np.asarray(q).reshape(-1, 7),
-                     np.asarray(q_ref).reshape(-1, 7), sim_stats)  # fmt: skip
+    return FrankaRun(
+        driver.returncode,
+        report,
+        err,
+        stats,
+        np.asarray(t),
+        np.asarray(q).reshape(-1, 7),
+        np.asarray(q_ref).reshape(-1, 7),
+        sim_stats,
+    )
 
 
 def test_the_driver_holds_the_arm_in_franky_sim_with_gravity_taken_out_once(tmp_path):
@@ -163,8 +183,10 @@ def test_the_driver_tracks_the_joint_sinusoid_in_franky_sim(tmp_path):
     error = run.q_arm[after_ramp] - run.q_ref_arm[after_ramp]
     swing = np.ptp(run.q_arm[after_ramp], axis=0)
     rms, peak = np.sqrt(np.mean(error**2, axis=0)), np.abs(error).max(axis=0)
-    print(f"sinusoid: tracking error RMS {np.round(rms * 1e3, 3)} mrad, max {np.round(peak * 1e3, 3)} mrad; "
-          f"peak to peak {np.round(swing, 3)} rad; driver {r}")  # fmt: skip
+    print(
+        f"sinusoid: tracking error RMS {np.round(rms * 1e3, 3)} mrad, max {np.round(peak * 1e3, 3)} mrad; "
+        f"peak to peak {np.round(swing, 3)} rad; driver {r}"
+    )
     assert np.all(np.abs(swing - 0.2) <= 0.02), swing
     assert peak[:4].max() <= 3e-3 and peak[4:].max() <= 80e-3, peak
 
@@ -183,14 +205,18 @@ def test_franky_sim_in_real_time_every_state_is_answered_on_the_arms_clock(tmp_p
     so they are printed here and measured by a command, not bounded (docs/franka.md, "Measured")."""
     run = run_driver(tmp_path, "franka_hold", 2.0, lockstep=False)
     r, sim = run.report, run.sim
-    print(f"real time: franky-sim {sim}; driver cycle {r['cycle_us']} µs, read interval {r['read_interval_us']}, "
-          f"in time {r['commands']}/{r['commands'] + r['late_commands']}, within 1 ms "
-          f"{r['within_period_fraction']:.4f}, round trip {r['roundtrip_us']}, arm cycles missed "
-          f"{r['robot_cycles_missed']}/{r['robot_cycles']}")  # fmt: skip
+    print(
+        f"real time: franky-sim {sim}; driver cycle {r['cycle_us']} µs, read interval {r['read_interval_us']}, "
+        f"in time {r['commands']}/{r['commands'] + r['late_commands']}, within 1 ms "
+        f"{r['within_period_fraction']:.4f}, round trip {r['roundtrip_us']}, arm cycles missed "
+        f"{r['robot_cycles_missed']}/{r['robot_cycles']}"
+    )
     stall_us = float((sim.get("tick_us") or {}).get("max", math.nan))
     if stall_us > REALTIME_STALL_LIMIT_US:  # the simulated arm itself stood still: nothing here judges the driver
-        pytest.skip(f"franky-sim stalled {stall_us / 1e3:.1f} ms in one tick (the daemon's watchdog is 20 ms): this "
-                    "machine cannot serve franky-sim in real time; the lock-step tests cover the driver")  # fmt: skip
+        pytest.skip(
+            f"franky-sim stalled {stall_us / 1e3:.1f} ms in one tick (the daemon's watchdog is 20 ms): this "
+            "machine cannot serve franky-sim in real time; the lock-step tests cover the driver"
+        )
     assert run.code == 0 and r["stop_reason"] is None, run.log[-3000:]
     assert r["robot_cycles"] > 100 and r["commands"] + r["late_commands"] == r["states_sent"] == r["robot_cycles"], r
     cycles = np.diff(run.t) / 1e-3
@@ -277,9 +303,11 @@ def test_an_address_off_loopback_needs_the_hardware_flag():
 
 def test_without_pylibfranka_the_command_names_the_extra():
     """With pylibfranka missing, `idcontrol driver franka` exits 2 and says to install the franka extra."""
-    code = ("import sys; sys.modules['pylibfranka'] = None; from idcontrol.tools.cli import main; "
-            f"sys.exit(main(['driver', 'franka', {str(ROOT / 'launch' / 'franka_hold.toml')!r}, '--robot-ip', "
-            "'127.0.0.1']))")  # fmt: skip
+    code = (
+        "import sys; sys.modules['pylibfranka'] = None; from idcontrol.tools.cli import main; "
+        f"sys.exit(main(['driver', 'franka', {str(ROOT / 'launch' / 'franka_hold.toml')!r}, '--robot-ip', "
+        "'127.0.0.1']))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "pip install 'idcontrol[franka]'" in out.stderr, out.stderr
 

@@ -19,18 +19,36 @@ from idcontrol.robot.model import RobotModel
 from idcontrol.tools import fuzz, ports
 from tests.test_daemon import Harness
 
-STATE_KEYS = ["v", "type", "seq", "t", "q", "qd", "contact_forces", "objects", "last_rtt_us", "bridge_stopped",
-              "robot", "nq", "clock", "x"]  # fmt: skip
+STATE_KEYS = [
+    "v",
+    "type",
+    "seq",
+    "t",
+    "q",
+    "qd",
+    "contact_forces",
+    "objects",
+    "last_rtt_us",
+    "bridge_stopped",
+    "robot",
+    "nq",
+    "clock",
+    "x",
+]
 
 scalars = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
     | st.binary(max_size=200)
-)  # fmt: skip
+)
 values = st.recursive(
-    scalars, lambda children: st.lists(children, max_size=20) | st.dictionaries(st.text(max_size=8), children,
-                                                                                 max_size=6),
+    scalars,
+    lambda children: st.lists(children, max_size=20) | st.dictionaries(st.text(max_size=8), children, max_size=6),
     max_leaves=25,
-)  # fmt: skip
+)
 float_arrays = st.lists(st.floats(width=64), min_size=0, max_size=25).map(lambda xs: wire.f64(np.asarray(xs)))
 
 
@@ -45,8 +63,14 @@ def control_messages(draw) -> bytes:
         fields.setdefault("v", 1)
         fields.setdefault("type", draw(st.sampled_from(["state", "hello"])))
         return msgpack.packb(fields, use_bin_type=True)
-    message = {"v": 1, "type": "state", "seq": draw(st.integers(0, 2**64 - 1)), "t": draw(st.floats(width=64)),
-               "q": draw(float_arrays), "qd": draw(float_arrays)}  # fmt: skip
+    message = {
+        "v": 1,
+        "type": "state",
+        "seq": draw(st.integers(0, 2**64 - 1)),
+        "t": draw(st.floats(width=64)),
+        "q": draw(float_arrays),
+        "qd": draw(float_arrays),
+    }
     if draw(st.booleans()):
         message["contact_forces"] = draw(float_arrays)
     return msgpack.packb(message, use_bin_type=True)
@@ -96,8 +120,12 @@ def test_fuzz_command_reports_no_crash_against_a_daemon_process(tmp_path):
     """`idcontrol fuzz --messages 3000`: a daemon process gets 3000 hostile messages; the report counts them,
     with replies, commands, no crash and no unsafe reply."""
     path = tmp_path / "fuzz.json"
-    out = subprocess.run([sys.executable, "-m", "idcontrol", "fuzz", "--messages", "3000", "--seed", "7", "--json",
-                          str(path)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "idcontrol", "fuzz", "--messages", "3000", "--seed", "7", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads(path.read_text())
     assert report["messages"] == 3000 and report["valid_states"] > 0
@@ -123,8 +151,11 @@ def test_a_daemon_that_stops_reading_is_reported_with_its_fate_instead_of_hangin
         ctx.term()
     output = tmp_path / "daemon.log"
     with output.open("wb") as sink:
-        daemon = subprocess.Popen([sys.executable, "-c", "print('binding the control socket failed'); exit(3)"],
-                                  stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+        daemon = subprocess.Popen(
+            [sys.executable, "-c", "print('binding the control socket failed'); exit(3)"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     daemon.wait(timeout=30)
     checker = fuzz.ReplyChecker(RobotModel("quadruped"), fuzz.FuzzReport())
     checker.daemon, checker.daemon_output = daemon, output

@@ -182,9 +182,15 @@ def test_commanding_admin_requests_need_the_credential_but_status_does_not(harne
     try:
         assert stranger.request("status")["mode"] == "idle"
         assert "ticks" in stranger.request("stats")
-        for kind, fields in (("start", {}), ("stop", {}), ("set_gains", {"kp": 1.0}), ("reset_stats", {}),
-                             ("set_formulation", {"name": "pid"}), ("set_reference", {"name": "hold"}),
-                             ("shutdown", {})):  # fmt: skip
+        for kind, fields in (
+            ("start", {}),
+            ("stop", {}),
+            ("set_gains", {"kp": 1.0}),
+            ("reset_stats", {}),
+            ("set_formulation", {"name": "pid"}),
+            ("set_reference", {"name": "hold"}),
+            ("shutdown", {}),
+        ):
             assert code_of(stranger, kind, **fields) == "unauthorized", kind
         assert code_of(stranger, "start", token="0" * 64) == "unauthorized"
         assert harness.admin.request("status")["mode"] == "idle" and harness.thread.is_alive()

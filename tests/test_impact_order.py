@@ -22,8 +22,23 @@ def test_the_study_runs_nominal_once_and_sampled_per_seed():
 def test_a_short_study_samples_touchdowns_and_writes_its_table_and_plot(tmp_path):
     """One seed of 0.7 s (0.2 s of trot): every formulation trots, touchdowns are sampled, the table is written."""
     report, out, pooled = tmp_path / "order.md", tmp_path / "order.json", tmp_path / "pooled.json"
-    code = main(["experiment", "impact-order", "--seeds", "1", "--seconds", "0.7", "--output", str(out),
-                 "--report", str(report), "--json", str(pooled), "--quiet"])  # fmt: skip
+    code = main(
+        [
+            "experiment",
+            "impact-order",
+            "--seeds",
+            "1",
+            "--seconds",
+            "0.7",
+            "--output",
+            str(out),
+            "--report",
+            str(report),
+            "--json",
+            str(pooled),
+            "--quiet",
+        ]
+    )
     assert code == 0
     rows = json.loads(out.read_text())
     assert len(rows) == 3 * 2 and all(r["status"] == "done" for r in rows)

@@ -234,8 +234,10 @@ def test_the_watchdog_counts_from_the_states_arrival(quadruped, monkeypatch):
         while core.mode == "run":
             time.sleep(0.001)
         stopped_after_ms = (core._safe_stop_started - sent) * 1e3
-        print(f"\nwatchdog: safe stop {stopped_after_ms:.2f} ms after the state was sent "
-              f"(watchdog {watchdog_ms:.0f} ms, tick {tick_ms:.0f} ms)")  # fmt: skip
+        print(
+            f"\nwatchdog: safe stop {stopped_after_ms:.2f} ms after the state was sent "
+            f"(watchdog {watchdog_ms:.0f} ms, tick {tick_ms:.0f} ms)"
+        )
         assert stopped_after_ms >= watchdog_ms - 1.0  # not before the watchdog's time
         assert stopped_after_ms < watchdog_ms + tick_ms / 2  # counted from the send, it would be watchdog + tick
     finally:

@@ -24,8 +24,16 @@ from idcontrol.security import Credential
 from idcontrol.tools.ports import free_ports
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
-SUMMARY_KEYS = {"ticks", "deadline_misses", "fell", "compute_us", "roundtrip_us", "tracking_error_rad",
-                "tau_rate_mean", "formulation"}  # fmt: skip
+SUMMARY_KEYS = {
+    "ticks",
+    "deadline_misses",
+    "fell",
+    "compute_us",
+    "roundtrip_us",
+    "tracking_error_rad",
+    "tau_rate_mean",
+    "formulation",
+}
 
 
 def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: str) -> tuple[Path, dict[str, str]]:
@@ -45,8 +53,13 @@ def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: s
 def spawn(*args: str, stdout=subprocess.DEVNULL, new_session: bool = False) -> subprocess.Popen:
     """``python -m idcontrol ARGS``; ``new_session``: in its own process group (for killpg)."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=stdout, stderr=subprocess.DEVNULL,
-                            env=env, start_new_session=new_session)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "idcontrol", *args],
+        stdout=stdout,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=new_session,
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -128,8 +141,18 @@ def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
     """`idcontrol launch` runs daemon + MuJoCo bridge lock-step and reports the required summary keys."""
     path, _ = launch_file(tmp_path)
     summary_path = tmp_path / "summary.json"
-    command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--duration", "0.5", "--quiet",
-               "--summary-json", str(summary_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "idcontrol",
+        "launch",
+        str(path),
+        "--duration",
+        "0.5",
+        "--quiet",
+        "--summary-json",
+        str(summary_path),
+    ]
     out = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(summary_path.read_text(), parse_constant=reject_constant)  # strict JSON: no NaN
@@ -146,16 +169,19 @@ def test_launch_runs_the_quadruped_standing_and_writes_the_summary(tmp_path):
     line = next((text for text in out.stdout.splitlines() if text.startswith("mean per tick")), "(none)")
     # transport (round trip − compute) is negative when the command reaches the bridge before the daemon's send call
     # returns (seen: −5 µs beside a 53 µs send); it cannot be below −send: nothing arrives before it is sent
-    assert re.search(rf"mean per tick +decode {phases['decode']:.0f}, core tick {phases['core_tick']:.0f} "
-                     rf"\(model \d+, contacts \d+, build \d+, solve \d+\), send \d+, transport -?\d+ µs", line), \
-        (line, phases)  # fmt: skip
+    assert re.search(
+        rf"mean per tick +decode {phases['decode']:.0f}, core tick {phases['core_tick']:.0f} "
+        rf"\(model \d+, contacts \d+, build \d+, solve \d+\), send \d+, transport -?\d+ µs",
+        line,
+    ), (line, phases)
     assert phases["transport"] >= -phases["send"], phases
 
 
 def test_launch_fails_fast_on_a_bad_launch_file(tmp_path):
     path, _ = launch_file(tmp_path, **{'robot = "quadruped"': 'robot = "hexapod"'})
-    out = subprocess.run([sys.executable, "-m", "idcontrol", "launch", str(path)], capture_output=True, text=True,
-                         timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "idcontrol", "launch", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "unknown robot 'hexapod'" in out.stderr
 
 
@@ -244,8 +270,9 @@ def test_bridge_refuses_a_daemon_of_another_robot(tmp_path):
     admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         wait_for(admin, lambda s: True)
-        bridge = subprocess.run([sys.executable, "-m", "idcontrol", "bridge", str(arm)], capture_output=True,
-                                text=True, timeout=60)  # fmt: skip
+        bridge = subprocess.run(
+            [sys.executable, "-m", "idcontrol", "bridge", str(arm)], capture_output=True, text=True, timeout=60
+        )
         assert bridge.returncode == 2 and "robot_mismatch" in bridge.stderr + bridge.stdout
     finally:
         admin.close()
@@ -267,8 +294,17 @@ def test_formulation_override_reaches_the_daemon(tmp_path, formulation):
 def run_launch(path: Path, tmp_path: Path, *extra: str, status: int = 0) -> dict:
     """`idcontrol launch PATH --quiet --summary-json ... EXTRA`; asserts its exit ``status``; the summary."""
     summary_path = tmp_path / "summary.json"
-    command = [sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet", "--summary-json", str(summary_path),
-               *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "idcontrol",
+        "launch",
+        str(path),
+        "--quiet",
+        "--summary-json",
+        str(summary_path),
+        *extra,
+    ]
     out = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert out.returncode == status, out.stderr[-3000:]
     if status:
@@ -301,10 +337,14 @@ def test_arm_stops_and_says_why_when_its_grasp_model_is_wrong(tmp_path):
     answers need more than 30 times the arm's torque limits (sent clipped, they used to fling the box away); the
     certificate rejects them, the fallback holds and then stops the arm within 0.5 s, and the summary says why.
     (A box that is dropped is reported: tests/test_mismatch.py.)"""
-    path, _ = launch_file(tmp_path, "arm_grasp", **{
-        'mode = "lockstep"\nmu = inf': 'mode = "lockstep"\nmu = 1.0',  # the world (bridge section)
-        "mu = 1.0\nwatchdog_ms": "mu = inf\nwatchdog_ms",  # the controller
-    })  # fmt: skip
+    path, _ = launch_file(
+        tmp_path,
+        "arm_grasp",
+        **{
+            'mode = "lockstep"\nmu = inf': 'mode = "lockstep"\nmu = 1.0',  # the world (bridge section)
+            "mu = 1.0\nwatchdog_ms": "mu = inf\nwatchdog_ms",  # the controller
+        },
+    )
     assert 'mode = "lockstep"\nmu = 1.0' in path.read_text() and "mu = inf\nwatchdog_ms" in path.read_text()
     summary = run_launch(path, tmp_path, "--duration", "0.5", status=4)  # ended before its duration
     assert "certificate: torque_bound" in summary["end"] and summary["sim_time_s"] < 0.5, summary["end"]
@@ -345,8 +385,12 @@ def test_launch_says_so_stops_the_bridge_and_fails_when_the_daemon_is_killed(tmp
     """kill -9 of the daemon under `idcontrol launch`: a clear message (no traceback), the bridge stopped, a
     non-zero exit."""
     path, endpoints = launch_file(tmp_path, **{"duration = 5.0": "duration = 60.0"})
-    launch = subprocess.Popen([sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "idcontrol", "launch", str(path), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     try:
         wait_for(admin, lambda s: s["mode"] == "run" and s["ticks"] > 100, timeout=120.0)
@@ -366,9 +410,16 @@ def test_launch_says_so_stops_the_bridge_and_fails_when_the_daemon_is_killed(tmp
 def test_terminate_kills_a_child_that_does_not_exit_on_sigterm_and_says_so():
     from idcontrol.processes import terminate
 
-    deaf = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
-                             "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)\n"
-                             "time.sleep(60)"], stdout=subprocess.PIPE)  # fmt: skip
+    deaf = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)\n"
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert deaf.stdout.readline().strip() == b"ready"  # its SIGTERM handler is in place
     started = time.monotonic()
     assert terminate(deaf, timeout=0.5) is False

@@ -85,8 +85,11 @@ def test_overrides_replace_duration_and_formulation(tmp_path):
         (("[reference]", "[formulations.magic]\nx = 1\n[reference]"), UnknownFormulation, "magic"),
         (("[reference]", "[formulations]\nnoslip_lcp = 3\n[reference]"), ConfigError, "formulations.noslip_lcp"),
         (("[reference]", "[formulations.two_stage_qp]\nridgee = 1\n[reference]"), ConfigError, "ridgee"),
-        (("[reference]", '[formulations.one_stage_qp]\ndissipation = "base"\n[reference]'), ConfigError,
-         "one_stage_qp"),
+        (
+            ("[reference]", '[formulations.one_stage_qp]\ndissipation = "base"\n[reference]'),
+            ConfigError,
+            "one_stage_qp",
+        ),
     ],
 )
 def test_bad_launch_files_fail_with_a_clear_message(tmp_path, change, error, words):
@@ -113,12 +116,15 @@ def test_formulation_tables_reach_every_formulation_the_daemon_builds(tmp_path):
     switch swaps in; controller.options override them for the launch formulation."""
     from idcontrol.control.factory import build_core
 
-    text = GOOD.replace("[reference]", """[formulations.two_stage_qp]
+    text = GOOD.replace(
+        "[reference]",
+        """[formulations.two_stage_qp]
 dissipation = "contacts"
 ridge = 1e-6
 [formulations.noslip_lcp]
 spread = 0.01
-[reference]""").replace('rate_hz = 1000.0', 'rate_hz = 1000.0\noptions = { ridge = 1e-5 }')
+[reference]""",
+    ).replace("rate_hz = 1000.0", "rate_hz = 1000.0\noptions = { ridge = 1e-5 }")
     config = load_launch(write(tmp_path, text))
     assert config.formulation_options("two_stage_qp") == {"dissipation": "contacts", "ridge": 1e-5}
     assert config.formulation_options("noslip_lcp") == {"spread": 0.01}
@@ -136,8 +142,10 @@ spread = 0.01
 def test_a_client_reads_the_endpoints_without_checking_the_formulations(tmp_path):
     """load_launch(check_formulations=False), for a client that only needs the endpoints, takes a file whose
     formulation names or options would be refused; the default check refuses them."""
-    for text in (GOOD.replace('formulation = "two_stage_qp"', 'formulation = "magic_qp"'),
-                 GOOD.replace("[reference]", "[formulations.two_stage_qp]\nnot_an_option = 1\n[reference]")):
+    for text in (
+        GOOD.replace('formulation = "two_stage_qp"', 'formulation = "magic_qp"'),
+        GOOD.replace("[reference]", "[formulations.two_stage_qp]\nnot_an_option = 1\n[reference]"),
+    ):
         path = write(tmp_path, text)
         with pytest.raises(ConfigError):
             load_launch(path)
@@ -178,12 +186,21 @@ def test_realtime_table_is_checked_at_load(tmp_path):
     assert (settings.priority, settings.io_cpu, settings.cpu_latency_us) == (50, 0, 0)
     assert (settings.spin_us, settings.bridge_spin_us) == (1000.0, 0.0)
     bad_priorities = ("priority = 100", "priority = -1", f"bridge_cpu = {os.cpu_count()}")
-    bad_spins = ("spin_us = 20000.0", "spin_us = -1.0", "spin_us = 1000.0\nbridge_spin_us = 20000.0",
-                 "spin_us = 1000.0\nbridge_spin_us = -1.0", "spin_us = 1000.0\nbridge_spin_us = true")
+    bad_spins = (
+        "spin_us = 20000.0",
+        "spin_us = -1.0",
+        "spin_us = 1000.0\nbridge_spin_us = 20000.0",
+        "spin_us = 1000.0\nbridge_spin_us = -1.0",
+        "spin_us = 1000.0\nbridge_spin_us = true",
+    )
     bad_io = (("io_cpu = 0 ", f"io_cpu = {os.cpu_count()} "), ("io_cpu = 0 ", "io_cpu = true "))
     bad_latency = ("cpu_latency_us = -1 ", "cpu_latency_us = 1.5 ", "cpu_latency_us = 2000000 ")
-    for old, bad in [*(("priority = 50", b) for b in bad_priorities), *(("spin_us = 1000.0", b) for b in bad_spins),
-                     *bad_io, *(("cpu_latency_us = 0 ", b) for b in bad_latency)]:  # fmt: skip
+    for old, bad in [
+        *(("priority = 50", b) for b in bad_priorities),
+        *(("spin_us = 1000.0", b) for b in bad_spins),
+        *bad_io,
+        *(("cpu_latency_us = 0 ", b) for b in bad_latency),
+    ]:
         assert old in base
         path = tmp_path / "bad.toml"
         path.write_text(base.replace(old, bad))
@@ -301,12 +318,15 @@ def test_a_spinning_daemon_rests_as_much_as_the_kernels_real_time_budget_require
     assert rt_rest_fraction(str(tmp_path / "absent")) == 0.0
 
 
-@pytest.mark.parametrize(("change", "words"), [
-    (("[controller]", '[controller]\nmu = "one"'), "controller.mu must be a number, got 'one'"),
-    (("[bridge]", '[bridge]\nmu = "one"'), "bridge.mu must be a number, got 'one'"),
-    (("rate_hz = 1000.0", 'rate_hz = "fast"'), "must be a number"),
-    (("[reference]", '[formulations.noslip_lcp]\nspread = "wide"\n[reference]'), "spread"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("[controller]", '[controller]\nmu = "one"'), "controller.mu must be a number, got 'one'"),
+        (("[bridge]", '[bridge]\nmu = "one"'), "bridge.mu must be a number, got 'one'"),
+        (("rate_hz = 1000.0", 'rate_hz = "fast"'), "must be a number"),
+        (("[reference]", '[formulations.noslip_lcp]\nspread = "wide"\n[reference]'), "spread"),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_reported_as_a_type_error_not_a_range_error(tmp_path, change, words):
     """mu = "one" says a number was expected (it used to report a range)."""
     old, new = change
@@ -325,9 +345,16 @@ def test_the_soak_runs_with_the_shipped_real_time_settings(tmp_path):
 
     def soak_launch(priority: int, cpus: set[int], formulation: str = "two_stage_qp"):
         path = tmp_path / "soak.toml"
-        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority,
-                                               realtime=realtime_table(priority, cpus), control=5555, admin=5556,
-                                               telemetry=5557))  # fmt: skip
+        path.write_text(
+            LAUNCH_TEMPLATE.format(
+                formulation=formulation,
+                priority=priority,
+                realtime=realtime_table(priority, cpus),
+                control=5555,
+                admin=5556,
+                telemetry=5557,
+            )
+        )
         return load_launch(path)
 
     def soak_settings(priority: int, cpus: set[int]):
@@ -354,8 +381,11 @@ def test_a_relative_robot_path_is_taken_beside_the_launch_file(tmp_path, monkeyp
 
     shipped = SHIPPED_ROBOTS_DIR / "quadruped"
     (tmp_path / "myq").mkdir()
-    (tmp_path / "myq" / "robot.toml").write_text((shipped / "robot.toml").read_text().replace(
-        'urdf = "quadruped.urdf"', f'urdf = "{shipped / "quadruped.urdf"}"'))  # fmt: skip
+    (tmp_path / "myq" / "robot.toml").write_text(
+        (shipped / "robot.toml")
+        .read_text()
+        .replace('urdf = "quadruped.urdf"', f'urdf = "{shipped / "quadruped.urdf"}"')
+    )
     launch = tmp_path / "run.toml"
     launch.write_text('robot = "./myq"\n')
     elsewhere = tmp_path / "elsewhere"
@@ -367,13 +397,18 @@ def test_a_relative_robot_path_is_taken_beside_the_launch_file(tmp_path, monkeyp
         load_launch(launch)
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ('duration = "5"\n', r"duration must be a number, got '5'"),
-    ("duration = inf\n", r"duration must be a finite number of s >= 0 \(0: until Ctrl-C\)"),
-    ('[controller]\nformulation = "two_stage_qpp"\n',
-     r"\[controller\] formulation: unknown formulation 'two_stage_qpp'"),
-    ('[reference]\nname = "holdd"\n', r"\[reference\] name: unknown reference 'holdd'; available: .*hold"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('duration = "5"\n', r"duration must be a number, got '5'"),
+        ("duration = inf\n", r"duration must be a finite number of s >= 0 \(0: until Ctrl-C\)"),
+        (
+            '[controller]\nformulation = "two_stage_qpp"\n',
+            r"\[controller\] formulation: unknown formulation 'two_stage_qpp'",
+        ),
+        ('[reference]\nname = "holdd"\n', r"\[reference\] name: unknown reference 'holdd'; available: .*hold"),
+    ],
+)
 def test_a_launch_files_mistakes_are_named_with_the_file_and_key_when_it_is_read(tmp_path, text, says):
     """Each error names the launch file and the key, when the file is read: an unknown reference had been found
     only by the daemon, after the bridge had started, and said neither."""

@@ -43,23 +43,53 @@ def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dic
     if n_contacts:
         force_normal[0] = np.nan
     return {
-        "v": 1, "type": "telemetry", "seq": seq, "t": seq * 1e-3, "now": 100.0 + seq * 1e-3, "mode": "run",
-        "formulation": "two_stage_qp", "q": wire.f64(f(19)), "qd": wire.f64(f(18)), "tau": wire.f64(f(12)),
-        "compute_us": float(rng.uniform(100, 900)), "clipped": int(rng.integers(3)), "note": f"note {seq}",
-        "bridge_stopped": bool(seq % 2), "last_late": bool(seq % 4 == 1), "last_rtt_us": float(rng.uniform(100, 900)),
-        "objects": {"box": {"position": wire.f64(f(3)), "orientation_xyzw": wire.f64(f(4)),
-                            "linear_velocity": wire.f64(f(3)), "angular_velocity": wire.f64(f(3))}},
-        "q_ref": wire.f64(f(12)), "qd_ref": wire.f64(f(12)), "qdd_des": wire.f64(f(12)),
-        "reference": {"phase": float(rng.uniform())}, "found": bool(seq % 3),
-        "certificate": "" if seq % 3 else "friction", "iterations": int(rng.integers(50)),
-        "fallback": "qp" if seq % 5 == 0 else "", "repaired": bool(seq % 7 == 0), "message": "ok",
+        "v": 1,
+        "type": "telemetry",
+        "seq": seq,
+        "t": seq * 1e-3,
+        "now": 100.0 + seq * 1e-3,
+        "mode": "run",
+        "formulation": "two_stage_qp",
+        "q": wire.f64(f(19)),
+        "qd": wire.f64(f(18)),
+        "tau": wire.f64(f(12)),
+        "compute_us": float(rng.uniform(100, 900)),
+        "clipped": int(rng.integers(3)),
+        "note": f"note {seq}",
+        "bridge_stopped": bool(seq % 2),
+        "last_late": bool(seq % 4 == 1),
+        "last_rtt_us": float(rng.uniform(100, 900)),
+        "objects": {
+            "box": {
+                "position": wire.f64(f(3)),
+                "orientation_xyzw": wire.f64(f(4)),
+                "linear_velocity": wire.f64(f(3)),
+                "angular_velocity": wire.f64(f(3)),
+            }
+        },
+        "q_ref": wire.f64(f(12)),
+        "qd_ref": wire.f64(f(12)),
+        "qdd_des": wire.f64(f(12)),
+        "reference": {"phase": float(rng.uniform())},
+        "found": bool(seq % 3),
+        "certificate": "" if seq % 3 else "friction",
+        "iterations": int(rng.integers(50)),
+        "fallback": "qp" if seq % 5 == 0 else "",
+        "repaired": bool(seq % 7 == 0),
+        "message": "ok",
         "timings_us": {"model": 40.0, "solve": float(rng.uniform(100, 200))},
-        "contact_ids": [f"s{i}/ground" for i in range(n_contacts)], "contact_points": wire.f64(f(n_contacts, 3)),
-        "contact_normals": wire.f64(f(n_contacts, 3)), "contact_phi": wire.f64(f(n_contacts)),
-        "force_normal": wire.f64(force_normal), "force_world": wire.f64(f(n_contacts, 3)),
-        "sensed_forces": wire.f64(f(4, 3)), "log_dropped": 0, "coupling": float(rng.uniform()),
-        "coupling_held": float(rng.uniform()), "coupled_touchdown": bool(seq % 2),
-    }  # fmt: skip
+        "contact_ids": [f"s{i}/ground" for i in range(n_contacts)],
+        "contact_points": wire.f64(f(n_contacts, 3)),
+        "contact_normals": wire.f64(f(n_contacts, 3)),
+        "contact_phi": wire.f64(f(n_contacts)),
+        "force_normal": wire.f64(force_normal),
+        "force_world": wire.f64(f(n_contacts, 3)),
+        "sensed_forces": wire.f64(f(4, 3)),
+        "log_dropped": 0,
+        "coupling": float(rng.uniform()),
+        "coupling_held": float(rng.uniform()),
+        "coupled_touchdown": bool(seq % 2),
+    }
 
 
 def decoded(record: dict, key: str):
@@ -227,14 +257,16 @@ def test_log_info_counts_deadline_misses_by_the_daemons_rule(run_log: Path, caps
     stats = log.end["stats"]
     assert log.lockstep and int(log.deadline_misses().sum()) == stats["deadline_misses"]
     assert main(["log", "info", str(run_log)]) == 0
-    assert re.search(rf"deadline misses +{stats['deadline_misses']} \(compute over the period: lock-step\)",
-                     capsys.readouterr().out)  # fmt: skip
+    assert re.search(
+        rf"deadline misses +{stats['deadline_misses']} \(compute over the period: lock-step\)", capsys.readouterr().out
+    )
 
 
 def test_replay_with_another_formulation_reports_differences(run_log: Path, capsys) -> None:
     """--formulation solves every tick of a time window with another formulation and reports the torque gap."""
-    assert main(["replay", str(run_log), "--formulation", "coulomb_lcp", "--from", "0.05", "--to", "0.3",
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(["replay", str(run_log), "--formulation", "coulomb_lcp", "--from", "0.05", "--to", "0.3", "--json"]) == 0
+    )
     report = json.loads(capsys.readouterr().out)
     t = read_log(run_log).array("t")
     assert report["ticks"] == int(((t >= 0.05) & (t <= 0.3)).sum()) > 0
@@ -259,8 +291,13 @@ def test_replay_rebuilds_the_robot_that_ran_not_the_launch_files(tmp_path: Path)
 
     launch = Path(__file__).resolve().parents[1] / "launch" / "stand.toml"
     ur5 = RobotModel("ur5")
-    config = {"launch_toml": launch.read_text(), "launch_file": str(launch), "robot": "ur5",
-              "formulation": "two_stage_qp", "gains": {"kp": (2 * ur5.gains.kp).tolist()}}  # fmt: skip
+    config = {
+        "launch_toml": launch.read_text(),
+        "launch_file": str(launch),
+        "robot": "ur5",
+        "formulation": "two_stage_qp",
+        "gains": {"kp": (2 * ur5.gains.kp).tolist()},
+    }
     log_file = SegmentedLog(tmp_path / "ur5.mcap", config, 1 << 20)
     log_file.close()
     core = rebuild_core(read_log(tmp_path / "ur5.mcap"))
@@ -302,8 +339,7 @@ def test_log_info_and_plots(run_log: Path, tmp_path: Path, capsys) -> None:
     assert "quadruped" in out and "two_stage_qp" in out and "one_stage_qp" in out and "deadline misses" in out
     assert main(["plot", str(run_log), "-o", str(tmp_path / "plots")]) == 0
     pngs = sorted((tmp_path / "plots").glob("*.png"))
-    assert [p.name for p in pngs] == ["contact_forces.png", "coupling.png", "timing.png", "torques.png",
-                                      "tracking.png"]  # fmt: skip
+    assert [p.name for p in pngs] == ["contact_forces.png", "coupling.png", "timing.png", "torques.png", "tracking.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 
@@ -404,8 +440,9 @@ def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_wou
     recording = workloads.record(workload)
     core = build_core(recording.config, recording.robot)
     robot = recording.robot
-    shape = wire.RobotShape(robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names),
-                            core.object_names)  # the daemon's  # fmt: skip
+    shape = wire.RobotShape(
+        robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names), core.object_names
+    )  # the daemon's
     sphere = shape.contact_names[0]
     kinds = set()
     for seq, state in enumerate(recording.states):
@@ -413,11 +450,22 @@ def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_wou
             core.start(state.t)
         if seq == len(recording.states) - 20:
             core.stop("end of the test", state.t)
-        crossings = ((f"{sphere}/touchdown", state.t - 2e-4, "event"), (f"{sphere}/liftoff", state.t, "event")) \
-            if seq % 7 == 3 else ()  # fmt: skip
-        raw = wire.encode_state(seq, state.t, state.q, state.v, state.sensed_forces, state.objects,
-                                last_rtt_us=None if seq % 5 == 0 else 400.0 + seq, last_late=seq % 11 == 0,
-                                crossings=crossings)  # fmt: skip
+        crossings = (
+            ((f"{sphere}/touchdown", state.t - 2e-4, "event"), (f"{sphere}/liftoff", state.t, "event"))
+            if seq % 7 == 3
+            else ()
+        )
+        raw = wire.encode_state(
+            seq,
+            state.t,
+            state.q,
+            state.v,
+            state.sensed_forces,
+            state.objects,
+            last_rtt_us=None if seq % 5 == 0 else 400.0 + seq,
+            last_late=seq % 11 == 0,
+            crossings=crossings,
+        )
         if seq % 3 == 1:  # a bridge may send its arrays as numbers instead of float64 bytes
             sent = msgpack.unpackb(raw, raw=False)
             sent["q"] = np.frombuffer(sent["q"], dtype="<f8").tolist()
@@ -429,13 +477,23 @@ def test_the_writer_rebuilds_from_a_tick_snapshot_the_very_record_the_daemon_wou
         out = core.tick(message.state, now=state.t)
         labels = ["/".join(map(str, c)) for c in out.contacts.ids] if out.contacts is not None else None
         coupling, compute_us, now, dropped = core.coupling(out), 100.0 + seq, 1000.0 + state.t, seq // 50
-        snapshot = pack_snapshot(raw, out, compute_us=compute_us, now=now, contact_labels=labels, coupling=coupling,
-                                 log_dropped=dropped)  # fmt: skip
+        snapshot = pack_snapshot(
+            raw, out, compute_us=compute_us, now=now, contact_labels=labels, coupling=coupling, log_dropped=dropped
+        )
         rebuilt = record_from_snapshot(msgpack.unpackb(snapshot, raw=False))
-        record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us, now=now,
-                                    contact_labels=labels, last_rtt_us=message.last_rtt_us,
-                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late,
-                                    crossings=message.crossings, coupling=coupling)  # fmt: skip
+        record = schema.tick_record(
+            seq=message.seq,
+            state=message.state,
+            command=out,
+            compute_us=compute_us,
+            now=now,
+            contact_labels=labels,
+            last_rtt_us=message.last_rtt_us,
+            bridge_stopped=message.bridge_stopped,
+            last_late=message.last_late,
+            crossings=message.crossings,
+            coupling=coupling,
+        )
         record["v"], record["type"], record["log_dropped"] = wire.PROTOCOL_VERSION, "telemetry", dropped
         published = wire.pack(schema.encode_tick_record(record))
         assert wire.pack(rebuilt) == published, f"tick {seq}"

@@ -21,8 +21,19 @@ CELLS = ("stand/drake/two_stage_qp", "stand/rigid/two_stage_qp", "grasp/drake/no
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mismatch")
-    code = main(["experiment", "mismatch", "--quick", "--only", ",".join(CELLS), "--json", str(folder / "m.json"),
-                 "--report", str(folder / "mismatch.md")])  # fmt: skip
+    code = main(
+        [
+            "experiment",
+            "mismatch",
+            "--quick",
+            "--only",
+            ",".join(CELLS),
+            "--json",
+            str(folder / "m.json"),
+            "--report",
+            str(folder / "mismatch.md"),
+        ]
+    )
     assert code == 0
     results = json.loads((folder / "m.json").read_text())
     return folder, {r["name"]: r for r in results}

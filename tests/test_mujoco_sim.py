@@ -297,8 +297,9 @@ def arm_with_joint_friction(arm: RobotModel, folder, friction: float = 1.0, damp
     """The shipped arm with ``<dynamics damping friction>`` (N·m·s/rad, N·m) on every joint, in ``folder``."""
     urdf = arm.config.urdf_path.read_text()
     assert urdf.count('<dynamics damping="0.0" friction="0.0"/>') >= arm.nu
-    urdf = urdf.replace('<dynamics damping="0.0" friction="0.0"/>',
-                        f'<dynamics damping="{damping}" friction="{friction}"/>')  # fmt: skip
+    urdf = urdf.replace(
+        '<dynamics damping="0.0" friction="0.0"/>', f'<dynamics damping="{damping}" friction="{friction}"/>'
+    )
     return with_urdf(arm, folder, urdf, "arm_friction.urdf")
 
 
@@ -382,8 +383,9 @@ def test_published_urdf_quirks_mujoco_refuses_are_adapted_and_said(quadruped: Ro
     sim.step(np.zeros(robot.nu))
 
 
-def test_a_plates_inertia_that_breaks_the_triangle_inequality_by_round_off_is_accepted(quadruped: RobotModel,
-                                                                                      tmp_path) -> None:  # fmt: skip
+def test_a_plates_inertia_that_breaks_the_triangle_inequality_by_round_off_is_accepted(
+    quadruped: RobotModel, tmp_path
+) -> None:
     """ROBOTIS OP2 writes a thin plate's moments with 12 digits each, so that I1 + I2 < I3 by round-off. The
     preflight accepts it (to 1e-6 relative); MuJoCo's compiler refused it, and the robot could not
     be simulated even with [sim] repair_inertia, since no link was named. Now the nearest moments it accepts are

@@ -13,8 +13,9 @@ def _svd_null_space(R_w: np.ndarray, null_tol: float) -> np.ndarray:
     return null_basis(vt, singular, null_tol)
 
 
-@pytest.mark.parametrize(("nb", "q", "dependent_rows"), [(6, 12, 0), (6, 96, 0), (12, 30, 0), (6, 12, 1), (6, 12, 3),
-                                                         (6, 4, 0), (0, 5, 0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("nb", "q", "dependent_rows"), [(6, 12, 0), (6, 96, 0), (12, 30, 0), (6, 12, 1), (6, 12, 3), (6, 4, 0), (0, 5, 0)]
+)
 def test_null_space_basis_spans_the_svd_null_space(nb: int, q: int, dependent_rows: int) -> None:
     """Orthonormal, annihilated by R_w, and the same subspace as the SVD's (full rank, rank-deficient, q ≤ nb)."""
     rng = np.random.default_rng(nb * 1000 + q + dependent_rows)

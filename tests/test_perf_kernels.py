@@ -79,9 +79,14 @@ def test_rest_correction_is_numpys_least_norm_least_squares() -> None:
     from idcontrol.formulations.consistency import rest_correction
 
     rng = np.random.default_rng(3)
-    systems = [rng.standard_normal((12, 6)), rng.standard_normal((12, 12)), rng.standard_normal((3, 12)),
-               rng.standard_normal((12, 2)) @ rng.standard_normal((2, 6)), np.zeros((12, 6)),
-               rng.standard_normal((18, 12))[:, ::2]]  # fmt: skip
+    systems = [
+        rng.standard_normal((12, 6)),
+        rng.standard_normal((12, 12)),
+        rng.standard_normal((3, 12)),
+        rng.standard_normal((12, 2)) @ rng.standard_normal((2, 6)),
+        np.zeros((12, 6)),
+        rng.standard_normal((18, 12))[:, ::2],
+    ]
     for J in systems:
         drift = rng.standard_normal(J.shape[0])
         expected, *_ = np.linalg.lstsq(J, -drift, rcond=1e-9)

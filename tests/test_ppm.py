@@ -150,7 +150,11 @@ def test_ppm_with_a_diagonal_is_bit_for_bit_the_stacked_factor(seed: int) -> Non
     compact = ppm(B, r, warm, diagonal=s)
     full = ppm(stacked, r, warm)
     assert (compact.found, compact.pivots, compact.active, compact.message) == (
-        full.found, full.pivots, full.active, full.message)  # fmt: skip
+        full.found,
+        full.pivots,
+        full.active,
+        full.message,
+    )
     np.testing.assert_array_equal(compact.z, full.z)
     np.testing.assert_array_equal(compact.w, full.w)
     if compact.found:

@@ -20,22 +20,40 @@ JOINT = """<joint name="{name}" type="{kind}"><parent link="{parent}"/><child li
   <origin xyz="0 0 0.2"/><axis xyz="0 1 0"/>{limit}</joint>"""
 
 
-def two_link_urdf(tmp_path: Path, *, mass="1.0", inertia=("0.01", "0.01", "0.01"), effort="10", kind="revolute",
-                  placeholder: str | None = None) -> Path:  # fmt: skip
+def two_link_urdf(
+    tmp_path: Path,
+    *,
+    mass="1.0",
+    inertia=("0.01", "0.01", "0.01"),
+    effort="10",
+    kind="revolute",
+    placeholder: str | None = None,
+) -> Path:
     """A fixed-base two-joint arm (links base, upper, lower) with the given numbers on link 'upper'; a link
     'tip' with the ``placeholder`` inertia (ixx = iyy = izz = ixy = ... = value) fixed to 'lower' when given."""
     limit = f'<limit lower="-2" upper="2" effort="{effort}" velocity="5"/>' if effort is not None else ""
     ixx, iyy, izz = inertia
-    links = [LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
-             LINK.format(name="upper", mass=mass, ixx=ixx, iyy=iyy, izz=izz),
-             LINK.format(name="lower", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01)]  # fmt: skip
-    joints = [JOINT.format(name="j1", kind=kind, parent="base", child="upper", limit=limit),
-              JOINT.format(name="j2", kind="revolute", parent="upper", child="lower",
-                           limit='<limit lower="-2" upper="2" effort="10" velocity="5"/>')]  # fmt: skip
+    links = [
+        LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
+        LINK.format(name="upper", mass=mass, ixx=ixx, iyy=iyy, izz=izz),
+        LINK.format(name="lower", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
+    ]
+    joints = [
+        JOINT.format(name="j1", kind=kind, parent="base", child="upper", limit=limit),
+        JOINT.format(
+            name="j2",
+            kind="revolute",
+            parent="upper",
+            child="lower",
+            limit='<limit lower="-2" upper="2" effort="10" velocity="5"/>',
+        ),
+    ]
     if placeholder is not None:
         v = placeholder
-        links.append(f'<link name="tip"><inertial><mass value="1e-6"/><inertia ixx="{v}" ixy="{v}" ixz="{v}" '
-                     f'iyy="{v}" iyz="{v}" izz="{v}"/></inertial></link>')  # fmt: skip
+        links.append(
+            f'<link name="tip"><inertial><mass value="1e-6"/><inertia ixx="{v}" ixy="{v}" ixz="{v}" '
+            f'iyy="{v}" iyz="{v}" izz="{v}"/></inertial></link>'
+        )
         joints.append('<joint name="tip_fixed" type="fixed"><parent link="lower"/><child link="tip"/></joint>')
     path = tmp_path / "two_link.urdf"
     path.write_text('<robot name="two_link">' + "".join(links + joints) + "</robot>")
@@ -70,8 +88,12 @@ def test_negative_mass_nan_inertia_and_impossible_bodies_are_errors(tmp_path):
         "not PSD": dict(inertia=("-0.01", "0.01", "0.01")),
         "triangle": dict(inertia=("0.001", "0.001", "0.01")),
     }
-    expected = {"negative mass": "inertial/mass", "nan inertia": "inertial/inertia/ixx",
-                "not PSD": "inertial/inertia", "triangle": "inertial/inertia"}  # fmt: skip
+    expected = {
+        "negative mass": "inertial/mass",
+        "nan inertia": "inertial/inertia/ixx",
+        "not PSD": "inertial/inertia",
+        "triangle": "inertial/inertia",
+    }
     for case, kwargs in cases.items():
         folder = tmp_path / case.replace(" ", "_")
         folder.mkdir()
@@ -96,15 +118,24 @@ def test_a_placeholder_link_fixed_to_a_physical_body_is_a_warning(tmp_path):
 def three_joint_urdf(tmp_path: Path) -> Path:
     """A fixed-base arm whose shoulder is two hinges about one point: a link 'knuckle' without <inertial> between
     joints j1 and j2, then a link 'rod' (a zero principal moment: a thin rod along z) moved by j2, then 'hand'."""
-    rod = ('<link name="rod"><inertial><origin xyz="0 0 0.1"/><mass value="0.5"/><inertia ixx="0.002" ixy="0" '
-           'ixz="0" iyy="0.002" iyz="0" izz="0"/></inertial></link>')  # fmt: skip
+    rod = (
+        '<link name="rod"><inertial><origin xyz="0 0 0.1"/><mass value="0.5"/><inertia ixx="0.002" ixy="0" '
+        'ixz="0" iyy="0.002" iyz="0" izz="0"/></inertial></link>'
+    )
     limit = '<limit lower="-2" upper="2" effort="10" velocity="5"/>'
-    links = [LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01), '<link name="knuckle"/>', rod,
-             LINK.format(name="hand", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01)]  # fmt: skip
-    joints = [JOINT.format(name="j1", kind="revolute", parent="base", child="knuckle", limit=limit),
-              JOINT.format(name="j2", kind="revolute", parent="knuckle", child="rod", limit=limit)
-              .replace('<origin xyz="0 0 0.2"/><axis xyz="0 1 0"/>', '<origin xyz="0 0 0"/><axis xyz="1 0 0"/>'),
-              JOINT.format(name="j3", kind="revolute", parent="rod", child="hand", limit=limit)]  # fmt: skip
+    links = [
+        LINK.format(name="base", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
+        '<link name="knuckle"/>',
+        rod,
+        LINK.format(name="hand", mass=1.0, ixx=0.01, iyy=0.01, izz=0.01),
+    ]
+    joints = [
+        JOINT.format(name="j1", kind="revolute", parent="base", child="knuckle", limit=limit),
+        JOINT.format(name="j2", kind="revolute", parent="knuckle", child="rod", limit=limit).replace(
+            '<origin xyz="0 0 0.2"/><axis xyz="0 1 0"/>', '<origin xyz="0 0 0"/><axis xyz="1 0 0"/>'
+        ),
+        JOINT.format(name="j3", kind="revolute", parent="rod", child="hand", limit=limit),
+    ]
     path = tmp_path / "three_joint.urdf"
     path.write_text('<robot name="three_joint">' + "".join(links + joints) + "</robot>")
     return path
@@ -277,8 +308,14 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     import sys
 
     urdf = str(load_robot_config("quadruped").urdf_path)
-    command = [sys.executable, "-c", "import sys; from idcontrol.tools.cli import main; sys.exit(main(sys.argv[1:]))",
-               "robot", "check", urdf]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from idcontrol.tools.cli import main; sys.exit(main(sys.argv[1:]))",
+        "robot",
+        "check",
+        urdf,
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # the reader is gone before the report is printed
     stderr = proc.stderr.read().decode()
@@ -289,17 +326,25 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        ('<link name="a"/><joint name="j" type="revolute"><parent link="a"/><child link="b"/></joint>',
-         "its child link 'b' is not defined"),
-        ('<link name="a"/><link name="b"/><joint name="j" type="revolute"><child link="b"/></joint>',
-         "no <parent link=...>"),
-        ('<link name="a"/><link name="b"/><joint name="j" type="hinge"><parent link="a"/><child link="b"/></joint>',
-         "type 'hinge' is none of"),
+        (
+            '<link name="a"/><joint name="j" type="revolute"><parent link="a"/><child link="b"/></joint>',
+            "its child link 'b' is not defined",
+        ),
+        (
+            '<link name="a"/><link name="b"/><joint name="j" type="revolute"><child link="b"/></joint>',
+            "no <parent link=...>",
+        ),
+        (
+            '<link name="a"/><link name="b"/><joint name="j" type="hinge"><parent link="a"/><child link="b"/></joint>',
+            "type 'hinge' is none of",
+        ),
         ('<link name="a"/><link name="a"/>', "link(s) defined twice: a"),
         ('<link name="a"/><link name="b"/>', "2 root links"),
-        ('<link name="a"/><link name="b"/><link name="c"/><joint name="j" type="fixed"><parent link="a"/>'
-         '<child link="c"/></joint><joint name="k" type="fixed"><parent link="b"/><child link="c"/></joint>',
-         "link 'c' is the child of two joints"),
+        (
+            '<link name="a"/><link name="b"/><link name="c"/><joint name="j" type="fixed"><parent link="a"/>'
+            '<child link="c"/></joint><joint name="k" type="fixed"><parent link="b"/><child link="c"/></joint>',
+            "link 'c' is the child of two joints",
+        ),
     ],
 )
 def test_links_and_joints_that_form_no_tree_are_named(tmp_path, body, says):

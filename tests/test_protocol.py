@@ -14,8 +14,14 @@ from idcontrol import protocol as wire
 from idcontrol.contacts.world import ObjectState
 from idcontrol.errors import ProtocolError
 
-SHAPE = wire.RobotShape("quadruped", nq=19, nv=18, joint_names=tuple(f"j{i}" for i in range(12)),
-                        contact_names=("LF", "RF", "LH", "RH"), object_names=("box",))  # fmt: skip
+SHAPE = wire.RobotShape(
+    "quadruped",
+    nq=19,
+    nv=18,
+    joint_names=tuple(f"j{i}" for i in range(12)),
+    contact_names=("LF", "RF", "LH", "RH"),
+    object_names=("box",),
+)
 
 
 BOX = ObjectState(np.array([0.3, 0.0, 0.1]), np.array([0.0, 0.0, 0.0, 1.0]))
@@ -45,8 +51,9 @@ def test_state_round_trip_keeps_every_field_bit_exact():
     msg = wire.decode_control(raw, SHAPE)
     assert isinstance(msg, wire.StateMessage)
     assert (msg.seq, msg.state.t, msg.last_rtt_us, msg.last_late, msg.bridge_stopped) == (42, 1.5, 123.5, False, False)
-    late = wire.decode_control(wire.encode_state(43, 1.501, q, v, objects={"box": box}, last_late=True,
-                                                 bridge_stopped=True), SHAPE)  # fmt: skip
+    late = wire.decode_control(
+        wire.encode_state(43, 1.501, q, v, objects={"box": box}, last_late=True, bridge_stopped=True), SHAPE
+    )
     assert (late.last_late, late.bridge_stopped, late.last_rtt_us) == (True, True, None)
     np.testing.assert_array_equal(msg.state.q, q)
     np.testing.assert_array_equal(msg.state.v, v)
@@ -68,8 +75,15 @@ def test_decoded_arrays_are_writable_contiguous_float64_and_share_no_memory_with
     raw = encode_state(qd=[float(i) for i in range(18)], contact_forces=wire.f64(np.ones(12)))
     msg = wire.decode_control(raw, SHAPE)
     box = msg.state.objects["box"]
-    arrays = [msg.state.q, msg.state.v, msg.state.sensed_forces, box.position, box.orientation_xyzw,
-              box.linear_velocity, box.angular_velocity]  # fmt: skip
+    arrays = [
+        msg.state.q,
+        msg.state.v,
+        msg.state.sensed_forces,
+        box.position,
+        box.orientation_xyzw,
+        box.linear_velocity,
+        box.angular_velocity,
+    ]
     for array in arrays:
         assert array.dtype == np.float64 and array.flags.writeable and array.flags.c_contiguous
     before = [a.copy() for a in arrays]
@@ -82,8 +96,15 @@ def test_decoded_arrays_are_writable_contiguous_float64_and_share_no_memory_with
 
 @pytest.mark.parametrize("field", ["position", "orientation_xyzw", "linear_velocity", "angular_velocity"])
 def test_a_non_finite_object_field_is_named_with_its_body_and_index(field):
-    pose = {k: wire.f64(v) for k, v in (("position", BOX.position), ("orientation_xyzw", BOX.orientation_xyzw),
-                                        ("linear_velocity", np.zeros(3)), ("angular_velocity", np.zeros(3)))}
+    pose = {
+        k: wire.f64(v)
+        for k, v in (
+            ("position", BOX.position),
+            ("orientation_xyzw", BOX.orientation_xyzw),
+            ("linear_velocity", np.zeros(3)),
+            ("angular_velocity", np.zeros(3)),
+        )
+    }
     bad = np.frombuffer(pose[field], "<f8").copy()
     bad[2] = np.nan
     pose[field] = wire.f64(bad)
@@ -181,16 +202,23 @@ def test_arbitrary_bytes_never_raise_anything_but_protocol_errors(raw):
 
 
 json_like = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
     | st.binary(max_size=200),
     lambda children: st.lists(children, max_size=20) | st.dictionaries(st.text(max_size=8), children, max_size=8),
     max_leaves=30,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(["v", "type", "seq", "t", "q", "qd", "contact_forces", "objects", "x"]),
-                       json_like, max_size=8))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(["v", "type", "seq", "t", "q", "qd", "contact_forces", "objects", "x"]), json_like, max_size=8
+    )
+)
 def test_structured_garbage_never_raises_anything_but_protocol_errors(fields):
     """Fuzz: maps with the right keys and wrong values are refused with a ProtocolError."""
     fields.setdefault("v", 1)
@@ -252,4 +280,8 @@ def test_json_text_has_no_nan_or_infinity():
     value = {"p50": math.nan, "max": math.inf, "rows": [1.0, -math.inf, np.float64("nan"), (2, "x")], "n": 3}
     text = jsontext.dumps(value, indent=1)
     assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON")) == {
-        "p50": None, "max": None, "rows": [1.0, None, None, [2, "x"]], "n": 3}
+        "p50": None,
+        "max": None,
+        "rows": [1.0, None, None, [2, "x"]],
+        "n": 3,
+    }

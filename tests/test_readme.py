@@ -43,8 +43,17 @@ def test_links_and_topic_pages_exist():
     """Every relative link of the README names an existing file, and each topic has its page in docs/."""
     links = re.findall(r"\]\(([^)#]+)\)", README)
     assert links and [link for link in links if not link.startswith("http") and not (REPO / link).exists()] == []
-    for topic in ("formulations", "simulators", "safety", "logs", "benchmarks", "experiments", "robots", "driver",
-                  "robustness"):  # fmt: skip
+    for topic in (
+        "formulations",
+        "simulators",
+        "safety",
+        "logs",
+        "benchmarks",
+        "experiments",
+        "robots",
+        "driver",
+        "robustness",
+    ):
         assert f"(docs/{topic}.md)" in README, topic
 
 

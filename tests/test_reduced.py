@@ -88,8 +88,12 @@ def test_index_arrays_are_read_only_contiguous_intp_whatever_the_index():
     strided = np.arange(12)[::3]
     frozen = np.array([1, 4], dtype=np.intp)
     frozen.setflags(write=False)
-    for index, expected in ((slice(6, 12), np.arange(6, 12)), (writable, writable), (strided, strided),
-                            (frozen, frozen)):  # fmt: skip
+    for index, expected in (
+        (slice(6, 12), np.arange(6, 12)),
+        (writable, writable),
+        (strided, strided),
+        (frozen, frozen),
+    ):
         out = index_array(index, 12)
         assert out.dtype == np.intp and out.flags.c_contiguous and not out.flags.writeable
         np.testing.assert_array_equal(out, expected)
@@ -152,8 +156,13 @@ def test_a_changed_field_changes_the_record(quadruped, arm):
     """A problem's record follows its fields: replaced, assigned, or the rows a solve changed, the record is the
     new fields' (κ = −Δt f_ext − M v⁻ and R = [N; S; T] of the reduction read back)."""
     p = controller_problems(quadruped, arm)[0][1]
-    changed = [replace(p), replace(p, mu=np.zeros(p.n)), replace(p, dt=2 * p.dt),
-               replace(p, actuated=index_array(p.actuated, p.m)), p.with_rows(2 * p.S, p.T, p.qd_des)]  # fmt: skip
+    changed = [
+        replace(p),
+        replace(p, mu=np.zeros(p.n)),
+        replace(p, dt=2 * p.dt),
+        replace(p, actuated=index_array(p.actuated, p.m)),
+        p.with_rows(2 * p.S, p.T, p.qd_des),
+    ]
     assigned = replace(p)
     assert assigned.record is not None  # built here, then dropped by the assignment below
     assigned.M = 2 * p.M
@@ -171,8 +180,9 @@ def test_the_assembly_s_record_is_solved_as_one_built_from_the_fields(quadruped,
     for label, p in controller_problems(quadruped, arm):
         results = []
         for problem in (p, replace(p)):
-            solver = InverseDynamicsController(quadruped if p.m == quadruped.nv else arm,
-                                               formulation=formulation).formulation  # fmt: skip
+            solver = InverseDynamicsController(
+                quadruped if p.m == quadruped.nv else arm, formulation=formulation
+            ).formulation
             results.append(solver.solve(problem))
         assembled, built = results
         assert assembled.found == built.found, label

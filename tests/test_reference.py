@@ -430,7 +430,7 @@ def test_sway_moves_the_base_over_fixed_feet_and_keeps_flat_feet_flat():
     sway = BaseSway(robot, amplitude=0.03, frequency=1.0, ramp_time=0.2)
     q = robot.standing_configuration()
     samples = list(run(sway, q, 1.0, dt=1e-4))
-    for (t, target) in samples[3000::1000]:
+    for t, target in samples[3000::1000]:
         d = 0.03 * q[2] * np.sin(2 * np.pi * t)
         for i, leg in enumerate(robot.legs):
             slots = [robot.actuated_joints.index(j) for j in leg.joints]
@@ -480,8 +480,9 @@ def test_joint_sinusoid_keeps_each_joints_peak_speed_within_its_urdf_velocity_li
     ref = JointSinusoid(slow, amplitude=0.1, frequency=1.0)
     a = dict(zip(slow.actuated_joints, ref.amplitude, strict=True))
     assert a["arm_j1"] == pytest.approx(0.05 / (2 * np.pi)) and "arm_j1" in ref.reduced
-    assert ref.notes == ("joint_sinusoid: arm_j1's amplitude 0.1 reduced to 0.00795775 to keep within its URDF "
-                         "velocity limit 0.05",)
+    assert ref.notes == (
+        "joint_sinusoid: arm_j1's amplitude 0.1 reduced to 0.00795775 to keep within its URDF velocity limit 0.05",
+    )
     assert a["arm_j3"] == pytest.approx(0.1) and "arm_j3" not in ref.reduced
     peak = max(abs(ref.sample(t, slow.standing_configuration(), None).v_ref[0]) for t in np.arange(0.0, 2.0, 1e-3))
     assert peak <= 0.05 + 1e-9  # the start-up envelope never speeds it past 2π f A
@@ -530,8 +531,9 @@ def test_a_trot_speed_along_an_axis_no_leg_can_step_along_is_refused_and_the_oth
     from idcontrol.settings import load_launch
     from idcontrol.testing.runners import run_in_process
 
-    result = init_robot("share:example-robot-data/robots/quadruped_description/urdf/quadruped.urdf", None,
-                        tmp_path / "q")  # fmt: skip
+    result = init_robot(
+        "share:example-robot-data/robots/quadruped_description/urdf/quadruped.urdf", None, tmp_path / "q"
+    )
     robot = RobotModel(str(result.path))
     with pytest.raises(ConfigError, match="forward_speed = 0.2 m/s: no leg .* along the base's x axis"):
         TrotGait(robot)

@@ -227,8 +227,9 @@ def closed_loop(robot, formulation, sim_mu, controller_mu, seconds, environment=
     """The hold reference (the robot file's gains, or ``gains`` = (kp, kd) in 1/s², 1/s) under ``formulation`` in
     a RigidSim: (core, sim, sums)."""
     sim = RigidSim(robot, environment=environment or Environment.flat_ground(sim_mu))
-    controller = InverseDynamicsController(robot, environment or Environment.flat_ground(controller_mu), formulation,
-                                           dt=sim.dt)  # fmt: skip
+    controller = InverseDynamicsController(
+        robot, environment or Environment.flat_ground(controller_mu), formulation, dt=sim.dt
+    )
     core = ControlCore(controller, make_reference("hold", robot))
     if gains is not None:
         kp, kd = gains
@@ -271,12 +272,19 @@ def test_quadruped_standing_still_carries_exactly_its_weight(quadruped):
     "gains",
     [
         (150.0, 8.0),
-        pytest.param(None, marks=pytest.mark.xfail(strict=True, reason=(
-            "with the shipped gains (kp 1000, kd 60) the hold settles by 0.2 s, then chatters on the bumps' slopes "
-            "from 0.5 to 2.0 s (summed normal force 0.77-1.27 m g in 0.1 s windows, spread 1-2.9 m g) before it "
-            "settles again"))),
+        pytest.param(
+            None,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "with the shipped gains (kp 1000, kd 60) the hold settles by 0.2 s, then chatters on the bumps' "
+                    "slopes from 0.5 to 2.0 s (summed normal force 0.77-1.27 m g in 0.1 s windows, spread 1-2.9 m g) "
+                    "before it settles again"
+                ),
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_quadruped_stands_on_a_height_map(quadruped, gains):
     """Dropped onto 3 cm bumps (μ = 0.8), the quadruped under the two-stage QP settles within 1 s without falling
     or sinking."""
@@ -318,8 +326,12 @@ def test_arm_holds_the_box_in_a_no_slip_world(arm):
         assert out.mode == "run", core.reason
         sim.step(out.tau)
         assert sim.last_step is not None and sim.last_step.contacts.n == 4  # every fingertip on the box
-        check_step(sim, np.concatenate([sim.state().v, *(np.r_[o.linear_velocity, o.angular_velocity]
-                                                         for o in sim.state().objects.values())]))  # fmt: skip
+        check_step(
+            sim,
+            np.concatenate(
+                [sim.state().v, *(np.r_[o.linear_velocity, o.angular_velocity] for o in sim.state().objects.values())]
+            ),
+        )
         predicted.append(float(out.result.f_normal.sum()))
         simulated.append(float(sim.last_step.f_normal.sum()))
     assert core.metrics.summary()["object_dropped_at_s"] is None
@@ -336,8 +348,9 @@ def test_a_box_thrown_out_of_the_fingers_is_reported_dropped_once(arm):
     box = arm.config.objects[0]
     at_rest = MovableBody(box).initial_state()
     sim.reset(objects={box.name: ObjectState(at_rest.position, at_rest.orientation_xyzw, np.array([0.0, 0.0, 3.0]))})
-    controller = InverseDynamicsController(arm, Environment.flat_ground(1.0, (MovableBody(replace(box, mu=1.0)),)),
-                                           "two_stage_qp", dt=sim.dt)  # fmt: skip
+    controller = InverseDynamicsController(
+        arm, Environment.flat_ground(1.0, (MovableBody(replace(box, mu=1.0)),)), "two_stage_qp", dt=sim.dt
+    )
     core = ControlCore(controller, make_reference("arm_sinusoid", arm))
     core.start(0.0)
     for _i in range(400):
@@ -373,8 +386,11 @@ def test_rigid_launch_file_loads_and_terrain_settings_are_checked(tmp_path):
 
 def test_the_daemon_and_the_rigid_bridge_see_the_same_height_map(tmp_path):
     """With bridge.terrain = "height_map" the controller's world is the bridge's terrain (same heights, own μ)."""
-    path, _ = launch_file(tmp_path, "quadruped_stand_rigid", **{'terrain = "flat"': 'terrain = "height_map"',
-                                                                "terrain_seed = 0": "terrain_seed = 7"})  # fmt: skip
+    path, _ = launch_file(
+        tmp_path,
+        "quadruped_stand_rigid",
+        **{'terrain = "flat"': 'terrain = "height_map"', "terrain_seed = 0": "terrain_seed = 7"},
+    )
     config = load_launch(path)
     world = world_for(RobotModel("quadruped"), config, config.controller.mu)
     expected = Environment.rough_ground(config.bridge.mu, 0.03, 7)

@@ -25,8 +25,13 @@ ERD = "share:example-robot-data/robots"
 ROBOTS = {
     "solo12": (f"{ERD}/solo_description/robots/solo12.urdf", f"{ERD}/solo_description/srdf/solo.srdf", 4, 0, 4),
     "a1": (f"{ERD}/a1_description/urdf/a1.urdf", f"{ERD}/a1_description/srdf/a1.srdf", 4, 0, 4),
-    "anymal_b": (f"{ERD}/anymal_b_simple_description/robots/anymal.urdf",
-                 f"{ERD}/anymal_b_simple_description/srdf/anymal.srdf", 4, 0, 4),  # fmt: skip
+    "anymal_b": (
+        f"{ERD}/anymal_b_simple_description/robots/anymal.urdf",
+        f"{ERD}/anymal_b_simple_description/srdf/anymal.srdf",
+        4,
+        0,
+        4,
+    ),
     "hyq": (f"{ERD}/hyq_description/robots/hyq_no_sensors.urdf", f"{ERD}/hyq_description/srdf/hyq.srdf", 4, 0, 4),
     "talos": (f"{ERD}/talos_data/robots/talos_reduced.urdf", f"{ERD}/talos_data/srdf/talos.srdf", 2, 0, 8),
     "ur5": (f"{ERD}/ur_description/urdf/ur5_robot.urdf", None, 0, 0, 0),
@@ -93,9 +98,11 @@ def test_a_floating_base_takes_a_state_that_sets_every_joint_and_an_srdf_for_oth
     joints = [str(model.names[j]) for j in range(2, model.njoints)]
     values = {n: (0.0 if "hip" in n else 0.9 if "thigh" in n else -1.7) for n in joints}
     srdf = tmp_path / "a1.srdf"
-    srdf.write_text('<robot name="a1"><group_state name="crouch" group="all">'
-                    + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in values.items())
-                    + "</group_state></robot>")  # fmt: skip
+    srdf.write_text(
+        '<robot name="a1"><group_state name="crouch" group="all">'
+        + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in values.items())
+        + "</group_state></robot>"
+    )
     result = init_robot(urdf, str(srdf), tmp_path / "crouch")
     assert "group state 'crouch'" in result.inferred[2] and result.blockers == []
     robot = RobotModel(str(result.path))
@@ -170,8 +177,7 @@ def test_joints_without_a_urdf_effort_limit_are_an_error_unless_a_torque_limit_i
     assert tomllib.loads(a1.text)["limits"]["torque"] == {} and "--torque-limit" not in a1.text
 
 
-def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_state_that_omits_a_few(
-        tmp_path: Path):  # fmt: skip
+def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_state_that_omits_a_few(tmp_path: Path):
     """A fixed base without an SRDF state: the neutral posture with every joint at least min(0.25 rad, a quarter of
     its range) inside its limits (a joint whose range excludes 0, one whose limit is 0). With an SRDF whose only
     state leaves out the fingers (as Panda's leaves out its mimic finger): that state, the fingers as without it.
@@ -196,14 +202,17 @@ def test_an_arms_posture_keeps_its_joints_inside_their_limits_and_takes_an_srdf_
     arm_joints = {f"arm_j{k}": 0.1 * k - 0.9 for k in range(1, 8)}
     arm_joints.update(arm_j2=-1.0, arm_j4=1.0)
     srdf = tmp_path / "arm.srdf"
-    srdf.write_text('<robot name="arm"><group_state name="ready" group="arm">'
-                    + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in arm_joints.items())
-                    + "</group_state></robot>")  # fmt: skip
+    srdf.write_text(
+        '<robot name="arm"><group_state name="ready" group="arm">'
+        + "".join(f'<joint name="{n}" value="{x}"/>' for n, x in arm_joints.items())
+        + "</group_state></robot>"
+    )
     robot_dir = init_robot(str(urdf), str(srdf), tmp_path / "srdf").path.parent
     ready = posture(robot_dir)
     assert {n: ready[n] for n in arm_joints} == pytest.approx(arm_joints)
     assert {n: ready[n] for n in ready if n not in arm_joints} == pytest.approx(
-        {n: plain[n] for n in plain if n not in arm_joints})
+        {n: plain[n] for n in plain if n not in arm_joints}
+    )
     assert "group state 'ready'" in (robot_dir / "robot.toml").read_text()
     from idcontrol.settings import load_launch
     from idcontrol.testing.runners import run_in_process
@@ -260,8 +269,9 @@ def test_arms_held_up_at_the_end_of_their_range_are_turned_down_past_the_hump_of
     of their shoulders' range with 29.2 of 30 N·m, and lifting them further would lighten them, so a local
     solve from there stays; init also solves from the middle of each joint's range and finds arms that need at
     most half of each torque limit."""
-    result = init_robot(f"{ERD}/pr2_description/urdf/pr2.urdf", f"{ERD}/pr2_description/srdf/pr2.srdf",
-                        tmp_path / "pr2")  # fmt: skip
+    result = init_robot(
+        f"{ERD}/pr2_description/urdf/pr2.urdf", f"{ERD}/pr2_description/srdf/pr2.srdf", tmp_path / "pr2"
+    )
     assert result.blockers == [], result.blockers
     robot = RobotModel(str(result.path))
     ratios = hold_ratios(robot)
@@ -289,7 +299,9 @@ def test_wheels_on_the_base_are_no_fingers(tmp_path: Path):
         f'<link name="wheel_{side}"><inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" '
         f'iyz="0" izz="0.01"/></inertial></link><joint name="wheel_{side}_joint" type="continuous"><parent '
         f'link="arm_base"/><child link="wheel_{side}"/><origin xyz="0 {y} 0"/><axis xyz="0 1 0"/><limit '
-        f'effort="10" velocity="10"/></joint>' for side, y in (("l", 0.2), ("r", -0.2)))  # fmt: skip
+        f'effort="10" velocity="10"/></joint>'
+        for side, y in (("l", 0.2), ("r", -0.2))
+    )
     urdf = tmp_path / "mobile.urdf"
     urdf.write_text((SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text().replace("</robot>", wheels + "</robot>"))
     robot = RobotModel(str(init_robot(str(urdf), None, tmp_path / "mobile").path))
@@ -327,8 +339,9 @@ def test_a_wheel_whose_tread_has_a_flat_bottom_is_no_sole(tmp_path: Path):
     assert text.count('<cylinder length="0.03" radius="0.124"/>') == 4
     square = tmp_path / "centauro_square_wheels.urdf"
     square.write_text(text.replace('<cylinder length="0.03" radius="0.124"/>', '<box size="0.2 0.2 0.06"/>'))
-    result = init_robot(str(square), str(resolve_urdf(f"{erd}/srdf/centauro.srdf", tmp_path / "robot.toml")),
-                        tmp_path / "centauro")  # fmt: skip
+    result = init_robot(
+        str(square), str(resolve_urdf(f"{erd}/srdf/centauro.srdf", tmp_path / "robot.toml")), tmp_path / "centauro"
+    )
     spheres = [line for line in result.inferred if line.startswith("contact sphere")]
     assert len(spheres) == 4 and all("about the axis of its wheel joint" in line for line in spheres), spheres
     # the copy's package:// meshes are not found from its folder: the geometry that is there is used (it had all
@@ -348,8 +361,9 @@ def test_contact_points_of_radius_zero_get_a_small_sphere_whose_bottom_stays_put
     for leg in ("LF", "RF", "LH", "RH"):  # the foot link gets a radius-0 collision sphere at its bottom
         anchor = f'<link name="{leg}_foot">'
         assert anchor in text
-        text = text.replace(anchor, anchor + '<collision><origin xyz="0 0 -0.02"/><geometry><sphere radius="0"/>'
-                            "</geometry></collision>")  # fmt: skip
+        text = text.replace(
+            anchor, anchor + '<collision><origin xyz="0 0 -0.02"/><geometry><sphere radius="0"/></geometry></collision>'
+        )
         points += 1
     urdf = tmp_path / "points.urdf"
     urdf.write_text(text)
@@ -370,8 +384,9 @@ def test_a_shank_below_a_knee_without_a_range_is_no_wheel(tmp_path: Path):
     from idcontrol.robot.config import resolve_urdf
 
     urdf = resolve_urdf(f"{ERD}/quadruped_description/urdf/quadruped.urdf", tmp_path / "robot.toml")
-    text = re.sub(r"<collision>\s*<origin[^>]*/>\s*<geometry>\s*<sphere[^>]*/>\s*</geometry>\s*</collision>", "",
-                  urdf.read_text())  # fmt: skip
+    text = re.sub(
+        r"<collision>\s*<origin[^>]*/>\s*<geometry>\s*<sphere[^>]*/>\s*</geometry>\s*</collision>", "", urdf.read_text()
+    )
     assert text.count("<collision>") == 9  # the four foot spheres gone (their visuals stay)
     bare = tmp_path / "quadruped_without_feet.urdf"
     bare.write_text(text)
@@ -384,8 +399,9 @@ def test_a_shank_below_a_knee_without_a_range_is_no_wheel(tmp_path: Path):
 def test_point_feet_side_by_side_are_no_support_to_stand_on(tmp_path: Path):
     """Bolt, a biped on two point feet: its support is a segment, on which nothing stands still; init says so
     (before, it measured the centre of mass against the nearer foot and proposed the launch, and Bolt fell)."""
-    result = init_robot(f"{ERD}/bolt_description/robots/bolt.urdf", f"{ERD}/bolt_description/srdf/bolt.srdf",
-                        tmp_path / "bolt")  # fmt: skip
+    result = init_robot(
+        f"{ERD}/bolt_description/robots/bolt.urdf", f"{ERD}/bolt_description/srdf/bolt.srdf", tmp_path / "bolt"
+    )
     assert any("a point or a line" in line for line in result.blockers), result.blockers
     posture = next(line for line in result.inferred if line.startswith("standing posture"))
     assert "mm outside the support" in posture and "-" not in posture.split("centre of mass")[1], posture
@@ -419,8 +435,11 @@ def test_a_humanoids_flat_mesh_soles_get_corner_spheres_and_it_stands(tmp_path: 
     """Alexander (example-robot-data, legs only): its feet are meshes with 21 x 9 cm flat soles on 0.94 m legs.
     Each gets four corner spheres (before, a sole narrower than a tenth of the leg was taken for a point, and init
     refused the posture: 'a point or a line'), and it stands 1 s in MuJoCo with the file as written."""
-    result = init_robot(f"{ERD}/alexander_description/urdf/alexander_v1.lowerBodyOnly.urdf",
-                        f"{ERD}/alexander_description/srdf/alexander.srdf", tmp_path / "alexander")  # fmt: skip
+    result = init_robot(
+        f"{ERD}/alexander_description/urdf/alexander_v1.lowerBodyOnly.urdf",
+        f"{ERD}/alexander_description/srdf/alexander.srdf",
+        tmp_path / "alexander",
+    )
     assert result.blockers == [], result.blockers
     robot = RobotModel(str(result.path))
     assert len(robot.legs) == 2 and len(robot.sphere_names) == 8
@@ -440,8 +459,9 @@ def test_a_sole_whose_end_frame_points_sideways_is_levelled_by_the_least_turn(tm
     that levels it: all eight corner spheres at z = 0 (1 mm) with every joint inside its limits (levelling the
     frame's z axis turned the right foot 90°: its ankle at -1.5 rad, limits [-0.73, 0.37]). Init still refuses
     the posture, honestly: its centre of mass stands 6 mm outside the feet."""
-    result = init_robot(f"{ERD}/icub_description/robots/icub.urdf", f"{ERD}/icub_description/srdf/icub.srdf",
-                        tmp_path / "icub")  # fmt: skip
+    result = init_robot(
+        f"{ERD}/icub_description/robots/icub.urdf", f"{ERD}/icub_description/srdf/icub.srdf", tmp_path / "icub"
+    )
     assert not any("joint limits" in b for b in result.blockers), result.blockers
     assert any("centre of mass" in b for b in result.blockers), result.blockers
     robot = RobotModel(str(result.path))
@@ -526,14 +546,20 @@ def test_a_long_narrow_sole_is_a_sole(tmp_path: Path):
     erd = f"{ERD}/talos_data"
     text = resolve_urdf(f"{erd}/robots/talos_reduced.urdf", tmp_path / "robot.toml").read_text()
     for side in ("left", "right"):
-        text, n = re.subn(rf'(<link name="leg_{side}_6_link">.*?)<collision>.*?</collision>',
-                          r'\1<collision><origin xyz="0.03 0 -0.1"/><geometry><box size="0.28 0.03 0.02"/></geometry>'
-                          r"</collision>", text, count=1, flags=re.S)  # fmt: skip
+        text, n = re.subn(
+            rf'(<link name="leg_{side}_6_link">.*?)<collision>.*?</collision>',
+            r'\1<collision><origin xyz="0.03 0 -0.1"/><geometry><box size="0.28 0.03 0.02"/></geometry>'
+            r"</collision>",
+            text,
+            count=1,
+            flags=re.S,
+        )
         assert n == 1
     urdf = tmp_path / "talos_narrow_soles.urdf"
     urdf.write_text(text)
-    result = init_robot(str(urdf), str(resolve_urdf(f"{erd}/srdf/talos.srdf", tmp_path / "robot.toml")),
-                        tmp_path / "talos")  # fmt: skip
+    result = init_robot(
+        str(urdf), str(resolve_urdf(f"{erd}/srdf/talos.srdf", tmp_path / "robot.toml")), tmp_path / "talos"
+    )
     corners = [line for line in result.inferred if "a corner of the flat collision bottom" in line]
     assert len(corners) == 8 and all("(0.280 x 0.030 m)" in line for line in corners), result.inferred
 
@@ -543,8 +569,10 @@ def test_an_arms_limits_are_judged_against_its_links_held_out_not_its_upright_po
     placeholders 100 times over. They are judged against its links' weight held at arm's length: the shipped arm's
     20-80 N·m pass, 10000 N·m on every joint is flagged."""
     text = (SHIPPED_ROBOTS_DIR / "arm" / "arm.urdf").read_text()
-    for name, urdf_text, flagged in (("real", text, False),
-                                     ("placeholder", re.sub(r'effort="[0-9.]+"', 'effort="10000"', text), True)):
+    for name, urdf_text, flagged in (
+        ("real", text, False),
+        ("placeholder", re.sub(r'effort="[0-9.]+"', 'effort="10000"', text), True),
+    ):
         urdf = tmp_path / f"{name}.urdf"
         urdf.write_text(urdf_text)
         result = init_robot(str(urdf), out=tmp_path / name)
@@ -559,8 +587,11 @@ def test_a_nameless_material_does_not_cost_a_link_its_geometry(tmp_path: Path, c
     text = (SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf").read_text()
     foot = '<visual>\n      <geometry><sphere radius="0.01"/></geometry>\n    </visual>'
     assert text.count(foot) == 4
-    text = text.replace(foot, '<visual>\n      <geometry><sphere radius="0.01"/></geometry>\n      '
-                              '<material><color rgba="0.2 0.2 0.2 1"/></material>\n    </visual>')  # fmt: skip
+    text = text.replace(
+        foot,
+        '<visual>\n      <geometry><sphere radius="0.01"/></geometry>\n      '
+        '<material><color rgba="0.2 0.2 0.2 1"/></material>\n    </visual>',
+    )
     urdf = tmp_path / "nameless.urdf"
     urdf.write_text(text)
     capfd.readouterr()
@@ -580,8 +611,10 @@ def test_a_bare_footprint_root_at_ground_level_still_stands_on_legs(tmp_path: Pa
 
     text = (SHIPPED_ROBOTS_DIR / "quadruped" / "quadruped.urdf").read_text()
     anchor = '<link name="base">'
-    footprint = ('<link name="base_footprint"/><joint name="footprint_joint" type="fixed"><parent '
-                 'link="base_footprint"/><child link="base"/><origin xyz="0 0 0.25"/></joint>')  # fmt: skip
+    footprint = (
+        '<link name="base_footprint"/><joint name="footprint_joint" type="fixed"><parent '
+        'link="base_footprint"/><child link="base"/><origin xyz="0 0 0.25"/></joint>'
+    )
     urdf = tmp_path / "footprint.urdf"
     urdf.write_text(text.replace(anchor, footprint + anchor, 1))
     base, why = infer_base(read_urdf(urdf))

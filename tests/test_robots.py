@@ -43,8 +43,11 @@ def test_published_urdfs_build_in_mujoco_and_each_change_is_reported(tmp_path: P
     repaired = [line for line in hyq.model_differences if "inertia repaired" in line]
     assert len(repaired) == 5 and any("'lf_foot'" in line for line in repaired)
     assert any("damping" in line and "lf_haa_joint 0.1" in line for line in hyq.model_differences)
-    text = (SHIPPED_ROBOTS_DIR / "anymal_b" / "robot.toml").read_text().replace("repair_inertia = true",
-                                                                                "repair_inertia = false")  # fmt: skip
+    text = (
+        (SHIPPED_ROBOTS_DIR / "anymal_b" / "robot.toml")
+        .read_text()
+        .replace("repair_inertia = true", "repair_inertia = false")
+    )
     (tmp_path / "robot.toml").write_text(text)
     with pytest.raises(ConfigError, match=r"\['base'\].*repair_inertia = true"):
         MujocoSim(str(tmp_path / "robot.toml"))
@@ -139,8 +142,9 @@ def test_a_fall_names_its_cause_and_a_guard_stopping_a_collapse_counts_as_a_fall
     from idcontrol.testing.runners import loop_config, run_in_process
     from tests.conftest import REPO
 
-    run = run_in_process(loop_config("a1", formulation="coulomb_lcp", penetration_tolerance=0.001), 2.0,
-                         gains=(50.0, 5.0))
+    run = run_in_process(
+        loop_config("a1", formulation="coulomb_lcp", penetration_tolerance=0.001), 2.0, gains=(50.0, 5.0)
+    )
     assert run.summary["fell"] and "touches the ground" in run.summary["fall_cause"], run.summary["fall_cause"]
     config = load_launch(REPO / "launch" / "trot.toml").with_overrides(formulation="coulomb_lcp", robot="hyq")
     config = replace(config, controller=replace(config.controller, mu=1.0))
@@ -166,8 +170,19 @@ def test_experiment_robots_runs_the_matrix_and_writes_the_readme_tables(tmp_path
     assert len(plan()) == 60 and {s.task for s in plan()} == {"stand", "stand_trot_options", "trot", "sinusoid"}
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- robots-table:start -->\nold\n<!-- robots-table:end -->\nrest\n")
-    code = main(["experiment", "robots", "--quick", "--only", "sinusoid/ur5/two_stage,trot/anymal_b/coulomb",
-                 "--json", str(tmp_path / "r.json"), "--readme", str(readme)])  # fmt: skip
+    code = main(
+        [
+            "experiment",
+            "robots",
+            "--quick",
+            "--only",
+            "sinusoid/ur5/two_stage,trot/anymal_b/coulomb",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--readme",
+            str(readme),
+        ]
+    )
     assert code == 0
     data = json.loads((tmp_path / "r.json").read_text())
     runs = {(r["task"], r["robot"], r["formulation"]): r for r in data["runs"]}
@@ -190,19 +205,46 @@ def test_a_run_stopped_before_its_first_run_tick_reports_no_metrics():
     from idcontrol.launcher import format_summary
     from idcontrol.tools.experiments.robots import describe
 
-    stopped = {"task": "stand", "robot": "r", "formulation": "two_stage_qp", "seconds": 10.0, "sim_seconds": 0.001,
-               "wall_seconds": 1.0, "ticks": 0, "completed": False, "tracking_error_rad": 0.0, "fell": False,
-               "fall_cause": None, "end_reason": "limit guard: joint j4 at +0.0000 outside [-3.07, -0.07]",
-               "clipped": 0}  # fmt: skip
+    stopped = {
+        "task": "stand",
+        "robot": "r",
+        "formulation": "two_stage_qp",
+        "seconds": 10.0,
+        "sim_seconds": 0.001,
+        "wall_seconds": 1.0,
+        "ticks": 0,
+        "completed": False,
+        "tracking_error_rad": 0.0,
+        "fell": False,
+        "fall_cause": None,
+        "end_reason": "limit guard: joint j4 at +0.0000 outside [-3.07, -0.07]",
+        "clipped": 0,
+    }
     line = describe(stopped)
     assert "no tick in run mode" in line and "0.0000 rad" not in line and "stopped: limit guard" in line
-    summary = {"robot": "r", "formulation": "two_stage_qp", "bridge_mode": "lockstep", "end": "limit guard",
-               "sim_time_s": 0.0, "wall_time_s": 1.0, "ticks": 3, "mode_ticks": {"stopped": 3},
-               "deadline_misses": 0, "long_roundtrips": 0, "on_deadline_fraction": 1.0,
-               "compute_us": {"p50": 100.0, "p99": 100.0, "max": 100.0},
-               "roundtrip_us": {"p50": 300.0, "p99": 300.0, "max": 300.0}, "phase_mean_us": {},
-               "tracking_error_rad": 0.0, "velocity_error_rad_s": 0.0, "tau_rate_mean": 0.0, "tau_mean": 0.0,
-               "fell": False, "interventions": {}, "base_travel_m": None}  # fmt: skip
+    summary = {
+        "robot": "r",
+        "formulation": "two_stage_qp",
+        "bridge_mode": "lockstep",
+        "end": "limit guard",
+        "sim_time_s": 0.0,
+        "wall_time_s": 1.0,
+        "ticks": 3,
+        "mode_ticks": {"stopped": 3},
+        "deadline_misses": 0,
+        "long_roundtrips": 0,
+        "on_deadline_fraction": 1.0,
+        "compute_us": {"p50": 100.0, "p99": 100.0, "max": 100.0},
+        "roundtrip_us": {"p50": 300.0, "p99": 300.0, "max": 300.0},
+        "phase_mean_us": {},
+        "tracking_error_rad": 0.0,
+        "velocity_error_rad_s": 0.0,
+        "tau_rate_mean": 0.0,
+        "tau_mean": 0.0,
+        "fell": False,
+        "interventions": {},
+        "base_travel_m": None,
+    }
     text = format_summary(summary)
     assert "n/a (no tick in run mode)" in text and "0.0000 rad" not in text
     summary["mode_ticks"] = {"run": 2, "stopped": 1}
@@ -219,8 +261,12 @@ def test_mujocos_warnings_on_reading_a_urdf_go_to_the_log_not_to_a_file_in_the_w
     from idcontrol.robot.init import init_robot
     from idcontrol.sim.mujoco import MujocoSim
 
-    result = init_robot("share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
-                        None, tmp_path / "dp", torque_limit=5.0)  # fmt: skip
+    result = init_robot(
+        "share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
+        None,
+        tmp_path / "dp",
+        torque_limit=5.0,
+    )
     monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.WARNING, logger="idcontrol.sim.mujoco"):
         MujocoSim(RobotModel(str(result.path)))

@@ -33,8 +33,20 @@ from idcontrol.client import AdminClient  # noqa: E402
 from idcontrol.logs.schema import decode_tick_record  # noqa: E402
 from tests.test_launch import launch_file, stop, wait_for  # noqa: E402
 
-JOINTS = ("LF_HAA", "LF_HFE", "LF_KFE", "LH_HAA", "LH_HFE", "LH_KFE",
-          "RF_HAA", "RF_HFE", "RF_KFE", "RH_HAA", "RH_HFE", "RH_KFE")  # fmt: skip
+JOINTS = (
+    "LF_HAA",
+    "LF_HFE",
+    "LF_KFE",
+    "LH_HAA",
+    "LH_HFE",
+    "LH_KFE",
+    "RF_HAA",
+    "RF_HFE",
+    "RF_KFE",
+    "RH_HAA",
+    "RH_HFE",
+    "RH_KFE",
+)
 _domains = itertools.count(int(os.getpid()) % 50 * 4 + 10)
 
 
@@ -131,13 +143,15 @@ class Telemetry:
 
 def spawn(*args: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL, stderr=stderr,
-                            env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "idcontrol", *args], stdout=subprocess.DEVNULL, stderr=stderr, env=env
+    )
 
 
 @contextlib.contextmanager
-def daemon_bridge_node(tmp_path: Path, name: str, *node_args: str, start: bool = True, daemon_args: tuple = (),
-                       **replacements: str):  # fmt: skip
+def daemon_bridge_node(
+    tmp_path: Path, name: str, *node_args: str, start: bool = True, daemon_args: tuple = (), **replacements: str
+):
     """A daemon and its lock-step bridge for a shipped launch file, started (``start``), and ``idcontrol ros2``
     beside them (its log lines in ``tmp_path/node.log``); yields (admin, endpoints, launch path)."""
     path, endpoints = launch_file(tmp_path, name, **replacements)
@@ -159,8 +173,7 @@ def daemon_bridge_node(tmp_path: Path, name: str, *node_args: str, start: bool =
         log.close()
 
 
-STREAM = {'name = "hold"': 'name = "stream"',
-          '[endpoints]': '[endpoints]\nreference = "ipc://REF"'}  # fmt: skip
+STREAM = {'name = "hold"': 'name = "stream"', "[endpoints]": '[endpoints]\nreference = "ipc://REF"'}
 
 
 def stream_replacements(tmp_path: Path) -> dict[str, str]:
@@ -205,8 +218,10 @@ def test_the_node_publishes_a_real_daemons_ticks_as_joint_states_commands_odomet
     assert odom.header.frame_id == "world" and 0.1 < odom.pose.pose.position.z < 1.0
     o = odom.pose.pose.orientation
     assert abs(o.x * o.x + o.y * o.y + o.z * o.z + o.w * o.w - 1.0) < 1e-6 and o.w > 0.99
-    fz = sum(listener.messages[f"contacts/predicted/{f}"][-1].wrench.force.z
-             for f in ("LF_foot", "RF_foot", "LH_foot", "RH_foot"))  # fmt: skip
+    fz = sum(
+        listener.messages[f"contacts/predicted/{f}"][-1].wrench.force.z
+        for f in ("LF_foot", "RF_foot", "LH_foot", "RH_foot")
+    )
     from idcontrol.robot.model import RobotModel
 
     weight = RobotModel("quadruped").total_mass() * 9.81
@@ -223,8 +238,12 @@ def check_ros2_export(log: Path, weight_n: float) -> None:
     from idcontrol.logs.reader import read_log
 
     out = log.with_suffix(".ros2.mcap")
-    assert subprocess.run([sys.executable, "-m", "idcontrol", "log", "export", str(log), "--ros2"],
-                          capture_output=True, timeout=120).returncode == 0  # fmt: skip
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "idcontrol", "log", "export", str(log), "--ros2"], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
     ticks = read_log(log)
     with open(out, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
@@ -238,8 +257,9 @@ def check_ros2_export(log: Path, weight_n: float) -> None:
     assert tuple(last.name) == JOINTS
     np.testing.assert_array_equal(last.effort, ticks.array("tau")[-1])
     np.testing.assert_array_equal([decoded["/odom"][-1].pose.pose.position.z], [ticks.array("q")[-1, 2]])
-    fz = sum(decoded[f"/contacts/predicted/{f}"][-1].wrench.force.z for f in ("LF_foot", "RF_foot", "LH_foot",
-                                                                              "RH_foot"))  # fmt: skip
+    fz = sum(
+        decoded[f"/contacts/predicted/{f}"][-1].wrench.force.z for f in ("LF_foot", "RF_foot", "LH_foot", "RH_foot")
+    )
     assert fz == pytest.approx(weight_n, rel=0.1)
 
 
@@ -324,8 +344,11 @@ def test_start_and_stop_are_services_and_the_formulation_a_parameter(tmp_path, r
 
             def set_formulation(name: str):
                 request = SetParameters.Request()
-                request.parameters = [Parameter(name="formulation", value=ParameterValue(
-                    type=ParameterType.PARAMETER_STRING, string_value=name))]  # fmt: skip
+                request.parameters = [
+                    Parameter(
+                        name="formulation", value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=name)
+                    )
+                ]
                 future = client.call_async(request)
                 deadline = time.monotonic() + 10.0
                 while not future.done() and time.monotonic() < deadline:
@@ -369,8 +392,11 @@ def test_a_twist_changes_the_trots_commanded_speed_within_50_ms(tmp_path, ros_do
                     reached = None
                     while reached is None and time.monotonic() < deadline:
                         for _, r in list(telemetry.records):  # the daemon's clock: when its tick ran
-                            if r["now"] >= sent and abs(r["reference"]["command"][0] - before) > 1e-9 and \
-                                    (r["reference"]["command"][0] - before) * (speed - before) > 0:  # fmt: skip
+                            if (
+                                r["now"] >= sent
+                                and abs(r["reference"]["command"][0] - before) > 1e-9
+                                and (r["reference"]["command"][0] - before) * (speed - before) > 0
+                            ):
                                 reached = r["now"]
                                 break
                         time.sleep(0.002)
@@ -407,11 +433,19 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
     def idcontrol(*args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "idcontrol", *args], stdout=subprocess.PIPE,
-                                stderr=open(tmp_path / f"{args[-1]}.log", "w"), env=env)  # noqa: SIM115  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "idcontrol", *args],
+            stdout=subprocess.PIPE,
+            stderr=open(tmp_path / f"{args[-1]}.log", "w"),
+            env=env,
+        )  # noqa: SIM115
 
-    daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "idcontrol", "daemon", str(path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
     robot = idcontrol("ros2", str(path), "--role", "sim-robot")
     driver = None
@@ -447,10 +481,12 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
             if p is not None:
                 stop(p)
         admin.close()
-    print(f"ROS 2 robot at 100 Hz: driver round trip (ZeroMQ) {report['roundtrip_us']}, state age at send "
-          f"{report['state_age_us']}, {report['commands']} commands, {report['late_commands']} late, "
-          f"{report['stale_states']} stale states; "
-          f"robot {counts}")  # fmt: skip
+    print(
+        f"ROS 2 robot at 100 Hz: driver round trip (ZeroMQ) {report['roundtrip_us']}, state age at send "
+        f"{report['state_age_us']}, {report['commands']} commands, {report['late_commands']} late, "
+        f"{report['stale_states']} stale states; "
+        f"robot {counts}"
+    )
     assert report["safe_stops"] == 1 and report["max_late_in_a_row"] >= 20
     assert report["refused"] == 0 and counts["refused"] == 0
     assert counts["efforts"] > 0.5 * 6.0 * 100
@@ -459,10 +495,17 @@ def test_a_ros2_robot_stands_through_the_driver_sdk_and_its_watchdog_stops_it_wh
 
 def test_without_rclpy_the_command_says_which_extra_to_install():
     """``idcontrol ros2`` on an installation without rclpy exits 2 with a message naming the ros2 extra."""
-    code = ("import sys; sys.modules['rclpy'] = None\n"
-            "from idcontrol.tools.cli import main\n"
-            "sys.exit(main(['ros2', 'launch/quadruped_stand.toml']))")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    code = (
+        "import sys; sys.modules['rclpy'] = None\n"
+        "from idcontrol.tools.cli import main\n"
+        "sys.exit(main(['ros2', 'launch/quadruped_stand.toml']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 2
     assert "rclpy" in done.stderr and "pip install 'idcontrol[ros2]'" in done.stderr

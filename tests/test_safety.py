@@ -102,8 +102,11 @@ def test_compiled_guards_equal_their_numpy_definitions():
         if has_prev:
             n_limited = int(np.count_nonzero((expected < prev - step) | (expected > prev + step)))
             expected = np.clip(expected, prev - step, prev + step)
-        assert (non_finite, limited, clipped) == (not np.isfinite(tau).all(), n_limited,
-                                                  int(np.count_nonzero(np.abs(expected) > limit)))  # fmt: skip
+        assert (non_finite, limited, clipped) == (
+            not np.isfinite(tau).all(),
+            n_limited,
+            int(np.count_nonzero(np.abs(expected) > limit)),
+        )
         np.testing.assert_array_equal(out, np.clip(expected, -limit, limit))
 
         q_min, q_max = -np.abs(rng.normal(1.0, 0.3, nu)), np.abs(rng.normal(1.0, 0.3, nu))
@@ -213,8 +216,9 @@ def test_a_failing_formulation_reuses_the_previous_torque_then_safe_stops(quadru
 def test_pd_hold_keeps_the_posture_where_the_stop_began_until_the_timeout(quadruped, monkeypatch):
     """safe_controller = pd_hold: τ = Kp (q_hold − q) − Kd q̇ around the stop's posture, in safe_stop until
     safe_stop_timeout (not at rest), then stopped."""
-    core = make_core(quadruped, hold_ticks=0, safe_controller="pd_hold", hold_kp=40.0, hold_kd=1.0,
-                     safe_stop_timeout=0.01)  # fmt: skip
+    core = make_core(
+        quadruped, hold_ticks=0, safe_controller="pd_hold", hold_kp=40.0, hold_kd=1.0, safe_stop_timeout=0.01
+    )
     run = Stepper(core)
     core.start(0.0)
     run.tick()
@@ -246,8 +250,14 @@ def test_a_solve_over_its_time_budget_counts_as_failed(quadruped):
 
 def test_safety_settings_refuse_bad_values():
     """Each bad [safety] value is a ConfigError naming the key."""
-    for bad in ({"hold_ticks": -1}, {"safe_controller": "brake"}, {"torque_rate_limit": -1.0},
-                {"torque_limits": {"default": 0.0}}, {"velocity_factor": math.nan}, {"damping": "high"}):  # fmt: skip
+    for bad in (
+        {"hold_ticks": -1},
+        {"safe_controller": "brake"},
+        {"torque_rate_limit": -1.0},
+        {"torque_limits": {"default": 0.0}},
+        {"velocity_factor": math.nan},
+        {"damping": "high"},
+    ):
         key = next(iter(bad))
         with pytest.raises(ConfigError, match=key):
             SafetySettings.from_table(bad, "launch [safety]")
@@ -272,8 +282,10 @@ def test_launch_file_safety_table_reaches_the_core_and_bad_joint_names_fail_at_l
     from idcontrol.settings import load_launch
 
     path = tmp_path / "run.toml"
-    path.write_text(LAUNCH_TEXT + 'safe_controller = "pd_hold"\ntorque_limits = { LF_HAA = 4.0 }\n'
-                    "time_budget_ms = 0.8\nvelocity_factor = 1.5\n")  # fmt: skip
+    path.write_text(
+        LAUNCH_TEXT + 'safe_controller = "pd_hold"\ntorque_limits = { LF_HAA = 4.0 }\n'
+        "time_budget_ms = 0.8\nvelocity_factor = 1.5\n"
+    )
     config = load_launch(path)
     assert config.safety.safe_controller == "pd_hold" and config.safety.time_budget_ms == 0.8
     core = build_core(config, quadruped)
@@ -304,8 +316,12 @@ def test_a_joint_without_a_urdf_velocity_limit_has_no_velocity_guard_and_no_warn
     from idcontrol.robot.init import init_robot
     from idcontrol.robot.model import RobotModel
 
-    result = init_robot("share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
-                        None, tmp_path / "dp", torque_limit=5.0)  # fmt: skip
+    result = init_robot(
+        "share:example-robot-data/robots/double_pendulum_description/urdf/double_pendulum.urdf",
+        None,
+        tmp_path / "dp",
+        torque_limit=5.0,
+    )
     robot = RobotModel(str(result.path))
     assert (robot.model.velocityLimit == 0).all()
     for factor in (math.inf, 1.5):
@@ -318,8 +334,11 @@ def test_the_runs_clipped_torques_are_counted_apart_from_the_safe_stops(quadrupe
     """torque_clips counts every clipped joint-tick; torque_clips_run only those of the controller's run, not the
     damping stop after it (an arm sagging under gravity in its safe stop showed 3222 'clipped' torques, 0 of them
     in the run). Limits of 0.05 N·m clip the standing torques in run; fast joints clip the damping stop's."""
-    core = ControlCore(InverseDynamicsController(quadruped), make_reference("hold", quadruped),
-                       SafetySettings(torque_limits=0.05, safe_stop_timeout=10.0))  # fmt: skip
+    core = ControlCore(
+        InverseDynamicsController(quadruped),
+        make_reference("hold", quadruped),
+        SafetySettings(torque_limits=0.05, safe_stop_timeout=10.0),
+    )
     q, v = quadruped.standing_configuration(), np.zeros(quadruped.nv)
     core.start(0.0)
     in_run = 0
@@ -350,14 +369,17 @@ def test_a_fall_is_the_reason_even_when_the_same_ticks_solve_failed_first(quadru
     assert core.metrics.fell
 
 
-@pytest.mark.parametrize(("field", "value", "says"), [
-    ("velocity_factor", 0.0, "velocity_factor must be > 0"),  # divided by in the guard: the daemon crashed
-    ("time_budget_ms", 0.0, "time_budget_ms must be > 0"),  # every solve over budget: a safe stop at once
-    ("torque_limits", 0.0, "torque_limits must be > 0"),  # the robot collapses
-    ("torque_limits", {"LF_KFE": 0.0}, "torque_limits must be > 0"),
-    ("fall_height_fraction", 2.0, "at most 1"),  # fallen before its first tick
-    ("collapse_height_fraction", 0.0, "must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("velocity_factor", 0.0, "velocity_factor must be > 0"),  # divided by in the guard: the daemon crashed
+        ("time_budget_ms", 0.0, "time_budget_ms must be > 0"),  # every solve over budget: a safe stop at once
+        ("torque_limits", 0.0, "torque_limits must be > 0"),  # the robot collapses
+        ("torque_limits", {"LF_KFE": 0.0}, "torque_limits must be > 0"),
+        ("fall_height_fraction", 2.0, "at most 1"),  # fallen before its first tick
+        ("collapse_height_fraction", 0.0, "must be > 0"),
+    ],
+)
 def test_safety_values_that_stop_every_run_are_refused_when_read(field, value, says):
     """A value that makes every run stop (or the daemon crash) is a configuration error naming the key, before
     any process starts: `[safety] velocity_factor = 0` had crashed the daemon's guard (a division by 0)."""

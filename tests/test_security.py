@@ -91,8 +91,10 @@ def test_authorized_clients_are_served_and_unauthenticated_peers_get_nothing(cur
                 s.curve_serverkey = zmq.auth.load_certificate(keys.path / "server.key")[0]
         admin.connect(daemon.bound["admin"])
         control.connect(daemon.bound["control"])
-        for socket, message in ((admin, wire.encode_request("stop")),
-                                (control, wire.encode_state(2, 0.0, q, np.zeros(daemon.core.robot.nv)))):  # fmt: skip
+        for socket, message in (
+            (admin, wire.encode_request("stop")),
+            (control, wire.encode_state(2, 0.0, q, np.zeros(daemon.core.robot.nv))),
+        ):
             try:
                 socket.send(message, zmq.NOBLOCK)
             except zmq.Again:  # the daemon refused the handshake before the message was queued: it never left

@@ -157,8 +157,9 @@ def test_unknown_terrain_stands_where_it_was_built(quadruped, kind, x, z):
 
     def ground(px: float, py: float) -> float:
         geom = np.array([-1], dtype=np.int32)
-        return 1.0 - mujoco.mj_ray(sim.model, sim.data, np.array([px, py, 1.0]), np.array([0.0, 0.0, -1.0]), None,
-                                   1, -1, geom)  # fmt: skip
+        return 1.0 - mujoco.mj_ray(
+            sim.model, sim.data, np.array([px, py, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geom
+        )
 
     assert ground(x, 0.3) == pytest.approx(expected, abs=1e-6)
     assert ground(-0.5, 0.3) == pytest.approx(0.0, abs=1e-9)
@@ -173,8 +174,9 @@ def test_bumps_are_the_drawn_heights_and_flat_under_the_feet(quadruped):
     axis = np.arange(-Terrain.FIELD_HALF_EXTENT, Terrain.FIELD_HALF_EXTENT + 0.01, Terrain.FIELD_SPACING)
     for px, py in [(1.0, -0.3), (-2.0, 0.7), (0.5, 1.5)]:
         geom = np.array([-1], dtype=np.int32)
-        z = 1.0 - mujoco.mj_ray(sim.model, sim.data, np.array([px, py, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1,
-                                -1, geom)  # fmt: skip
+        z = 1.0 - mujoco.mj_ray(
+            sim.model, sim.data, np.array([px, py, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geom
+        )
         i, j = np.argmin(np.abs(axis - py)), np.argmin(np.abs(axis - px))
         assert z == pytest.approx(heights[i, j], abs=1e-4)
     quadruped.update(quadruped.standing_configuration(), np.zeros(quadruped.nv))

@@ -65,10 +65,12 @@ def test_the_stance_feet_stay_still_under_the_consistent_velocity(robot):
         v_c = estimator.update(v, None, None, None).copy()
         assert estimator.mask.all()
         for i in range(len(robot.sphere_radii)):
-            J = pin.getFrameJacobian(robot.model, robot.data, int(robot.sphere_frame_ids[i]),
-                                     pin.LOCAL_WORLD_ALIGNED)  # fmt: skip
-            lever = robot.sphere_centers_in_world[i] - robot.sphere_radii[i] * estimator.normal - \
-                robot.data.oMf[int(robot.sphere_frame_ids[i])].translation  # fmt: skip
+            J = pin.getFrameJacobian(robot.model, robot.data, int(robot.sphere_frame_ids[i]), pin.LOCAL_WORLD_ALIGNED)
+            lever = (
+                robot.sphere_centers_in_world[i]
+                - robot.sphere_radii[i] * estimator.normal
+                - robot.data.oMf[int(robot.sphere_frame_ids[i])].translation
+            )
             point = J[:3] @ v_c + np.cross(J[3:] @ v_c, lever)
             assert np.linalg.norm(point) < 1e-6
 
@@ -171,8 +173,9 @@ def test_a_base_height_bias_of_two_centimetres_is_no_error_to_estimated_contacts
     assert run.summary["tracking_error_rad"] < 0.005
 
 
-@pytest.mark.parametrize(("formulation", "terrain", "height"), [("coulomb_lcp", "bumps", 0.02),
-                                                                ("coulomb_lcp", "step", 0.04)])
+@pytest.mark.parametrize(
+    ("formulation", "terrain", "height"), [("coulomb_lcp", "bumps", 0.02), ("coulomb_lcp", "step", 0.04)]
+)
 def test_the_quadruped_keeps_trotting_on_ground_it_is_not_told_of(formulation, terrain, height, quadruped):
     """launch/trot_hw.toml on ± 2 cm bumps, and into a 4 cm step (a quarter of its leg, more than twice its swing
     height: it does not climb it), the controller assuming flat ground: 5 s in run mode, the true base near its

@@ -139,13 +139,18 @@ def test_the_papers_runs_on_the_engine_match_a_direct_run(tmp_path):
 
     only = "trot/rigid_low/pid,grasp/grasp_1/pid"
     out = tmp_path / "paper.json"
-    assert main(["experiment", "paper", "--quick", "--only", only, "--jobs", "2", "--json", str(out),
-                 "--bench-ticks", "0"]) == 0  # fmt: skip
+    assert (
+        main(
+            ["experiment", "paper", "--quick", "--only", only, "--jobs", "2", "--json", str(out), "--bench-ticks", "0"]
+        )
+        == 0
+    )
     pooled = {(r["experiment"], r["terrain"], r["controller"]): r for r in json.loads(out.read_text())}
     assert len(pooled) == 2
     timing = {"wall_seconds", "compute_us_p50"}
     for spec in plan(True, only.split(",")):
         direct = json.loads(json.dumps(run_one(spec)))  # as the JSON file holds it
         mine = pooled[(spec.experiment, spec.terrain.key, spec.controller.key)]
-        assert {k: v for k, v in mine.items() if k not in timing} == {k: v for k, v in direct.items()
-                                                                       if k not in timing}
+        assert {k: v for k, v in mine.items() if k not in timing} == {
+            k: v for k, v in direct.items() if k not in timing
+        }

@@ -80,15 +80,21 @@ def test_assertions_hold_on_a_standing_robot(standing):
 
 def test_failed_assertions_say_what_was_measured_against_what_bound(standing, quadruped):
     """Each assertion's message names the measurement, where it happened, and the bound it broke."""
-    with pytest.raises(AssertionError, match=r"mean joint tracking error 0\.\d+ rad over 300 run ticks exceeds "
-                                             r"the bound 1e-09 rad"):  # fmt: skip
+    with pytest.raises(
+        AssertionError,
+        match=r"mean joint tracking error 0\.\d+ rad over 300 run ticks exceeds "
+        r"the bound 1e-09 rad",
+    ):
         assert_tracking(standing, mean_rad=1e-9)
     with pytest.raises(AssertionError, match=r"E\|Δτ\|/Δt = [\d.]+ N·m/s over 299 tick pairs exceeds the bound 0.001"):
         assert_torque_smooth(standing, rate_mean=1e-3)
     tau = standing.tau.copy()
     tau[100, 2] = quadruped.torque_limits[2] + 1.0
-    with pytest.raises(AssertionError, match=rf"torque [\d.]+ N·m on '{quadruped.actuated_joints[2]}' at t = 0.100 s "
-                                             r"exceeds its limit"):  # fmt: skip
+    with pytest.raises(
+        AssertionError,
+        match=rf"torque [\d.]+ N·m on '{quadruped.actuated_joints[2]}' at t = 0.100 s "
+        r"exceeds its limit",
+    ):
         assert_within_limits(replace(standing, tau=tau))
     sensed = standing.force_sensed.copy()
     sensed[50, 1, 0] += 100.0  # a 100 N sideways push on the second foot
@@ -130,8 +136,13 @@ def test_simulators_by_name_and_user_back_ends(quadruped, monkeypatch):
     assert CountingSim.steps == 50 and run.n == 50
     np.testing.assert_allclose(run.q_ref[:, 2], -1.2)
     sim = CountingSim(quadruped, mu=1.0, timestep=5e-4)
-    run = run_in_process(replace(STAND, bridge=replace(STAND.bridge, substeps=2)), 0.02, robot=quadruped,
-                         simulator=sim, until=lambda s: s.t >= 0.01)  # fmt: skip
+    run = run_in_process(
+        replace(STAND, bridge=replace(STAND.bridge, substeps=2)),
+        0.02,
+        robot=quadruped,
+        simulator=sim,
+        until=lambda s: s.t >= 0.01,
+    )
     assert run.n == 10 and sim.time == pytest.approx(0.01) and run.end_reason == "until() returned True"
 
 
@@ -154,8 +165,15 @@ def test_protocol_transport_refuses_in_process_objects():
 
 def test_loop_config_round_trips_through_a_launch_file(tmp_path):
     """A configuration written as a launch file reads back equal (inline tables, inf, booleans)."""
-    config = loop_config("arm", reference="arm_sinusoid", mu=0.5, sim_mu=math.inf, objects=True,
-                         formulation_options={"warm_start": True}, penetration_tolerance=0.001)  # fmt: skip
+    config = loop_config(
+        "arm",
+        reference="arm_sinusoid",
+        mu=0.5,
+        sim_mu=math.inf,
+        objects=True,
+        formulation_options={"warm_start": True},
+        penetration_tolerance=0.001,
+    )
     path = tmp_path / "arm.toml"
     path.write_text(launch_file_text(config))
     assert replace(load_launch(path), path=config.path) == config

@@ -245,8 +245,9 @@ def test_a_missing_dds_names_the_extra(monkeypatch):
 
 def test_driver_refuses_a_robot_interface_without_hardware_flag():
     """On any interface but loopback the driver does not start without --hardware, and says why."""
-    out = subprocess.run([*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [*IDCONTROL, "driver", "unitree", "--network", "eth0"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 2
     assert "--hardware" in out.stderr
 
@@ -319,8 +320,12 @@ def test_driver_refuses_a_robot_whose_sport_mode_runs():
         deadline = time.monotonic() + 60
         while link.wait(0.2) is None and time.monotonic() < deadline and sim.poll() is None:
             pass  # the simulator is up
-        out = subprocess.run([*IDCONTROL, "driver", "unitree", "--domain", str(domain), "--endpoint",
-                              "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)  # fmt: skip
+        out = subprocess.run(
+            [*IDCONTROL, "driver", "unitree", "--domain", str(domain), "--endpoint", "tcp://127.0.0.1:9"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         stop_simulator(sim)
     assert out.returncode == 2 and "sport-mode service is running" in out.stderr, out.stderr[-2000:]
@@ -353,10 +358,27 @@ def run_through_dds(
     sim = start_simulator(launch, domain, "--clock", clock)
     try:
         out = subprocess.run(
-            [*IDCONTROL, "launch", str(launch), "--summary-json", str(summary_path), "--driver", *IDCONTROL,
-             "driver", "unitree", "--domain", str(domain), "--clock", clock, "--endpoint", "{endpoint}"],
-            capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+            [
+                *IDCONTROL,
+                "launch",
+                str(launch),
+                "--summary-json",
+                str(summary_path),
+                "--driver",
+                *IDCONTROL,
+                "driver",
+                "unitree",
+                "--domain",
+                str(domain),
+                "--clock",
+                clock,
+                "--endpoint",
+                "{endpoint}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     finally:
         report, sim_err = stop_simulator(sim)
     assert out.returncode == 0, out.stderr[-3000:] + sim_err[-2000:]
@@ -380,8 +402,10 @@ def test_a1_stands_through_the_dds_path(tmp_path):
     unitree = summary["bridge"]["unitree"]
     assert unitree["bad_crc_states"] == 0 and unitree["sensor_stops"] == 0 and unitree["stale_periods"] == 0
     rtt = sim["roundtrip_us"]
-    print(f"\nLowState -> LowCmd round trip (lock-step, at the simulator): p50 {rtt['p50']:.0f} "
-          f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us over {sim['roundtrips']} ticks")  # fmt: skip
+    print(
+        f"\nLowState -> LowCmd round trip (lock-step, at the simulator): p50 {rtt['p50']:.0f} "
+        f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us over {sim['roundtrips']} ticks"
+    )
 
 
 def test_a1_trots_through_the_dds_path(tmp_path):
@@ -396,8 +420,10 @@ def test_a1_trots_through_the_dds_path(tmp_path):
     assert sim["base_position"][0] > 0.7 and not sim["fell_while_driven"]
     assert sim["crc_rejected"] == 0 and summary["bridge"]["unitree"]["stale_periods"] == 0
     rtt = sim["roundtrip_us"]
-    print(f"\ntrot: {sim['base_position'][0]:.2f} m in 5 s; LowState -> LowCmd (lock-step) p50 {rtt['p50']:.0f} "
-          f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us")  # fmt: skip
+    print(
+        f"\ntrot: {sim['base_position'][0]:.2f} m in 5 s; LowState -> LowCmd (lock-step) p50 {rtt['p50']:.0f} "
+        f"p99 {rtt['p99']:.0f} max {rtt['max']:.0f} us"
+    )
 
 
 @pytest.mark.timing
@@ -431,8 +457,10 @@ def test_dds_round_trip():
     assert answered == 2000, err[-2000:]
     rtt = report["roundtrip_us"]
     assert report["roundtrips"] >= 1990 and rtt["p50"] < 1500.0, rtt
-    print(f"\nDDS alone (loopback, lock-step): LowState -> LowCmd p50 {rtt['p50']:.0f} p99 {rtt['p99']:.0f} "
-          f"max {rtt['max']:.0f} us over {report['roundtrips']}")  # fmt: skip
+    print(
+        f"\nDDS alone (loopback, lock-step): LowState -> LowCmd p50 {rtt['p50']:.0f} p99 {rtt['p99']:.0f} "
+        f"max {rtt['max']:.0f} us over {report['roundtrips']}"
+    )
 
 
 class StandingRobot:
@@ -484,10 +512,24 @@ def test_a_stale_lowstate_stops_the_robot_with_damping(tmp_path):
     robot = StandingRobot(domain, period)
     robot.thread.start()
     run = subprocess.Popen(
-        [*IDCONTROL, "launch", str(launch), "--driver", *IDCONTROL, "driver", "unitree", "--domain", str(domain),
-         "--endpoint", "{endpoint}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [
+            *IDCONTROL,
+            "launch",
+            str(launch),
+            "--driver",
+            *IDCONTROL,
+            "driver",
+            "unitree",
+            "--domain",
+            str(domain),
+            "--endpoint",
+            "{endpoint}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         driven = 0

@@ -42,8 +42,7 @@ def test_a_warmed_up_core_trots_without_loading_a_kernel(formulation):
     config = load_launch(TROT).with_overrides(formulation=formulation)
     core = build_core(config)
     robot = core.robot
-    shape = wire.RobotShape(robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names),
-                            ())  # fmt: skip
+    shape = wire.RobotShape(robot.name, robot.nq, robot.nv, tuple(robot.actuated_joints), tuple(robot.sphere_names), ())
     core.warm_up()
     sim = MujocoSim(robot, mu=config.bridge.mu)
     core.start(0.0)

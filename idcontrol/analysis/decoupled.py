@@ -45,8 +45,12 @@ GRAVITY = 9.81  # m/s²
 
 
 #: The readings of the digest's description (leg_axis, stance): the first is the default.
-READINGS: tuple[tuple[str, str], ...] = (("world", "pinned"), ("world", "sliding"), ("body", "pinned"),
-                                         ("body", "sliding"))  # fmt: skip
+READINGS: tuple[tuple[str, str], ...] = (
+    ("world", "pinned"),
+    ("world", "sliding"),
+    ("body", "pinned"),
+    ("body", "sliding"),
+)
 
 
 @dataclass(frozen=True)
@@ -156,14 +160,21 @@ def outcome(system: SpringLeggedBody, theta0: float, t_end: float, *, max_events
         events = []
         for j in range(2):
             if stance[j]:
-                ev = (lambda _t, y, j=j: system.contact_force(y, j))  # noqa: E731 - lift-off: force reaches 0
+                ev = lambda _t, y, j=j: system.contact_force(y, j)  # noqa: E731 - lift-off: force reaches 0
             else:
-                ev = (lambda _t, y, j=j: y[4 + 2 * j])  # noqa: E731 - touchdown: the foot reaches the ground
+                ev = lambda _t, y, j=j: y[4 + 2 * j]  # noqa: E731 - touchdown: the foot reaches the ground
             ev.terminal, ev.direction = True, -1.0
             events.append(ev)
         mode = tuple(stance)
-        sol = solve_ivp(lambda _t, y, mode=mode: system.field(y, mode), (t, t_end), x, method="DOP853",
-                        rtol=RTOL, atol=ATOL, events=events)  # fmt: skip
+        sol = solve_ivp(
+            lambda _t, y, mode=mode: system.field(y, mode),
+            (t, t_end),
+            x,
+            method="DOP853",
+            rtol=RTOL,
+            atol=ATOL,
+            events=events,
+        )
         if sol.status == -1:
             raise SimulationError(f"integration failed at t = {sol.t[-1]:.6f} s: {sol.message}")
         if sol.status == 0:

@@ -20,7 +20,15 @@ def run_bridge_process(config: LaunchConfig, hello_timeout_s: float = 10.0) -> i
     b = config.bridge
     sim = simulator_for(config, robot)
     enter_realtime(config.realtime, "bridge")
-    return run_bridge(sim, robot, config.endpoints.control, mode=b.mode, period=config.controller.dt,
-                      substeps=b.substeps, late_limit=b.late_limit, spin_us=config.realtime.bridge_spin_us,
-                      curve=KeyDirectory(config.curve_keys) if config.curve_keys else None,
-                      hello_timeout_s=hello_timeout_s)  # fmt: skip
+    return run_bridge(
+        sim,
+        robot,
+        config.endpoints.control,
+        mode=b.mode,
+        period=config.controller.dt,
+        substeps=b.substeps,
+        late_limit=b.late_limit,
+        spin_us=config.realtime.bridge_spin_us,
+        curve=KeyDirectory(config.curve_keys) if config.curve_keys else None,
+        hello_timeout_s=hello_timeout_s,
+    )

@@ -74,9 +74,19 @@ class BridgeLoop(Driver):
             raise ValueError(f"mode must be 'lockstep' or 'realtime', got {mode!r}")
         self.sim, self.substeps = sim, substeps
         self.model = robot
-        super().__init__(RobotSizes.of(robot), endpoint, clock=mode, period=period, late_limit=late_limit,
-                         damping=damping, resend_s=resend_s, token=token, curve=curve, spin_us=spin_us,
-                         context=context)  # fmt: skip
+        super().__init__(
+            RobotSizes.of(robot),
+            endpoint,
+            clock=mode,
+            period=period,
+            late_limit=late_limit,
+            damping=damping,
+            resend_s=resend_s,
+            token=token,
+            curve=curve,
+            spin_us=spin_us,
+            context=context,
+        )
         self.mode = mode
 
     def _new_report(self) -> BridgeReport:
@@ -99,8 +109,14 @@ class BridgeLoop(Driver):
         self.report.base_position = [float(x) for x in s.q[:3]] if self.model.floating_base else []
 
 
-def run_bridge(sim: Simulator, robot: RobotModel, endpoint: str, duration: float | None = None,
-               hello_timeout_s: float = 10.0, **options) -> int:
+def run_bridge(
+    sim: Simulator,
+    robot: RobotModel,
+    endpoint: str,
+    duration: float | None = None,
+    hello_timeout_s: float = 10.0,
+    **options,
+) -> int:
     """Run a bridge process: hello (waiting up to ``hello_timeout_s`` s for the daemon), serve, print the report as
     one JSON line on stdout."""
     return BridgeLoop(sim, robot, endpoint, **options).main(duration, hello_timeout_s)

@@ -239,10 +239,11 @@ def touchdown_ages(sphere, since, now):  # pragma: no cover - compiled
 
 
 @njit(
-    types.Tuple((float64, float64, boolean))(IN_MATRIX, IN_MATRIX, IN_INDICES, IN_INDICES, IN_INDICES, VECTOR, float64,
-                                             float64, float64),
+    types.Tuple((float64, float64, boolean))(
+        IN_MATRIX, IN_MATRIX, IN_INDICES, IN_INDICES, IN_INDICES, VECTOR, float64, float64, float64
+    ),
     cache=True,
-)  # fmt: skip
+)
 def coupling_diagnostic(N, M, unactuated, sphere, limb_of_sphere, since, now, window, threshold):  # pragma: no cover
     """The per-tick diagnostic in one compiled call: (coupling, coupling_held, coupled_touchdown).
 

@@ -111,8 +111,16 @@ def world_views(ints, floats):
     ring = floats[1 + k : 1 + k + 2 * samples].reshape((samples, 2))
     start = 1 + k + 2 * samples
     params = floats[start : start + _PARAMS * w].reshape((w, _PARAMS))
-    return World(ints[4 : 4 + w], ints[4 + w : 4 + w + k], m, floats[1 : 1 + k], ring, params,
-                 floats[start + _PARAMS * w :], floats[0])  # fmt: skip
+    return World(
+        ints[4 : 4 + w],
+        ints[4 + w : 4 + w + k],
+        m,
+        floats[1 : 1 + k],
+        ring,
+        params,
+        floats[start + _PARAMS * w :],
+        floats[0],
+    )
 
 
 @njit(cache=True)
@@ -153,13 +161,11 @@ def _candidates(world, centers, allowed, bodies):
                     gap, g[0], g[1], g[2], g[3], g[4], g[5] = map_sphere(grid, cx, cy, cz, r)
                 elif kind == _BOX:
                     rotation = par[3:12].reshape((3, 3))
-                    gap, g[0], g[1], g[2], g[3], g[4], g[5] = box_sphere(par[0:3], rotation, par[12:15], cx, cy, cz,
-                                                                         r)  # fmt: skip
+                    gap, g[0], g[1], g[2], g[3], g[4], g[5] = box_sphere(par[0:3], rotation, par[12:15], cx, cy, cz, r)
                 else:
                     pose = bodies[int(par[3])]
                     rotation = pose[4:13].reshape((3, 3))
-                    gap, g[0], g[1], g[2], g[3], g[4], g[5] = box_sphere(par[0:3], rotation, pose[1:4], cx, cy, cz,
-                                                                         r)  # fmt: skip
+                    gap, g[0], g[1], g[2], g[3], g[4], g[5] = box_sphere(par[0:3], rotation, pose[1:4], cx, cy, cz, r)
                 if not gap <= margin:
                     continue
                 g[6], g[7], g[8], g[9], g[10], g[11] = tangent_frame(g[3], g[4], g[5])
@@ -169,10 +175,13 @@ def _candidates(world, centers, allowed, bodies):
     return h, code, phi, geometry
 
 
-@njit((IN_INDICES, IN_VECTOR, IN_MATRIX, IN_MASK, IN_MATRIX, IN_MATRIX, IN_TENSOR, boolean, IN_VECTOR, float64,
-       float64), cache=True)  # fmt: skip
-def detect_kernel(world_ints, world_floats, centers, allowed, bodies, origins, jacobians, with_rows, velocity, dt,
-                  activation):  # fmt: skip
+@njit(
+    (IN_INDICES, IN_VECTOR, IN_MATRIX, IN_MASK, IN_MATRIX, IN_MATRIX, IN_TENSOR, boolean, IN_VECTOR, float64, float64),
+    cache=True,
+)
+def detect_kernel(
+    world_ints, world_floats, centers, allowed, bodies, origins, jacobians, with_rows, velocity, dt, activation
+):
     """Candidate contacts of the robot's spheres (centres (k, 3), m; ``allowed`` (k,)) with the world
     (:func:`pack_world`'s arrays) and the movable bodies (``bodies`` (b, 13): present, centre (m), rotation
     body → world), and with ``with_rows`` their rows of N, S, T (frame origins (f, 3), m, and world-aligned frame
@@ -234,8 +243,9 @@ def detect_kernel(world_ints, world_floats, centers, allowed, bodies, origins, j
         for e in range(total):
             g = geometry[e]
             w = code[e] // samples // k
-            robot_row(row, g[0], g[1], g[2], g[3], g[4], g[5], world.frame_slot[code[e] // samples % k], origins,
-                      jacobians)  # fmt: skip
+            robot_row(
+                row, g[0], g[1], g[2], g[3], g[4], g[5], world.frame_slot[code[e] // samples % k], origins, jacobians
+            )
             ahead = 0.0
             for c in range(nv):
                 ahead += row[c] * velocity[c]
@@ -274,8 +284,23 @@ def detect_kernel(world_ints, world_floats, centers, allowed, bodies, origins, j
             if world.kind[w] == _BODY:
                 b = int(world.params[w, 3])
                 column, cx, cy, cz = nv + 6 * b, bodies[b, 1], bodies[b, 2], bodies[b, 3]
-            fill_rows(rows, i, g[0], g[1], g[2], frames[1, i], frames[2, i], frames[3, i],
-                      world.frame_slot[code[e] // samples % k], origins, jacobians, column, cx, cy, cz)  # fmt: skip
+            fill_rows(
+                rows,
+                i,
+                g[0],
+                g[1],
+                g[2],
+                frames[1, i],
+                frames[2, i],
+                frames[3, i],
+                world.frame_slot[code[e] // samples % k],
+                origins,
+                jacobians,
+                column,
+                cx,
+                cy,
+                cz,
+            )
         i += 1
     return 0, key if bits else -1, frames, out_phi, rows
 
@@ -329,9 +354,17 @@ class ContactSet:
 
     def subset(self, keep: IntArray) -> ContactSet:
         """The contacts at indices ``keep`` (increasing), in the same order."""
-        return ContactSet(tuple(self.ids[i] for i in keep.tolist()), self.phi[keep], self.points[keep],
-                          self.normals[keep], self.tangents_s[keep], self.tangents_t[keep], read_only(self.mu[keep]),
-                          self.sphere[keep], read_only(self.body[keep]))  # fmt: skip
+        return ContactSet(
+            tuple(self.ids[i] for i in keep.tolist()),
+            self.phi[keep],
+            self.points[keep],
+            self.normals[keep],
+            self.tangents_s[keep],
+            self.tangents_t[keep],
+            read_only(self.mu[keep]),
+            self.sphere[keep],
+            read_only(self.body[keep]),
+        )
 
 
 class ContactDetector:
@@ -368,8 +401,11 @@ class ContactDetector:
         self.margin = float(margin)
         self.samples = int(samples_per_contact)
         angles = 2.0 * np.pi * np.arange(self.samples) / self.samples
-        ring = np.zeros((1, 2)) if self.samples == 1 else sample_radius * np.stack([np.cos(angles), np.sin(angles)],
-                                                                                   axis=1)  # fmt: skip
+        ring = (
+            np.zeros((1, 2))
+            if self.samples == 1
+            else sample_radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+        )
         self.m = robot.nv + 6 * len(environment.objects)
         surfaces, objects = environment.surfaces, environment.objects
         order = [i for i, s in enumerate(surfaces) if isinstance(s.shape, HalfSpace)]
@@ -400,8 +436,15 @@ class ContactDetector:
             kind.append(_BODY)
             params[len(order) + b, :4] = [*body.shape.half_extents, b]
         self._world_ints, self._world_floats = pack_world(
-            kind, params, np.concatenate([*maps, np.zeros(0)]), robot.sphere_frame_slot, self.m, robot.sphere_radii,
-            ring, self.margin)  # fmt: skip
+            kind,
+            params,
+            np.concatenate([*maps, np.zeros(0)]),
+            robot.sphere_frame_slot,
+            self.m,
+            robot.sphere_radii,
+            ring,
+            self.margin,
+        )
         #: per slot (the contacts' order): the name in contact identities, the body index (−1: static) and μ
         self._slot_names = tuple([surfaces[i].name for i in order] + [o.name for o in objects])
         self._slot_body = [-1] * len(order) + list(range(len(objects)))
@@ -433,8 +476,18 @@ class ContactDetector:
         sx, sy, sz = 1.0 - nx * nx, -nx * ny, -nx * nz
         norm = math.sqrt(sx * sx + sy * sy + sz * sz)
         sx, sy, sz = sx / norm, sy / norm, sz / norm
-        self._ground_params[:] = (nx, ny, nz, offset, sx, sy, sz, ny * sz - nz * sy, nz * sx - nx * sz,
-                                  nx * sy - ny * sx)  # fmt: skip
+        self._ground_params[:] = (
+            nx,
+            ny,
+            nz,
+            offset,
+            sx,
+            sy,
+            sz,
+            ny * sz - nz * sy,
+            nz * sx - nx * sz,
+            nx * sy - ny * sx,
+        )
 
     # ------------------------------------------------------------------ per tick
     def detect(self, objects: Mapping[str, ObjectState] | None = None, allowed: Array | None = None) -> ContactSet:
@@ -483,8 +536,18 @@ class ContactDetector:
         limit = math.inf if activation_distance is None else float(activation_distance)
         try:
             status, key, frames, phi, rows = detect_kernel(
-                self._world_ints, self._world_floats, robot.sphere_centers_in_world, mask, bodies,
-                robot.frame_origins_in_world, robot.frame_jacobians, with_rows, v, float(dt), limit)  # fmt: skip
+                self._world_ints,
+                self._world_floats,
+                robot.sphere_centers_in_world,
+                mask,
+                bodies,
+                robot.frame_origins_in_world,
+                robot.frame_jacobians,
+                with_rows,
+                v,
+                float(dt),
+                limit,
+            )
         except TypeError:  # a mask or velocity of another type or layout (a list, a strided view): converted
             mask, v = np.ascontiguousarray(mask, dtype=bool), np.ascontiguousarray(v, dtype=float)
             if mask.ndim != 1:
@@ -492,8 +555,18 @@ class ContactDetector:
             if v.ndim != 1:
                 raise ShapeError("velocity", (self.m,), v.shape) from None
             status, key, frames, phi, rows = detect_kernel(
-                self._world_ints, self._world_floats, robot.sphere_centers_in_world, mask, bodies,
-                robot.frame_origins_in_world, robot.frame_jacobians, with_rows, v, float(dt), limit)  # fmt: skip
+                self._world_ints,
+                self._world_floats,
+                robot.sphere_centers_in_world,
+                mask,
+                bodies,
+                robot.frame_origins_in_world,
+                robot.frame_jacobians,
+                with_rows,
+                v,
+                float(dt),
+                limit,
+            )
         if status:
             self._raise(status, allowed, velocity)
         return (key if key >= 0 else frames[4].tobytes()), frames, phi, rows
@@ -545,9 +618,12 @@ class ContactDetector:
             mus.append(self._slot_mu[slot])
         if len(self._id_cache) > 4096:
             self._id_cache.clear()
-        cached = self._id_cache[key] = (tuple(ids), np.array(spheres, dtype=np.intp),
-                                        read_only(np.array(bodies, dtype=np.intp)),
-                                        read_only(np.array(mus, dtype=float)))  # fmt: skip
+        cached = self._id_cache[key] = (
+            tuple(ids),
+            np.array(spheres, dtype=np.intp),
+            read_only(np.array(bodies, dtype=np.intp)),
+            read_only(np.array(mus, dtype=float)),
+        )
         return cached
 
     def rows(
@@ -563,6 +639,15 @@ class ContactDetector:
                     raise InputError(f"a contact touches movable body {self._body_names[b]!r}, which has no pose")
                 centres[b] = state.position
         slot = robot.sphere_frame_slot[contacts.sphere]
-        return contact_rows(contacts.points, contacts.normals, contacts.tangents_s, contacts.tangents_t, slot,
-                            robot.frame_origins_in_world, robot.frame_jacobians, self.m, contacts.body,
-                            centres)  # fmt: skip
+        return contact_rows(
+            contacts.points,
+            contacts.normals,
+            contacts.tangents_s,
+            contacts.tangents_t,
+            slot,
+            robot.frame_origins_in_world,
+            robot.frame_jacobians,
+            self.m,
+            contacts.body,
+            centres,
+        )

@@ -89,9 +89,13 @@ def _check_rotation(name: str, rotation: object) -> Array:
     R = _as_array(name, rotation, (3, 3))
     (a, b, c), (d, e, f), (g, h, i) = R.tolist()
     gram = (
-        a * a + d * d + g * g - 1.0, b * b + e * e + h * h - 1.0, c * c + f * f + i * i - 1.0,
-        a * b + d * e + g * h, a * c + d * f + g * i, b * c + e * f + h * i,
-    )  # fmt: skip
+        a * a + d * d + g * g - 1.0,
+        b * b + e * e + h * h - 1.0,
+        c * c + f * f + i * i - 1.0,
+        a * b + d * e + g * h,
+        a * c + d * f + g * i,
+        b * c + e * f + h * i,
+    )
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
     if max(map(abs, gram)) > _ORTHONORMAL_TOLERANCE or det < 0.0:
         raise InputError(f"{name} is not a rotation matrix (RᵀR ≠ I or det < 0): {R.tolist()}")
@@ -161,8 +165,9 @@ def tangent_frames(normals):
     s = np.empty((k, 3))
     t = np.empty((k, 3))
     for i in range(k):
-        s[i, 0], s[i, 1], s[i, 2], t[i, 0], t[i, 1], t[i, 2] = tangent_frame(normals[i, 0], normals[i, 1],
-                                                                             normals[i, 2])  # fmt: skip
+        s[i, 0], s[i, 1], s[i, 2], t[i, 0], t[i, 1], t[i, 2] = tangent_frame(
+            normals[i, 0], normals[i, 1], normals[i, 2]
+        )
     return s, t
 
 
@@ -333,9 +338,17 @@ def _map_patch(grid, i, j):
     h00, h10, h01, h11 = heights[row0 + jc], heights[row1 + jc], heights[row0 + jc + 1], heights[row1 + jc + 1]
     a, b, e = h10 - h00, h01 - h00, h11 - h10 - h01 + h00  # h = h00 + a u + b v + e u v, u = au + bu δx, …
     return (
-        xlo, xhi, ylo, yhi, xr, yr,
-        h00 + a * au + b * av + e * au * av, (a + e * av) * bu, (b + e * au) * bv, e * bu * bv,
-    )  # fmt: skip
+        xlo,
+        xhi,
+        ylo,
+        yhi,
+        xr,
+        yr,
+        h00 + a * au + b * av + e * au * av,
+        (a + e * av) * bu,
+        (b + e * au) * bv,
+        e * bu * bv,
+    )
 
 
 @njit(cache=True)
@@ -446,8 +459,15 @@ def map_sphere(grid, cx, cy, cz, r):
     else:
         scale = 1.0 / math.sqrt(1.0 + hx * hx + hy * hy)
         nx, ny, nz = -hx * scale, -hy * scale, scale
-    return (sign * distance - r, 0.5 * (px + cx - r * nx), 0.5 * (py + cy - r * ny), 0.5 * (pz + cz - r * nz),
-            nx, ny, nz)  # fmt: skip
+    return (
+        sign * distance - r,
+        0.5 * (px + cx - r * nx),
+        0.5 * (py + cy - r * ny),
+        0.5 * (pz + cz - r * nz),
+        nx,
+        ny,
+        nz,
+    )
 
 
 @njit((IN_VECTOR, intp, intp, float64, float64, float64, IN_MATRIX, IN_VECTOR), cache=True)
@@ -505,8 +525,11 @@ class HeightMap:
         object.__setattr__(self, "heights", _readonly(heights))
         # the compiled kernels' view of the grid (not a dataclass field): (heights flattened row-major, rows, cols,
         # x₀, y₀, spacing)
-        object.__setattr__(self, "_grid", (self.heights.ravel(), heights.shape[0], heights.shape[1], float(origin[0]),
-                                           float(origin[1]), spacing))  # fmt: skip
+        object.__setattr__(
+            self,
+            "_grid",
+            (self.heights.ravel(), heights.shape[0], heights.shape[1], float(origin[0]), float(origin[1]), spacing),
+        )
 
     # -- evaluation ---------------------------------------------------------------------------------------------------
 
@@ -533,9 +556,11 @@ class HeightMap:
         fu, fv = u - i, v - j
         H = self.heights
         return (
-            H[i, j] * (1 - fu) * (1 - fv) + H[i + 1, j] * fu * (1 - fv) + H[i, j + 1] * (1 - fu) * fv
+            H[i, j] * (1 - fu) * (1 - fv)
+            + H[i + 1, j] * fu * (1 - fv)
+            + H[i, j + 1] * (1 - fu) * fv
             + H[i + 1, j + 1] * fu * fv
-        )  # fmt: skip
+        )
 
     # -- contact ------------------------------------------------------------------------------------------------------
 
@@ -736,8 +761,9 @@ class BoxShape:
         r = _as_scalar("radius", radius)
         _check_radius(r)
         R, position = self.checked_pose(rotation_box_to_world, position_box_in_world)
-        phi, points, normals = box_sphere_contacts(np.ascontiguousarray(c[None, :]), np.array([r]), self.half_extents,
-                                                   R, position)  # fmt: skip
+        phi, points, normals = box_sphere_contacts(
+            np.ascontiguousarray(c[None, :]), np.array([r]), self.half_extents, R, position
+        )
         return ContactGeometry(float(phi[0]), points[0], normals[0])
 
     def sphere_contacts(

@@ -19,8 +19,14 @@ def robot_row(out, px, py, pz, dx, dy, dz, f, origins, jacobians):
     rz = pz - origins[f, 2]
     mx, my, mz = ry * dz - rz * dy, rz * dx - rx * dz, rx * dy - ry * dx
     for c in range(nv):
-        out[c] = (dx * jacobians[f, 0, c] + dy * jacobians[f, 1, c] + dz * jacobians[f, 2, c]
-                  + mx * jacobians[f, 3, c] + my * jacobians[f, 4, c] + mz * jacobians[f, 5, c])  # fmt: skip
+        out[c] = (
+            dx * jacobians[f, 0, c]
+            + dy * jacobians[f, 1, c]
+            + dz * jacobians[f, 2, c]
+            + mx * jacobians[f, 3, c]
+            + my * jacobians[f, 4, c]
+            + mz * jacobians[f, 5, c]
+        )
 
 
 @njit(cache=True)
@@ -49,8 +55,10 @@ def fill_rows(out, i, px, py, pz, normal, tangent_s, tangent_t, f, origins, jaco
             body_columns(row, column, px, py, pz, d[0], d[1], d[2], cx, cy, cz)
 
 
-@njit((IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_INDICES, IN_MATRIX, IN_TENSOR, intp, IN_INDICES, IN_MATRIX),
-      cache=True)  # fmt: skip
+@njit(
+    (IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_INDICES, IN_MATRIX, IN_TENSOR, intp, IN_INDICES, IN_MATRIX),
+    cache=True,
+)
 def contact_rows(points, normals, tangents_s, tangents_t, slot, origins, jacobians, m, body, body_centres):
     """(N, S, T), each (n, m): rows dᵀ J_p of the robot point at each contact for d = n̂, ŝ, t̂.
 
@@ -68,8 +76,23 @@ def contact_rows(points, normals, tangents_s, tangents_t, slot, origins, jacobia
         column, cx, cy, cz = -1, 0.0, 0.0, 0.0
         if b >= 0:
             column, cx, cy, cz = nv + 6 * b, body_centres[b, 0], body_centres[b, 1], body_centres[b, 2]
-        fill_rows(out, i, points[i, 0], points[i, 1], points[i, 2], normals[i], tangents_s[i], tangents_t[i], slot[i],
-                  origins, jacobians, column, cx, cy, cz)  # fmt: skip
+        fill_rows(
+            out,
+            i,
+            points[i, 0],
+            points[i, 1],
+            points[i, 2],
+            normals[i],
+            tangents_s[i],
+            tangents_t[i],
+            slot[i],
+            origins,
+            jacobians,
+            column,
+            cx,
+            cy,
+            cz,
+        )
     return out[0], out[1], out[2]
 
 

@@ -50,8 +50,23 @@ Array = NDArray[np.float64]
 # the ground's slots in the estimator's state vector: normal (3), offset (m), initialized (0 or 1)
 _NX, _NY, _NZ, _D, _READY = 0, 1, 2, 3, 4
 # the parameters' slots
-(_TD, _SCHED, _LIFT, _SETTLE, _FON, _DT, _ALPHA, _COS_TILT, _MEMORY, _SIG_B, _SIG_W, _SIG_J, _FLOATING, _ALPHA_V,
- _NPARAMS) = range(15)  # fmt: skip
+(
+    _TD,
+    _SCHED,
+    _LIFT,
+    _SETTLE,
+    _FON,
+    _DT,
+    _ALPHA,
+    _COS_TILT,
+    _MEMORY,
+    _SIG_B,
+    _SIG_W,
+    _SIG_J,
+    _FLOATING,
+    _ALPHA_V,
+    _NPARAMS,
+) = range(15)
 # the base velocity's correction (6,) after the ground's slots in the state vector
 _CORRECTION = 5
 
@@ -94,8 +109,9 @@ class StanceSettings:
                 raise ConfigError(f"{where}: controller.stance.{key} must be a finite number >= 0, got {value!r}")
         out = cls(**{k: float(v) for k, v in table.items()})
         if out.ground_time_constant <= 0 or out.velocity_time_constant <= 0 or out.max_ground_tilt >= 80:
-            raise ConfigError(f"{where}: controller.stance's time constants must be > 0 s and max_ground_tilt "
-                              "< 80 degrees")  # fmt: skip
+            raise ConfigError(
+                f"{where}: controller.stance's time constants must be > 0 s and max_ground_tilt < 80 degrees"
+            )
         return out
 
 
@@ -156,8 +172,24 @@ def _project(rows, count, v, weights, out):
 
 
 @njit(cache=True)
-def stance_kernel(params, ground, stance, footprints, centres, radii, slot, origins, jacobians, v, allowed, planned,
-                  normal_force, v_out, gaps, rows):  # fmt: skip
+def stance_kernel(
+    params,
+    ground,
+    stance,
+    footprints,
+    centres,
+    radii,
+    slot,
+    origins,
+    jacobians,
+    v,
+    allowed,
+    planned,
+    normal_force,
+    v_out,
+    gaps,
+    rows,
+):
     """One tick of :class:`StanceEstimator` (arrays updated in place; see the module docstring).
 
     params (_NPARAMS,); ground (11,) [n̂, d, ready, the base velocity's correction (6,)]; stance (k,) 1.0
@@ -180,8 +212,9 @@ def stance_kernel(params, ground, stance, footprints, centres, radii, slot, orig
     if ground[_READY] < 0.5:  # the plane normal to ground[:3] (set by the caller) through the lowest sphere
         lowest = np.inf
         for i in range(k):
-            lowest = min(lowest, ground[0] * centres[i, 0] + ground[1] * centres[i, 1] + ground[2] * centres[i, 2]
-                         - radii[i])  # fmt: skip
+            lowest = min(
+                lowest, ground[0] * centres[i, 0] + ground[1] * centres[i, 1] + ground[2] * centres[i, 2] - radii[i]
+            )
         ground[_D], ground[_READY] = lowest, 1.0
     nx, ny, nz, d = ground[_NX], ground[_NY], ground[_NZ], ground[_D]
     # the ground's tangents: x̂ projected onto the plane, and n̂ × ŝ
@@ -242,7 +275,11 @@ def stance_kernel(params, ground, stance, footprints, centres, radii, slot, orig
     for i in range(k):
         if stance[i] > 0.5:
             footprints[i, 0], footprints[i, 1], footprints[i, 2], footprints[i, 3] = (
-                points[i, 0], points[i, 1], points[i, 2], 0.0)  # fmt: skip
+                points[i, 0],
+                points[i, 1],
+                points[i, 2],
+                0.0,
+            )
             standing += 1
         else:
             footprints[i, 3] += dt
@@ -299,16 +336,21 @@ class StanceEstimator:
         params[_SCHED] = min(0.15 * height, 0.03) if s.scheduled_height is None else s.scheduled_height
         params[_LIFT] = min(0.25 * height, 0.05) if s.liftoff_height is None else s.liftoff_height
         if params[_LIFT] <= params[_SCHED]:
-            raise ConfigError(f"controller.stance: liftoff_height ({params[_LIFT]} m) must exceed scheduled_height "
-                              f"({params[_SCHED]} m), or a resting foot would lift as soon as it lands")  # fmt: skip
+            raise ConfigError(
+                f"controller.stance: liftoff_height ({params[_LIFT]} m) must exceed scheduled_height "
+                f"({params[_SCHED]} m), or a resting foot would lift as soon as it lands"
+            )
         params[_SETTLE] = s.settle_speed
         params[_FON] = 0.05 * total_weight if s.force_on is None else s.force_on
         params[_DT] = self.dt
         params[_ALPHA] = 1.0 - math.exp(-self.dt / s.ground_time_constant)
         params[_COS_TILT] = math.cos(math.radians(s.max_ground_tilt))
         params[_MEMORY] = s.footprint_memory
-        params[_SIG_B], params[_SIG_W], params[_SIG_J] = s.base_velocity_sigma, s.base_rate_sigma, \
-            s.joint_velocity_sigma  # fmt: skip
+        params[_SIG_B], params[_SIG_W], params[_SIG_J] = (
+            s.base_velocity_sigma,
+            s.base_rate_sigma,
+            s.joint_velocity_sigma,
+        )
         params[_FLOATING] = 1.0 if r.floating_base else 0.0
         params[_ALPHA_V] = 1.0 - math.exp(-self.dt / s.velocity_time_constant)
         self.params = params
@@ -388,9 +430,24 @@ class StanceEstimator:
         allowed_f = self._everyone if allowed is None else self._as_float(allowed, self._allowed)
         planned_f = allowed_f if planned is None else self._as_float(planned, self._planned)
         force = self._no_force if normal_force is None else normal_force
-        stance_kernel(self.params, self.ground, self.stance, self.footprints, r.sphere_centers_in_world,
-                      r.sphere_radii, r.sphere_frame_slot, r.frame_origins_in_world, r.frame_jacobians, v, allowed_f,
-                      planned_f, force, self.velocity, self.gaps, self._rows)  # fmt: skip
+        stance_kernel(
+            self.params,
+            self.ground,
+            self.stance,
+            self.footprints,
+            r.sphere_centers_in_world,
+            r.sphere_radii,
+            r.sphere_frame_slot,
+            r.frame_origins_in_world,
+            r.frame_jacobians,
+            v,
+            allowed_f,
+            planned_f,
+            force,
+            self.velocity,
+            self.gaps,
+            self._rows,
+        )
         return self.velocity
 
     @staticmethod

@@ -165,7 +165,12 @@ class Environment:
 
     @classmethod
     def around(
-        cls, floating_base: bool, mu: float, terrain: str = "flat", *, objects: tuple[MovableBody, ...] = (),
+        cls,
+        floating_base: bool,
+        mu: float,
+        terrain: str = "flat",
+        *,
+        objects: tuple[MovableBody, ...] = (),
         **terrain_options: Any,
     ) -> Environment:
         """The world a robot is in, the same for its controller and every simulator: the terrain of :meth:`ground`

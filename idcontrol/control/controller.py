@@ -83,13 +83,47 @@ def reduced_penetration(phi, tolerance, gain):
 
 @njit(
     types.Tuple((MATRIX, VECTOR, PROBLEM))(
-        ANY_MATRIX, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, IN_TENSOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_MATRIX,
-        IN_MATRIX, ANY_VECTOR, IN_VECTOR, IN_INDICES, IN_INDICES, float64, boolean, float64, float64,
+        ANY_MATRIX,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        IN_TENSOR,
+        IN_MATRIX,
+        IN_MATRIX,
+        IN_MATRIX,
+        IN_MATRIX,
+        IN_MATRIX,
+        ANY_VECTOR,
+        IN_VECTOR,
+        IN_INDICES,
+        IN_INDICES,
+        float64,
+        boolean,
+        float64,
+        float64,
     ),
     cache=True,
-)  # fmt: skip
-def assemble_problem(M_robot, bias, v, qdd_des, M_bodies, f_bodies, v_bodies, N, S, T, phi, mu, actuated, unactuated,
-                     dt, consistent, tolerance, gain):  # fmt: skip
+)
+def assemble_problem(
+    M_robot,
+    bias,
+    v,
+    qdd_des,
+    M_bodies,
+    f_bodies,
+    v_bodies,
+    N,
+    S,
+    T,
+    phi,
+    mu,
+    actuated,
+    unactuated,
+    dt,
+    consistent,
+    tolerance,
+    gain,
+):
     """The problem's arrays in one call, fresh each tick: M (m, m), [f_ext (m,); v (m,); q̇_des (nu,); φ (n,)]
     stacked (one array returned, views of it in Python: docs/benchmarks.md), and the problem's record
     (:mod:`idcontrol.formulations.record`) of these arrays with N, S, T, μ (n,), the actuated and unactuated
@@ -158,11 +192,19 @@ def finite_pose(position, orientation_xyzw, linear_velocity, angular_velocity):
     """Whether a movable body's pose and twist have their shapes, (3,), (4,), (3,), (3,), are finite and the
     quaternion has norm 1 (:func:`~idcontrol.validation.unit_quaternion`; float64 1-D arrays: the signature refuses
     the rest with a TypeError)."""
-    if position.shape[0] != 3 or orientation_xyzw.shape[0] != 4 or linear_velocity.shape[0] != 3 \
-            or angular_velocity.shape[0] != 3:  # fmt: skip
+    if (
+        position.shape[0] != 3
+        or orientation_xyzw.shape[0] != 4
+        or linear_velocity.shape[0] != 3
+        or angular_velocity.shape[0] != 3
+    ):
         return False
-    if not (all_finite(position) and all_finite(orientation_xyzw) and all_finite(linear_velocity)
-            and all_finite(angular_velocity)):  # fmt: skip
+    if not (
+        all_finite(position)
+        and all_finite(orientation_xyzw)
+        and all_finite(linear_velocity)
+        and all_finite(angular_velocity)
+    ):
         return False
     return unit_quaternion(orientation_xyzw, 0)
 
@@ -193,8 +235,11 @@ def body_terms(orientation_xyzw, angular_velocity, inertia_in_body, mass, gravit
             M_out[3 + i, 3 + j] = s
     Iw = np.empty(3)
     for i in range(3):
-        Iw[i] = M_out[3 + i, 3] * angular_velocity[0] + M_out[3 + i, 4] * angular_velocity[1] \
-            + M_out[3 + i, 5] * angular_velocity[2]  # fmt: skip
+        Iw[i] = (
+            M_out[3 + i, 3] * angular_velocity[0]
+            + M_out[3 + i, 4] * angular_velocity[1]
+            + M_out[3 + i, 5] * angular_velocity[2]
+        )
     wx, wy, wz = angular_velocity[0], angular_velocity[1], angular_velocity[2]
     f_out[3] = -(wy * Iw[2] - wz * Iw[1])
     f_out[4] = -(wz * Iw[0] - wx * Iw[2])
@@ -268,11 +313,16 @@ class InverseDynamicsController:
         #: the estimated contacts' state (None: contacts as the world says, ``contacts = "world"`` or a fixed base)
         self.stance: StanceEstimator | None = None
         if contacts == "estimated" and self.robot.floating_base:
-            if environment.objects or len(environment.surfaces) != 1 \
-                    or not isinstance(environment.surfaces[0].shape, HalfSpace):  # fmt: skip
-                raise ConfigError("contacts = 'estimated' takes a ground of one half-space and no movable bodies "
-                                  f"(this world has {[x.name for x in environment.surfaces]} and "
-                                  f"{[o.name for o in environment.objects]}); use contacts = 'world'")  # fmt: skip
+            if (
+                environment.objects
+                or len(environment.surfaces) != 1
+                or not isinstance(environment.surfaces[0].shape, HalfSpace)
+            ):
+                raise ConfigError(
+                    "contacts = 'estimated' takes a ground of one half-space and no movable bodies "
+                    f"(this world has {[x.name for x in environment.surfaces]} and "
+                    f"{[o.name for o in environment.objects]}); use contacts = 'world'"
+                )
             self.stance = StanceEstimator(self.robot, self.dt, stance)
             margin = max(margin, float(self.stance.params[2]) + 0.005)  # every stance sphere is a candidate
         self.contacts_mode = "estimated" if self.stance is not None else "world"
@@ -402,8 +452,14 @@ class InverseDynamicsController:
         """Whether ``state`` is valid as it is: float64 arrays of the robot's shapes, known movable bodies with
         float64 poses and twists, all finite, a unit base quaternion (one compiled check per array group)."""
         q, v, forces = state.q, state.v, state.sensed_forces
-        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == _F64 and v.dtype == _F64
-                and q.shape == self._q_shape and v.shape == self._v_shape):  # fmt: skip
+        if not (
+            type(q) is np.ndarray
+            and type(v) is np.ndarray
+            and q.dtype == _F64
+            and v.dtype == _F64
+            and q.shape == self._q_shape
+            and v.shape == self._v_shape
+        ):
             return False
         if forces is None:
             flat = _EMPTY
@@ -483,21 +539,49 @@ class InverseDynamicsController:
         # fresh arrays each tick: a result keeps its problem (for on-demand residuals) after the next tick
         estimated = phi is not None  # stance contacts touch: no penetration to undo
         M, vectors, record = assemble_problem(
-            r.M, self._bias(v, tracking), v, qdd_des, self._body_M, self._body_f, self._body_v, N, S, T,
-            phi if estimated else contacts.phi, contacts.mu, self._actuated_indices, self._unactuated_indices, self.dt,
-            self.consistent_contact_velocity, 0.0 if estimated else self.penetration_tolerance,
+            r.M,
+            self._bias(v, tracking),
+            v,
+            qdd_des,
+            self._body_M,
+            self._body_f,
+            self._body_v,
+            N,
+            S,
+            T,
+            phi if estimated else contacts.phi,
+            contacts.mu,
+            self._actuated_indices,
+            self._unactuated_indices,
+            self.dt,
+            self.consistent_contact_velocity,
+            0.0 if estimated else self.penetration_tolerance,
             1.0 if estimated else self.penetration_gain,
-        )  # fmt: skip
+        )
         f_ext, v_all, qd_des, phi = split(vectors, self.m, self.m, r.nu)
         sensed = None
         if state.sensed_forces is not None and self.formulation.uses_sensed_forces:
             sensed = self._sensed_generalized_force(state.sensed_forces, contacts, objects)
         problem = ContactProblem(
-            dt=self.dt, M=M, f_ext=f_ext, v=v_all, actuated=self.actuated, unactuated=self.unactuated,
-            qd_des=qd_des, N=N, S=S, T=T, phi=phi, mu=contacts.mu, contact_ids=contacts.ids,
-            normals=contacts.normals, tangents_s=contacts.tangents_s, tangents_t=contacts.tangents_t,
-            sensed_force=sensed, record=record,
-        )  # fmt: skip
+            dt=self.dt,
+            M=M,
+            f_ext=f_ext,
+            v=v_all,
+            actuated=self.actuated,
+            unactuated=self.unactuated,
+            qd_des=qd_des,
+            N=N,
+            S=S,
+            T=T,
+            phi=phi,
+            mu=contacts.mu,
+            contact_ids=contacts.ids,
+            normals=contacts.normals,
+            tangents_s=contacts.tangents_s,
+            tangents_t=contacts.tangents_t,
+            sensed_force=sensed,
+            record=record,
+        )
         t3 = time.perf_counter()
         return problem, {"model": t1 - t0, "contacts": t2 - t1, "build": t3 - t2}
 
@@ -538,8 +622,15 @@ class InverseDynamicsController:
             s = objects.get(body.name)
             if s is None:
                 raise InputError(f"the state has no pose for movable body {body.name!r}")
-            body_terms(s.orientation_xyzw, s.angular_velocity, self._body_inertias[i], body.mass, self._gravity,
-                       self._body_M[i], self._body_f[i])  # fmt: skip
+            body_terms(
+                s.orientation_xyzw,
+                s.angular_velocity,
+                self._body_inertias[i],
+                body.mass,
+                self._gravity,
+                self._body_M[i],
+                self._body_f[i],
+            )
             self._body_v[i, :3] = s.linear_velocity
             self._body_v[i, 3:] = s.angular_velocity
 
@@ -556,24 +647,35 @@ class InverseDynamicsController:
         """Torques for one tick (``checked``, ``contact_mask``, ``planned_stance``: see :meth:`build_problem`).
         Raises InputError subclasses on malformed input; solver failure is ``found=False``."""
         started = time.perf_counter()
-        problem, timings = self.build_problem(state, qdd_des, tracking, checked=checked, contact_mask=contact_mask,
-                                              planned_stance=planned_stance)  # fmt: skip
+        problem, timings = self.build_problem(
+            state, qdd_des, tracking, checked=checked, contact_mask=contact_mask, planned_stance=planned_stance
+        )
         formulation = self.formulation
         if formulation.uses_tracking:  # the PID baseline: its own input, the tracking errors and its gains
             if not checked:
                 tracking = self._check_tracking(tracking)
             gains = self.robot.pid_gains
-            formulation.input = None if tracking is None else PIDInput(
-                tracking.position_error, tracking.velocity_error, tracking.integral_error, gains.kp, gains.kd, gains.ki
-            )  # fmt: skip
+            formulation.input = (
+                None
+                if tracking is None
+                else PIDInput(
+                    tracking.position_error,
+                    tracking.velocity_error,
+                    tracking.integral_error,
+                    gains.kp,
+                    gains.kd,
+                    gains.ki,
+                )
+            )
         result = formulation.solve(problem)
         if result.found:
             certified = time.perf_counter()
             certificate = self.certifier.verdict(problem, result, self.formulation.contact_model)
             if not certificate.passed:
                 result.found, result.certificate = False, certificate.check
-                result.message = f"{certificate.message()} ({result.message})" if result.message else \
-                    certificate.message()  # fmt: skip
+                result.message = (
+                    f"{certificate.message()} ({result.message})" if result.message else certificate.message()
+                )
             timings["certificate"] = time.perf_counter() - certified
         result.timings.update(timings)
         result.timings["total"] = time.perf_counter() - started

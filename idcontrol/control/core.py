@@ -135,8 +135,10 @@ class ControlCore:
         estimator: BaseEstimator | None = None,
     ) -> None:
         if estimator is not None and (controller.stance is None or not controller.robot.floating_base):
-            raise ConfigError("an estimator needs a floating-base robot and estimated contacts (contacts = "
-                              "\"estimated\"): its stance feet are the controller's stance decision")  # fmt: skip
+            raise ConfigError(
+                "an estimator needs a floating-base robot and estimated contacts (contacts = "
+                '"estimated"): its stance feet are the controller\'s stance decision'
+            )
         self.estimator = estimator
         self._estimating = False  # the estimator has been reset since the last start
         self.estimate_seconds = 0.0  # the last tick's estimator call, s (wall clock)
@@ -360,8 +362,9 @@ class ControlCore:
             except (TypeError, ValueError):
                 raise ConfigError(f"gain {key} must be a number or {nu} numbers, got {type(value).__name__}") from None
             if arr.shape not in ((), (nu,)):
-                raise ConfigError(f"gain {key} must be a number or {nu} numbers (one per actuated joint), "
-                                  f"got shape {arr.shape}")  # fmt: skip
+                raise ConfigError(
+                    f"gain {key} must be a number or {nu} numbers (one per actuated joint), got shape {arr.shape}"
+                )
             ceiling = getattr(self.safety, f"max_{key}")
             if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > ceiling):
                 raise ConfigError(f"gain {key} must be in 0 .. {ceiling:g} (safety.max_{key})")
@@ -377,8 +380,10 @@ class ControlCore:
         robot = self.robot
         state = self.controller.check_state(state)
         if self.mode == MODE_RUN and self._last_t is not None and not state.t - self._last_t <= MAX_STATE_TIME_STEP:
-            raise InputError(f"state time t = {state.t:g} s is {state.t - self._last_t:g} s after the last state's; "
-                             f"while running, at most {MAX_STATE_TIME_STEP:g} s")  # fmt: skip
+            raise InputError(
+                f"state time t = {state.t:g} s is {state.t - self._last_t:g} s after the last state's; "
+                f"while running, at most {MAX_STATE_TIME_STEP:g} s"
+            )
         self._last_t = state.t
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
         if self.estimator is not None and self.mode == MODE_RUN:
@@ -451,9 +456,16 @@ class ControlCore:
         if imu is None:
             reason = "the state carries no IMU reading (the estimator needs the sensor form, docs/protocol.md)"
         else:
-            reading = SensorReading(state.t, state.q[7:], state.v[6:], imu.orientation_xyzw, imu.angular_velocity,
-                                    imu.linear_acceleration, imu.t,
-                                    self.controller.stance.stance if self._estimating else None)  # fmt: skip
+            reading = SensorReading(
+                state.t,
+                state.q[7:],
+                state.v[6:],
+                imu.orientation_xyzw,
+                imu.angular_velocity,
+                imu.linear_acceleration,
+                imu.t,
+                self.controller.stance.stance if self._estimating else None,
+            )
             try:
                 started = time.perf_counter()
                 estimate = self.estimator.update(reading) if self._estimating else self.estimator.reset(reading)
@@ -497,8 +509,9 @@ class ControlCore:
         out.sampled_from = reference
         self._tracking = tracking
         try:
-            result = self.controller.solve(state, qdd_des, tracking, checked=True, contact_mask=mask,
-                                           planned_stance=planned_stance)  # fmt: skip
+            result = self.controller.solve(
+                state, qdd_des, tracking, checked=True, contact_mask=mask, planned_stance=planned_stance
+            )
         except InputError:  # a bad state is the caller's to answer (an error reply), not a solver failure
             raise
         except Exception as e:  # a formulation that throws is a failed solve, not a dead daemon
@@ -539,8 +552,10 @@ class ControlCore:
             out.note, out.event = f"{failure}; reusing the previous torque ({self._held})", kind
             return False
         f.count("safe_controller")
-        self.stop(f"solve failed: {failure} (after {self._held} held ticks); safe stop with "
-                  f"{self.safety.safe_controller}", now)  # fmt: skip
+        self.stop(
+            f"solve failed: {failure} (after {self._held} held ticks); safe stop with {self.safety.safe_controller}",
+            now,
+        )
         out.note, out.event = self.reason, kind
         return False
 
@@ -558,8 +573,9 @@ class ControlCore:
         tracking = self._tracking
         m = self.metrics
         has_prev = self._tau_prev is not None
-        position, velocity, magnitude, rate = tick_means(tracking.position_error, tracking.velocity_error, out.tau,
-                                                         self._tau_prev if has_prev else out.tau, has_prev)  # fmt: skip
+        position, velocity, magnitude, rate = tick_means(
+            tracking.position_error, tracking.velocity_error, out.tau, self._tau_prev if has_prev else out.tau, has_prev
+        )
         m.ticks += 1
         m.position_error_sum += position
         m.velocity_error_sum += velocity
@@ -597,9 +613,16 @@ class ControlCore:
         if p.n != contacts.n or p.m != self.controller.m:
             return None
         coupling, held, flag = coupling_diagnostic(
-            p.N, p.M, self._unactuated, contacts.sphere, self._limb_of_sphere, self._touchdowns, out.t,
-            TOUCHDOWN_WINDOW, COUPLING_THRESHOLD,
-        )  # fmt: skip
+            p.N,
+            p.M,
+            self._unactuated,
+            contacts.sphere,
+            self._limb_of_sphere,
+            self._touchdowns,
+            out.t,
+            TOUCHDOWN_WINDOW,
+            COUPLING_THRESHOLD,
+        )
         return float(coupling), float(held), bool(flag)
 
     # ------------------------------------------------------------------ falls
@@ -621,8 +644,9 @@ class ControlCore:
             joint = int(m.frames[int(f)].parentJoint)
             if np.linalg.norm(d.oMf[int(f)].act(offset) - d.oMi[joint].translation) < radius:
                 axles.add(joint)
-        self._watched = [j for j in range(2, m.njoints)
-                         if d.oMi[j].translation[2] > 0.25 * self._standing_height and j not in axles]
+        self._watched = [
+            j for j in range(2, m.njoints) if d.oMi[j].translation[2] > 0.25 * self._standing_height and j not in axles
+        ]
         #: a watched joint origin below this height (m, world) touches the ground: the smallest contact sphere
         self._ground_clearance = float(np.min(robot.sphere_radii)) if len(robot.sphere_radii) else 0.01
         self._watched_origins = [d.oMi[j].translation for j in self._watched]  # live views (checked below)
@@ -668,8 +692,10 @@ class ControlCore:
         up_z = 1.0 - 2.0 * (x * x + y * y)  # z component of the base's z axis in world: cos(tilt)
         s = self.safety
         if q[2] < s.fall_height_fraction * self._standing_height:
-            return (f"base at {q[2]:.3f} m, below {s.fall_height_fraction:g} of its standing height "
-                    f"{self._standing_height:.3f} m")  # fmt: skip
+            return (
+                f"base at {q[2]:.3f} m, below {s.fall_height_fraction:g} of its standing height "
+                f"{self._standing_height:.3f} m"
+            )
         if up_z < math.cos(s.fall_tilt):
             return f"base tilted {math.acos(max(-1.0, min(1.0, up_z))):.2f} rad, beyond {s.fall_tilt:g} rad"
         body = self._body_on_ground()

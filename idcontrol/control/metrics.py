@@ -74,6 +74,7 @@ class RunMetrics:
             "fallbacks": dict(self.fallbacks),
             "certificate_rejections": dict(self.certificate_rejections),
             "no_slip": {"held": self.no_slip_loaded - self.no_slip_released, "of": self.no_slip_loaded}
-            if self.no_slip_loaded else None,
+            if self.no_slip_loaded
+            else None,
             "base_travel_m": None if self.base_first is None else (self.base_last - self.base_first).tolist(),
         }

@@ -1,8 +1,8 @@
 """The control core's modes, in the order of its state machine (docs/protocol.md, "Modes").
 
-    idle ──start──▶ run ──stop / fault / watchdog / fall──▶ safe_stop ──at rest or timeout──▶ stopped
-                     ▲                                                                           │
-                     └───────────────────────────────────start──────────────────────────────────┘
+idle ──start──▶ run ──stop / fault / watchdog / fall──▶ safe_stop ──at rest or timeout──▶ stopped
+                 ▲                                                                           │
+                 └───────────────────────────────────start──────────────────────────────────┘
 """
 
 MODE_IDLE = "idle"  # not controlling: tau = 0; a simulator holds still, a robot keeps its brakes

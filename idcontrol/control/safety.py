@@ -51,6 +51,7 @@ INTERVENTIONS = (
     "velocity_limit",  # damping stops for a joint above its velocity limit
 )
 
+
 class SafetyFilter:
     """Limits, guards and safe controllers for one robot; counts every intervention.
 
@@ -90,8 +91,9 @@ class SafetyFilter:
         kind, j = limit_violation(q_act, v_act, self.q_min, self.q_max, self.v_max)
         return self.violation(kind, j, q_act, v_act)
 
-    def split_and_check(self, q: Array, v: Array, idx_q: Array, idx_v: Array, q_act: Array, v_act: Array,
-                        check: bool) -> str:  # fmt: skip
+    def split_and_check(
+        self, q: Array, v: Array, idx_q: Array, idx_v: Array, q_act: Array, v_act: Array, check: bool
+    ) -> str:
         """Write the actuated joints' positions q[idx_q] and velocities v[idx_v] into ``q_act``, ``v_act`` (nu,) and,
         when ``check``, return :meth:`check_state`'s verdict on them (one compiled call)."""
         kind, j = actuated_within_limits(q, v, idx_q, idx_v, self.q_min, self.q_max, self.v_max, check, q_act, v_act)
@@ -105,8 +107,10 @@ class SafetyFilter:
             self.count("velocity_limit")
             return f"joint {self.joint_names[j]} at {v_act[j]:+.3f}/s beyond its velocity limit {self.v_max[j]:.3f}"
         self.count("position_limit")
-        return (f"joint {self.joint_names[j]} at {q_act[j]:+.4f} outside "
-                f"[{self.q_min[j]:+.4f}, {self.q_max[j]:+.4f}] (limits and margin)")  # fmt: skip
+        return (
+            f"joint {self.joint_names[j]} at {q_act[j]:+.4f} outside "
+            f"[{self.q_min[j]:+.4f}, {self.q_max[j]:+.4f}] (limits and margin)"
+        )
 
     # ------------------------------------------------------------------ safe controllers
     def begin_hold(self, q_act: Array) -> None:
@@ -177,8 +181,12 @@ def limit_violation(q, v, q_min, q_max, v_max):
     return WITHIN_LIMITS, -1
 
 
-@njit(UniTuple(intp, 2)(ANY_VECTOR, ANY_VECTOR, IN_INDICES, IN_INDICES, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean,
-                        VECTOR, VECTOR), cache=True)  # fmt: skip
+@njit(
+    UniTuple(intp, 2)(
+        ANY_VECTOR, ANY_VECTOR, IN_INDICES, IN_INDICES, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, boolean, VECTOR, VECTOR
+    ),
+    cache=True,
+)
 def actuated_within_limits(q, v, idx_q, idx_v, q_min, q_max, v_max, check, q_act, v_act):
     """Write q[idx_q], v[idx_v] (the actuated joints) into ``q_act``, ``v_act``; then, when ``check``,
     :func:`limit_violation` on them, else (WITHIN_LIMITS, −1)."""

@@ -27,7 +27,14 @@ def run_daemon(config: LaunchConfig, log_path: str | None = None, log_max_bytes:
     enter_realtime(config.realtime, "daemon")  # before the first socket: its I/O thread gets the priority too
     # the warmer's shadow core: its own robot model, formulation and reference, sharing nothing with the served one
     shadow = build_core(config, quiet=True) if config.realtime.warm else None
-    daemon = Daemon(core, config.endpoints, watchdog=config.controller.watchdog_ms * 1e-3, curve=curve, logger=logger,
-                    spin_us=config.realtime.spin_us, shadow=shadow)  # fmt: skip
+    daemon = Daemon(
+        core,
+        config.endpoints,
+        watchdog=config.controller.watchdog_ms * 1e-3,
+        curve=curve,
+        logger=logger,
+        spin_us=config.realtime.spin_us,
+        shadow=shadow,
+    )
     daemon.serve()
     return 0

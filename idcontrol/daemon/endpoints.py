@@ -27,8 +27,10 @@ def refuse_live_ipc(endpoint: str, name: str) -> None:
             probe.connect(path)
         except OSError:
             return  # refused (no listener) or not a socket: nobody is served there
-    raise ConfigError(f"cannot bind the {name} endpoint {endpoint}: a running process (another daemon?) serves "
-                      "it; stop that one first, or choose another path")  # fmt: skip
+    raise ConfigError(
+        f"cannot bind the {name} endpoint {endpoint}: a running process (another daemon?) serves "
+        "it; stop that one first, or choose another path"
+    )
 
 
 def bind(socket: zmq.Socket, endpoint: str, name: str) -> None:
@@ -50,9 +52,11 @@ _READY = re.compile(r"daemon ready: .*control (tcp://\S+|ipc://\S+), admin (tcp:
 
 def ready_line(robot: str, formulation: str, bound: dict[str, str]) -> str:
     """The start-up line for ``bound`` (channel -> endpoint; telemetry and reference may be absent)."""
-    return (f"daemon ready: robot {robot}, formulation {formulation}, control {bound['control']}, admin "
-            f"{bound['admin']}, telemetry {bound.get('telemetry', 'none')}"
-            + (f", reference {bound['reference']}" if "reference" in bound else ""))  # fmt: skip
+    return (
+        f"daemon ready: robot {robot}, formulation {formulation}, control {bound['control']}, admin "
+        f"{bound['admin']}, telemetry {bound.get('telemetry', 'none')}"
+        + (f", reference {bound['reference']}" if "reference" in bound else "")
+    )
 
 
 def bound_in(output: str) -> tuple[str, str] | None:

@@ -181,15 +181,17 @@ class Daemon:
         if self.endpoints.telemetry:
             # XPUB: a PUB that also hands up its subscriptions, so that no record is built for nobody
             # a slow subscriber loses records, never stalls the tick; a subscription flood queues a bounded number
-            self.telemetry = self._socket(zmq.XPUB, self.endpoints.telemetry, "telemetry",
-                                          {zmq.SNDHWM: 1000, zmq.RCVHWM: TELEMETRY_RCVHWM})  # fmt: skip
+            self.telemetry = self._socket(
+                zmq.XPUB, self.endpoints.telemetry, "telemetry", {zmq.SNDHWM: 1000, zmq.RCVHWM: TELEMETRY_RCVHWM}
+            )
         self._telemetry_topics: set[bytes] = set()  # what the telemetry subscribers subscribed to
         self._telemetry_check_in = 0  # ticks until the subscriptions are read again
         self.reference = None
         if self.endpoints.reference:
             # a flood queues at most this many messages per publisher (the rest wait in, or are dropped by, its PUB)
-            self.reference = self._socket(zmq.SUB, self.endpoints.reference, "reference",
-                                          {zmq.RCVHWM: self.MAX_REFERENCE_BATCH})  # fmt: skip
+            self.reference = self._socket(
+                zmq.SUB, self.endpoints.reference, "reference", {zmq.RCVHWM: self.MAX_REFERENCE_BATCH}
+            )
             self.reference.setsockopt(zmq.SUBSCRIBE, b"")
         # without CURVE keys, a client commands only with this daemon's credential (docs/protocol.md); written
         # only now, so a daemon that cannot bind never replaces the credential of the one serving its endpoint
@@ -435,12 +437,16 @@ class Daemon:
         s = self.shape
         theirs = (message.get("robot"), message.get("nq"), message.get("nv"), message.get("nu"))
         if theirs != (s.robot, s.nq, s.nv, s.nu):
-            self._reply_error(peer, "robot_mismatch", f"bridge has robot/nq/nv/nu {theirs}, "
-                              f"daemon has {(s.robot, s.nq, s.nv, s.nu)}")  # fmt: skip
+            self._reply_error(
+                peer, "robot_mismatch", f"bridge has robot/nq/nv/nu {theirs}, daemon has {(s.robot, s.nq, s.nv, s.nu)}"
+            )
             return
         if self.credential is not None and not self.credential.accepts(message.get("token")):
-            self._reply_error(peer, "unauthorized", "hello needs the daemon's credential (field 'token'; see "
-                              "docs/protocol.md, Authorization)")  # fmt: skip
+            self._reply_error(
+                peer,
+                "unauthorized",
+                "hello needs the daemon's credential (field 'token'; see docs/protocol.md, Authorization)",
+            )
             return
         now = time.monotonic()
         if peer != self._peer and self._peer_alive(now):
@@ -453,8 +459,9 @@ class Daemon:
         self._peer_chose_id = not (len(peer) == 5 and peer[0] == 0)
         self._lockstep = message.get("clock") == "lockstep"
         self.watchdog = self.lockstep_watchdog if self._lockstep else self.realtime_watchdog
-        self.control.send_multipart([peer, wire.encode_welcome(s, self.core.dt, self.core.mode, self.core.state_form,
-                                                                self.core.estimator_kind)])
+        self.control.send_multipart(
+            [peer, wire.encode_welcome(s, self.core.dt, self.core.mode, self.core.state_form, self.core.estimator_kind)]
+        )
 
     def _answer(
         self, peer: bytes, message: StateMessage, received: float, decoded: float, raw: bytes, arrived: float
@@ -488,8 +495,15 @@ class Daemon:
         compute_us = (sent - received) * 1e6
         timings = out.result.timings if out.result is not None else None
         stages_us = ((decoded - received) * 1e6, (ticked - tick_started) * 1e6, (sent - ticked) * 1e6)
-        self.stats.record(compute_us, message.last_rtt_us, timings, stages_us, message.last_late, mode=out.mode,
-                          lockstep=self._lockstep)  # fmt: skip
+        self.stats.record(
+            compute_us,
+            message.last_rtt_us,
+            timings,
+            stages_us,
+            message.last_late,
+            mode=out.mode,
+            lockstep=self._lockstep,
+        )
         if out.note:
             self.rate_log.warning(out.event or "note", out.note)
         listened = self._telemetry_listened()
@@ -517,8 +531,9 @@ class Daemon:
         peer, parts = frames[0], frames[1:]
         req = parts[0] == b""
         self.stats.errors += 1
-        text = (f"a control message is one frame, this one had {len(parts)}"
-                + (" behind an empty delimiter (a REQ socket): connect a DEALER socket" if req else ""))
+        text = f"a control message is one frame, this one had {len(parts)}" + (
+            " behind an empty delimiter (a REQ socket): connect a DEALER socket" if req else ""
+        )
         self.rate_log.warning("frames", f"control error malformed: {text}")
         error = wire.encode_error("malformed", text)
         self.control.send_multipart([peer, b"", error] if req else [peer, error])
@@ -590,14 +605,30 @@ class Daemon:
         the middle of a run may miss a coupled touchdown in its first two ticks."""
         labels = self._contact_labels(out.contacts.ids) if out.contacts is not None else None
         if not listened:
-            snapshot = pack_snapshot(raw, out, compute_us=compute_us, now=now, contact_labels=labels,
-                                     coupling=self.core.coupling(out), log_dropped=self.logger.dropped)  # fmt: skip
+            snapshot = pack_snapshot(
+                raw,
+                out,
+                compute_us=compute_us,
+                now=now,
+                contact_labels=labels,
+                coupling=self.core.coupling(out),
+                log_dropped=self.logger.dropped,
+            )
             self.logger.tick(snapshot)
             return
-        record = schema.tick_record(seq=message.seq, state=message.state, command=out, compute_us=compute_us,
-                                    now=now, contact_labels=labels, last_rtt_us=message.last_rtt_us,
-                                    bridge_stopped=message.bridge_stopped, last_late=message.last_late,
-                                    crossings=message.crossings, coupling=self.core.coupling(out))  # fmt: skip
+        record = schema.tick_record(
+            seq=message.seq,
+            state=message.state,
+            command=out,
+            compute_us=compute_us,
+            now=now,
+            contact_labels=labels,
+            last_rtt_us=message.last_rtt_us,
+            bridge_stopped=message.bridge_stopped,
+            last_late=message.last_late,
+            crossings=message.crossings,
+            coupling=self.core.coupling(out),
+        )
         record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
             record["log_dropped"] = self.logger.dropped
@@ -643,8 +674,11 @@ class Daemon:
                 continue
             if not self._authorized(target.token):
                 self.stats.reference_unauthorized += 1
-                self.rate_log.warning("reference-unauthorized", "reference message dropped: unauthorized (it needs "
-                                      "the daemon's credential, field 'token'; docs/protocol.md)")  # fmt: skip
+                self.rate_log.warning(
+                    "reference-unauthorized",
+                    "reference message dropped: unauthorized (it needs "
+                    "the daemon's credential, field 'token'; docs/protocol.md)",
+                )
                 continue
             self.stats.reference_superseded += len(pending) - used - 1
             self._use_target(target)
@@ -657,11 +691,12 @@ class Daemon:
             clipped = reference.set_target(target.q_ref, target.qd_ref, target.qdd_ref)
             if clipped:
                 self.stats.reference_clipped += 1
-                self.rate_log.warning("reference-clipped", f"reference target clipped to the joint limits: "
-                                      f"{clipped}")  # fmt: skip
+                self.rate_log.warning("reference-clipped", f"reference target clipped to the joint limits: {clipped}")
         else:
-            self.rate_log.warning("reference-unused", "reference messages arrive but the reference is "
-                                  f"{type(reference).__name__}, not 'stream'; ignored")  # fmt: skip
+            self.rate_log.warning(
+                "reference-unused",
+                f"reference messages arrive but the reference is {type(reference).__name__}, not 'stream'; ignored",
+            )
 
     # ------------------------------------------------------------------ admin channel
     def _serve_admin(self) -> None:
@@ -673,8 +708,10 @@ class Daemon:
         try:
             request = wire.decode_request(raw)
             if request.kind not in READ_ONLY_REQUESTS and not self._authorized(request.token):
-                raise ProtocolError("unauthorized", f"{request.kind} needs the daemon's credential (field 'token'); "
-                                    "status and stats do not")  # fmt: skip
+                raise ProtocolError(
+                    "unauthorized",
+                    f"{request.kind} needs the daemon's credential (field 'token'); status and stats do not",
+                )
             reply = self._handle(request)
             if request.kind in LOGGED_REQUESTS:
                 self._log_event(request.kind, time.monotonic(), **request.logged())
@@ -709,8 +746,10 @@ class Daemon:
         if kind == "start":
             if not self._peer_alive(now, self._presence_window):  # a run nobody answers: a driver connecting
                 # later would get torques without a start after it connected
-                raise InvalidTransition(f"{wire.NO_DRIVER} (none said hello or sent a state within "
-                                        f"{self._presence_window * 1e3:.0f} ms): start once it is")  # fmt: skip
+                raise InvalidTransition(
+                    f"{wire.NO_DRIVER} (none said hello or sent a state within "
+                    f"{self._presence_window * 1e3:.0f} ms): start once it is"
+                )
             core.start(now)
             self._last_state_time = now  # the watchdog counts from the start
             return wire.encode_reply(kind, mode=core.mode)
@@ -740,23 +779,37 @@ class Daemon:
         core = self.core
         now = time.monotonic()
         return {
-            "robot": self.shape.robot, "mode": core.mode, "reason": core.reason,
-            "formulation": core.formulation_name, "reference": core.reference.name,
-            "t": self._last_t, "seq": self._last_seq, "ticks": self.stats.ticks,
+            "robot": self.shape.robot,
+            "mode": core.mode,
+            "reason": core.reason,
+            "formulation": core.formulation_name,
+            "reference": core.reference.name,
+            "t": self._last_t,
+            "seq": self._last_seq,
+            "ticks": self.stats.ticks,
             "deadline_misses": self.stats.deadline_misses,
             "bridge_connected": bool(now - self._state_answered_at < self._presence_window),
-            "last_error": core.last_error, "fell": core.metrics.fell, "interventions": dict(core.filter.counts),
-            "watchdog_trips": self.watchdog_trips, "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
+            "last_error": core.last_error,
+            "fell": core.metrics.fell,
+            "interventions": dict(core.filter.counts),
+            "watchdog_trips": self.watchdog_trips,
+            "last_watchdog_gap_ms": self.last_watchdog_gap_ms,
             "telemetry_listened": bool(self._telemetry_topics),
-            "state_form": core.state_form, "estimator": core.estimator_kind,
+            "state_form": core.state_form,
+            "estimator": core.estimator_kind,
             **(self.logger.status() if self.logger is not None else {}),
-        }  # fmt: skip
+        }
 
     def summary(self) -> dict[str, Any]:
         core = self.core
         return {
-            **self.stats.summary(), **core.metrics.summary(), "formulation": core.formulation_name,
-            "torque_clips": core.clip_count, "solve_failures": core.fail_count, "mode": core.mode,
-            "reason": core.reason, "interventions": dict(core.filter.counts),
+            **self.stats.summary(),
+            **core.metrics.summary(),
+            "formulation": core.formulation_name,
+            "torque_clips": core.clip_count,
+            "solve_failures": core.fail_count,
+            "mode": core.mode,
+            "reason": core.reason,
+            "interventions": dict(core.filter.counts),
             **(self.logger.status() if self.logger is not None else {}),
-        }  # fmt: skip
+        }

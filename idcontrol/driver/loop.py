@@ -311,9 +311,19 @@ class Driver:
         starts (taken after the send, a preemption of this process between the two would hide from the round
         trip the daemon's work done meanwhile, making it shorter than the daemon's own compute time)."""
         s = self.last_state = self.read_state()
-        raw = wire.encode_state(self._seq, float(s.t), s.q, s.v, getattr(s, "contact_forces", None),
-                                getattr(s, "objects", None), self._last_rtt_us, self._safe_stopped, self._late > 0,
-                                getattr(s, "crossings", ()), getattr(s, "imu", None))  # fmt: skip
+        raw = wire.encode_state(
+            self._seq,
+            float(s.t),
+            s.q,
+            s.v,
+            getattr(s, "contact_forces", None),
+            getattr(s, "objects", None),
+            self._last_rtt_us,
+            self._safe_stopped,
+            self._late > 0,
+            getattr(s, "crossings", ()),
+            getattr(s, "imu", None),
+        )
         sent_at = time.perf_counter()
         self.socket.send(raw)
         self.report.states_sent += 1
@@ -465,5 +475,15 @@ class Driver:
         return 0
 
 
-__all__ = ["CLOCKS", "DRIVEN_MODES", "Driver", "DriverReport", "DriverState", "MODE_IDLE", "MODE_RUN",
-           "MODE_SAFE_STOP", "MODE_STOPPED", "RobotSizes"]  # fmt: skip
+__all__ = [
+    "CLOCKS",
+    "DRIVEN_MODES",
+    "Driver",
+    "DriverReport",
+    "DriverState",
+    "MODE_IDLE",
+    "MODE_RUN",
+    "MODE_SAFE_STOP",
+    "MODE_STOPPED",
+    "RobotSizes",
+]

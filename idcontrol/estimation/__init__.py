@@ -16,5 +16,13 @@ from idcontrol.estimation.types import (
     SensorReading,
 )
 
-__all__ = ["FILTERS", "BaseEstimator", "Estimate", "EstimatorSettings", "ExternalPose", "HealthBounds",
-           "NoiseModel", "SensorReading"]  # fmt: skip
+__all__ = [
+    "FILTERS",
+    "BaseEstimator",
+    "Estimate",
+    "EstimatorSettings",
+    "ExternalPose",
+    "HealthBounds",
+    "NoiseModel",
+    "SensorReading",
+]

@@ -41,14 +41,26 @@ def filter_parameters(settings: EstimatorSettings) -> FilterParameters:
     """The numbers the compiled filters read, from the settings."""
     n, b = settings.noise, settings.bounds
     return FilterParameters(
-        gyro_noise=n.gyro_noise, accel_noise=n.accel_noise, gyro_bias_walk=n.gyro_bias_walk,
-        accel_bias_walk=n.accel_bias_walk, foot_slip=n.foot_slip, encoder_noise=n.encoder_noise,
-        kinematics_noise=n.kinematics_noise, imu_tilt_noise=n.imu_tilt_noise, imu_yaw_noise=n.imu_yaw_noise,
-        contact_threshold=float(settings.contact_threshold), gravity=float(settings.gravity),
-        max_tilt_std=b.max_tilt_std, max_velocity_std=b.max_velocity_std, max_imu_age=b.max_imu_age,
-        max_repeats=float(b.max_repeats), swing_variance=n.swing_variance, foot_velocity_noise=n.foot_velocity_noise,
-        position_noise=n.position_noise, foot_height_noise=n.foot_height_noise,
-    )  # fmt: skip
+        gyro_noise=n.gyro_noise,
+        accel_noise=n.accel_noise,
+        gyro_bias_walk=n.gyro_bias_walk,
+        accel_bias_walk=n.accel_bias_walk,
+        foot_slip=n.foot_slip,
+        encoder_noise=n.encoder_noise,
+        kinematics_noise=n.kinematics_noise,
+        imu_tilt_noise=n.imu_tilt_noise,
+        imu_yaw_noise=n.imu_yaw_noise,
+        contact_threshold=float(settings.contact_threshold),
+        gravity=float(settings.gravity),
+        max_tilt_std=b.max_tilt_std,
+        max_velocity_std=b.max_velocity_std,
+        max_imu_age=b.max_imu_age,
+        max_repeats=float(b.max_repeats),
+        swing_variance=n.swing_variance,
+        foot_velocity_noise=n.foot_velocity_noise,
+        position_noise=n.position_noise,
+        foot_height_noise=n.foot_height_noise,
+    )
 
 
 class BaseEstimator:
@@ -76,20 +88,32 @@ class BaseEstimator:
             state_length = inekf.state_length(k)
             work_length, work_ints = inekf.work_lengths(k)
             self._entry = unchecked_entry(inekf.inekf_arena)  # its two arrays are made here, their types known
-            self.covariance_layout = {"rotation": slice(0, 3), "velocity": slice(3, 6), "position": slice(6, 9),
-                                      **{f"foot:{name}": slice(9 + 3 * i, 12 + 3 * i)
-                                         for i, name in enumerate(robot.sphere_names)},
-                                      "gyro_bias": slice(9 + 3 * k, 12 + 3 * k),
-                                      "accel_bias": slice(12 + 3 * k, 15 + 3 * k)}  # fmt: skip
+            self.covariance_layout = {
+                "rotation": slice(0, 3),
+                "velocity": slice(3, 6),
+                "position": slice(6, 9),
+                **{f"foot:{name}": slice(9 + 3 * i, 12 + 3 * i) for i, name in enumerate(robot.sphere_names)},
+                "gyro_bias": slice(9 + 3 * k, 12 + 3 * k),
+                "accel_bias": slice(12 + 3 * k, 15 + 3 * k),
+            }
         else:
             state_length, work_length, work_ints = lkf.lkf_state_length(k), lkf.lkf_work_length(k), 1
             self._entry = unchecked_entry(lkf.lkf_arena)
-            self.covariance_layout = {"position": slice(0, 3), "velocity": slice(3, 6),
-                                      **{f"foot:{name}": slice(6 + 3 * i, 9 + 3 * i)
-                                         for i, name in enumerate(robot.sphere_names)}}  # fmt: skip
+            self.covariance_layout = {
+                "position": slice(0, 3),
+                "velocity": slice(3, 6),
+                **{f"foot:{name}": slice(6 + 3 * i, 9 + 3 * i) for i, name in enumerate(robot.sphere_names)},
+            }
         # one float and one integer array hold everything the compiled tick reads and writes (inekf.ARENA_HEADER)
-        sizes = [len(self.parameters), len(geometry_floats), state_length, work_length,
-                 inekf.kinematics_length(nj, k), inekf.sensor_length(k) + 2 * nj, robot.nq + robot.nv + 5]  # fmt: skip
+        sizes = [
+            len(self.parameters),
+            len(geometry_floats),
+            state_length,
+            work_length,
+            inekf.kinematics_length(nj, k),
+            inekf.sensor_length(k) + 2 * nj,
+            robot.nq + robot.nv + 5,
+        ]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         int_offsets = inekf.ARENA_HEADER + np.concatenate([[0], np.cumsum([len(geometry_ints), work_ints])])
         self._floats = np.zeros(int(offsets[-1]))
@@ -102,8 +126,12 @@ class BaseEstimator:
         n = inekf.sensor_length(k)
         self._joint_q, self._joint_v = self._sensor[n : n + nj], self._sensor[n + nj : n + 2 * nj]
         self._diagnostics = self._out[robot.nq + robot.nv :]
-        self.estimate = Estimate(q=self._out[: robot.nq], v=self._out[robot.nq : robot.nq + robot.nv],
-                                 covariance=self.state.covariance, stance=np.zeros(k, dtype=bool))  # fmt: skip
+        self.estimate = Estimate(
+            q=self._out[: robot.nq],
+            v=self._out[robot.nq : robot.nq + robot.nv],
+            covariance=self.state.covariance,
+            stance=np.zeros(k, dtype=bool),
+        )
         self._rotation = np.zeros((3, 3))
         self._pose = np.zeros(4)
         self._t = math.nan
@@ -167,10 +195,13 @@ class BaseEstimator:
 
     # ------------------------------------------------------------------ per tick
     def _check(self, reading: SensorReading) -> None:
-        for name, value, n in (("joint_q", reading.joint_q, self.nj), ("joint_v", reading.joint_v, self.nj),
-                               ("imu_orientation_xyzw", reading.imu_orientation_xyzw, 4),
-                               ("imu_angular_velocity", reading.imu_angular_velocity, 3),
-                               ("imu_linear_acceleration", reading.imu_linear_acceleration, 3)):  # fmt: skip
+        for name, value, n in (
+            ("joint_q", reading.joint_q, self.nj),
+            ("joint_v", reading.joint_v, self.nj),
+            ("imu_orientation_xyzw", reading.imu_orientation_xyzw, 4),
+            ("imu_angular_velocity", reading.imu_angular_velocity, 3),
+            ("imu_linear_acceleration", reading.imu_linear_acceleration, 3),
+        ):
             if np.shape(value) != (n,):
                 raise ShapeError(name, (n,), np.shape(value))
         if reading.contact is not None and np.shape(reading.contact) != (self.k,):
@@ -248,6 +279,8 @@ class BaseEstimator:
         elif status == inekf.TILT_UNCERTAIN:
             text += f": {math.degrees(d[inekf.DIAG_TILT_STD]):.2f}° > {math.degrees(b.max_tilt_std):.2f}°"
         elif status == inekf.VELOCITY_UNCERTAIN:
-            text += (f": {d[inekf.DIAG_VELOCITY_STD]:.3f} m/s > {b.max_velocity_std:.3f} m/s "
-                     f"({int(d[inekf.DIAG_STANCE])} stance feet)")  # fmt: skip
+            text += (
+                f": {d[inekf.DIAG_VELOCITY_STD]:.3f} m/s > {b.max_velocity_std:.3f} m/s "
+                f"({int(d[inekf.DIAG_STANCE])} stance feet)"
+            )
         return text

@@ -126,9 +126,17 @@ def state_views(flat, k):
     n = 15 + 3 * k
     a = 15 + 3 * k
     b = a + k + 14 + n * n
-    return InekfState(flat[0:9].reshape((3, 3)), flat[9:12], flat[12:15], flat[15:a].reshape((k, 3)),
-                      flat[a : a + k], flat[a + k : a + k + 6], flat[a + k + 14 : b].reshape((n, n)),
-                      flat[a + k + 6 : a + k + 14], flat[b : b + 9 * k].reshape((k, 3, 3)))  # fmt: skip
+    return InekfState(
+        flat[0:9].reshape((3, 3)),
+        flat[9:12],
+        flat[12:15],
+        flat[15:a].reshape((k, 3)),
+        flat[a : a + k],
+        flat[a + k : a + k + 6],
+        flat[a + k + 14 : b].reshape((n, n)),
+        flat[a + k + 6 : a + k + 14],
+        flat[b : b + 9 * k].reshape((k, 3, 3)),
+    )
 
 
 def work_lengths(k: int) -> tuple[int, int]:
@@ -501,8 +509,22 @@ def screen_inputs(imu, feet_rel, joint_v, memory):
 
 
 @njit(cache=True)
-def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, imu, imu_age, stance, external,
-               external_noise, diagnostics):  # fmt: skip
+def inekf_tick(
+    s,
+    prm,
+    w,
+    dt,
+    feet_rel,
+    foot_radius,
+    foot_rotation,
+    jacobian,
+    imu,
+    imu_age,
+    stance,
+    external,
+    external_noise,
+    diagnostics,
+):
     """Propagate over ``dt`` s with the IMU reading, correct, update the contacts; returns a status code.
 
     feet_rel (k, 3), jacobian (k, 3, nj): the contact spheres relative to the IMU and their Jacobian (IMU frame,
@@ -549,8 +571,11 @@ def inekf_tick(s, prm, w, dt, feet_rel, foot_radius, foot_rotation, jacobian, im
                     _matmul3(R, foot_rotation[f], tmp)
                     for r in range(3):
                         for c in range(3):
-                            noise[r, c] = (tmp[r, 0] * s.touchdown[f, c, 0] + tmp[r, 1] * s.touchdown[f, c, 1]
-                                           + tmp[r, 2] * s.touchdown[f, c, 2])  # fmt: skip
+                            noise[r, c] = (
+                                tmp[r, 0] * s.touchdown[f, c, 0]
+                                + tmp[r, 1] * s.touchdown[f, c, 1]
+                                + tmp[r, 2] * s.touchdown[f, c, 2]
+                            )
                     roll = w.vectors[1]
                     log_so3(noise, roll)
                     w.vectors[0][0] -= foot_radius[f] * roll[1]
@@ -667,11 +692,15 @@ def base_state(rotation, velocity, position, omega_imu, imu_rotation, imu_transl
     rwb = np.empty((3, 3))
     for r in range(3):
         for c in range(3):
-            rwb[r, c] = (rotation[r, 0] * imu_rotation[c, 0] + rotation[r, 1] * imu_rotation[c, 1]
-                         + rotation[r, 2] * imu_rotation[c, 2])  # fmt: skip
+            rwb[r, c] = (
+                rotation[r, 0] * imu_rotation[c, 0]
+                + rotation[r, 1] * imu_rotation[c, 1]
+                + rotation[r, 2] * imu_rotation[c, 2]
+            )
     for r in range(3):
-        q[r] = position[r] - (rwb[r, 0] * imu_translation[0] + rwb[r, 1] * imu_translation[1]
-                              + rwb[r, 2] * imu_translation[2])  # fmt: skip
+        q[r] = position[r] - (
+            rwb[r, 0] * imu_translation[0] + rwb[r, 1] * imu_translation[1] + rwb[r, 2] * imu_translation[2]
+        )
     xyzw_from_rotation(rwb, q, 3)
     wb = np.empty(3)
     _matvec3(imu_rotation, omega_imu, wb)
@@ -703,8 +732,27 @@ def sensor_length(k):
 @njit(cache=True)
 def parameters_from(p):
     """The :class:`FilterParameters` held in the vector ``p`` (its fields in order)."""
-    return FilterParameters(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13],
-                            p[14], p[15], p[16], p[17], p[18])  # fmt: skip
+    return FilterParameters(
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        p[4],
+        p[5],
+        p[6],
+        p[7],
+        p[8],
+        p[9],
+        p[10],
+        p[11],
+        p[12],
+        p[13],
+        p[14],
+        p[15],
+        p[16],
+        p[17],
+        p[18],
+    )
 
 
 def kinematics_length(nj: int, k: int) -> int:
@@ -716,13 +764,19 @@ def kinematics_views(floats, nj, k):
     """(joint_rotation (nj, 3, 3), joint_origin (nj, 3), feet (k, 3), jacobian (k, 3, nj), foot_rotation (k, 3, 3))
     in one array."""
     a, b, c, d = 9 * nj, 12 * nj, 12 * nj + 3 * k, 12 * nj + 3 * k + 3 * k * nj
-    return (floats[:a].reshape((nj, 3, 3)), floats[a:b].reshape((nj, 3)), floats[b:c].reshape((k, 3)),
-            floats[c:d].reshape((k, 3, nj)), floats[d : d + 9 * k].reshape((k, 3, 3)))  # fmt: skip
+    return (
+        floats[:a].reshape((nj, 3, 3)),
+        floats[a:b].reshape((nj, 3)),
+        floats[b:c].reshape((k, 3)),
+        floats[c:d].reshape((k, 3, nj)),
+        floats[d : d + 9 * k].reshape((k, 3, 3)),
+    )
 
 
 @njit(cache=True)
-def inekf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
-                   joint_v, out):  # fmt: skip
+def inekf_estimate(
+    params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out
+):
     """One estimator tick in one compiled call: the legs' kinematics, :func:`inekf_tick`, the base's Pinocchio
     state. ``out`` = (q (nq,), v (nv,), diagnostics (5,)); returns the status code."""
     g = geometry_views(geometry_floats, geometry_ints)
@@ -734,14 +788,37 @@ def inekf_estimate(params, geometry_floats, geometry_ints, state, work, work_int
     imu = sensor[SENSOR_IMU : SENSOR_IMU + 10]
     stance = sensor[12 : 12 + k]
     diagnostics = out[13 + 2 * nj : 18 + 2 * nj]
-    status = inekf_tick(s, parameters_from(params), w, sensor[SENSOR_DT], feet, g.foot_radius, foot_rotation,
-                        jacobian, imu, sensor[SENSOR_IMU_AGE], stance, sensor[12 + k : 19 + k], sensor[19 + k : 21 + k],
-                        diagnostics)  # fmt: skip
+    status = inekf_tick(
+        s,
+        parameters_from(params),
+        w,
+        sensor[SENSOR_DT],
+        feet,
+        g.foot_radius,
+        foot_rotation,
+        jacobian,
+        imu,
+        sensor[SENSOR_IMU_AGE],
+        stance,
+        sensor[12 + k : 19 + k],
+        sensor[19 + k : 21 + k],
+        diagnostics,
+    )
     omega = w.vectors[0]
     for j in range(3):
         omega[j] = imu[4 + j] - s.bias[j]
-    base_state(s.rotation, s.velocity, s.position, omega, g.imu_rotation, g.imu_translation, joint_q, joint_v,
-               out[: 7 + nj], out[7 + nj : 13 + 2 * nj])  # fmt: skip
+    base_state(
+        s.rotation,
+        s.velocity,
+        s.position,
+        omega,
+        g.imu_rotation,
+        g.imu_translation,
+        joint_q,
+        joint_v,
+        out[: 7 + nj],
+        out[7 + nj : 13 + 2 * nj],
+    )
     return status
 
 
@@ -761,9 +838,19 @@ def arena_parts(floats, ints):
     nj, k = geometry_ints[0], geometry_ints[1]
     sensor = floats[h[5] : h[6]]
     n = sensor_length(k)
-    return (floats[h[0] : h[1]], floats[h[1] : h[2]], geometry_ints, floats[h[2] : h[3]], floats[h[3] : h[4]],
-            ints[h[9] : h[10]], floats[h[4] : h[5]], sensor, sensor[n : n + nj], sensor[n + nj : n + 2 * nj],
-            floats[h[6] : h[7]])  # fmt: skip
+    return (
+        floats[h[0] : h[1]],
+        floats[h[1] : h[2]],
+        geometry_ints,
+        floats[h[2] : h[3]],
+        floats[h[3] : h[4]],
+        ints[h[9] : h[10]],
+        floats[h[4] : h[5]],
+        sensor,
+        sensor[n : n + nj],
+        sensor[n + nj : n + 2 * nj],
+        floats[h[6] : h[7]],
+    )
 
 
 @njit(intp(VECTOR, INDICES), cache=True)
@@ -772,5 +859,6 @@ def inekf_arena(floats, ints):
     params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out = arena_parts(
         floats, ints
     )
-    return inekf_estimate(params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
-                          joint_v, out)  # fmt: skip
+    return inekf_estimate(
+        params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out
+    )

@@ -99,9 +99,19 @@ def leg_geometry(robot: RobotModel) -> LegGeometry:
                 support[f, joint - 2] = 1
     name = robot.config.sensors.imu_frame
     imu = pin.SE3.Identity() if name is None else m.frames[frame_id(m, name)].placement
-    return LegGeometry(parent, rotation, translation, axis, kind, foot_joint, foot_point, support,
-                       np.ascontiguousarray(imu.rotation), np.ascontiguousarray(imu.translation),
-                       robot.sphere_radii.copy())  # fmt: skip
+    return LegGeometry(
+        parent,
+        rotation,
+        translation,
+        axis,
+        kind,
+        foot_joint,
+        foot_point,
+        support,
+        np.ascontiguousarray(imu.rotation),
+        np.ascontiguousarray(imu.translation),
+        robot.sphere_radii.copy(),
+    )
 
 
 @njit(cache=True)
@@ -156,14 +166,19 @@ def feet_in_imu(geometry, joint_q, joint_rotation, joint_origin, feet, jacobian,
             _rotation_about(g.axis[i], joint_q[i], local)
             for r in range(3):
                 for c in range(3):
-                    tmp[r, c] = (joint_rotation[i, r, 0] * local[0, c] + joint_rotation[i, r, 1] * local[1, c]
-                                 + joint_rotation[i, r, 2] * local[2, c])  # fmt: skip
+                    tmp[r, c] = (
+                        joint_rotation[i, r, 0] * local[0, c]
+                        + joint_rotation[i, r, 1] * local[1, c]
+                        + joint_rotation[i, r, 2] * local[2, c]
+                    )
             joint_rotation[i] = tmp
         else:
             for r in range(3):
-                joint_origin[i, r] += joint_q[i] * (joint_rotation[i, r, 0] * g.axis[i, 0]
-                                                    + joint_rotation[i, r, 1] * g.axis[i, 1]
-                                                    + joint_rotation[i, r, 2] * g.axis[i, 2])  # fmt: skip
+                joint_origin[i, r] += joint_q[i] * (
+                    joint_rotation[i, r, 0] * g.axis[i, 0]
+                    + joint_rotation[i, r, 1] * g.axis[i, 1]
+                    + joint_rotation[i, r, 2] * g.axis[i, 2]
+                )
     ri = g.imu_rotation
     pi = g.imu_translation
     point = np.empty(3)
@@ -174,12 +189,15 @@ def feet_in_imu(geometry, joint_q, joint_rotation, joint_origin, feet, jacobian,
         c = g.foot_point[f]
         if j >= 0:
             for r in range(3):
-                point[r] = joint_origin[j, r] + (joint_rotation[j, r, 0] * c[0] + joint_rotation[j, r, 1] * c[1]
-                                                 + joint_rotation[j, r, 2] * c[2])  # fmt: skip
+                point[r] = joint_origin[j, r] + (
+                    joint_rotation[j, r, 0] * c[0] + joint_rotation[j, r, 1] * c[1] + joint_rotation[j, r, 2] * c[2]
+                )
                 for col in range(3):
-                    foot_rotation[f, r, col] = (ri[0, r] * joint_rotation[j, 0, col]
-                                                + ri[1, r] * joint_rotation[j, 1, col]
-                                                + ri[2, r] * joint_rotation[j, 2, col])  # fmt: skip
+                    foot_rotation[f, r, col] = (
+                        ri[0, r] * joint_rotation[j, 0, col]
+                        + ri[1, r] * joint_rotation[j, 1, col]
+                        + ri[2, r] * joint_rotation[j, 2, col]
+                    )
         else:
             point[:] = c
             for r in range(3):
@@ -193,8 +211,11 @@ def feet_in_imu(geometry, joint_q, joint_rotation, joint_origin, feet, jacobian,
                     jacobian[f, r, i] = 0.0
                 continue
             for r in range(3):
-                ax[r] = (joint_rotation[i, r, 0] * g.axis[i, 0] + joint_rotation[i, r, 1] * g.axis[i, 1]
-                         + joint_rotation[i, r, 2] * g.axis[i, 2])  # fmt: skip
+                ax[r] = (
+                    joint_rotation[i, r, 0] * g.axis[i, 0]
+                    + joint_rotation[i, r, 1] * g.axis[i, 1]
+                    + joint_rotation[i, r, 2] * g.axis[i, 2]
+                )
             if g.kind[i] == REVOLUTE:
                 dx = point[0] - joint_origin[i, 0]
                 dy = point[1] - joint_origin[i, 1]
@@ -212,9 +233,17 @@ def pack_geometry(geometry: LegGeometry) -> tuple[Array, NDArray[np.intp]]:
     """The geometry as one float and one integer array (what crosses into compiled code; read back with
     :func:`geometry_views`)."""
     g = geometry
-    floats = np.concatenate([g.placement_rotation.ravel(), g.placement_translation.ravel(), g.axis.ravel(),
-                             g.foot_point.ravel(), g.imu_rotation.ravel(), g.imu_translation.ravel(),
-                             g.foot_radius])  # fmt: skip
+    floats = np.concatenate(
+        [
+            g.placement_rotation.ravel(),
+            g.placement_translation.ravel(),
+            g.axis.ravel(),
+            g.foot_point.ravel(),
+            g.imu_rotation.ravel(),
+            g.imu_translation.ravel(),
+            g.foot_radius,
+        ]
+    )
     ints = np.concatenate([[len(g.parent), len(g.foot_joint)], g.parent, g.kind, g.foot_joint, g.support.ravel()])
     return floats, ints.astype(np.intp)
 
@@ -232,10 +261,19 @@ def geometry_views(floats, ints):
     b = a + 3 * nj
     c = b + 3 * nj
     d = c + 3 * k
-    return LegGeometry(parent, floats[:a].reshape((nj, 3, 3)), floats[a:b].reshape((nj, 3)),
-                       floats[b:c].reshape((nj, 3)), kind, foot_joint, floats[c:d].reshape((k, 3)), support,
-                       floats[d : d + 9].reshape((3, 3)), floats[d + 9 : d + 12],
-                       floats[d + 12 : d + 12 + k])  # fmt: skip
+    return LegGeometry(
+        parent,
+        floats[:a].reshape((nj, 3, 3)),
+        floats[a:b].reshape((nj, 3)),
+        floats[b:c].reshape((nj, 3)),
+        kind,
+        foot_joint,
+        floats[c:d].reshape((k, 3)),
+        support,
+        floats[d : d + 9].reshape((3, 3)),
+        floats[d + 9 : d + 12],
+        floats[d + 12 : d + 12 + k],
+    )
 
 
 class LegKinematics:
@@ -253,5 +291,6 @@ class LegKinematics:
         self.foot_rotation = np.zeros((k, 3, 3))
 
     def update(self, joint_q: Array) -> None:
-        feet_in_imu(self.geometry, joint_q, self.joint_rotation, self.joint_origin, self.feet, self.jacobian,
-                    self.foot_rotation)  # fmt: skip
+        feet_in_imu(
+            self.geometry, joint_q, self.joint_rotation, self.joint_origin, self.feet, self.jacobian, self.foot_rotation
+        )

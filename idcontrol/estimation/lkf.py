@@ -85,8 +85,13 @@ def lkf_state_views(flat, k):
     """The :class:`LkfState` whose fields are views of ``flat`` (:func:`lkf_state_length` (k,))."""
     n = 6 + 3 * k
     a = n + n * n
-    return LkfState(flat[:n], flat[n:a].reshape((n, n)), flat[a : a + 9].reshape((3, 3)), flat[a + 9 : a + 12],
-                    flat[a + 12 : a + 20])  # fmt: skip
+    return LkfState(
+        flat[:n],
+        flat[n:a].reshape((n, n)),
+        flat[a : a + 9].reshape((3, 3)),
+        flat[a + 9 : a + 12],
+        flat[a + 12 : a + 20],
+    )
 
 
 def lkf_work_length(k: int) -> int:
@@ -237,8 +242,9 @@ def lkf_tick(s, prm, w, dt, feet_rel, foot_radius, jacobian, joint_v, imu, imu_a
 
 
 @njit(cache=True)
-def lkf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
-                 joint_v, out):  # fmt: skip
+def lkf_estimate(
+    params, geometry_floats, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out
+):
     """One tick of the linear filter in one compiled call (arguments as
     :func:`~idcontrol.estimation.inekf.inekf_estimate`'s; ``work_ints`` unused)."""
     g = geometry_views(geometry_floats, geometry_ints)
@@ -249,10 +255,32 @@ def lkf_estimate(params, geometry_floats, geometry_ints, state, work, work_ints,
     feet_in_imu(g, joint_q, joint_rotation, joint_origin, feet, jacobian, foot_rotation)
     imu = sensor[SENSOR_IMU : SENSOR_IMU + 10]
     diagnostics = out[13 + 2 * nj : 18 + 2 * nj]
-    status = lkf_tick(s, parameters_from(params), w, sensor[SENSOR_DT], feet, g.foot_radius, jacobian, joint_v, imu,
-                      sensor[SENSOR_IMU_AGE], sensor[12 : 12 + k], diagnostics)  # fmt: skip
-    base_state(s.rotation, s.x[3:6], s.x[0:3], s.omega, g.imu_rotation, g.imu_translation, joint_q, joint_v,
-               out[: 7 + nj], out[7 + nj : 13 + 2 * nj])  # fmt: skip
+    status = lkf_tick(
+        s,
+        parameters_from(params),
+        w,
+        sensor[SENSOR_DT],
+        feet,
+        g.foot_radius,
+        jacobian,
+        joint_v,
+        imu,
+        sensor[SENSOR_IMU_AGE],
+        sensor[12 : 12 + k],
+        diagnostics,
+    )
+    base_state(
+        s.rotation,
+        s.x[3:6],
+        s.x[0:3],
+        s.omega,
+        g.imu_rotation,
+        g.imu_translation,
+        joint_q,
+        joint_v,
+        out[: 7 + nj],
+        out[7 + nj : 13 + 2 * nj],
+    )
     return status
 
 
@@ -262,5 +290,6 @@ def lkf_arena(floats, ints):
     params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out = arena_parts(
         floats, ints
     )
-    return lkf_estimate(params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q,
-                        joint_v, out)  # fmt: skip
+    return lkf_estimate(
+        params, geometry, geometry_ints, state, work, work_ints, kinematics, sensor, joint_q, joint_v, out
+    )

@@ -113,11 +113,27 @@ class Formulation(ABC):
         ``problem`` is the one solved)."""
         p = problem
         # positional, in SolveResult's field order: the one place a result is built in the tick (docs/benchmarks.md)
-        out = SolveResult(self.name, True, tau, v_next, f_normal, f_s, f_t, p.ids(), iterations, consistency_repaired,
-                          fallback, message, {"solve": time.perf_counter() - started}, p, self.no_slip)  # fmt: skip
+        out = SolveResult(
+            self.name,
+            True,
+            tau,
+            v_next,
+            f_normal,
+            f_s,
+            f_t,
+            p.ids(),
+            iterations,
+            consistency_repaired,
+            fallback,
+            message,
+            {"solve": time.perf_counter() - started},
+            p,
+            self.no_slip,
+        )
         if checked is not None and checked[0] >= 0.0:
-            out.verdict = Verdict(certificate_of(*checked), self.certifier, self.contact_model,
-                                  p if asked is None else asked)  # fmt: skip
+            out.verdict = Verdict(
+                certificate_of(*checked), self.certifier, self.contact_model, p if asked is None else asked
+            )
         return out
 
 

@@ -54,8 +54,17 @@ from idcontrol.validation import all_finite
 Array = NDArray[np.float64]
 
 #: The checks, in the order they are made; ``CHECKS[code - 1]`` names a failed certificate's check.
-CHECKS = ("non_finite", "dynamics", "normal_force", "penetration", "friction", "slip", "complementarity",
-          "force_bound", "torque_bound")  # fmt: skip
+CHECKS = (
+    "non_finite",
+    "dynamics",
+    "normal_force",
+    "penetration",
+    "friction",
+    "slip",
+    "complementarity",
+    "force_bound",
+    "torque_bound",
+)
 #: Tolerances (see the module docstring).
 DYNAMICS_TOL = 1e-6  # N or N·m
 FORCE_TOL = 1e-6  # N
@@ -220,8 +229,14 @@ def certify_in_solve(problem, answer, terms):
     if terms.shape[0] == 0:
         return UNCHECKED, 0.0, 0.0
     no_sensed = terms[:0]  # an empty view: no sensed force, nothing allocated
-    claims = (terms[TERM_DYNAMICS] != 0.0, int(terms[TERM_FRICTION]), terms[TERM_RIGID] != 0.0,
-              terms[TERM_COMPLEMENTARITY] != 0.0, terms[TERM_TAU_BOUND:], terms[TERM_MASS])  # fmt: skip
+    claims = (
+        terms[TERM_DYNAMICS] != 0.0,
+        int(terms[TERM_FRICTION]),
+        terms[TERM_RIGID] != 0.0,
+        terms[TERM_COMPLEMENTARITY] != 0.0,
+        terms[TERM_TAU_BOUND:],
+        terms[TERM_MASS],
+    )
     return _checks(problem, answer, no_sensed, claims)
 
 
@@ -287,8 +302,10 @@ class Certifier:
         # only where it kept them (the result counts loaded contacts it released: ``loaded_released``)
         solved = result.problem if result.problem is not None and result.problem.n == p.n else p
         record = p.record if solved is p else p.with_rows(solved.S, solved.T, p.qd_des).record
-        answer = tuple(np.asarray(x, dtype=np.float64) for x in (result.v_next, result.tau, result.f_normal,
-                                                                   result.f_s, result.f_t))  # fmt: skip
+        answer = tuple(
+            np.asarray(x, dtype=np.float64)
+            for x in (result.v_next, result.tau, result.f_normal, result.f_s, result.f_t)
+        )
         claims = (model.dynamics, model.friction_code, model.rigid, model.complementarity, self.tau_bound, self.mass)
         code, value, bound = certificate_kernel(record, answer, np.asarray(sensed, dtype=np.float64), claims)
         return certificate_of(code, value, bound)

@@ -188,8 +188,16 @@ def repair_data(problem, forces, no_slip):
     (S_a + S_u D) v⁺_a = −S_u c₀ and the same for T), where v⁺_u = c₀ + D v⁺_a solves the unactuated rows of the
     dynamics (M_uu c₀ = (M v⁻ + Δt (f_ext + contact))_u, M_uu D = −M_ua) and momentum = M v⁻ + Δt (f_ext +
     Nᵀf_N + Sᵀf_S + Tᵀf_T) = M v⁺ − Pᵀτ. ``ok`` is False when M_uu is not positive definite."""
-    M, v, f_ext, N, S, T, phi, dt = problem.M, problem.v, problem.f_ext, problem.N, problem.S, problem.T, problem.phi, \
-        problem.dt  # fmt: skip
+    M, v, f_ext, N, S, T, phi, dt = (
+        problem.M,
+        problem.v,
+        problem.f_ext,
+        problem.N,
+        problem.S,
+        problem.T,
+        problem.phi,
+        problem.dt,
+    )
     a, u = problem.a, problem.u
     f_normal, f_s, f_t = forces
     m = M.shape[0]
@@ -340,8 +348,9 @@ def repair_text(outcome: int, violation: float) -> str:
 def repair_workspace(nu: int, n: int, no_slip: bool) -> NativeQP:
     """A DAQP workspace for :func:`repair_native` (``n`` contacts, ``nu`` actuated DoFs), with DAQP's own tolerance
     and cap as the Python path has them."""
-    return NativeQP(nu, 3 * n if no_slip else n, bounds=False, equalities=2 * n if no_slip else 0, primal_tol=1e-6,
-                    iter_limit=10000)  # fmt: skip
+    return NativeQP(
+        nu, 3 * n if no_slip else n, bounds=False, equalities=2 * n if no_slip else 0, primal_tol=1e-6, iter_limit=10000
+    )
 
 
 class RepairWorkspaces:

@@ -132,7 +132,7 @@ def coulomb_setup(problem):
 @njit(
     types.Tuple((VECTOR, VECTOR, VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_MATRIX, IN_MATRIX, IN_VECTOR, intp),
     cache=True,
-)  # fmt: skip
+)
 def coulomb_finish(red, R_w5, R5, z, n):
     """(v⁺ (m,), τ (nu,) N·m, f_N, f_S, f_T (n,) N, min N v⁺ + φ/Δt m/s) of the LCP's z = [f_N; f_F; λ]
     (f_F direction-major [S+; S−; T+; T−]): f_S = f_S+ − f_S−, f_T = f_T+ − f_T−."""
@@ -204,8 +204,7 @@ def coulomb_solve(problem, options, repairs):
     v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
     repaired, violation, change = -1, 0.0, 0.0
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
-        repaired, v_next, tau, violation, change = repair_native(problem, (f_normal, f_s, f_t), False,
-                                                                 repairs[n - 1])  # fmt: skip
+        repaired, v_next, tau, violation, change = repair_native(problem, (f_normal, f_s, f_t), False, repairs[n - 1])
     code, value, bound = certify_in_solve(problem, (v_next, tau, f_normal, f_s, f_t), terms)
     answer = np.concatenate((f_normal, f_s, f_t, v_next, tau))
     return True, compiled_summary(outcome), q.shape[0], answer, gap, repaired, violation, change, code, value, bound
@@ -280,7 +279,8 @@ class CoulombLCP(Formulation):
             return self._solve_mindiff(p, started)
         self._repairs.cover(p.nu, n)
         ok, lemke, size, answer, gap_rate, repaired, violation, change, *checked = coulomb_solve(
-            p.record, (self.spread, self.repair, self.certificate_terms), self._repairs.by_count)
+            p.record, (self.spread, self.repair, self.certificate_terms), self._repairs.by_count
+        )
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau = split(answer, n, n, n, p.m)
@@ -290,8 +290,23 @@ class CoulombLCP(Formulation):
             lemke_text = lemke_message(status, pivots, rel, entering, size, cap)
         else:
             lemke_text = regularized_message(lemke, size, cap, 1e-2)
-        return self._finish(p, found, eps, pivots, lemke_text, None, v_next, tau, f_normal, f_s, f_t, gap_rate,
-                            started, (repaired, violation, change), checked)  # fmt: skip
+        return self._finish(
+            p,
+            found,
+            eps,
+            pivots,
+            lemke_text,
+            None,
+            v_next,
+            tau,
+            f_normal,
+            f_s,
+            f_t,
+            gap_rate,
+            started,
+            (repaired, violation, change),
+            checked,
+        )
 
     def prepare_repair(self, problem: ContactProblem) -> None:
         super().prepare_repair(problem)
@@ -307,9 +322,21 @@ class CoulombLCP(Formulation):
         lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(red, R_w5, R5, z[: 5 * n])[1], previous)
         z = lcp.z if lcp.found else np.zeros(len(q))
         v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z, n)
-        return self._finish(p, lcp.found, lcp.regularization, lcp.pivots, lcp.message,
-                            "mindiff" if lcp.found else None, v_next, tau, f_normal, f_s, f_t, gap_rate,
-                            started)  # fmt: skip
+        return self._finish(
+            p,
+            lcp.found,
+            lcp.regularization,
+            lcp.pivots,
+            lcp.message,
+            "mindiff" if lcp.found else None,
+            v_next,
+            tau,
+            f_normal,
+            f_s,
+            f_t,
+            gap_rate,
+            started,
+        )
 
     def _finish(
         self,
@@ -358,6 +385,17 @@ class CoulombLCP(Formulation):
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         if self.mindiff:  # Algorithm 3's reference torque
             self._previous_tau = tau.copy()
-        return self._result(p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message,
-                            started=started, consistency_repaired=repaired, fallback=fallback,
-                            checked=checked)  # fmt: skip
+        return self._result(
+            p,
+            v_next,
+            tau,
+            f_normal,
+            f_s,
+            f_t,
+            iterations=pivots,
+            message=message,
+            started=started,
+            consistency_repaired=repaired,
+            fallback=fallback,
+            checked=checked,
+        )

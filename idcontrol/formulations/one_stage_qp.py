@@ -65,8 +65,9 @@ class OneStageQP(Formulation):
         warm = self.warm_start and p.ids() == self._previous_ids
         active = None
         if self.warm_start and not warm:  # carry the active set contact by contact
-            active = remap_active_set(self._qp.last_active, self._previous_ids, self._previous_mu, p.ids(), p.mu,
-                                      stage_one=True)  # fmt: skip
+            active = remap_active_set(
+                self._qp.last_active, self._previous_ids, self._previous_mu, p.ids(), p.mu, stage_one=True
+            )
         z, iterations, status, relaxed = solve_stage_one(
             p, red, stage, self._qp, regularization=self.regularization, warm=warm, active=active
         )
@@ -75,5 +76,6 @@ class OneStageQP(Formulation):
             return failed_result(p, self.name, f"Stage I failed ({status})", iterations)
         self._previous_ids, self._previous_mu = p.ids(), p.mu
         v_next, tau = stage.velocity_and_torque(p, red, z)
-        return finish(self, p, z, v_next, tau, relaxed, iterations, f"regularized Stage I ({status})", started,
-                      repair=self.repair)
+        return finish(
+            self, p, z, v_next, tau, relaxed, iterations, f"regularized Stage I ({status})", started, repair=self.repair
+        )

@@ -148,10 +148,25 @@ class ContactProblem:
         record: ProblemRecord | None = None,
     ) -> None:
         self.__dict__.update(
-            dt=dt, M=M, f_ext=f_ext, v=v, actuated=actuated, unactuated=unactuated, qd_des=qd_des, N=N, S=S, T=T,
-            phi=phi, mu=mu, contact_ids=contact_ids, normals=normals, tangents_s=tangents_s, tangents_t=tangents_t,
-            sensed_force=sensed_force, _record=record,
-        )  # fmt: skip
+            dt=dt,
+            M=M,
+            f_ext=f_ext,
+            v=v,
+            actuated=actuated,
+            unactuated=unactuated,
+            qd_des=qd_des,
+            N=N,
+            S=S,
+            T=T,
+            phi=phi,
+            mu=mu,
+            contact_ids=contact_ids,
+            normals=normals,
+            tangents_s=tangents_s,
+            tangents_t=tangents_t,
+            sensed_force=sensed_force,
+            _record=record,
+        )
 
     def __setattr__(self, name: str, value: object) -> None:
         self.__dict__[name] = value
@@ -165,9 +180,19 @@ class ContactProblem:
         if record is None:
             m = self.M.shape[0]
             record = self.__dict__["_record"] = record_of(
-                self.M, self.f_ext, self.v, self.qd_des, self.N, self.S, self.T, self.phi, self.mu,
-                index_array(self.actuated, m), index_array(self.unactuated, m), self.dt,
-            )  # fmt: skip
+                self.M,
+                self.f_ext,
+                self.v,
+                self.qd_des,
+                self.N,
+                self.S,
+                self.T,
+                self.phi,
+                self.mu,
+                index_array(self.actuated, m),
+                index_array(self.unactuated, m),
+                self.dt,
+            )
         return record
 
     @property
@@ -191,9 +216,16 @@ class ContactProblem:
         """Check shapes and finiteness; raise ShapeError / NonFiniteError naming the field."""
         m, n, nu = self.m, self.n, self.nu
         expected = {
-            "M": (m, m), "f_ext": (m,), "v": (m,), "qd_des": (nu,),
-            "N": (n, m), "S": (n, m), "T": (n, m), "phi": (n,), "mu": (n,),
-        }  # fmt: skip
+            "M": (m, m),
+            "f_ext": (m,),
+            "v": (m,),
+            "qd_des": (nu,),
+            "N": (n, m),
+            "S": (n, m),
+            "T": (n, m),
+            "phi": (n,),
+            "mu": (n,),
+        }
         for name, shape in expected.items():
             value = np.asarray(getattr(self, name))
             if value.shape != shape:
@@ -312,13 +344,29 @@ class SolveResult:
         loaded_released: int = 0,
     ) -> None:
         self.__dict__.update(
-            formulation=formulation, found=found, tau=tau, v_next=v_next, f_normal=f_normal, f_s=f_s, f_t=f_t,
-            contact_ids=contact_ids, iterations=iterations, consistency_repaired=consistency_repaired,
-            fallback=fallback, message=message, timings={} if timings is None else timings, problem=problem,
-            no_slip=no_slip, sensed=sensed, certificate=certificate, _residuals=_residuals,
-            _force_in_world=_force_in_world, verdict=None, loaded_contacts=loaded_contacts,
+            formulation=formulation,
+            found=found,
+            tau=tau,
+            v_next=v_next,
+            f_normal=f_normal,
+            f_s=f_s,
+            f_t=f_t,
+            contact_ids=contact_ids,
+            iterations=iterations,
+            consistency_repaired=consistency_repaired,
+            fallback=fallback,
+            message=message,
+            timings={} if timings is None else timings,
+            problem=problem,
+            no_slip=no_slip,
+            sensed=sensed,
+            certificate=certificate,
+            _residuals=_residuals,
+            _force_in_world=_force_in_world,
+            verdict=None,
+            loaded_contacts=loaded_contacts,
             loaded_released=loaded_released,
-        )  # fmt: skip
+        )
 
     def __setattr__(self, name: str, value: object) -> None:
         self.__dict__[name] = value
@@ -342,9 +390,14 @@ class SolveResult:
             p = self.problem
             if p is None or p.normals is None or not p.n or len(self.f_normal) != p.n:
                 return None
-            self._force_in_world = forces_in_world(np.ascontiguousarray(self.f_normal), np.ascontiguousarray(self.f_s),
-                                                   np.ascontiguousarray(self.f_t), p.normals, p.tangents_s,
-                                                   p.tangents_t)  # fmt: skip
+            self._force_in_world = forces_in_world(
+                np.ascontiguousarray(self.f_normal),
+                np.ascontiguousarray(self.f_s),
+                np.ascontiguousarray(self.f_t),
+                p.normals,
+                p.tangents_s,
+                p.tangents_t,
+            )
         return self._force_in_world
 
     @property
@@ -354,8 +407,16 @@ class SolveResult:
             if self.problem is None or not self.found or not np.all(np.isfinite(self.v_next)):
                 self._residuals = Residuals()
             else:
-                self._residuals = compute_residuals(self.problem, self.v_next, self.tau, self.f_normal, self.f_s,
-                                                    self.f_t, no_slip=self.no_slip, sensed=self.sensed)  # fmt: skip
+                self._residuals = compute_residuals(
+                    self.problem,
+                    self.v_next,
+                    self.tau,
+                    self.f_normal,
+                    self.f_s,
+                    self.f_t,
+                    no_slip=self.no_slip,
+                    sensed=self.sensed,
+                )
         return self._residuals
 
 

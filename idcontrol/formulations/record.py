@@ -54,8 +54,9 @@ class ProblemRecord(structref.StructRefProxy):
 structref.define_boxing(ProblemRecordType, ProblemRecord)
 
 #: (M, f_ext, v, q̇_des, N, S, T, φ, μ) as :func:`_record` takes them
-_ARRAYS = types.Tuple((IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR,
-                       IN_VECTOR))  # fmt: skip
+_ARRAYS = types.Tuple(
+    (IN_MATRIX, IN_VECTOR, IN_VECTOR, IN_VECTOR, IN_MATRIX, IN_MATRIX, IN_MATRIX, IN_VECTOR, IN_VECTOR)
+)
 
 
 @njit(PROBLEM(_ARRAYS, types.UniTuple(IN_INDICES, 2), float64), cache=True)

@@ -37,8 +37,17 @@ class SensedID(Formulation):
             return failed_result(p, self.name, "sensed_id needs sensed contact forces (none were given)")
         v_next, tau = sensed_velocity_and_torque(reduce(p), np.ascontiguousarray(p.sensed_force, dtype=float))
         zeros = np.zeros(p.n)
-        result = self._result(p, v_next, tau, zeros, zeros.copy(), zeros.copy(), iterations=0,
-                              message="sensed contact forces", started=started)  # fmt: skip
+        result = self._result(
+            p,
+            v_next,
+            tau,
+            zeros,
+            zeros.copy(),
+            zeros.copy(),
+            iterations=0,
+            message="sensed contact forces",
+            started=started,
+        )
         result.sensed = True  # the residuals then count the sensed force, not predicted per-contact forces
         return result
 

@@ -77,40 +77,113 @@ def _array_of(item: dict[str, Any]) -> dict[str, Any]:
 
 
 _SHAPE = {"pose": _POSE, "size": _VEC3, "color": _COLOR}
-_ARROW = _object({"pose": _POSE, "shaft_length": _NUM, "shaft_diameter": _NUM, "head_length": _NUM,
-                  "head_diameter": _NUM, "color": _COLOR})  # fmt: skip
-_ENTITY = _object({
-    "timestamp": _TIME, "frame_id": {"type": "string"}, "id": {"type": "string"}, "lifetime": _TIME,
-    "frame_locked": {"type": "boolean"}, "arrows": _array_of(_ARROW), "cubes": _array_of(_object(_SHAPE)),
-    "spheres": _array_of(_object(_SHAPE)),
-    "cylinders": _array_of(_object({**_SHAPE, "bottom_scale": _NUM, "top_scale": _NUM})),
-})  # fmt: skip
+_ARROW = _object(
+    {
+        "pose": _POSE,
+        "shaft_length": _NUM,
+        "shaft_diameter": _NUM,
+        "head_length": _NUM,
+        "head_diameter": _NUM,
+        "color": _COLOR,
+    }
+)
+_ENTITY = _object(
+    {
+        "timestamp": _TIME,
+        "frame_id": {"type": "string"},
+        "id": {"type": "string"},
+        "lifetime": _TIME,
+        "frame_locked": {"type": "boolean"},
+        "arrows": _array_of(_ARROW),
+        "cubes": _array_of(_object(_SHAPE)),
+        "spheres": _array_of(_object(_SHAPE)),
+        "cylinders": _array_of(_object({**_SHAPE, "bottom_scale": _NUM, "top_scale": _NUM})),
+    }
+)
 _NUMBERS = _array_of(_NUM)
 
 #: topic -> (schema name, JSON schema). The foxglove.* names are Foxglove's message types in their JSON encoding
 #: (these schemas describe the fields idcontrol fills); the idcontrol.* ones are this project's.
 SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
-    TF_TOPIC: ("foxglove.FrameTransforms", _object({"transforms": _array_of(_object({
-        "timestamp": _TIME, "parent_frame_id": {"type": "string"}, "child_frame_id": {"type": "string"},
-        "translation": _VEC3, "rotation": _QUAT}))}, "foxglove.FrameTransforms")),
-    ROBOT_TOPIC: ("foxglove.SceneUpdate", _object({"deletions": _array_of(_object({})), "entities": _array_of(_ENTITY)},
-                                                  "foxglove.SceneUpdate")),
-    FORCES_TOPIC: ("foxglove.SceneUpdate", _object({"deletions": _array_of(_object({})),
-                                                    "entities": _array_of(_ENTITY)}, "foxglove.SceneUpdate")),
-    JOINTS_TOPIC: ("idcontrol.Joints", _object({
-        "t": _NUM, "name": _array_of({"type": "string"}), "position": _NUMBERS, "velocity": _NUMBERS,
-        "effort": _NUMBERS, "position_ref": _NUMBERS}, "idcontrol.Joints")),
-    STATUS_TOPIC: ("idcontrol.Status", _object({
-        "t": _NUM, "mode": {"type": "string"}, "formulation": {"type": "string"}, "note": {"type": "string"},
-        "found": {"type": "boolean"}, "fallback": {"type": "string"}, "message": {"type": "string"},
-        "contacts": {"type": "integer"}}, "idcontrol.Status")),
-    DEADLINES_TOPIC: ("idcontrol.Deadlines", _object({
-        "t": _NUM, "ticks": {"type": "integer"}, "late": {"type": "integer"}, "on_deadline_fraction": _NUM,
-        "compute_us_mean": _NUM, "compute_us_max": _NUM, "roundtrip_us_max": _NUM,
-        "ticks_total": {"type": "integer"}, "late_total": {"type": "integer"}}, "idcontrol.Deadlines")),
-    DESCRIPTION_TOPIC: ("idcontrol.RobotDescription", _object({"data": {"type": "string"}},
-                                                              "idcontrol.RobotDescription")),
-}  # fmt: skip
+    TF_TOPIC: (
+        "foxglove.FrameTransforms",
+        _object(
+            {
+                "transforms": _array_of(
+                    _object(
+                        {
+                            "timestamp": _TIME,
+                            "parent_frame_id": {"type": "string"},
+                            "child_frame_id": {"type": "string"},
+                            "translation": _VEC3,
+                            "rotation": _QUAT,
+                        }
+                    )
+                )
+            },
+            "foxglove.FrameTransforms",
+        ),
+    ),
+    ROBOT_TOPIC: (
+        "foxglove.SceneUpdate",
+        _object({"deletions": _array_of(_object({})), "entities": _array_of(_ENTITY)}, "foxglove.SceneUpdate"),
+    ),
+    FORCES_TOPIC: (
+        "foxglove.SceneUpdate",
+        _object({"deletions": _array_of(_object({})), "entities": _array_of(_ENTITY)}, "foxglove.SceneUpdate"),
+    ),
+    JOINTS_TOPIC: (
+        "idcontrol.Joints",
+        _object(
+            {
+                "t": _NUM,
+                "name": _array_of({"type": "string"}),
+                "position": _NUMBERS,
+                "velocity": _NUMBERS,
+                "effort": _NUMBERS,
+                "position_ref": _NUMBERS,
+            },
+            "idcontrol.Joints",
+        ),
+    ),
+    STATUS_TOPIC: (
+        "idcontrol.Status",
+        _object(
+            {
+                "t": _NUM,
+                "mode": {"type": "string"},
+                "formulation": {"type": "string"},
+                "note": {"type": "string"},
+                "found": {"type": "boolean"},
+                "fallback": {"type": "string"},
+                "message": {"type": "string"},
+                "contacts": {"type": "integer"},
+            },
+            "idcontrol.Status",
+        ),
+    ),
+    DEADLINES_TOPIC: (
+        "idcontrol.Deadlines",
+        _object(
+            {
+                "t": _NUM,
+                "ticks": {"type": "integer"},
+                "late": {"type": "integer"},
+                "on_deadline_fraction": _NUM,
+                "compute_us_mean": _NUM,
+                "compute_us_max": _NUM,
+                "roundtrip_us_max": _NUM,
+                "ticks_total": {"type": "integer"},
+                "late_total": {"type": "integer"},
+            },
+            "idcontrol.Deadlines",
+        ),
+    ),
+    DESCRIPTION_TOPIC: (
+        "idcontrol.RobotDescription",
+        _object({"data": {"type": "string"}}, "idcontrol.RobotDescription"),
+    ),
+}
 
 
 def schema_bytes(topic: str) -> bytes:
@@ -266,15 +339,34 @@ class FoxgloveView:
         transforms = []
         for name, fid in zip(self.links, self._link_ids, strict=True):
             placement = data.oMf[fid]
-            transforms.append({"timestamp": stamp, "parent_frame_id": WORLD, "child_frame_id": name,
-                               "translation": _vec(placement.translation),
-                               "rotation": _quat_xyzw(pin.Quaternion(placement.rotation).coeffs())})  # fmt: skip
+            transforms.append(
+                {
+                    "timestamp": stamp,
+                    "parent_frame_id": WORLD,
+                    "child_frame_id": name,
+                    "translation": _vec(placement.translation),
+                    "rotation": _quat_xyzw(pin.Quaternion(placement.rotation).coeffs()),
+                }
+            )
         return {"transforms": transforms}
 
     def _entity(self, ns: int, frame: str, entity_id: str, **primitives: list) -> dict[str, Any]:
-        entity = {"timestamp": _time(ns), "frame_id": frame, "id": entity_id, "lifetime": _time(0),
-                  "frame_locked": frame != WORLD, "metadata": [], "arrows": [], "cubes": [], "spheres": [],
-                  "cylinders": [], "lines": [], "triangles": [], "texts": [], "models": []}  # fmt: skip
+        entity = {
+            "timestamp": _time(ns),
+            "frame_id": frame,
+            "id": entity_id,
+            "lifetime": _time(0),
+            "frame_locked": frame != WORLD,
+            "metadata": [],
+            "arrows": [],
+            "cubes": [],
+            "spheres": [],
+            "cylinders": [],
+            "lines": [],
+            "triangles": [],
+            "texts": [],
+            "models": [],
+        }
         entity.update(primitives)
         return entity
 
@@ -282,8 +374,11 @@ class FoxgloveView:
         by_link: dict[str, dict[str, list]] = {}
         for v in self.visuals:
             shapes = by_link.setdefault(v.link, {"cubes": [], "cylinders": [], "spheres": []})
-            primitive = {"pose": _pose(v.placement.translation, v.placement.rotation), "size": _vec(v.size),
-                         "color": _BODY}  # fmt: skip
+            primitive = {
+                "pose": _pose(v.placement.translation, v.placement.rotation),
+                "size": _vec(v.size),
+                "color": _BODY,
+            }
             if v.kind == "cylinder":
                 primitive.update(bottom_scale=1.0, top_scale=1.0)
             shapes[v.kind + "s"].append(primitive)
@@ -296,8 +391,14 @@ class FoxgloveView:
             return None
         length = 0.01 * magnitude / NEWTONS_PER_CM
         head = min(0.02, 0.3 * length)
-        return {"pose": _pose(point, _arrow_rotation(force / magnitude)), "shaft_length": max(length - head, 1e-4),
-                "shaft_diameter": 0.004, "head_length": head, "head_diameter": 0.012, "color": color}  # fmt: skip
+        return {
+            "pose": _pose(point, _arrow_rotation(force / magnitude)),
+            "shaft_length": max(length - head, 1e-4),
+            "shaft_diameter": 0.004,
+            "head_length": head,
+            "head_diameter": 0.012,
+            "color": color,
+        }
 
     def _forces(self, record: dict[str, Any], ns: int) -> dict[str, Any]:
         predicted, sensed = [], []
@@ -316,31 +417,53 @@ class FoxgloveView:
                 point = centre - self._sphere_radii[k] * np.array([0.0, 0.0, 1.0])  # its lowest point
                 if (arrow := self._arrow(point, force, _SENSED)) is not None:
                     sensed.append(arrow)
-        return {"deletions": [], "entities": [self._entity(ns, WORLD, "forces/predicted", arrows=predicted),
-                                              self._entity(ns, WORLD, "forces/sensed", arrows=sensed)]}  # fmt: skip
+        return {
+            "deletions": [],
+            "entities": [
+                self._entity(ns, WORLD, "forces/predicted", arrows=predicted),
+                self._entity(ns, WORLD, "forces/sensed", arrows=sensed),
+            ],
+        }
 
     def _joints(self, record: dict[str, Any]) -> dict[str, Any]:
         r = self.robot
         q, v = np.asarray(record["q"], dtype=float), np.asarray(record["qd"], dtype=float)
-        out = {"t": float(record["t"]), "name": list(r.actuated_joints),
-               "position": q[self._joint_q].tolist(),
-               "velocity": v[np.asarray(r.actuated_dofs)].tolist(),
-               "effort": np.asarray(record["tau"], dtype=float).tolist(), "position_ref": []}  # fmt: skip
+        out = {
+            "t": float(record["t"]),
+            "name": list(r.actuated_joints),
+            "position": q[self._joint_q].tolist(),
+            "velocity": v[np.asarray(r.actuated_dofs)].tolist(),
+            "effort": np.asarray(record["tau"], dtype=float).tolist(),
+            "position_ref": [],
+        }
         if record.get("q_ref") is not None:
             out["position_ref"] = np.asarray(record["q_ref"], dtype=float).tolist()
         return out
 
     def _status(self, record: dict[str, Any]) -> dict[str, Any]:
         ids = record.get("contact_ids") or []
-        return {"t": float(record["t"]), "mode": str(record.get("mode", "")),
-                "formulation": str(record.get("formulation", "")), "note": str(record.get("note", "")),
-                "found": bool(record.get("found", True)), "fallback": str(record.get("fallback", "") or ""),
-                "message": str(record.get("message", "") or ""), "contacts": len(ids)}  # fmt: skip
+        return {
+            "t": float(record["t"]),
+            "mode": str(record.get("mode", "")),
+            "formulation": str(record.get("formulation", "")),
+            "note": str(record.get("note", "")),
+            "found": bool(record.get("found", True)),
+            "fallback": str(record.get("fallback", "") or ""),
+            "message": str(record.get("message", "") or ""),
+            "contacts": len(ids),
+        }
 
     def _deadlines(self, record: dict[str, Any]) -> dict[str, Any]:
         ticks, late, total, worst, rtt = self._window
         self._window = [0, 0, 0.0, 0.0, 0.0]
-        return {"t": float(record["t"]), "ticks": ticks, "late": late,
-                "on_deadline_fraction": 1.0 - late / ticks if ticks else 1.0,
-                "compute_us_mean": total / ticks if ticks else 0.0, "compute_us_max": worst,
-                "roundtrip_us_max": rtt, "ticks_total": self.ticks_total, "late_total": self.late_total}  # fmt: skip
+        return {
+            "t": float(record["t"]),
+            "ticks": ticks,
+            "late": late,
+            "on_deadline_fraction": 1.0 - late / ticks if ticks else 1.0,
+            "compute_us_mean": total / ticks if ticks else 0.0,
+            "compute_us_max": worst,
+            "roundtrip_us_max": rtt,
+            "ticks_total": self.ticks_total,
+            "late_total": self.late_total,
+        }

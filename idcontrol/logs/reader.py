@@ -273,9 +273,16 @@ class TickLog:
 
 _NUMBERS = schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL
 FIELDS = (
-    ("n_contacts",) + schema.SCALAR_INT + schema.SCALAR_FLOAT + schema.SCALAR_BOOL + schema.SCALAR_STR
-    + schema.VECTORS + schema.CONTACT_VECTORS + schema.ROWS3 + schema.STRINGS
-)  # fmt: skip
+    ("n_contacts",)
+    + schema.SCALAR_INT
+    + schema.SCALAR_FLOAT
+    + schema.SCALAR_BOOL
+    + schema.SCALAR_STR
+    + schema.VECTORS
+    + schema.CONTACT_VECTORS
+    + schema.ROWS3
+    + schema.STRINGS
+)
 
 
 def read_log(path: str | Path) -> TickLog:
@@ -339,8 +346,10 @@ def _check_version(path: Path, text: str | None) -> None:
     except ValueError:
         raise LogError(f"{path}: bad schema version {text!r}") from None
     if version != schema.SCHEMA_VERSION:
-        raise LogError(f"{path}: log schema version {version} is not supported; this idcontrol reads "
-                       f"version {schema.SCHEMA_VERSION}")  # fmt: skip
+        raise LogError(
+            f"{path}: log schema version {version} is not supported; this idcontrol reads "
+            f"version {schema.SCHEMA_VERSION}"
+        )
 
 
 def log_info(log: TickLog) -> dict[str, Any]:
@@ -371,7 +380,8 @@ def log_info(log: TickLog) -> dict[str, Any]:
         "solve_failures": int((run & ~log.array("found")).sum()) if n else 0,
         "certificate_rejections": rejections,
         "no_slip_released_ticks": sum("no-slip held on" in m for m in log.array("message")[run] if isinstance(m, str))
-        if n else 0,
+        if n
+        else 0,
         "torque_clips": int(np.nansum(log.array("clipped"))) if n else 0,
         "compute_us": {
             "p50": float(np.percentile(compute, 50)),
@@ -379,7 +389,7 @@ def log_info(log: TickLog) -> dict[str, Any]:
             "max": float(compute.max()),
         }
         if n
-        else None,  # fmt: skip
+        else None,
         "records_dropped": int(np.nanmax(dropped)) if n and np.isfinite(dropped).any() else 0,
         "events": [{k: v for k, v in e.items() if k != "now"} for e in log.events],
         "complete": log.end is not None and not log.truncated,
@@ -402,14 +412,34 @@ def format_info(log: TickLog) -> str:
         ("duration", f"{info['duration_s']:.3f} s of bridge time"),
         ("formulations", ", ".join(f"{k} ({v} ticks)" for k, v in info["formulations"].items()) or "-"),
         ("modes", ", ".join(f"{k} ({v})" for k, v in info["modes"].items()) or "-"),
-        ("deadline misses", f"{info['deadline_misses']} (" + ("compute over the period: lock-step" if info.get(
-            "lockstep") else "reported late, or round trip over the period") + ")"),
+        (
+            "deadline misses",
+            f"{info['deadline_misses']} ("
+            + (
+                "compute over the period: lock-step"
+                if info.get("lockstep")
+                else "reported late, or round trip over the period"
+            )
+            + ")",
+        ),
         ("fallbacks", ", ".join(f"{k} ({v})" for k, v in info["fallbacks"].items()) or "none"),
-        ("solve failures", f"{info['solve_failures']}" + (" (certificate: " + ", ".join(
-            f"{k} {v}" for k, v in sorted(info["certificate_rejections"].items())) + ")"
-            if info["certificate_rejections"] else "")),
-        ("no-slip", f"a loaded contact released on {info['no_slip_released_ticks']} run ticks"
-         if info["no_slip_released_ticks"] else "no loaded contact released"),
+        (
+            "solve failures",
+            f"{info['solve_failures']}"
+            + (
+                " (certificate: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(info["certificate_rejections"].items()))
+                + ")"
+                if info["certificate_rejections"]
+                else ""
+            ),
+        ),
+        (
+            "no-slip",
+            f"a loaded contact released on {info['no_slip_released_ticks']} run ticks"
+            if info["no_slip_released_ticks"]
+            else "no loaded contact released",
+        ),
         ("compute", f"p50 {c['p50']:.0f}  p99 {c['p99']:.0f}  max {c['max']:.0f} µs" if c else "-"),
         ("records dropped", f"{info['records_dropped']}"),
         ("events", ", ".join(f"{e['kind']}@{e['tick']}" for e in info["events"]) or "none"),

@@ -65,7 +65,7 @@ def describe_run(config: LaunchConfig, core: ControlCore) -> dict[str, Any]:
             "mode": config.bridge.mode,
             "mu": config.bridge.mu,
             "substeps": config.bridge.substeps,
-        },  # fmt: skip
+        },
         "nq": robot.nq,
         "nv": robot.nv,
         "joint_names": list(robot.actuated_joints),
@@ -119,9 +119,20 @@ class LogRecorder:
             raise LogError(f"cannot create the log directory {self.path.parent}: {e.strerror}") from None
         config = {**config, "clock_offset_s": time.time() - time.monotonic()}
         self.ring = Ring.create(ring_bytes)
-        cmd = [sys.executable, "-m", "idcontrol.logs.writer", str(self.path), "--ring", self.ring.name,
-               "--max-bytes", str(max_bytes), "--flush-interval", str(flush_interval),
-               "--parent-pid", str(os.getpid())]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "idcontrol.logs.writer",
+            str(self.path),
+            "--ring",
+            self.ring.name,
+            "--max-bytes",
+            str(max_bytes),
+            "--flush-interval",
+            str(flush_interval),
+            "--parent-pid",
+            str(os.getpid()),
+        ]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.process.stdin.write(json.dumps(config))
         self.process.stdin.close()
@@ -148,8 +159,9 @@ class LogRecorder:
 
     def event(self, kind: str, now: float, **fields: Any) -> None:
         """Queue an admin change or stop (called between ticks; waits at most ``EVENT_TIMEOUT_S``)."""
-        self._push_waiting({"v": wire.PROTOCOL_VERSION, "type": "event", "kind": kind, "now": now,
-                            "tick": self.ticks, **fields})  # fmt: skip
+        self._push_waiting(
+            {"v": wire.PROTOCOL_VERSION, "type": "event", "kind": kind, "now": now, "tick": self.ticks, **fields}
+        )
 
     def _push_waiting(self, record: dict[str, Any]) -> bool:
         raw = wire.pack(record)
@@ -163,15 +175,25 @@ class LogRecorder:
 
     def status(self) -> dict[str, Any]:
         alive = self.process.poll() is None
-        return {"log_path": str(self.path), "log_dropped": self.dropped, "log_writer_pid": self.process.pid,
-                "log_writer_alive": alive}  # fmt: skip
+        return {
+            "log_path": str(self.path),
+            "log_dropped": self.dropped,
+            "log_writer_pid": self.process.pid,
+            "log_writer_alive": alive,
+        }
 
     def close(self, summary: dict[str, Any] | None = None, timeout: float = 10.0) -> None:
         """Send the end record (run statistics), then wait for the writer to finish the file."""
         if self.process.poll() is None:
-            end = {"v": wire.PROTOCOL_VERSION, "type": "end", "now": time.monotonic(), "ticks": self.ticks,
-                   "log_dropped": self.dropped, "events_dropped": self.events_dropped,
-                   "stats": summary or {}}  # fmt: skip
+            end = {
+                "v": wire.PROTOCOL_VERSION,
+                "type": "end",
+                "now": time.monotonic(),
+                "ticks": self.ticks,
+                "log_dropped": self.dropped,
+                "events_dropped": self.events_dropped,
+                "stats": summary or {},
+            }
             self._push_waiting(_plain(end))
         try:
             self.process.wait(timeout=timeout)

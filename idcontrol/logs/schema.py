@@ -37,6 +37,7 @@ TICK_TOPIC = "/idcontrol/tick"
 EVENT_TOPIC = "/idcontrol/event"
 END_TOPIC = "/idcontrol/end"
 
+
 @dataclass(frozen=True)
 class TickField:
     """One field of the tick record.
@@ -58,8 +59,9 @@ class TickField:
 #: The tick record, defined once: the daemon's telemetry, the log's ``/idcontrol/tick`` messages and the test
 #: harness's rows are this record (docs/protocol.md's table is generated from it: :func:`markdown_table`).
 TICK_FIELDS: tuple[TickField, ...] = (
-    TickField("index", "int", "ticks the daemon answered before this one (the log's own; events refer to it)",
-              when="optional"),
+    TickField(
+        "index", "int", "ticks the daemon answered before this one (the log's own; events refer to it)", when="optional"
+    ),
     TickField("seq", "int", "sequence number of the state (bridge)"),
     TickField("t", "float", "bridge time of the state, s"),
     TickField("now", "float", "daemon monotonic clock when the state was handled, s"),
@@ -74,44 +76,76 @@ TICK_FIELDS: tuple[TickField, ...] = (
     TickField("bridge_stopped", "bool", "the bridge reported its own safe stop"),
     TickField("last_late", "bool", "the bridge reported that the previous command missed its deadline"),
     TickField("last_rtt_us", "float", "the bridge's round trip of the previous command, µs (nil when unknown)"),
-    TickField("objects", "map", "movable bodies: position, orientation_xyzw, linear_velocity, angular_velocity "
-              "(f64 each, world frame)", when="optional"),
-    TickField("sensed_forces", "sphere_rows3", "force measured per contact sphere (k, 3), world frame, N",
-              when="optional"),
-    TickField("log_dropped", "int", "tick records dropped so far because the log writer fell behind",
-              when="optional"),
-    TickField("crossings", "map", "contact events of the step that led to this state, in the order the simulator "
-              "crossed them (the ess simulator): label (sphere/touchdown, sphere/liftoff), t (bridge time, s), how",
-              when="optional"),
+    TickField(
+        "objects",
+        "map",
+        "movable bodies: position, orientation_xyzw, linear_velocity, angular_velocity (f64 each, world frame)",
+        when="optional",
+    ),
+    TickField(
+        "sensed_forces", "sphere_rows3", "force measured per contact sphere (k, 3), world frame, N", when="optional"
+    ),
+    TickField("log_dropped", "int", "tick records dropped so far because the log writer fell behind", when="optional"),
+    TickField(
+        "crossings",
+        "map",
+        "contact events of the step that led to this state, in the order the simulator "
+        "crossed them (the ess simulator): label (sphere/touchdown, sphere/liftoff), t (bridge time, s), how",
+        when="optional",
+    ),
     TickField("q_ref", "vector", "reference joint positions, rad", "nu", "run"),
     TickField("qd_ref", "vector", "reference joint velocities, rad/s", "nu", "run"),
     TickField("qdd_des", "vector", "desired joint accelerations after PD feedback, rad/s²", "nu", "run"),
-    TickField("reference", "map", "the reference's own telemetry (e.g. the trot's phase and stance legs; `hold` and "
-              "`stream` have none, and the field is absent)", when="run"),
+    TickField(
+        "reference",
+        "map",
+        "the reference's own telemetry (e.g. the trot's phase and stance legs; `hold` and "
+        "`stream` have none, and the field is absent)",
+        when="run",
+    ),
     TickField("found", "bool", "the formulation found a solution, and it passed its certificate", when="run"),
-    TickField("certificate", "str", "the certificate check the solution failed (it was not used), or empty",
-              when="run"),
+    TickField(
+        "certificate", "str", "the certificate check the solution failed (it was not used), or empty", when="run"
+    ),
     TickField("iterations", "int", "solver iterations", when="run"),
     TickField("fallback", "str", "fallback the formulation used, empty if none", when="run"),
     TickField("repaired", "bool", "the Section 4.5 consistency repair was applied", when="run"),
     TickField("message", "str", "solver message", when="run"),
-    TickField("timings_us", "map", "phase times of the tick's solve (model, contacts, build, solve, total), µs",
-              when="run"),
+    TickField(
+        "timings_us", "map", "phase times of the tick's solve (model, contacts, build, solve, total), µs", when="run"
+    ),
     TickField("contact_ids", "strings", "contact labels sphere/surface", when="run"),
     TickField("contact_points", "contact_rows3", "contact points (n, 3), world frame, m", when="run"),
     TickField("contact_normals", "contact_rows3", "contact normals (n, 3), world frame", when="run"),
     TickField("contact_phi", "contact", "signed distance per contact, m", when="run"),
     TickField("force_normal", "contact", "predicted normal force per contact, N", when="run"),
-    TickField("force_world", "contact_rows3", "predicted force on the robot per contact (n, 3), world frame, N "
-              "(empty when the solve failed)", when="run"),
-    TickField("coupling", "float", "largest normalized coupling |D_ij|/sqrt(D_ii D_jj) of the Delassus matrix "
-              "N M⁻¹ Nᵀ between contacts on different limbs, every joint free (0: Pace & Burden's condition 6)",
-              when="run"),
-    TickField("coupling_held", "float", "the same through the unactuated DoFs alone (the controller's contact "
-              "model: its joints follow q̇_des)", when="run"),
-    TickField("coupled_touchdown", "bool", "two contacts on different limbs, coupled (held) by at least 0.1, "
-              "touched down within 2 ms of each other, the later on this tick", when="run"),
-)  # fmt: skip
+    TickField(
+        "force_world",
+        "contact_rows3",
+        "predicted force on the robot per contact (n, 3), world frame, N (empty when the solve failed)",
+        when="run",
+    ),
+    TickField(
+        "coupling",
+        "float",
+        "largest normalized coupling |D_ij|/sqrt(D_ii D_jj) of the Delassus matrix "
+        "N M⁻¹ Nᵀ between contacts on different limbs, every joint free (0: Pace & Burden's condition 6)",
+        when="run",
+    ),
+    TickField(
+        "coupling_held",
+        "float",
+        "the same through the unactuated DoFs alone (the controller's contact model: its joints follow q̇_des)",
+        when="run",
+    ),
+    TickField(
+        "coupled_touchdown",
+        "bool",
+        "two contacts on different limbs, coupled (held) by at least 0.1, "
+        "touched down within 2 ms of each other, the later on this tick",
+        when="run",
+    ),
+)
 
 _BY_KIND: dict[str, tuple[str, ...]] = {}
 for _field in TICK_FIELDS:
@@ -138,8 +172,21 @@ OBJECT_KEYS = ("position", "orientation_xyzw", "linear_velocity", "angular_veloc
 TARGET_FIELDS = ("q_ref", "qd_ref", "qdd_des")
 #: A solved tick's fields, in the record's order (:func:`solved_values`); the last :data:`SOLVED_ARRAYS` are float
 #: arrays.
-SOLVED_FIELDS = ("found", "certificate", "iterations", "fallback", "repaired", "message", "timings_us", "contact_ids",
-                 "contact_points", "contact_normals", "contact_phi", "force_normal", "force_world")  # fmt: skip
+SOLVED_FIELDS = (
+    "found",
+    "certificate",
+    "iterations",
+    "fallback",
+    "repaired",
+    "message",
+    "timings_us",
+    "contact_ids",
+    "contact_points",
+    "contact_normals",
+    "contact_phi",
+    "force_normal",
+    "force_world",
+)
 SOLVED_ARRAYS = 5
 #: The contact-coupling diagnostic's fields (``ControlCore.coupling``).
 COUPLING_FIELDS = ("coupling", "coupling_held", "coupled_touchdown")
@@ -158,11 +205,20 @@ def solved_values(command: Command, contact_labels: list[str] | None) -> list[An
     result, contacts = command.result, command.contacts
     force_world = result.force_in_world
     return [
-        bool(result.found), result.certificate, int(result.iterations), result.fallback or "",
-        bool(result.consistency_repaired), result.message, {k: v * 1e6 for k, v in result.timings.items()},
-        contact_labels or [], contacts.points, contacts.normals, contacts.phi, result.f_normal,
+        bool(result.found),
+        result.certificate,
+        int(result.iterations),
+        result.fallback or "",
+        bool(result.consistency_repaired),
+        result.message,
+        {k: v * 1e6 for k, v in result.timings.items()},
+        contact_labels or [],
+        contacts.points,
+        contacts.normals,
+        contacts.phi,
+        result.f_normal,
         force_world if force_world is not None else _NO_FORCES,
-    ]  # fmt: skip
+    ]
 
 
 def tick_record(
@@ -187,17 +243,31 @@ def tick_record(
     <idcontrol.control.core.ControlCore.coupling>`), if any.
     """
     record: dict[str, Any] = {
-        "seq": seq, "t": state.t, "now": now, "mode": command.mode, "formulation": command.formulation,
-        "q": state.q, "qd": state.v, "tau": command.tau, "compute_us": compute_us, "clipped": command.clipped,
-        "note": command.note, "bridge_stopped": bridge_stopped, "last_late": last_late, "last_rtt_us": last_rtt_us,
-    }  # fmt: skip
+        "seq": seq,
+        "t": state.t,
+        "now": now,
+        "mode": command.mode,
+        "formulation": command.formulation,
+        "q": state.q,
+        "qd": state.v,
+        "tau": command.tau,
+        "compute_us": compute_us,
+        "clipped": command.clipped,
+        "note": command.note,
+        "bridge_stopped": bridge_stopped,
+        "last_late": last_late,
+        "last_rtt_us": last_rtt_us,
+    }
     if state.objects:
         record["objects"] = {name: {key: getattr(s, key) for key in OBJECT_KEYS} for name, s in state.objects.items()}
     if state.sensed_forces is not None:
         record["sensed_forces"] = state.sensed_forces
     if crossings:
-        record["crossings"] = {"label": [c[0] for c in crossings], "t": [c[1] for c in crossings],
-                               "how": [c[2] for c in crossings]}  # fmt: skip
+        record["crossings"] = {
+            "label": [c[0] for c in crossings],
+            "t": [c[1] for c in crossings],
+            "how": [c[2] for c in crossings],
+        }
     if command.target is not None:
         record.update(zip(TARGET_FIELDS, target_values(command), strict=True))
         if command.reference:
@@ -244,8 +314,9 @@ def decode_tick_record(message: dict[str, Any]) -> dict[str, Any]:
             array = np.frombuffer(value, dtype="<f8")
             out[name] = array.reshape(-1, 3) if name in ROWS3 else array
     if "objects" in out:
-        out["objects"] = {n: {k: np.frombuffer(v, dtype="<f8") for k, v in pose.items()}
-                          for n, pose in out["objects"].items()}  # fmt: skip
+        out["objects"] = {
+            n: {k: np.frombuffer(v, dtype="<f8") for k, v in pose.items()} for n, pose in out["objects"].items()
+        }
     return out
 
 
@@ -254,8 +325,17 @@ def unknown_fields(record: dict[str, Any]) -> list[str]:
     return sorted(set(record) - _FIELD_NAMES - {"v", "type"})
 
 
-_WIRE_TYPE = {"int": "int", "float": "float", "bool": "bool", "str": "str", "map": "map", "strings": "array of str",
-              "contact": "f64[n]", "contact_rows3": "f64[3n]", "sphere_rows3": "f64[3k]"}  # fmt: skip
+_WIRE_TYPE = {
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "map": "map",
+    "strings": "array of str",
+    "contact": "f64[n]",
+    "contact_rows3": "f64[3n]",
+    "sphere_rows3": "f64[3k]",
+}
 _WHEN = {"always": "every tick", "run": "run mode", "optional": "when present"}
 
 
@@ -299,15 +379,29 @@ def _tick_schema() -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
-    CONFIG_TOPIC: ("idcontrol.Config", {"title": "idcontrol.Config", "type": "object",
-                                        "description": "The run's configuration (launch file and effective settings)"}),
+    CONFIG_TOPIC: (
+        "idcontrol.Config",
+        {
+            "title": "idcontrol.Config",
+            "type": "object",
+            "description": "The run's configuration (launch file and effective settings)",
+        },
+    ),
     TICK_TOPIC: ("idcontrol.Tick", _tick_schema()),
-    EVENT_TOPIC: ("idcontrol.Event", {"title": "idcontrol.Event", "type": "object",
-                                      "description": "An admin change or stop, at its place among the ticks",
-                                      "properties": {"kind": {"type": "string"}, "now": {"type": "number"}}}),
-    END_TOPIC: ("idcontrol.End", {"title": "idcontrol.End", "type": "object",
-                                  "description": "The daemon's run statistics at a clean shutdown"}),
-}  # fmt: skip
+    EVENT_TOPIC: (
+        "idcontrol.Event",
+        {
+            "title": "idcontrol.Event",
+            "type": "object",
+            "description": "An admin change or stop, at its place among the ticks",
+            "properties": {"kind": {"type": "string"}, "now": {"type": "number"}},
+        },
+    ),
+    END_TOPIC: (
+        "idcontrol.End",
+        {"title": "idcontrol.End", "type": "object", "description": "The daemon's run statistics at a clean shutdown"},
+    ),
+}
 
 
 #: orjson's options for every message: numpy arrays as JSON arrays (NaN and ±inf, which JSON lacks, as null, as

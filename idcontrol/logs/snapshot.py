@@ -66,8 +66,21 @@ def pack_snapshot(
         solved = solved_values(command, contact_labels)  # a new list: its arrays become bytes in place
         solved[-SOLVED_ARRAYS:] = map(f64_bytes, solved[-SOLVED_ARRAYS:])
         solved.append(coupling)
-    return wire.pack([raw_state, now, compute_us, command.mode, command.formulation, f64_bytes(command.tau),
-                      command.clipped, command.note, log_dropped, run, solved])  # fmt: skip
+    return wire.pack(
+        [
+            raw_state,
+            now,
+            compute_us,
+            command.mode,
+            command.formulation,
+            f64_bytes(command.tau),
+            command.clipped,
+            command.note,
+            log_dropped,
+            run,
+            solved,
+        ]
+    )
 
 
 def _f64(value: bytes | bytearray | list[float]) -> bytes:
@@ -97,11 +110,21 @@ def _record(snapshot: list[Any]) -> dict[str, Any]:
     if state.get("imu") is not None and len(q) == len(qd):  # the sensor form's joints alone (nq - 7 = nv - 6): the
         q, qd = _NO_BASE_Q + q, _NO_BASE_V + qd  # base as the daemon decoded it (protocol.decode_control)
     record: dict[str, Any] = {
-        "seq": state["seq"], "t": float(state["t"]), "now": now, "mode": mode, "formulation": formulation,
-        "q": q, "qd": qd, "tau": tau, "compute_us": compute_us, "clipped": clipped,
-        "note": note, "bridge_stopped": bool(state.get("bridge_stopped")), "last_late": bool(state.get("last_late")),
+        "seq": state["seq"],
+        "t": float(state["t"]),
+        "now": now,
+        "mode": mode,
+        "formulation": formulation,
+        "q": q,
+        "qd": qd,
+        "tau": tau,
+        "compute_us": compute_us,
+        "clipped": clipped,
+        "note": note,
+        "bridge_stopped": bool(state.get("bridge_stopped")),
+        "last_late": bool(state.get("last_late")),
         "last_rtt_us": None if rtt is None else float(rtt),
-    }  # fmt: skip
+    }
     objects = state.get("objects")
     if objects:
         record["objects"] = {name: {key: _f64(pose[key]) for key in OBJECT_KEYS} for name, pose in objects.items()}

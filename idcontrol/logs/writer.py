@@ -56,8 +56,9 @@ def json_record(record: dict[str, Any]) -> dict[str, Any]:
             array = np.frombuffer(value, dtype="<f8")
             out[key] = array.reshape(-1, 3) if key in schema.ROWS3 else array
         elif key == "objects":
-            out[key] = {name: {k: np.frombuffer(b, dtype="<f8") for k, b in pose.items()}
-                        for name, pose in value.items()}  # fmt: skip
+            out[key] = {
+                name: {k: np.frombuffer(b, dtype="<f8") for k, b in pose.items()} for name, pose in value.items()
+            }
         else:
             out[key] = value
     return out
@@ -104,8 +105,9 @@ class SegmentedLog:
             raise LogError(f"cannot create log file {path}: {e.strerror}") from None
         w = Writer(self.file, chunk_size=CHUNK_BYTES, compression=CompressionType.ZSTD)
         w.start(profile=schema.PROFILE, library="idcontrol")
-        w.add_metadata(schema.METADATA_NAME, {"schema_version": str(schema.SCHEMA_VERSION),
-                                              "segment": str(self.segment)})  # fmt: skip
+        w.add_metadata(
+            schema.METADATA_NAME, {"schema_version": str(schema.SCHEMA_VERSION), "segment": str(self.segment)}
+        )
         self.channels: dict[str, int] = {}
         for topic, (name, _) in schema.SCHEMAS.items():
             schema_id = w.register_schema(name, "jsonschema", schema.schema_bytes(topic))
@@ -130,8 +132,11 @@ class SegmentedLog:
             except LogError as e:
                 self.lost += 1
                 if self.lost == 1 or self.lost % 1000 == 0:
-                    print(f"idcontrol log writer: a tick record is lost ({self.lost} so far): {e}", file=sys.stderr,
-                          flush=True)  # fmt: skip
+                    print(
+                        f"idcontrol log writer: a tick record is lost ({self.lost} so far): {e}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 return False
         kind = record.get("type")
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)

@@ -45,7 +45,7 @@ DEFAULT_WRIST_AMPLITUDES = (0.05, 0.05, 0.1)
 def default_amplitudes(robot: RobotModel, fingers: tuple[str, ...]) -> dict[str, float]:
     """The wrist's default amplitudes: the last three actuated joints that are not fingers."""
     arm = [j for j in robot.actuated_joints if j not in fingers]
-    return dict(zip(arm[-3:], DEFAULT_WRIST_AMPLITUDES[-len(arm[-3:]):] if arm else (), strict=True))
+    return dict(zip(arm[-3:], DEFAULT_WRIST_AMPLITUDES[-len(arm[-3:]) :] if arm else (), strict=True))
 
 
 class ArmSinusoid(Reference):
@@ -140,8 +140,13 @@ class ArmSinusoid(Reference):
         if contacts is None:
             self._gap = np.full(len(self._fingers), np.inf)
         else:
-            self._gap = fingertip_gaps(self._sphere_finger, len(self._fingers), np.asarray(contacts.sphere, np.intp),
-                                       np.asarray(contacts.body, np.intp), np.asarray(contacts.phi, float))  # fmt: skip
+            self._gap = fingertip_gaps(
+                self._sphere_finger,
+                len(self._fingers),
+                np.asarray(contacts.sphere, np.intp),
+                np.asarray(contacts.body, np.intp),
+                np.asarray(contacts.phi, float),
+            )
 
     @property
     def gripping(self) -> Array:
@@ -153,19 +158,66 @@ class ArmSinusoid(Reference):
         if self._t0 is None:
             self._t0 = t
         y, yd, ydd = ramped_sine(t - self._t0, self.frequency, self.ramp_time)
-        target = arm_target(self.q_center, self.amplitude, y, yd, ydd, np.asarray(q, dtype=float), self._fingers,
-                            self._finger_q, self._finger_upper, self._gap, self._hold, self._was_gripping,
-                            self.contact_tolerance, self.squeeze, self.close_speed, self.approach_time)  # fmt: skip
+        target = arm_target(
+            self.q_center,
+            self.amplitude,
+            y,
+            yd,
+            ydd,
+            np.asarray(q, dtype=float),
+            self._fingers,
+            self._finger_q,
+            self._finger_upper,
+            self._gap,
+            self._hold,
+            self._was_gripping,
+            self.contact_tolerance,
+            self.squeeze,
+            self.close_speed,
+            self.approach_time,
+        )
         return JointTarget(target[0], target[1], target[2])
 
 
 @njit(
-    MATRIX(ANY_VECTOR, ANY_VECTOR, float64, float64, float64, ANY_VECTOR, IN_INDICES, IN_INDICES, ANY_VECTOR,
-           ANY_VECTOR, VECTOR, types.Array(types.boolean, 1, "C"), float64, float64, float64, float64),
+    MATRIX(
+        ANY_VECTOR,
+        ANY_VECTOR,
+        float64,
+        float64,
+        float64,
+        ANY_VECTOR,
+        IN_INDICES,
+        IN_INDICES,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        VECTOR,
+        types.Array(types.boolean, 1, "C"),
+        float64,
+        float64,
+        float64,
+        float64,
+    ),
     cache=True,
-)  # fmt: skip
-def arm_target(q_center, amplitude, y, yd, ydd, q, fingers, finger_q, finger_upper, gap, hold, was_gripping,
-               tolerance, squeeze, close_speed, approach_time):  # fmt: skip
+)
+def arm_target(
+    q_center,
+    amplitude,
+    y,
+    yd,
+    ydd,
+    q,
+    fingers,
+    finger_q,
+    finger_upper,
+    gap,
+    hold,
+    was_gripping,
+    tolerance,
+    squeeze,
+    close_speed,
+    approach_time,
+):
     """(3, nu) the target (q_ref, v_ref, a_ref): the arm joints at q_center + A·(y, ẏ, ÿ) of the ramped sinusoid;
     each finger gripping (its gap ≤ ``tolerance``, m) holds the opening where it last touched (``hold``, updated in
     place when it touches again; q_ref = hold + squeeze, v_ref = 0), the others close at
@@ -213,6 +265,7 @@ class GraspHold(ArmSinusoid):
 
     def __init__(self, robot: RobotModel, *, amplitudes: Mapping[str, float] | None = None, **options) -> None:
         if not (options.get("fingers") or robot.fingers):
-            raise ConfigError(f"the grasp_hold reference needs fingers; {robot.name!r}'s robot file names none "
-                              "(fingers = [...])")  # fmt: skip
+            raise ConfigError(
+                f"the grasp_hold reference needs fingers; {robot.name!r}'s robot file names none (fingers = [...])"
+            )
         super().__init__(robot, amplitudes=amplitudes or {}, **options)

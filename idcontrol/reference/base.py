@@ -110,17 +110,36 @@ def desired_acceleration(
     Returns q̈_des (nu,) rad/s² and the tracking errors.
     """
     has_integral = integral is not None
-    qdd_des, position_error, velocity_error = pd_law(target.q_ref, target.v_ref, target.a_ref, q_act, v_act, gains.kp,
-                                                     gains.kd, gains.ki, integral if has_integral else q_act,
-                                                     has_integral)  # fmt: skip
+    qdd_des, position_error, velocity_error = pd_law(
+        target.q_ref,
+        target.v_ref,
+        target.a_ref,
+        q_act,
+        v_act,
+        gains.kp,
+        gains.kd,
+        gains.ki,
+        integral if has_integral else q_act,
+        has_integral,
+    )
     return qdd_des, Tracking(position_error, velocity_error, integral)
 
 
 @njit(
-    types.UniTuple(VECTOR, 3)(ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR, ANY_VECTOR,
-                              ANY_VECTOR, ANY_VECTOR, boolean),
+    types.UniTuple(VECTOR, 3)(
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        ANY_VECTOR,
+        boolean,
+    ),
     cache=True,
-)  # fmt: skip
+)
 def pd_law(q_ref, v_ref, a_ref, q, v, kp, kd, ki, integral, has_integral):
     """(q̈_des, q_ref − q, q̇_ref − q̇), each (nu,): q̈_des = q̈_ref + K_p (q_ref − q) + K_d (q̇_ref − q̇)
     [+ K_i ∫(q_ref − q) dt when ``has_integral``] (see :func:`desired_acceleration`)."""

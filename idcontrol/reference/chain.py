@@ -65,7 +65,7 @@ def _joint_axis(model: pin.Model, joint: int) -> tuple[int, tuple[float, float, 
     name = j.shortname()
     for prefix, kind in (("JointModelR", REVOLUTE), ("JointModelP", PRISMATIC)):
         if name.startswith(prefix):
-            rest = name[len(prefix):]
+            rest = name[len(prefix) :]
             if rest in _AXES:
                 return kind, _AXES[rest]
             if rest in ("evoluteUnaligned", "rismaticUnaligned"):
@@ -74,8 +74,13 @@ def _joint_axis(model: pin.Model, joint: int) -> tuple[int, tuple[float, float, 
     raise ConfigError(f"joint {model.names[joint]!r} ({name}): limb kinematics need revolute or prismatic joints")
 
 
-def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated: tuple[str, ...], q: Array,
-                 orient: list[bool] | None = None) -> Chains:  # fmt: skip
+def build_chains(
+    model: pin.Model,
+    limbs: list[tuple[list[str], str]],
+    actuated: tuple[str, ...],
+    q: Array,
+    orient: list[bool] | None = None,
+) -> Chains:
     """The chains of ``limbs`` ((joint names, end frame) each) of ``model``; joints outside a limb are held at
     their value in ``q`` (nq,); slots index ``actuated``. ``orient[i]``: chain i also keeps its end frame's
     orientation at ``q``."""
@@ -92,10 +97,19 @@ def build_chains(model: pin.Model, limbs: list[tuple[list[str], str]], actuated:
         chains.append((path, fid, joints))
     L = len(chains)
     J = max((len(path) for path, _, _ in chains), default=1)
-    out = Chains(np.zeros((L, J + 1, 3, 4)), np.zeros((L, J), dtype=np.int64), np.zeros((L, J, 3)),
-                 np.zeros(L, dtype=np.int64), np.full((L, J), -1, dtype=np.int64), np.zeros((L, J)),
-                 np.zeros((L, J)), np.zeros((L, J)), np.zeros((L, J)), np.full(L, 3, dtype=np.int64),
-                 np.tile(np.eye(3), (L, 1, 1)))  # fmt: skip
+    out = Chains(
+        np.zeros((L, J + 1, 3, 4)),
+        np.zeros((L, J), dtype=np.int64),
+        np.zeros((L, J, 3)),
+        np.zeros(L, dtype=np.int64),
+        np.full((L, J), -1, dtype=np.int64),
+        np.zeros((L, J)),
+        np.zeros((L, J)),
+        np.zeros((L, J)),
+        np.zeros((L, J)),
+        np.full(L, 3, dtype=np.int64),
+        np.tile(np.eye(3), (L, 1, 1)),
+    )
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
     for i, (path, fid, joints) in enumerate(chains):
@@ -136,10 +150,10 @@ def pack(chains: Chains) -> tuple[Array, NDArray[np.int64]]:
     ints = np.zeros((L, J + 1, 2), dtype=np.int64)
     real[:, :, 0:9] = chains.placement[:, :, :, :3].reshape(L, J + 1, 9)
     real[:, :, 9:12] = chains.placement[:, :, :, 3]
-    real[:, :J, _AX:_AX + 3] = chains.axis
+    real[:, :J, _AX : _AX + 3] = chains.axis
     real[:, :J, _HELD], real[:, :J, _LOWER], real[:, :J, _UPPER] = chains.held, chains.lower, chains.upper
     real[:, :J, _SPEED] = chains.speed
-    real[:, J, _ROT:_ROT + 9] = chains.rotation.reshape(L, 9)
+    real[:, J, _ROT : _ROT + 9] = chains.rotation.reshape(L, 9)
     ints[:, :J, 0], ints[:, :J, 1] = chains.kind, chains.slot
     ints[:, J, 0], ints[:, J, 1] = chains.count, chains.rows
     return real, ints
@@ -158,14 +172,22 @@ def chain_kinematics(real, ints, i, q, origins, axes, end, rot):  # pragma: no c
         P = real[i, k]
         # p += R t; R = R P
         tx, ty, tz = P[9], P[10], P[11]
-        px, py, pz = px + r00 * tx + r01 * ty + r02 * tz, py + r10 * tx + r11 * ty + r12 * tz, \
-            pz + r20 * tx + r21 * ty + r22 * tz  # fmt: skip
+        px, py, pz = (
+            px + r00 * tx + r01 * ty + r02 * tz,
+            py + r10 * tx + r11 * ty + r12 * tz,
+            pz + r20 * tx + r21 * ty + r22 * tz,
+        )
         r00, r01, r02, r10, r11, r12, r20, r21, r22 = (
-            r00 * P[0] + r01 * P[3] + r02 * P[6], r00 * P[1] + r01 * P[4] + r02 * P[7],
-            r00 * P[2] + r01 * P[5] + r02 * P[8], r10 * P[0] + r11 * P[3] + r12 * P[6],
-            r10 * P[1] + r11 * P[4] + r12 * P[7], r10 * P[2] + r11 * P[5] + r12 * P[8],
-            r20 * P[0] + r21 * P[3] + r22 * P[6], r20 * P[1] + r21 * P[4] + r22 * P[7],
-            r20 * P[2] + r21 * P[5] + r22 * P[8])  # fmt: skip
+            r00 * P[0] + r01 * P[3] + r02 * P[6],
+            r00 * P[1] + r01 * P[4] + r02 * P[7],
+            r00 * P[2] + r01 * P[5] + r02 * P[8],
+            r10 * P[0] + r11 * P[3] + r12 * P[6],
+            r10 * P[1] + r11 * P[4] + r12 * P[7],
+            r10 * P[2] + r11 * P[5] + r12 * P[8],
+            r20 * P[0] + r21 * P[3] + r22 * P[6],
+            r20 * P[1] + r21 * P[4] + r22 * P[7],
+            r20 * P[2] + r21 * P[5] + r22 * P[8],
+        )
         origins[k, 0], origins[k, 1], origins[k, 2] = px, py, pz
         x, y, z = P[_AX], P[_AX + 1], P[_AX + 2]
         ax, ay, az = r00 * x + r01 * y + r02 * z, r10 * x + r11 * y + r12 * z, r20 * x + r21 * y + r22 * z
@@ -177,11 +199,16 @@ def chain_kinematics(real, ints, i, q, origins, axes, end, rot):  # pragma: no c
             x10, x11, x12 = t * x * y + s * z, t * y * y + c, t * y * z - s * x
             x20, x21, x22 = t * x * z - s * y, t * y * z + s * x, t * z * z + c
             r00, r01, r02, r10, r11, r12, r20, r21, r22 = (
-                r00 * x00 + r01 * x10 + r02 * x20, r00 * x01 + r01 * x11 + r02 * x21,
-                r00 * x02 + r01 * x12 + r02 * x22, r10 * x00 + r11 * x10 + r12 * x20,
-                r10 * x01 + r11 * x11 + r12 * x21, r10 * x02 + r11 * x12 + r12 * x22,
-                r20 * x00 + r21 * x10 + r22 * x20, r20 * x01 + r21 * x11 + r22 * x21,
-                r20 * x02 + r21 * x12 + r22 * x22)  # fmt: skip
+                r00 * x00 + r01 * x10 + r02 * x20,
+                r00 * x01 + r01 * x11 + r02 * x21,
+                r00 * x02 + r01 * x12 + r02 * x22,
+                r10 * x00 + r11 * x10 + r12 * x20,
+                r10 * x01 + r11 * x11 + r12 * x21,
+                r10 * x02 + r11 * x12 + r12 * x22,
+                r20 * x00 + r21 * x10 + r22 * x20,
+                r20 * x01 + r21 * x11 + r22 * x21,
+                r20 * x02 + r21 * x12 + r22 * x22,
+            )
         else:
             px, py, pz = px + q[k] * ax, py + q[k] * ay, pz + q[k] * az
         if k + 1 == n:  # the end frame hangs from the last joint: its placement is row J, not row n
@@ -237,8 +264,11 @@ def drift(ints, i, origins, axes, end, jac, qd, out):  # pragma: no cover - comp
             ox = oy = oz = 0.0  # velocity of joint k's origin
             for m in range(k):
                 if ints[i, m, 0] == 0:
-                    ex, ey, ez = origins[k, 0] - origins[m, 0], origins[k, 1] - origins[m, 1], \
-                        origins[k, 2] - origins[m, 2]  # fmt: skip
+                    ex, ey, ez = (
+                        origins[k, 0] - origins[m, 0],
+                        origins[k, 1] - origins[m, 1],
+                        origins[k, 2] - origins[m, 2],
+                    )
                     bx, by, bz = axes[m, 0], axes[m, 1], axes[m, 2]
                     ox += qd[m] * (by * ez - bz * ey)
                     oy += qd[m] * (bz * ex - bx * ez)
@@ -319,7 +349,7 @@ def _least_norm(A, m, n, b, x, G):  # pragma: no cover - compiled
 def _rotation_error(real, i, J, rot, out):  # pragma: no cover - compiled
     """log(R* Rᵀ) (3,) into ``out[3:6]``: the rotation taking the end frame's ``rot`` to the one to keep, as an
     axis times angle in the root frame."""
-    T = real[i, J, _ROT:_ROT + 9]
+    T = real[i, J, _ROT : _ROT + 9]
     e = np.empty((3, 3))
     for r in range(3):
         for c in range(3):

@@ -76,8 +76,9 @@ class StreamReference(Reference):
         clipped = ""
         if outside.size:
             j = int(outside[0])
-            clipped = (f"{self.joint_names[j]} {q_ref[j]:.4g} outside [{self.q_min[j]:.4g}, {self.q_max[j]:.4g}]"
-                       + (f" and {outside.size - 1} more" if outside.size > 1 else ""))  # fmt: skip
+            clipped = f"{self.joint_names[j]} {q_ref[j]:.4g} outside [{self.q_min[j]:.4g}, {self.q_max[j]:.4g}]" + (
+                f" and {outside.size - 1} more" if outside.size > 1 else ""
+            )
             np.clip(q_ref, self.q_min, self.q_max, out=q_ref)
             v_ref[outside] = 0.0
             a_ref[outside] = 0.0

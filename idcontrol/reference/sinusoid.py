@@ -45,11 +45,16 @@ class JointSinusoid(Reference):
             raise ConfigError("joint_sinusoid: frequency must be > 0 and ramp_time >= 0")
         on_legs = {j for leg in robot.legs for j in leg.joints}
         if joints is None:
-            joints = list(amplitudes) if amplitudes else [
-                j for j in robot.actuated_joints if j not in robot.fingers and j not in on_legs]
+            joints = (
+                list(amplitudes)
+                if amplitudes
+                else [j for j in robot.actuated_joints if j not in robot.fingers and j not in on_legs]
+            )
         if not joints:
-            raise ConfigError(f"joint_sinusoid: every actuated joint of {robot.name!r} is on a leg or a finger; name "
-                              "the joints to swing (option joints)")  # fmt: skip
+            raise ConfigError(
+                f"joint_sinusoid: every actuated joint of {robot.name!r} is on a leg or a finger; name "
+                "the joints to swing (option joints)"
+            )
         self.q_center = standing_joint_positions(robot)  # (nu,)
         self.amplitude = np.zeros(robot.nu)  # (nu,)
         self.reduced: list[str] = []
@@ -64,8 +69,9 @@ class JointSinusoid(Reference):
             slot = robot.actuated_joints.index(name)
             joint = model.joints[model.getJointId(name)]
             k = joint.idx_q
-            room = min(self.q_center[slot] - model.lowerPositionLimit[k], model.upperPositionLimit[k]
-                       - self.q_center[slot]) - float(limit_margin)  # fmt: skip
+            room = min(
+                self.q_center[slot] - model.lowerPositionLimit[k], model.upperPositionLimit[k] - self.q_center[slot]
+            ) - float(limit_margin)
             why = "to stay inside its position limits"
             speed = float(model.velocityLimit[joint.idx_v])
             swing = speed / (2.0 * math.pi * self.frequency)  # the amplitude whose peak speed is the limit

@@ -49,12 +49,15 @@ class BaseSway(Reference):
         max_joint_acceleration: float = 2000.0,
     ) -> None:
         if not robot.floating_base or not robot.legs:
-            raise ConfigError(f"the sway reference needs a legged robot (floating base, legs in its robot file); "
-                              f"{robot.name!r} has {'no legs' if robot.floating_base else 'a fixed base'}")  # fmt: skip
+            raise ConfigError(
+                f"the sway reference needs a legged robot (floating base, legs in its robot file); "
+                f"{robot.name!r} has {'no legs' if robot.floating_base else 'a fixed base'}"
+            )
         q_stand = robot.standing_configuration()
         height = float(q_stand[2])
-        self.amplitudes = np.array([0.0, float(amplitude) * height, 0.0] if amplitudes is None else amplitudes,
-                                   dtype=float)  # fmt: skip
+        self.amplitudes = np.array(
+            [0.0, float(amplitude) * height, 0.0] if amplitudes is None else amplitudes, dtype=float
+        )
         self.frequency = float(frequency)
         self.ramp_time = float(ramp_time)
         if self.amplitudes.shape != (3,) or not np.all(np.isfinite(self.amplitudes)):
@@ -65,8 +68,13 @@ class BaseSway(Reference):
         legs = robot.legs
         q_base = q_stand.copy()
         q_base[:7] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-        self.chains = build_chains(robot.model, [(list(leg.joints), leg.end) for leg in legs], robot.actuated_joints,
-                                   q_base, orient=[len(leg.joints) >= 6 for leg in legs])  # fmt: skip
+        self.chains = build_chains(
+            robot.model,
+            [(list(leg.joints), leg.end) for leg in legs],
+            robot.actuated_joints,
+            q_base,
+            orient=[len(leg.joints) >= 6 for leg in legs],
+        )
         self._real, self._ints = pack(self.chains)
         data = robot.model.createData()
         pin.framesForwardKinematics(robot.model, data, q_base)
@@ -85,9 +93,19 @@ class BaseSway(Reference):
         if self._t0 is None:
             self._t0 = t
         out = self._template.copy()
-        self.ik_residual = _sway_tick(t - self._t0, self.frequency, self.ramp_time, self.amplitudes, self._feet,
-                                      self._targets, self._real, self._ints, self._q_legs, out,
-                                      self.max_joint_acceleration)  # fmt: skip
+        self.ik_residual = _sway_tick(
+            t - self._t0,
+            self.frequency,
+            self.ramp_time,
+            self.amplitudes,
+            self._feet,
+            self._targets,
+            self._real,
+            self._ints,
+            self._q_legs,
+            out,
+            self.max_joint_acceleration,
+        )
         return JointTarget(out[0], out[1], out[2])
 
 

@@ -95,8 +95,27 @@ _NO_SPHERES = np.zeros(0, dtype=np.intp)
 # columns of the per-leg state array
 _PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ, _SEEN = range(15)
 # entries of the parameter array
-(_TAU, _TAU_PREV, _VX, _VY, _WZ, _TST, _TSW, _BLEND, _GAIN, _HSTEP, _SSPEED, _SDEPTH, _FEEDBACK,
- _HEIGHT, _AMAX, _SHIFTX, _SHIFTY, _TSTAND, _EARLY) = range(19)  # fmt: skip
+(
+    _TAU,
+    _TAU_PREV,
+    _VX,
+    _VY,
+    _WZ,
+    _TST,
+    _TSW,
+    _BLEND,
+    _GAIN,
+    _HSTEP,
+    _SSPEED,
+    _SDEPTH,
+    _FEEDBACK,
+    _HEIGHT,
+    _AMAX,
+    _SHIFTX,
+    _SHIFTY,
+    _TSTAND,
+    _EARLY,
+) = range(19)
 
 
 def _positive(name: str, value: float) -> float:
@@ -186,8 +205,10 @@ class TrotGait(Reference):
         legs = robot.legs
         if len(legs) != 4:
             names = [leg.name for leg in legs]
-            raise ConfigError(f"the trot reference needs four legs; {robot.name!r} has {len(legs)} ({names}; legs "
-                              "are the robot file's [[limbs]] of kind 'leg')")  # fmt: skip
+            raise ConfigError(
+                f"the trot reference needs four legs; {robot.name!r} has {len(legs)} ({names}; legs "
+                "are the robot file's [[limbs]] of kind 'leg')"
+            )
         q_stand = robot.standing_configuration()
         self.base_height = float(q_stand[2])  # h_nom, m
         size = self.base_height / REFERENCE_HEIGHT
@@ -214,17 +235,21 @@ class TrotGait(Reference):
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
         self.body_feedback = bool(body_feedback)
         self.early_touchdown = bool(early_touchdown)
-        self.search_speed = _positive("touchdown_search_speed", 0.1 * math.sqrt(size)
-                                      if touchdown_search_speed is None else touchdown_search_speed)  # fmt: skip
-        self.search_depth = _positive("touchdown_search_depth", 0.02 * size
-                                      if touchdown_search_depth is None else touchdown_search_depth)  # fmt: skip
+        self.search_speed = _positive(
+            "touchdown_search_speed",
+            0.1 * math.sqrt(size) if touchdown_search_speed is None else touchdown_search_speed,
+        )
+        self.search_depth = _positive(
+            "touchdown_search_depth", 0.02 * size if touchdown_search_depth is None else touchdown_search_depth
+        )
 
         # the legs' chains in the base frame (the base at the origin, level), joints outside the legs held
         q_base = q_stand.copy()
         q_base[:7] = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
         self.leg_names = tuple(leg.name for leg in legs)
-        self.chains = build_chains(robot.model, [(list(leg.joints), leg.end) for leg in legs], robot.actuated_joints,
-                                   q_base)  # fmt: skip
+        self.chains = build_chains(
+            robot.model, [(list(leg.joints), leg.end) for leg in legs], robot.actuated_joints, q_base
+        )
         self._keep_off_limits(joint_limit_margin)
         self._chain_arrays = pack(self.chains)
         self._q_standing_legs = self.chains.held.copy()  # (4, J) every chain joint at its standing value
@@ -245,8 +270,10 @@ class TrotGait(Reference):
         if touchdown_phases is not None:
             unknown = sorted(set(touchdown_phases) - set(self.leg_names))
             if unknown or not all(0.0 <= float(x) < 1.0 for x in touchdown_phases.values()):
-                raise ConfigError(f"trot option touchdown_phases must give legs of {self.leg_names} a phase in "
-                                  f"[0, 1), got {dict(touchdown_phases)}")  # fmt: skip
+                raise ConfigError(
+                    f"trot option touchdown_phases must give legs of {self.leg_names} a phase in "
+                    f"[0, 1), got {dict(touchdown_phases)}"
+                )
             phases.update({k: float(v) for k, v in touchdown_phases.items()})
         self.touchdown_phases = tuple(phases[name] for name in self.leg_names)
         # contact spheres of each leg: those its last joint moves
@@ -258,7 +285,7 @@ class TrotGait(Reference):
         self._template = np.zeros((3, robot.nu))
         self._template[0] = robot.joint_positions(q_stand)
         self._state = np.zeros((4, 15))
-        self._state[:, _NX:_NZ + 1] = self.centred_feet
+        self._state[:, _NX : _NZ + 1] = self.centred_feet
         self._params = np.zeros(19)
         self._targets = np.zeros((4, 9))
         self.ik_residual = 0.0  # the worst foot position error of the last sample's IK, m
@@ -327,8 +354,12 @@ class TrotGait(Reference):
             raise ConfigError(f"trot options {unknown} cannot change while running; these can: {self.RUNTIME_OPTIONS}")
         speeds = [k for k in ("forward_speed", "lateral_speed", "yaw_rate") if k in options]
         if speeds:
-            forward, lateral, yaw = (float(options.get(k, d)) for k, d in zip(  # type: ignore[arg-type]
-                ("forward_speed", "lateral_speed", "yaw_rate"), self.desired, strict=True))  # fmt: skip
+            forward, lateral, yaw = (
+                float(options.get(k, d))
+                for k, d in zip(  # type: ignore[arg-type]
+                    ("forward_speed", "lateral_speed", "yaw_rate"), self.desired, strict=True
+                )
+            )
             self.set_base_velocity(forward, lateral, yaw)
             self.cruise_speed = forward
         if "waypoints" in options:
@@ -360,8 +391,8 @@ class TrotGait(Reference):
         self.command = (0.0, 0.0, 0.0)  # commanded twist (ẋ, ẏ, θ̇) after the ramp
         self.phase = 0.0  # gait phase in [0, 1), 0 while standing
         s = self._state
-        s[:, _PX:_PY + 1] = s[:, _NX:_NY + 1]  # stance foot x-y in H at _tau
-        s[:, _LX:_LVY + 1] = 0.0  # (x, y, ẋ, ẏ) in H at liftoff
+        s[:, _PX : _PY + 1] = s[:, _NX : _NY + 1]  # stance foot x-y in H at _tau
+        s[:, _LX : _LVY + 1] = 0.0  # (x, y, ẋ, ẏ) in H at liftoff
         s[:, _TLAST] = -self.stand_time  # gait time of the last touchdown (or start) / liftoff
         s[:, _STANCE] = 1.0
         s[:, _LANDED] = 1.0  # a planned stance foot that has touched the ground since its touchdown
@@ -418,8 +449,9 @@ class TrotGait(Reference):
         p[_VX], p[_VY], p[_WZ] = self.command
         out = self._template.copy()
         real, ints = self._chain_arrays
-        self.ik_residual = _tick(p, q, self._state, self._targets, real, ints, self._q_legs, out,
-                                 self._leg_of_sphere, self._mask)  # fmt: skip
+        self.ik_residual = _tick(
+            p, q, self._state, self._targets, real, ints, self._q_legs, out, self._leg_of_sphere, self._mask
+        )
         self._tau = tau
         return JointTarget(out[0], out[1], out[2])
 
@@ -443,10 +475,12 @@ def _check_step_directions(robot: RobotModel, legs: Sequence, q_base: Array, for
     for axis, (speed, option) in enumerate(((forward, "forward_speed"), (lateral, "lateral_speed"))):
         if speed != 0.0 and reach[axis] < 0.5:
             other = "lateral_speed" if axis == 0 else "forward_speed"
-            raise ConfigError(f"trot option {option} = {speed:g} m/s: no leg of {robot.name!r} can move its foot "
-                              f"along the base's {'xy'[axis]} axis at the standing posture (its joints turn about "
-                              f"it), so the trot would step in place; set {option} = 0 and command {other} if "
-                              "the legs step along the other axis")  # fmt: skip
+            raise ConfigError(
+                f"trot option {option} = {speed:g} m/s: no leg of {robot.name!r} can move its foot "
+                f"along the base's {'xy'[axis]} axis at the standing posture (its joints turn about "
+                f"it), so the trot would step in place; set {option} = 0 and command {other} if "
+                "the legs step along the other axis"
+            )
 
 
 @njit(cache=True)
@@ -536,8 +570,12 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             u = (tau - s[_TLAST]) / T_sw
             x1 = nx + 0.5 * T_st * (vx - wz * ny)
             y1 = ny + 0.5 * T_st * (vy + wz * nx)
-            h00, h10, h01, h11 = 2 * u**3 - 3 * u**2 + 1, (u**3 - 2 * u**2 + u) * T_sw, 3 * u**2 - 2 * u**3, \
-                (u**3 - u**2) * T_sw  # fmt: skip
+            h00, h10, h01, h11 = (
+                2 * u**3 - 3 * u**2 + 1,
+                (u**3 - 2 * u**2 + u) * T_sw,
+                3 * u**2 - 2 * u**3,
+                (u**3 - u**2) * T_sw,
+            )
             s[_PX] = h00 * s[_LX] + h10 * s[_LVX] + h01 * x1 + h11 * (-vx + wz * y1)
             s[_PY] = h00 * s[_LY] + h10 * s[_LVY] + h01 * y1 + h11 * (-vy - wz * x1)
             s[_TNEXT] += T_st
@@ -562,8 +600,12 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
             if lag != 0.0 or lag_d != 0.0:  # standing, the base shifting over the feet
                 px, py = px + shift_x * lag, py + shift_y * lag
-                vxh, vyh, axh, ayh = vxh + shift_x * lag_d, vyh + shift_y * lag_d, axh + shift_x * lag_dd, \
-                    ayh + shift_y * lag_dd  # fmt: skip
+                vxh, vyh, axh, ayh = (
+                    vxh + shift_x * lag_d,
+                    vyh + shift_y * lag_d,
+                    axh + shift_x * lag_dd,
+                    ayh + shift_y * lag_dd,
+                )
             since, until = tau - s[_TLAST], s[_TNEXT] - tau
             x = (since if since < until else until) / blend
             if x >= 1.0:
@@ -597,10 +639,16 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
         gx = m00 * px + m10 * py + r20 * zg
         gy = m01 * px + m11 * py + r21 * zg
         gz = m02 * px + m12 * py + r22 * zg
-        gvx, gvy, gvz = m00 * vxh + m10 * vyh + r20 * vzh, m01 * vxh + m11 * vyh + r21 * vzh, \
-            m02 * vxh + m12 * vyh + r22 * vzh  # fmt: skip
-        gax, gay, gaz = m00 * axh + m10 * ayh + r20 * azh, m01 * axh + m11 * ayh + r21 * azh, \
-            m02 * axh + m12 * ayh + r22 * azh  # fmt: skip
+        gvx, gvy, gvz = (
+            m00 * vxh + m10 * vyh + r20 * vzh,
+            m01 * vxh + m11 * vyh + r21 * vzh,
+            m02 * vxh + m12 * vyh + r22 * vzh,
+        )
+        gax, gay, gaz = (
+            m00 * axh + m10 * ayh + r20 * azh,
+            m01 * axh + m11 * ayh + r21 * azh,
+            m02 * axh + m12 * ayh + r22 * azh,
+        )
         if w != 0.0 or wd != 0.0 or wdd != 0.0:
             ex, ey, ez = px - gx, py - gy, pz - gz
             evx, evy, evz = vxh - gvx, vyh - gvy, vzh - gvz

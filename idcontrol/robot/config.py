@@ -268,8 +268,22 @@ def load_robot_config(name_or_path: str | os.PathLike[str]) -> RobotConfig:
             )
         )
 
-    known = {"name", "urdf", "base", "actuated_joints", "gains", "pid_gains", "limits", "contact_spheres", "objects",
-             "standing", "limbs", "fingers", "sim", "sensors"}  # fmt: skip
+    known = {
+        "name",
+        "urdf",
+        "base",
+        "actuated_joints",
+        "gains",
+        "pid_gains",
+        "limits",
+        "contact_spheres",
+        "objects",
+        "standing",
+        "limbs",
+        "fingers",
+        "sim",
+        "sensors",
+    }
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -335,8 +349,9 @@ def _limb(entry: Any, i: int, path: Path) -> LimbConfig:
     unknown = sorted(set(entry) - {"name", "kind", "joints", "end"})
     missing = sorted({"name", "joints", "end"} - set(entry))
     if unknown or missing:
-        raise ConfigError(f"{path}: limbs[{i}]: unknown key(s) {unknown}, missing {missing}; "
-                          "a limb has name, kind, joints, end")  # fmt: skip
+        raise ConfigError(
+            f"{path}: limbs[{i}]: unknown key(s) {unknown}, missing {missing}; a limb has name, kind, joints, end"
+        )
     kind = entry.get("kind", "other")
     if kind not in LIMB_KINDS:
         raise ConfigError(f"{path}: limbs[{i}].kind must be one of {list(LIMB_KINDS)}, got {kind!r}")

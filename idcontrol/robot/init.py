@@ -148,8 +148,12 @@ def _geometry(model: pin.Model, urdf: UrdfFile, kind: pin.GeometryType) -> tuple
         geometry = pin.buildGeomFromUrdfString(model, ET.tostring(root, encoding="unicode"), kind)
     except (RuntimeError, ValueError) as e:
         return None, why or str(e).splitlines()[0]
-    return geometry, (f"{len(missing)} element(s) whose mesh file is missing left out ({sorted(set(missing))[0]}"
-                      f"{' ...' if len(set(missing)) > 1 else ''})" if missing else "")  # fmt: skip
+    return geometry, (
+        f"{len(missing)} element(s) whose mesh file is missing left out ({sorted(set(missing))[0]}"
+        f"{' ...' if len(set(missing)) > 1 else ''})"
+        if missing
+        else ""
+    )
 
 
 def _support_points(obj: pin.GeometryObject, placement: pin.SE3) -> tuple[np.ndarray, float | None]:
@@ -208,8 +212,9 @@ def _ball(name: str, frame: str, oMf: pin.SE3, centre: np.ndarray, radius: float
     if radius >= POINT_RADIUS:
         return Sphere(name, frame, radius, oMf.actInv(centre), how)
     raised = centre + np.array([0.0, 0.0, POINT_RADIUS - radius])
-    return Sphere(name, frame, POINT_RADIUS, oMf.actInv(raised),
-                  f"{how}, a point of radius {radius:g} m given {POINT_RADIUS:g} m")  # fmt: skip
+    return Sphere(
+        name, frame, POINT_RADIUS, oMf.actInv(raised), f"{how}, a point of radius {radius:g} m given {POINT_RADIUS:g} m"
+    )
 
 
 def _wheel_centre(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3, points: np.ndarray) -> np.ndarray | None:
@@ -226,9 +231,16 @@ def _wheel_centre(model: pin.Model, data: pin.Data, joint: int, turn: pin.SE3, p
     return on_axis if np.linalg.norm(centre - on_axis) <= 0.1 * size else None
 
 
-def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.GeometryModel | None], joint: int,
-                 frame: str, limb: str, leg_length: float,
-                 down: np.ndarray | None = None) -> tuple[list[Sphere], str]:  # fmt: skip
+def _end_spheres(
+    model: pin.Model,
+    data: pin.Data,
+    geometries: list[pin.GeometryModel | None],
+    joint: int,
+    frame: str,
+    limb: str,
+    leg_length: float,
+    down: np.ndarray | None = None,
+) -> tuple[list[Sphere], str]:
     """Contact spheres for the distal body of a limb at the posture of ``data`` (see the module docstring), at its
     lowest point, or its farthest along ``down`` (a unit vector in world: a fingertip's direction)."""
     fid = frame_id(model, frame)
@@ -260,10 +272,15 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
             tolerance = max(0.005, 0.03 * leg_length, math.sin(math.radians(20.0)) * spread)
             near = [chunks[i] for z, i in sorted(lows) if z <= z_min + tolerance and i in balls]
             centres = np.array([p[np.argmin(p[:, 2])] for p, _, _ in near])
-            if down is None and len(near) >= 3 and min(np.ptp(centres[:, :2] @ oMf.rotation[:2, :2], axis=0)) > \
-                    max(0.05 * leg_length, 0.02):  # ... or a sole's corner spheres (G1): every one of them
-                return [_ball(f"{limb}_{k}", frame, oMf, c, r, f"a corner sphere {name!r} of its {source} sole")
-                        for k, (c, (_, r, name)) in enumerate(zip(centres, near, strict=True))], ""  # fmt: skip
+            if (
+                down is None
+                and len(near) >= 3
+                and min(np.ptp(centres[:, :2] @ oMf.rotation[:2, :2], axis=0)) > max(0.05 * leg_length, 0.02)
+            ):  # ... or a sole's corner spheres (G1): every one of them
+                return [
+                    _ball(f"{limb}_{k}", frame, oMf, c, r, f"a corner sphere {name!r} of its {source} sole")
+                    for k, (c, (_, r, name)) in enumerate(zip(centres, near, strict=True))
+                ], ""
             centre = points[np.argmin(points[:, 2])]
             return [_ball(limb, frame, oMf, centre, radius, f"its {source} sphere {obj_name!r}")], ""
         allpoints = np.concatenate([p for p, r, _ in chunks if r is None])
@@ -291,9 +308,15 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
                 centre_local[axes[0]] = (hi[0] - r) if sa > 0 else (lo[0] + r)
                 centre_local[axes[1]] = (hi[1] - r) if sb > 0 else (lo[1] + r)
                 centre_local[normal] = face + inward * r
-                spheres.append(Sphere(f"{limb}_{k}", frame, r, centre_local,
-                                      f"a corner of the flat {source} bottom of {obj_name!r} "
-                                      f"({extent[0]:.3f} x {extent[1]:.3f} m)"))  # fmt: skip
+                spheres.append(
+                    Sphere(
+                        f"{limb}_{k}",
+                        frame,
+                        r,
+                        centre_local,
+                        f"a corner of the flat {source} bottom of {obj_name!r} ({extent[0]:.3f} x {extent[1]:.3f} m)",
+                    )
+                )
             return spheres, ""
         # a rounded end: a compact foot (a ball or wheel mesh) gets the sphere about its centre through its lowest
         # point; a wheel (a body spun by a joint without a range) about the point of its axis nearest that centre,
@@ -325,7 +348,8 @@ def _end_spheres(model: pin.Model, data: pin.Data, geometries: list[pin.Geometry
     radius = max(0.01, 0.05 * leg_length)
     return [Sphere(limb, frame, radius, np.zeros(3), "no geometry")], (
         f"{limb}: no collision or visual geometry on its distal body; a {radius:.3f} m sphere at frame "
-        f"{frame!r} (check radius and offset)")
+        f"{frame!r} (check radius and offset)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- SRDF
@@ -348,8 +372,9 @@ def _srdf_unknown_joints(model: pin.Model, srdf: Path) -> str:
     return f"; its states name joints the URDF does not have: {shown} (an SRDF for another URDF or naming prefix?)"
 
 
-def _srdf_posture(model: pin.Model, srdf: Path, state: str | None,
-                  floating: bool) -> tuple[np.ndarray | None, str, list[str]]:  # fmt: skip
+def _srdf_posture(
+    model: pin.Model, srdf: Path, state: str | None, floating: bool
+) -> tuple[np.ndarray | None, str, list[str]]:
     """The configuration of the SRDF group state to stand in, which state it was ('' when none fits) and the
     movable joints it leaves unset (a fixed base's state may leave out up to half of them: a gripper's, a mimic
     finger's; those are placed as in :func:`_neutral_inside_limits`)."""
@@ -436,14 +461,16 @@ def _lighter_posture(model: pin.Model, q: np.ndarray, efforts: dict[str, float],
         return float(excess @ excess + short @ short + 1e-6 * (x - q) @ (x - q)), grad
 
     def solve(start: np.ndarray) -> tuple[float, np.ndarray]:
-        found = minimize(cost, start, jac=True, method="L-BFGS-B", bounds=bounds,
-                         options={"ftol": 1e-14, "gtol": 1e-12})  # fmt: skip
+        found = minimize(
+            cost, start, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-14, "gtol": 1e-12}
+        )
         return float(found.fun), found.x
 
     best = solve(q)
     if best[0] > 1e-6:  # still over the fraction: gravity's torque has a hump between q and the light postures
-        middle = np.array([0.5 * (lo + hi) if lo is not None and hi is not None else x
-                           for (lo, hi), x in zip(bounds, q, strict=True)])  # fmt: skip
+        middle = np.array(
+            [0.5 * (lo + hi) if lo is not None and hi is not None else x for (lo, hi), x in zip(bounds, q, strict=True)]
+        )
         best = min(best, solve(middle), key=lambda found: found[0])
     return best[1]
 
@@ -485,12 +512,17 @@ def _into_limits(model: pin.Model, q: np.ndarray, notes: list[str]) -> np.ndarra
         if lo <= x <= hi:
             continue
         name = str(model.names[j])
-        turned = x + 2.0 * math.pi * math.ceil((lo - x) / (2.0 * math.pi)) if x < lo else \
-            x - 2.0 * math.pi * math.ceil((x - hi) / (2.0 * math.pi))  # fmt: skip
+        turned = (
+            x + 2.0 * math.pi * math.ceil((lo - x) / (2.0 * math.pi))
+            if x < lo
+            else x - 2.0 * math.pi * math.ceil((x - hi) / (2.0 * math.pi))
+        )
         if model.joints[j].shortname().startswith("JointModelR") and lo <= turned <= hi:
             q[k] = turned
-            notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; the same angle "
-                         f"{turned:.6g} is inside")  # fmt: skip
+            notes.append(
+                f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; the same angle "
+                f"{turned:.6g} is inside"
+            )
         else:
             q[k] = min(max(x, lo), hi)
             notes.append(f"standing posture: {name} = {x:g} is outside its limits [{lo:g}, {hi:g}]; clipped")
@@ -507,9 +539,17 @@ def _limit_margin(model: pin.Model, q: np.ndarray, joints: list[int]) -> float:
     return margin
 
 
-def _leg_ik(model: pin.Model, data: pin.Data, q: np.ndarray, joints: list[int], frame: int, offset: np.ndarray,
-            target: np.ndarray, rotation: np.ndarray | None,
-            iterations: int = 100) -> tuple[np.ndarray, float]:  # fmt: skip
+def _leg_ik(
+    model: pin.Model,
+    data: pin.Data,
+    q: np.ndarray,
+    joints: list[int],
+    frame: int,
+    offset: np.ndarray,
+    target: np.ndarray,
+    rotation: np.ndarray | None,
+    iterations: int = 100,
+) -> tuple[np.ndarray, float]:
     """Damped Newton on the leg's joints: the point ``offset`` of ``frame`` to ``target`` (world), and, given
     ``rotation``, the frame's orientation to it. Returns (q, residual norm)."""
     q = q.copy()
@@ -545,8 +585,9 @@ class _Leg:
     flat: bool  # a sole: keep its orientation
 
 
-def _place_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg],
-                targets: list[np.ndarray]) -> tuple[np.ndarray, float]:  # fmt: skip
+def _place_feet(
+    model: pin.Model, q: np.ndarray, legs: list[_Leg], targets: list[np.ndarray]
+) -> tuple[np.ndarray, float]:
     """Each leg's contact point to its world target (flat soles turned level by the least rotation: a frame
     whose x axis points down, iCub's right `r_foot_dh_frame`, was turned 90° by levelling its z axis).
     Returns (q, worst residual, m)."""
@@ -590,8 +631,9 @@ def _solve_standing(model: pin.Model, legs: list[_Leg], notes: list[str]) -> np.
             start = q.copy()
             for j, s in zip(free, signs, strict=True):
                 start[model.joints[j].idx_q] += s
-            q_leg, residual = _leg_ik(model, data, start, leg.limb.joints, leg.frame, leg.point,
-                                      target + [0.0, 0.0, q[2] - q0[2]], None)  # fmt: skip
+            q_leg, residual = _leg_ik(
+                model, data, start, leg.limb.joints, leg.frame, leg.point, target + [0.0, 0.0, q[2] - q0[2]], None
+            )
             if residual > 1e-6:
                 continue
             pin.forwardKinematics(model, data, q_leg)
@@ -601,8 +643,10 @@ def _solve_standing(model: pin.Model, legs: list[_Leg], notes: list[str]) -> np.
             if best is None or score > best[0]:
                 best = (score, q_leg)
         if best is None:
-            raise ConfigError(f"leg {leg.limb.name}: no posture puts its foot {height:.3f} m below its hip; "
-                              "give the standing posture in an SRDF (--srdf)")  # fmt: skip
+            raise ConfigError(
+                f"leg {leg.limb.name}: no posture puts its foot {height:.3f} m below its hip; "
+                "give the standing posture in an SRDF (--srdf)"
+            )
         q = best[1]
     for _ in range(5):  # feet shifted together until the centre of mass is over their centroid
         com = pin.centerOfMass(model, data, q)
@@ -651,8 +695,11 @@ def _convex_hull(points: np.ndarray) -> np.ndarray:
     def half(seq):
         out: list[tuple] = []
         for p in seq:
-            while len(out) >= 2 and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1])
-                                     - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0])) <= 0:  # fmt: skip
+            while (
+                len(out) >= 2
+                and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1]) - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0]))
+                <= 0
+            ):
                 out.pop()
             out.append(p)
         return out
@@ -772,9 +819,17 @@ def infer_base(parsed: UrdfFile, srdf: Path | None = None, state: str | None = N
     return "fixed", "no two limbs that share no joint end at the bottom (no legs)"
 
 
-def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None, *, base: str | None = None,
-               state: str | None = None, name: str | None = None, force: bool = False,
-               torque_limit: float | None = None) -> InitResult:  # fmt: skip
+def init_robot(
+    urdf: str,
+    srdf: str | None = None,
+    out: str | Path | None = None,
+    *,
+    base: str | None = None,
+    state: str | None = None,
+    name: str | None = None,
+    force: bool = False,
+    torque_limit: float | None = None,
+) -> InitResult:
     """Infer a robot file for ``urdf`` (a path or ``share:<package>/...``) and write ``out/robot.toml``.
 
     ``torque_limit`` (N·m, N for a prismatic joint): the limit of each actuated joint whose URDF gives none,
@@ -813,16 +868,21 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     limbs = _limbs(model)
     actuated = movable_joint_names(model)
     if not actuated:
-        raise ConfigError(f"{urdf_path}: no movable joint (every joint is fixed): there is nothing for a joint-torque "
-                          "controller to drive")  # fmt: skip
+        raise ConfigError(
+            f"{urdf_path}: no movable joint (every joint is fixed): there is nothing for a joint-torque "
+            "controller to drive"
+        )
     inferred.append(f"actuated joints: {len(actuated)} (every movable joint): {', '.join(actuated)}")
 
     # 2. the standing posture and the legs
     q, source = pin.neutral(model), "the neutral configuration"
     if not floating:  # an arm holds this posture and moves about it (a legged robot's posture is solved below)
         neutral, q = q, _neutral_inside_limits(model, q)
-        moved = [str(model.names[j]) for j in range(1, model.njoints)
-                 if model.joints[j].nq == 1 and q[model.joints[j].idx_q] != neutral[model.joints[j].idx_q]]
+        moved = [
+            str(model.names[j])
+            for j in range(1, model.njoints)
+            if model.joints[j].nq == 1 and q[model.joints[j].idx_q] != neutral[model.joints[j].idx_q]
+        ]
         if moved:
             source += f", with {', '.join(moved)} moved inside their limits"
     if srdf_path is not None:
@@ -832,11 +892,20 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             if unset:
                 source += f" (it leaves {', '.join(unset)} unset: placed as in the neutral posture)"
         else:
-            notes.append("standing posture: the SRDF has no state 'standing' (nor one setting "
-                         + ("the root joint or every joint); solved instead" if floating else "half of the joints or "
-                            "more); the neutral one") + _srdf_unknown_joints(model, Path(srdf_path)))  # fmt: skip
-    legs = _lowest_disjoint(model, q if floating else pin.neutral(model), limbs, _footprint_root(parsed)) \
-        if floating else []  # fmt: skip
+            notes.append(
+                "standing posture: the SRDF has no state 'standing' (nor one setting "
+                + (
+                    "the root joint or every joint); solved instead"
+                    if floating
+                    else "half of the joints or more); the neutral one"
+                )
+                + _srdf_unknown_joints(model, Path(srdf_path))
+            )
+    legs = (
+        _lowest_disjoint(model, q if floating else pin.neutral(model), limbs, _footprint_root(parsed))
+        if floating
+        else []
+    )
     for limb in legs:
         limb.kind = "leg"
     fingers = [] if floating else _fingers(model, limbs)
@@ -847,15 +916,19 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             limb.kind = "arm"
     blockers = []
     if floating and not legs:
-        blockers.append("legs: none found (no two limbs end together at the bottom); the robot file has no contact "
-                        "spheres and the robot cannot stand (--base fixed for a robot bolted down)")  # fmt: skip
+        blockers.append(
+            "legs: none found (no two limbs end together at the bottom); the robot file has no contact "
+            "spheres and the robot cannot stand (--base fixed for a robot bolted down)"
+        )
 
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
     leg_length = 0.0
     if legs:
-        drops = [data.oMi[limb.joints[0]].translation[2] - data.oMf[frame_id(model, limb.end)].translation[2]
-                 for limb in legs]  # fmt: skip
+        drops = [
+            data.oMi[limb.joints[0]].translation[2] - data.oMf[frame_id(model, limb.end)].translation[2]
+            for limb in legs
+        ]
         leg_length = float(np.mean(drops))
     reach = [np.linalg.norm(data.oMf[frame_id(model, limb.end)].translation) for limb in limbs]
     size = leg_length or float(max(reach, default=1.0))
@@ -879,13 +952,17 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
             if limb.kind == "finger":  # a fingertip: the finger's farthest point from the hand
                 hand = data.oMi[model.parents[limb.joints[-1]]].translation
                 tip = data.oMf[frame_id(model, limb.end)].translation
-                objects = [o for o in (collision or visual or pin.GeometryModel()).geometryObjects
-                           if o.parentJoint == limb.joints[-1]]  # fmt: skip
+                objects = [
+                    o
+                    for o in (collision or visual or pin.GeometryModel()).geometryObjects
+                    if o.parentJoint == limb.joints[-1]
+                ]
                 if objects:
                     tip = np.mean([(data.oMi[limb.joints[-1]] * o.placement).translation for o in objects], axis=0)
                 down = (tip - hand) / max(float(np.linalg.norm(tip - hand)), 1e-9)
-            spheres, note = _end_spheres(model, data, [collision, visual], limb.joints[-1], limb.end, limb.name,
-                                         leg_length or 0.1, down)  # fmt: skip
+            spheres, note = _end_spheres(
+                model, data, [collision, visual], limb.joints[-1], limb.end, limb.name, leg_length or 0.1, down
+            )
             if note and note not in notes:
                 notes.append(note)
             limb.spheres = spheres
@@ -898,8 +975,10 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     placed = find_spheres(q)
     if floating and legs and source == "the neutral configuration":
         q = _solve_standing(model, placed[: len(legs)], notes)
-        source = (f"solved: feet under the hips at {STANDING_REACH:.0%} of the straight legs' reach, the centre of "
-                  "mass over the feet")  # fmt: skip
+        source = (
+            f"solved: feet under the hips at {STANDING_REACH:.0%} of the straight legs' reach, the centre of "
+            "mass over the feet"
+        )
         placed = find_spheres(q)
     if floating and legs:  # twice: the spheres found again in the grounded posture are the ones written
         q, _ = _ground_feet(model, q, placed[: len(legs)], source, [])
@@ -914,8 +993,9 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         inferred.append(f"limb {limb.name}: {limb.kind}, joints {joints}, end {limb.end}")
     for limb in [*legs, *fingers]:
         for s in limb.spheres:
-            inferred.append(f"contact sphere {s.name}: frame {s.frame}, radius {s.radius:.4f} m, "
-                            f"offset {_vec(s.offset)} ({s.how})")  # fmt: skip
+            inferred.append(
+                f"contact sphere {s.name}: frame {s.frame}, radius {s.radius:.4f} m, offset {_vec(s.offset)} ({s.how})"
+            )
 
     # 5. torque limits
     robot_q = q
@@ -925,9 +1005,11 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         efforts[j_name] = float(model.effortLimit[j.idx_v])
     missing = [n for n, e in efforts.items() if not e > 0]
     if missing and torque_limit is None:
-        raise ConfigError(f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort> > 0) in the "
-                          "URDF; add them there, pass --torque-limit N·m (written to [limits.torque] for them), or "
-                          "write the robot file by hand with [limits.torque]")  # fmt: skip
+        raise ConfigError(
+            f"{urdf_path}: actuated joint(s) {missing} have no effort limit (<limit effort> > 0) in the "
+            "URDF; add them there, pass --torque-limit N·m (written to [limits.torque] for them), or "
+            "write the robot file by hand with [limits.torque]"
+        )
     given = {n: float(torque_limit) for n in missing}
     efforts.update(given)
     from_urdf = {n: e for n, e in efforts.items() if n not in given}
@@ -935,19 +1017,29 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
         distinct = ", ".join(_fmt(e) for e in sorted(set(from_urdf.values())))
         inferred.append(f"torque limits: the URDF's efforts ({distinct} N·m)")
     if given:
-        inferred.append(f"torque limits: {_fmt(float(torque_limit))} N·m from --torque-limit for "
-                        f"{', '.join(given)} (the URDF gives none)")  # fmt: skip
+        inferred.append(
+            f"torque limits: {_fmt(float(torque_limit))} N·m from --torque-limit for "
+            f"{', '.join(given)} (the URDF gives none)"
+        )
     static = _gravity_torques(model, data, robot_q, actuated)
-    if not floating and source.startswith("the neutral configuration") and any(
-        static[n] > HOLD_FRACTION * efforts[n] for n in actuated
+    if (
+        not floating
+        and source.startswith("the neutral configuration")
+        and any(static[n] > HOLD_FRACTION * efforts[n] for n in actuated)
     ):
         lighter = _lighter_posture(model, robot_q, efforts, [frame_id(model, limb.end) for limb in limbs])
         lighter_static = _gravity_torques(model, data, lighter, actuated)
         if max(lighter_static[n] / efforts[n] for n in actuated) < max(static[n] / efforts[n] for n in actuated):
-            moved = [str(model.names[j]) for j in range(1, model.njoints) if model.joints[j].nq == 1
-                     and abs(lighter[model.joints[j].idx_q] - robot_q[model.joints[j].idx_q]) > 0.01]  # fmt: skip
-            source += (f"; then {', '.join(moved)} turned to hold gravity within {HOLD_FRACTION:.0%} of their torque "
-                       "limits (neutral needs more)")  # fmt: skip
+            moved = [
+                str(model.names[j])
+                for j in range(1, model.njoints)
+                if model.joints[j].nq == 1
+                and abs(lighter[model.joints[j].idx_q] - robot_q[model.joints[j].idx_q]) > 0.01
+            ]
+            source += (
+                f"; then {', '.join(moved)} turned to hold gravity within {HOLD_FRACTION:.0%} of their torque "
+                "limits (neutral needs more)"
+            )
             robot_q, static = lighter, lighter_static
             placed = find_spheres(robot_q)
             inferred[posture_line] = f"standing posture: {source}"
@@ -958,17 +1050,21 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     worst = max(load.values(), default=0.0)
     what = "standing needs" if floating and legs else "holding its links out against gravity could need"
     if worst > 0 and from_urdf and min(from_urdf.values()) > 100.0 * worst:
-        notes.append(f"torque limits: the URDF's efforts ({_fmt(min(from_urdf.values()))} N·m and more) exceed 100 "
-                     f"times what {what} (at most {worst:.3g} N·m): they may be placeholders; set the "
-                     "actuators' real limits in [limits.torque]")  # fmt: skip
+        notes.append(
+            f"torque limits: the URDF's efforts ({_fmt(min(from_urdf.values()))} N·m and more) exceed 100 "
+            f"times what {what} (at most {worst:.3g} N·m): they may be placeholders; set the "
+            "actuators' real limits in [limits.torque]"
+        )
     blockers += _cannot_hold(model, robot_q, placed[: len(legs)], static, efforts)
 
     # 6. gains
     height = float(robot_q[2]) if floating and legs else size
     scale = math.sqrt(REFERENCE_HEIGHT / max(height, 1e-3))
     kp, kd = REFERENCE_KP * scale * scale, REFERENCE_KD * scale
-    inferred.append(f"gains: kp {kp:.0f} 1/s², kd {kd:.1f} 1/s (the shipped quadruped's trot gains, time scaled "
-                    f"by sqrt({height:.3f} m / {REFERENCE_HEIGHT} m))")  # fmt: skip
+    inferred.append(
+        f"gains: kp {kp:.0f} 1/s², kd {kd:.1f} 1/s (the shipped quadruped's trot gains, time scaled "
+        f"by sqrt({height:.3f} m / {REFERENCE_HEIGHT} m))"
+    )
     M = pin.crba(model, data, robot_q)
     omega = math.sqrt(kp)
     pid_kp, pid_kd = {}, {}
@@ -981,15 +1077,34 @@ def init_robot(urdf: str, srdf: str | None = None, out: str | Path | None = None
     command = f"idcontrol robot init {urdf}" + (f" --srdf {srdf}" if srdf else "")
     command += (f" --state {state}" if state else "") + (f" --name {name}" if name != parsed.name else "")
     command += f" --torque-limit {_fmt(float(torque_limit))}" if given else ""
-    text = _write(name, _urdf_spec(urdf, out_dir), base, actuated, limbs, legs, fingers, robot_q, model, kp, kd,
-                  pid_kp, pid_kd, report, source, command, efforts, given)  # fmt: skip
+    text = _write(
+        name,
+        _urdf_spec(urdf, out_dir),
+        base,
+        actuated,
+        limbs,
+        legs,
+        fingers,
+        robot_q,
+        model,
+        kp,
+        kd,
+        pid_kp,
+        pid_kd,
+        report,
+        source,
+        command,
+        efforts,
+        given,
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return InitResult(target, text, inferred, notes, report, blockers)
 
 
-def _cannot_hold(model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict[str, float],
-                 efforts: dict[str, float]) -> list[str]:  # fmt: skip
+def _cannot_hold(
+    model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict[str, float], efforts: dict[str, float]
+) -> list[str]:
     """Why posture ``q`` cannot be held as written: a joint outside its limits (the limit guard stops a run at its
     first tick), the centre of mass outside the feet's support polygon, a joint that needs more than its torque
     limit (``torque``: |τ| holding ``q``, N·m)."""
@@ -1002,8 +1117,10 @@ def _cannot_hold(model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict
             if not lo - 1e-9 <= x <= hi + 1e-9:
                 outside.append(f"{model.names[j]} {x:.4g} not in [{lo:.4g}, {hi:.4g}]")
     if outside:
-        out.append("standing posture: outside the joint limits (the limit guard would stop a run at its first "
-                   "tick): " + ", ".join(outside))  # fmt: skip
+        out.append(
+            "standing posture: outside the joint limits (the limit guard would stop a run at its first "
+            "tick): " + ", ".join(outside)
+        )
     if legs:
         data = model.createData()
         pin.framesForwardKinematics(model, data, q)
@@ -1012,19 +1129,24 @@ def _cannot_hold(model: pin.Model, q: np.ndarray, legs: list[_Leg], torque: dict
         margin = _support_margin(feet, com[:2])
         width = _support_width(_convex_hull(feet))
         if width < SUPPORT_MIN_WIDTH:
-            out.append(f"standing posture: the feet's support is a point or a line ({width * 1e3:.1f} mm wide; point "
-                       "feet side by side): no posture stands still on it without a balance controller")  # fmt: skip
+            out.append(
+                f"standing posture: the feet's support is a point or a line ({width * 1e3:.1f} mm wide; point "
+                "feet side by side): no posture stands still on it without a balance controller"
+            )
         elif margin < 0:
-            out.append(f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the feet's support "
-                       "polygon (it falls)")  # fmt: skip
+            out.append(
+                f"standing posture: the centre of mass is {-margin * 1e3:.1f} mm outside the feet's support "
+                "polygon (it falls)"
+            )
     over = [f"{n} {torque[n]:.3g} > {efforts[n]:.3g} N·m" for n in efforts if torque[n] > efforts[n]]
     if over:
         out.append("torque limits: holding the standing posture needs more than the limit: " + ", ".join(over))
     return out
 
 
-def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
-                 notes: list[str]) -> tuple[np.ndarray, str]:  # fmt: skip
+def _ground_feet(
+    model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str, notes: list[str]
+) -> tuple[np.ndarray, str]:
     """Move the base so the lowest foot touches z = 0; feet left above the ground are put on it by IK."""
     data = model.createData()
     pin.framesForwardKinematics(model, data, q)
@@ -1040,11 +1162,14 @@ def _ground_feet(model: pin.Model, q: np.ndarray, legs: list[_Leg], source: str,
             targets.append(np.array([p[0], p[1], leg.radius]))
         q, residual = _place_feet(model, q, legs, targets)
         pin.framesForwardKinematics(model, data, q)
-        left = max(min(float(data.oMf[leg.frame].act(s.offset)[2]) - s.radius for s in leg.limb.spheres)
-                   for leg in legs)  # fmt: skip
+        left = max(
+            min(float(data.oMf[leg.frame].act(s.offset)[2]) - s.radius for s in leg.limb.spheres) for leg in legs
+        )
         if max(gaps) > 1e-4 or left > 1e-4:
-            notes.append(f"standing posture: feet up to {1e3 * max(gaps):.1f} mm above the ground; put on it by "
-                         f"inverse kinematics, {1e3 * left:.1f} mm left (residual {residual:.1e} m)")  # fmt: skip
+            notes.append(
+                f"standing posture: feet up to {1e3 * max(gaps):.1f} mm above the ground; put on it by "
+                f"inverse kinematics, {1e3 * left:.1f} mm left (residual {residual:.1e} m)"
+            )
         if left > 1e-4:
             source += f"; a foot {1e3 * left:.1f} mm above the ground"
     pin.framesForwardKinematics(model, data, q)
@@ -1073,8 +1198,9 @@ def _outstretched_torques(model: pin.Model, q: np.ndarray, actuated: list[str]) 
     for name in actuated:
         j = model.getJointId(name)
         origin = data.oMi[j].translation
-        out[name] = g * sum(model.inertias[b].mass * float(np.linalg.norm(centres[b] - origin))
-                            for b in model.subtrees[j])  # j and every joint below it
+        out[name] = g * sum(
+            model.inertias[b].mass * float(np.linalg.norm(centres[b] - origin)) for b in model.subtrees[j]
+        )  # j and every joint below it
     return out
 
 
@@ -1095,22 +1221,59 @@ def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuate
     return {n: abs(float(tau[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
 
 
-def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, pid_kp, pid_kd, report, source,
-           command, efforts, given) -> str:  # fmt: skip
+def _write(
+    name,
+    urdf,
+    base,
+    actuated,
+    limbs,
+    legs,
+    fingers,
+    q,
+    model,
+    kp,
+    kd,
+    pid_kp,
+    pid_kd,
+    report,
+    source,
+    command,
+    efforts,
+    given,
+) -> str:
     floating = base == "floating"
-    lines = [f"# Written by `{command}`.",
-             "# Every value below was inferred from the URDF" + (" and the SRDF" if "--srdf" in command else "")
-             + "; edit any of them.",
-             f'name = "{name}"', f'urdf = "{urdf}"', f'base = "{base}"', ""]  # fmt: skip
+    lines = [
+        f"# Written by `{command}`.",
+        "# Every value below was inferred from the URDF"
+        + (" and the SRDF" if "--srdf" in command else "")
+        + "; edit any of them.",
+        f'name = "{name}"',
+        f'urdf = "{urdf}"',
+        f'base = "{base}"',
+        "",
+    ]
     if fingers:
-        lines += ["# Joints that close a grip (q grows as a finger closes): the grasp reference holds them.",
-                  "fingers = [" + ", ".join(f'"{model.names[f.joints[-1]]}"' for f in fingers) + "]", ""]  # fmt: skip
-    lines += ["# q̈ gains (1/s², 1/s): the shipped quadruped's trot gains, K_p = 1000, K_d = 60 at 0.163 m, with time",
-              "# scaled by the square root of this robot's size (standing height, or reach without legs).",
-              "[gains]", f"kp = {kp:.1f}", f"kd = {kd:.2f}", "ki = 0.0", "",
-              "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
-              "# matrix's diagonal at the standing posture, critically damped.",
-              "[pid_gains]", f"kp = {_table(pid_kp)}", f"kd = {_table(pid_kd)}", "ki = 0.0", ""]  # fmt: skip
+        lines += [
+            "# Joints that close a grip (q grows as a finger closes): the grasp reference holds them.",
+            "fingers = [" + ", ".join(f'"{model.names[f.joints[-1]]}"' for f in fingers) + "]",
+            "",
+        ]
+    lines += [
+        "# q̈ gains (1/s², 1/s): the shipped quadruped's trot gains, K_p = 1000, K_d = 60 at 0.163 m, with time",
+        "# scaled by the square root of this robot's size (standing height, or reach without legs).",
+        "[gains]",
+        f"kp = {kp:.1f}",
+        f"kd = {kd:.2f}",
+        "ki = 0.0",
+        "",
+        "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
+        "# matrix's diagonal at the standing posture, critically damped.",
+        "[pid_gains]",
+        f"kp = {_table(pid_kp)}",
+        f"kd = {_table(pid_kd)}",
+        "ki = 0.0",
+        "",
+    ]
     from_urdf = [f"{k} {_fmt(v)}" for k, v in efforts.items() if k not in given]
     lines += (["# The URDF's effort limits: " + ", ".join(from_urdf)] if from_urdf else []) + ["[limits.torque]"]
     if given:
@@ -1118,19 +1281,34 @@ def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, p
         lines += [f'"{k}" = {_fmt(v)}' for k, v in given.items()]
     lines += [""]
     if report.repairable_links:
-        lines += ["# Links MuJoCo rejects (`idcontrol robot check` says why): "
-                  + ", ".join(report.repairable_links) + ".",
-                  "# The simulator gives each the nearest inertia it accepts and lists the change at start; the",
-                  "# controller uses the merged bodies, which are physical.",
-                  "[sim]", "repair_inertia = true", ""]  # fmt: skip
+        lines += [
+            "# Links MuJoCo rejects (`idcontrol robot check` says why): " + ", ".join(report.repairable_links) + ".",
+            "# The simulator gives each the nearest inertia it accepts and lists the change at start; the",
+            "# controller uses the merged bodies, which are physical.",
+            "[sim]",
+            "repair_inertia = true",
+            "",
+        ]
     for limb in limbs:
-        lines += ["[[limbs]]", f'name = "{limb.name}"', f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',
-                  "joints = [" + ", ".join(f'"{model.names[j]}"' for j in limb.joints) + "]",
-                  f'end = "{limb.end}"', ""]  # fmt: skip
+        lines += [
+            "[[limbs]]",
+            f'name = "{limb.name}"',
+            f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',
+            "joints = [" + ", ".join(f'"{model.names[j]}"' for j in limb.joints) + "]",
+            f'end = "{limb.end}"',
+            "",
+        ]
     for limb in [*legs, *fingers]:
         for s in limb.spheres:
-            lines += [f"# {s.how}", "[[contact_spheres]]", f'name = "{s.name}"', f'frame = "{s.frame}"',
-                      f"radius = {_fmt(s.radius)}", f"offset = {_vec(s.offset)}", ""]  # fmt: skip
+            lines += [
+                f"# {s.how}",
+                "[[contact_spheres]]",
+                f'name = "{s.name}"',
+                f'frame = "{s.frame}"',
+                f"radius = {_fmt(s.radius)}",
+                f"offset = {_vec(s.offset)}",
+                "",
+            ]
     joints = {n: float(q[model.joints[model.getJointId(n)].idx_q]) for n in actuated}
     lines += [f"# {source}.", "[standing]"]
     if floating:
@@ -1138,4 +1316,3 @@ def _write(name, urdf, base, actuated, limbs, legs, fingers, q, model, kp, kd, p
         lines += [f"base_position = {_vec(q[:3])}", f"base_orientation_xyzw = {_vec(quat)}"]
     lines += ["joints = " + _table(joints), ""]
     return "\n".join(lines)
-

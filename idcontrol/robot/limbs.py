@@ -30,8 +30,11 @@ def joint_chain(model: pin.Model, joint: int) -> list[int]:
 def leaf_joints(model: pin.Model) -> list[int]:
     """Joints no other joint hangs from (the ends of the kinematic tree), in model order."""
     parents = set(model.parents[1:])
-    return [j for j in range(1, model.njoints) if j not in parents and model.joints[j].nv > 0
-            and model.joints[j].shortname() != "JointModelFreeFlyer"]  # fmt: skip
+    return [
+        j
+        for j in range(1, model.njoints)
+        if j not in parents and model.joints[j].nv > 0 and model.joints[j].shortname() != "JointModelFreeFlyer"
+    ]
 
 
 def end_frame(model: pin.Model, joint: int) -> str:
@@ -58,8 +61,9 @@ def limb_name(joint_names: list[str], end: str) -> str:
     return prefix if len(prefix) >= 2 and len(joint_names) > 1 else end
 
 
-def limbs_from_spheres(model: pin.Model, sphere_frames: list[str], actuated: tuple[str, ...],
-                       floating_base: bool) -> tuple[LimbConfig, ...]:  # fmt: skip
+def limbs_from_spheres(
+    model: pin.Model, sphere_frames: list[str], actuated: tuple[str, ...], floating_base: bool
+) -> tuple[LimbConfig, ...]:
     """One limb per distinct chain of actuated joints moving a contact sphere's frame (in sphere order): a leg on
     a floating-base robot, "other" on a fixed one. Joints shared by several chains stay in each."""
     chains: dict[tuple[str, ...], str] = {}

@@ -169,8 +169,13 @@ class RobotModel:
                     self._frame_support[slot, m.joints[joint].idx_v : m.joints[joint].idx_v + m.joints[joint].nv] = True
         #: the robot file's [[limbs]], or one per chain of actuated joints moving a contact sphere (legs when the
         #: base floats); the fingers: actuated joints that close a grip
-        self.limbs: tuple[LimbConfig, ...] = config.limbs if config.limbs is not None else limbs_from_spheres(
-            m, [s.frame for s in config.contact_spheres], self.actuated_joints, config.floating_base)
+        self.limbs: tuple[LimbConfig, ...] = (
+            config.limbs
+            if config.limbs is not None
+            else limbs_from_spheres(
+                m, [s.frame for s in config.contact_spheres], self.actuated_joints, config.floating_base
+            )
+        )
         self.fingers: tuple[str, ...] = config.fingers
         self._bind_views()
         # a binding that returned copies would leave the views at their initial values: re-read them each tick then
@@ -313,9 +318,16 @@ class RobotModel:
 
     def _frame_kinematics(self) -> None:
         """Origins, Jacobians and (spheres centred at their frame origins, the usual case) sphere centres."""
-        frame_kinematics(self._J, self._frame_support, self._translations, self.frame_origins_in_world,
-                         self.frame_jacobians, self.sphere_frame_slot, self.sphere_centers_in_world,
-                         self._zero_offsets)  # fmt: skip
+        frame_kinematics(
+            self._J,
+            self._frame_support,
+            self._translations,
+            self.frame_origins_in_world,
+            self.frame_jacobians,
+            self.sphere_frame_slot,
+            self.sphere_centers_in_world,
+            self._zero_offsets,
+        )
 
     @property
     def M(self) -> Array:

@@ -131,8 +131,10 @@ class PreflightReport:
             m = self.model
             mass = sum(i.mass for i in m.inertias)
             base = "floating" if self.floating_base else "fixed"
-            lines.append(f"  model: {base} base, {m.nv} velocities, {len(self.actuated)} actuated joints, "
-                         f"{m.nbodies - 1} bodies, mass {mass:.3f} kg")  # fmt: skip
+            lines.append(
+                f"  model: {base} base, {m.nv} velocities, {len(self.actuated)} actuated joints, "
+                f"{m.nbodies - 1} bodies, mass {mass:.3f} kg"
+            )
             if self.base_reason:
                 lines.append(f"  base: {base} ({self.base_reason})")
             if self.actuated:
@@ -164,9 +166,13 @@ def _number(
 
 
 def _inertia_matrix(values: dict[str, float]) -> np.ndarray:
-    return np.array([[values["ixx"], values["ixy"], values["ixz"]],
-                     [values["ixy"], values["iyy"], values["iyz"]],
-                     [values["ixz"], values["iyz"], values["izz"]]])  # fmt: skip
+    return np.array(
+        [
+            [values["ixx"], values["ixy"], values["ixz"]],
+            [values["ixy"], values["iyy"], values["iyz"]],
+            [values["ixz"], values["iyz"], values["izz"]],
+        ]
+    )
 
 
 def inertia_defect(inertia: np.ndarray) -> str:
@@ -230,9 +236,13 @@ def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
             if axis is not None and not np.linalg.norm(axis) > 0:
                 report.error(where, "axis/xyz", "is the zero vector")
         if joint.mimic is not None and joint.type in ONE_DOF:
-            report.warn(where, "mimic", f"mimics joint {joint.mimic!r} in the URDF; the controller (and its MuJoCo "
-                        "simulator) move it as an independent joint: actuate both, or leave it out of "
-                        "actuated_joints only if something else drives it")  # fmt: skip
+            report.warn(
+                where,
+                "mimic",
+                f"mimics joint {joint.mimic!r} in the URDF; the controller (and its MuJoCo "
+                "simulator) move it as an independent joint: actuate both, or leave it out of "
+                "actuated_joints only if something else drives it",
+            )
         limit = joint.limit
         if limit is None:
             continue
@@ -244,8 +254,12 @@ def _check_joints(report: PreflightReport, urdf: UrdfFile) -> None:
         if joint.type != "continuous" and "lower" in bounds and "upper" in bounds and bounds["lower"] > bounds["upper"]:
             report.error(where, "limit", f"lower {bounds['lower']} > upper {bounds['upper']}")
         if equal_limits(joint):
-            report.warn(where, "limit", f"lower and upper are equal ({bounds.get('lower', 0.0):g}; an absent one is "
-                        "0): read as no position limits, as MuJoCo reads them; give the joint's range if it has one")
+            report.warn(
+                where,
+                "limit",
+                f"lower and upper are equal ({bounds.get('lower', 0.0):g}; an absent one is "
+                "0): read as no position limits, as MuJoCo reads them; give the joint's range if it has one",
+            )
         for key in ("effort", "velocity"):
             if bounds.get(key, 0.0) < 0:
                 report.error(where, f"limit/{key}", f"is negative: {bounds[key]}")
@@ -272,20 +286,26 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
         if defect:
             bad_bodies.add(j)
             names = ", ".join(repr(n) for n in links)
-            report.error(f"link {links[0]!r}", "inertial/inertia",
-                         f"the body moved by joint {model.names[j]!r} (links {names}): {defect}; no rigid body has "
-                         "these moments: correct the <inertia> of these links in the URDF (a CAD export's, or a "
-                         "solid's of the link's mass and size)")  # fmt: skip
+            report.error(
+                f"link {links[0]!r}",
+                "inertial/inertia",
+                f"the body moved by joint {model.names[j]!r} (links {names}): {defect}; no rigid body has "
+                "these moments: correct the <inertia> of these links in the URDF (a CAD export's, or a "
+                "solid's of the link's mass and size)",
+            )
     repairable, massless = [], []
     for j, links in bodies.items():
         for link in links:
             defect = link_defects.get(link, "")
             if defect and j not in bad_bodies:
                 repairable.append(link)
-                report.warn(f"link {link!r}", "inertial/inertia",
-                            f"{defect}; part of the body of joint {model.names[j]!r}, whose merged inertia is "
-                            "physical (the controller uses it); MuJoCo rejects the link unless the robot file's "
-                            "[sim] repair_inertia = true")  # fmt: skip
+                report.warn(
+                    f"link {link!r}",
+                    "inertial/inertia",
+                    f"{defect}; part of the body of joint {model.names[j]!r}, whose merged inertia is "
+                    "physical (the controller uses it); MuJoCo rejects the link unless the robot file's "
+                    "[sim] repair_inertia = true",
+                )
     for j in range(1, model.njoints):
         inertia = model.inertias[j]
         moments = np.linalg.eigvalsh(np.asarray(inertia.inertia))
@@ -297,12 +317,14 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
         repairable.append(link)
         if inertia.mass < MUJOCO_MIN_BODY:
             massless.append(link)
-        what = "no mass" if inertia.mass < MUJOCO_MIN_BODY else (
-            f"{_principal(moments)} (a point mass or a rod)")
-        report.warn(f"link {link!r}", "inertial",
-                    f"the body moved by joint {model.names[j]!r} has {what}; the controller's mass matrix is regular "
-                    "without it (the bodies beyond carry it), MuJoCo rejects such a moving body unless the robot "
-                    "file's [sim] repair_inertia = true")  # fmt: skip
+        what = "no mass" if inertia.mass < MUJOCO_MIN_BODY else (f"{_principal(moments)} (a point mass or a rod)")
+        report.warn(
+            f"link {link!r}",
+            "inertial",
+            f"the body moved by joint {model.names[j]!r} has {what}; the controller's mass matrix is regular "
+            "without it (the bodies beyond carry it), MuJoCo rejects such a moving body unless the robot "
+            "file's [sim] repair_inertia = true",
+        )
     report.repairable_links, report.massless_links = tuple(repairable), tuple(massless)
     data = model.createData()
     M = pin.crba(model, data, pin.neutral(model))
@@ -310,10 +332,16 @@ def _check_bodies(report: PreflightReport, model: pin.Model, urdf: UrdfFile, lin
     try:
         np.linalg.cholesky(M)
     except np.linalg.LinAlgError:
-        light = [str(model.names[j]) for j in range(1, model.njoints)
-                 if sum(model.inertias[k].mass for k in _subtree(model, j)) <= 0.0]  # fmt: skip
-        report.error("model", "mass matrix", "is singular at the neutral configuration"
-                     + (f": joints {light} move no mass" if light else ""))  # fmt: skip
+        light = [
+            str(model.names[j])
+            for j in range(1, model.njoints)
+            if sum(model.inertias[k].mass for k in _subtree(model, j)) <= 0.0
+        ]
+        report.error(
+            "model",
+            "mass matrix",
+            "is singular at the neutral configuration" + (f": joints {light} move no mass" if light else ""),
+        )
 
 
 def _child_link(model: pin.Model, urdf: UrdfFile, joint: int, links: list[str]) -> str | None:
@@ -338,8 +366,11 @@ def _ancestors(model: pin.Model, joint: int) -> list[int]:
 
 def movable_joint_names(model: pin.Model) -> list[str]:
     """The model's one-DoF joints (every joint but the universe and a free-flyer root)."""
-    return [str(model.names[j]) for j in range(1, model.njoints)
-            if model.joints[j].nv > 0 and model.joints[j].shortname() != "JointModelFreeFlyer"]  # fmt: skip
+    return [
+        str(model.names[j])
+        for j in range(1, model.njoints)
+        if model.joints[j].nv > 0 and model.joints[j].shortname() != "JointModelFreeFlyer"
+    ]
 
 
 def _check_efforts(report: PreflightReport, model: pin.Model, actuated: list[str], overrides: dict[str, float]) -> None:
@@ -351,9 +382,12 @@ def _check_efforts(report: PreflightReport, model: pin.Model, actuated: list[str
         effort = float(model.effortLimit[j.idx_v]) if j.nv == 1 else 0.0
         limit = overrides.get(name, default if default is not None else effort)
         if not (limit > 0 and math.isfinite(limit)):
-            report.error(f"joint {name!r}", "limit/effort",
-                         f"actuated joint without a torque limit (URDF effort {effort:g}); give it in the URDF or "
-                         "in the robot file's [limits.torque]")  # fmt: skip
+            report.error(
+                f"joint {name!r}",
+                "limit/effort",
+                f"actuated joint without a torque limit (URDF effort {effort:g}); give it in the URDF or "
+                "in the robot file's [limits.torque]",
+            )
 
 
 def _name_check(report: PreflightReport, field_: str, names: list[str], valid: list[str], kind: str) -> None:
@@ -375,8 +409,13 @@ def _check_names(report: PreflightReport, model: pin.Model, config: RobotConfig)
         for gain, value in table.items():
             if isinstance(value, dict):
                 _name_check(report, f"{key}.{gain}", [n for n in value if n != "default"], actuated, "actuated joint")
-    _name_check(report, "limits.torque", [n for n in config.torque_limit_overrides if n != "default"], actuated,
-                "actuated joint")  # fmt: skip
+    _name_check(
+        report,
+        "limits.torque",
+        [n for n in config.torque_limit_overrides if n != "default"],
+        actuated,
+        "actuated joint",
+    )
     imu = config.sensors.imu_frame
     if imu is not None:
         _name_check(report, "sensors.imu_frame", [imu], frames, "frame")
@@ -384,8 +423,11 @@ def _check_names(report: PreflightReport, model: pin.Model, config: RobotConfig)
             fid = frame_id(model, imu)
             if model.frames[fid].parentJoint != 1:
                 moved_by = str(model.names[model.frames[fid].parentJoint])
-                report.error("robot file", "sensors.imu_frame", f"frame {imu!r} is moved by joint {moved_by!r}; "
-                             "an IMU frame must be fixed to the floating base")  # fmt: skip
+                report.error(
+                    "robot file",
+                    "sensors.imu_frame",
+                    f"frame {imu!r} is moved by joint {moved_by!r}; an IMU frame must be fixed to the floating base",
+                )
     for limb in config.limbs or ():
         _name_check(report, f"limbs.{limb.name}.joints", list(limb.joints), actuated, "actuated joint")
         _name_check(report, f"limbs.{limb.name}.end", [limb.end], frames, "frame")

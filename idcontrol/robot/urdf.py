@@ -209,8 +209,10 @@ def tree_defects(urdf: UrdfFile) -> list[str]:
         children.setdefault(joint.child, joint.name)
     roots = [name for name in urdf.links if name not in children]
     if urdf.links and len(roots) != 1:
-        out.append(f"{len(roots)} root links (links that are no joint's child): {', '.join(roots[:5]) or 'none'}; "
-                   "a robot has one")  # fmt: skip
+        out.append(
+            f"{len(roots)} root links (links that are no joint's child): {', '.join(roots[:5]) or 'none'}; "
+            "a robot has one"
+        )
     return out
 
 

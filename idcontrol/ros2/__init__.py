@@ -32,8 +32,9 @@ def require_rclpy() -> None:
         import std_srvs.srv  # noqa: F401
         import trajectory_msgs.msg  # noqa: F401
     except ImportError as e:
-        raise ConfigError(f"the ROS 2 node needs rclpy and the standard messages ({e.name} is missing): "
-                          f"{EXTRA_HINT}") from None  # fmt: skip
+        raise ConfigError(
+            f"the ROS 2 node needs rclpy and the standard messages ({e.name} is missing): {EXTRA_HINT}"
+        ) from None
 
 
 class Spinner:

@@ -33,12 +33,14 @@ def _definition(main: str, *dependencies: tuple[str, str]) -> str:
 DEFINITIONS = {
     "sensor_msgs/msg/JointState": _definition(
         "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\nfloat64[] effort\n",
-        ("std_msgs/Header", _HEADER), ("builtin_interfaces/Time", _TIME),
+        ("std_msgs/Header", _HEADER),
+        ("builtin_interfaces/Time", _TIME),
     ),
     "nav_msgs/msg/Odometry": _definition(
         "std_msgs/Header header\nstring child_frame_id\ngeometry_msgs/PoseWithCovariance pose\n"
         "geometry_msgs/TwistWithCovariance twist\n",
-        ("std_msgs/Header", _HEADER), ("builtin_interfaces/Time", _TIME),
+        ("std_msgs/Header", _HEADER),
+        ("builtin_interfaces/Time", _TIME),
         ("geometry_msgs/PoseWithCovariance", "Pose pose\nfloat64[36] covariance\n"),
         ("geometry_msgs/Pose", "Point position\nQuaternion orientation\n"),
         ("geometry_msgs/Point", _VECTOR3),
@@ -49,10 +51,12 @@ DEFINITIONS = {
     ),
     "geometry_msgs/msg/WrenchStamped": _definition(
         "std_msgs/Header header\nWrench wrench\n",
-        ("std_msgs/Header", _HEADER), ("builtin_interfaces/Time", _TIME),
-        ("geometry_msgs/Wrench", "Vector3 force\nVector3 torque\n"), ("geometry_msgs/Vector3", _VECTOR3),
+        ("std_msgs/Header", _HEADER),
+        ("builtin_interfaces/Time", _TIME),
+        ("geometry_msgs/Wrench", "Vector3 force\nVector3 torque\n"),
+        ("geometry_msgs/Vector3", _VECTOR3),
     ),
-}  # fmt: skip
+}
 
 
 def _header(t_s: float, frame: str = "") -> dict:
@@ -92,21 +96,44 @@ def export_ros2(path: str | Path, output: str | Path | None = None) -> Path:
         for i in range(len(log)):
             stamp_ns = int(round(t[i] * 1e9))
             header = _header(float(t[i]))
-            writer.write_message("/joint_states", schemas["sensor_msgs/msg/JointState"], {
-                "header": header, "name": joints, "position": q[i, idx_q].tolist(), "velocity": qd[i, idx_v].tolist(),
-                "effort": []}, log_time=stamp_ns, sequence=i)  # fmt: skip
-            writer.write_message("/joint_commands", schemas["sensor_msgs/msg/JointState"], {
-                "header": header, "name": joints, "position": [], "velocity": [], "effort": tau[i].tolist()},
-                log_time=stamp_ns, sequence=i)  # fmt: skip
+            writer.write_message(
+                "/joint_states",
+                schemas["sensor_msgs/msg/JointState"],
+                {
+                    "header": header,
+                    "name": joints,
+                    "position": q[i, idx_q].tolist(),
+                    "velocity": qd[i, idx_v].tolist(),
+                    "effort": [],
+                },
+                log_time=stamp_ns,
+                sequence=i,
+            )
+            writer.write_message(
+                "/joint_commands",
+                schemas["sensor_msgs/msg/JointState"],
+                {"header": header, "name": joints, "position": [], "velocity": [], "effort": tau[i].tolist()},
+                log_time=stamp_ns,
+                sequence=i,
+            )
             if robot.floating_base:
                 x = q[i]
                 v = qd[i]
-                writer.write_message("/odom", schemas["nav_msgs/msg/Odometry"], {
-                    "header": _header(float(t[i]), "world"), "child_frame_id": "base",
-                    "pose": {"pose": {"position": _xyz(x[:3]), "orientation": {**_xyz(x[3:6]), "w": float(x[6])}},
-                             "covariance": [0.0] * 36},
-                    "twist": {"twist": {"linear": _xyz(v[:3]), "angular": _xyz(v[3:6])}, "covariance": [0.0] * 36},
-                }, log_time=stamp_ns, sequence=i)  # fmt: skip
+                writer.write_message(
+                    "/odom",
+                    schemas["nav_msgs/msg/Odometry"],
+                    {
+                        "header": _header(float(t[i]), "world"),
+                        "child_frame_id": "base",
+                        "pose": {
+                            "pose": {"position": _xyz(x[:3]), "orientation": {**_xyz(x[3:6]), "w": float(x[6])}},
+                            "covariance": [0.0] * 36,
+                        },
+                        "twist": {"twist": {"linear": _xyz(v[:3]), "angular": _xyz(v[3:6])}, "covariance": [0.0] * 36},
+                    },
+                    log_time=stamp_ns,
+                    sequence=i,
+                )
             if forces is not None and ids is not None:
                 per_sphere: dict[str, np.ndarray] = {}
                 for label, force in zip(ids[i], forces[i], strict=True):
@@ -115,9 +142,12 @@ def export_ros2(path: str | Path, output: str | Path | None = None) -> Path:
                         per_sphere[sphere] = per_sphere.get(sphere, np.zeros(3)) + force
                 wrench = schemas["geometry_msgs/msg/WrenchStamped"]
                 for sphere, force in per_sphere.items():
-                    message = {"header": _header(float(t[i]), "world"),
-                               "wrench": {"force": _xyz(force), "torque": _xyz(np.zeros(3))}}  # fmt: skip
-                    writer.write_message(f"/contacts/predicted/{sphere}", wrench, message, log_time=stamp_ns,
-                                         sequence=i)  # fmt: skip
+                    message = {
+                        "header": _header(float(t[i]), "world"),
+                        "wrench": {"force": _xyz(force), "torque": _xyz(np.zeros(3))},
+                    }
+                    writer.write_message(
+                        f"/contacts/predicted/{sphere}", wrench, message, log_time=stamp_ns, sequence=i
+                    )
         writer.finish()
     return out

@@ -34,8 +34,9 @@ def echo(nu: int, seconds: float) -> int:
 
     rclpy.init()
     node = rclpy.create_node("idcontrol_latency_echo")
-    pub = node.create_publisher(Float64MultiArray, "effort_controller/commands",
-                                QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))  # fmt: skip
+    pub = node.create_publisher(
+        Float64MultiArray, "effort_controller/commands", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+    )
     answer = Float64MultiArray()
     efforts = [0.0] * nu
 
@@ -64,8 +65,9 @@ def measure(nu: int, rates_hz: list[float], seconds: float, joint_names: list[st
     from idcontrol.ros2 import Spinner
 
     total = sum(seconds + 1.0 for _ in rates_hz) + 10.0
-    proc = subprocess.Popen([sys.executable, "-m", "idcontrol.ros2.latency", "--echo", str(nu), str(total)],
-                            env=dict(os.environ))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "idcontrol.ros2.latency", "--echo", str(nu), str(total)], env=dict(os.environ)
+    )
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("idcontrol_latency_probe", context=context)
@@ -80,8 +82,12 @@ def measure(nu: int, rates_hz: list[float], seconds: float, joint_names: list[st
             if seq in sent:
                 rtts[seq] = at - sent[seq]
 
-    node.create_subscription(Float64MultiArray, "effort_controller/commands", on_answer,
-                             QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))  # fmt: skip
+    node.create_subscription(
+        Float64MultiArray,
+        "effort_controller/commands",
+        on_answer,
+        QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE),
+    )
     spinner = Spinner(node, context, "latency-probe")
     msg = JointState()
     msg.name = joint_names or [f"joint{i}" for i in range(nu)]
@@ -116,8 +122,15 @@ def measure(nu: int, rates_hz: list[float], seconds: float, joint_names: list[st
             window = [rtts.get(s) for s in range(first, seq + 1)]
             got = np.array([r for r in window if r is not None])
             held = float(np.mean([r is not None and r < period for r in window]))
-            results.append({"rate_hz": rate, "periods": len(window), "answered": int(got.size),
-                            "held_fraction": held, "roundtrip_us": percentiles_us(got * 1e6)})  # fmt: skip
+            results.append(
+                {
+                    "rate_hz": rate,
+                    "periods": len(window),
+                    "answered": int(got.size),
+                    "held_fraction": held,
+                    "roundtrip_us": percentiles_us(got * 1e6),
+                }
+            )
     finally:
         spinner.stop()
         node.destroy_node()
@@ -152,8 +165,10 @@ def main(rates: str, seconds: float, nu: int = 12) -> int:
     held = []
     for r in measure(nu, rates_hz, seconds):
         p = r["roundtrip_us"]
-        print(f"{r['rate_hz']:7.0f} Hz: p50 {p['p50']:7.1f} µs, p99 {p['p99']:7.1f} µs, max {p['max']:8.1f} µs; "
-              f"{r['answered']}/{r['periods']} answered, {100 * r['held_fraction']:.2f} % in time")  # fmt: skip
+        print(
+            f"{r['rate_hz']:7.0f} Hz: p50 {p['p50']:7.1f} µs, p99 {p['p99']:7.1f} µs, max {p['max']:8.1f} µs; "
+            f"{r['answered']}/{r['periods']} answered, {100 * r['held_fraction']:.2f} % in time"
+        )
         if r["held_fraction"] >= 0.999:
             held.append(r["rate_hz"])
     print(f"highest rate held at >= 99.9 %: {max(held):.0f} Hz" if held else "no rate held at >= 99.9 %")

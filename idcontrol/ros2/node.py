@@ -81,9 +81,16 @@ class RobotNames:
         robot = RobotModel(robot_name)
         body = [f.name for f in robot.model.frames if str(f.type) == "BODY" and f.parentJoint == 1]
         base = str(body[0]) if body and robot.floating_base else "base"  # the URDF's root link
-        return cls(robot.name, tuple(robot.actuated_joints), tuple(robot.sphere_names),
-                   np.asarray(robot.actuated_idx_q), np.asarray(robot.actuated_dofs), bool(robot.floating_base),
-                   base, np.asarray(robot.standing_configuration())[robot.actuated_idx_q].copy())  # fmt: skip
+        return cls(
+            robot.name,
+            tuple(robot.actuated_joints),
+            tuple(robot.sphere_names),
+            np.asarray(robot.actuated_idx_q),
+            np.asarray(robot.actuated_dofs),
+            bool(robot.floating_base),
+            base,
+            np.asarray(robot.standing_configuration())[robot.actuated_idx_q].copy(),
+        )
 
 
 class Refused(IdControlError):
@@ -212,12 +219,17 @@ class IdControlNode:
         self.state_reliability = str(p("state_reliability", "best_effort").value)
         self.state_depth = int(p("state_depth", 5).value)
         if self.state_reliability not in ("best_effort", "reliable") or not 1 <= self.state_depth <= 10_000:
-            raise ConfigError(f"parameter state_reliability must be best_effort or reliable (got "
-                              f"{self.state_reliability!r}), state_depth in 1..10000 "
-                              f"(got {self.state_depth})")  # fmt: skip
+            raise ConfigError(
+                f"parameter state_reliability must be best_effort or reliable (got "
+                f"{self.state_reliability!r}), state_depth in 1..10000 "
+                f"(got {self.state_depth})"
+            )
         self.base_frame = str(p("base_frame", self.names.base_frame).value)
-        for key, rate in (("contact_rate_hz", self.contact_rate_hz), ("diagnostics_rate_hz", self.diagnostics_rate_hz),
-                          ("reference_rate_hz", self.reference_rate_hz)):  # fmt: skip
+        for key, rate in (
+            ("contact_rate_hz", self.contact_rate_hz),
+            ("diagnostics_rate_hz", self.diagnostics_rate_hz),
+            ("reference_rate_hz", self.reference_rate_hz),
+        ):
             if not 0.0 < rate <= 1000.0:
                 raise ConfigError(f"parameter {key} must be in (0, 1000] Hz, got {rate}")
         # the daemon's settings: set them (ros2 param set) and the node asks the daemon; the values shown are what
@@ -234,16 +246,19 @@ class IdControlNode:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        reliability = ReliabilityPolicy.BEST_EFFORT if self.state_reliability == "best_effort" else \
-            ReliabilityPolicy.RELIABLE  # fmt: skip
+        reliability = (
+            ReliabilityPolicy.BEST_EFFORT if self.state_reliability == "best_effort" else ReliabilityPolicy.RELIABLE
+        )
         node, sensor = self.node, QoSProfile(depth=self.state_depth, reliability=reliability)  # default: sensor data
         self.pub_joints = node.create_publisher(JointState, "joint_states", sensor)
         self.pub_commands = node.create_publisher(JointState, "joint_commands", sensor)
         self.pub_odom = node.create_publisher(Odometry, "odom", sensor) if self.names.floating else None
-        self.pub_predicted = {s: node.create_publisher(WrenchStamped, f"contacts/predicted/{s}", sensor)
-                              for s in self.names.spheres}  # fmt: skip
-        self.pub_sensed = {s: node.create_publisher(WrenchStamped, f"contacts/sensed/{s}", sensor)
-                           for s in self.names.spheres}  # fmt: skip
+        self.pub_predicted = {
+            s: node.create_publisher(WrenchStamped, f"contacts/predicted/{s}", sensor) for s in self.names.spheres
+        }
+        self.pub_sensed = {
+            s: node.create_publisher(WrenchStamped, f"contacts/sensed/{s}", sensor) for s in self.names.spheres
+        }
         self.pub_diagnostics = node.create_publisher(DiagnosticArray, "diagnostics", 10)
         self._msg_joints, self._msg_commands = JointState(), JointState()
         self._msg_joints.name = self._msg_commands.name = list(self.names.joints)

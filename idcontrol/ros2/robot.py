@@ -71,9 +71,14 @@ class Layout:
     def of(cls, robot: Any) -> Layout:
         m = robot.model
         names = robot.movable_joints
-        return cls(tuple(names), np.asarray([m.joints[m.getJointId(n)].idx_q for n in names], dtype=np.intp),
-                   np.asarray([m.joints[m.getJointId(n)].idx_v for n in names], dtype=np.intp),
-                   bool(robot.floating_base), int(m.nq), int(m.nv))  # fmt: skip
+        return cls(
+            tuple(names),
+            np.asarray([m.joints[m.getJointId(n)].idx_q for n in names], dtype=np.intp),
+            np.asarray([m.joints[m.getJointId(n)].idx_v for n in names], dtype=np.intp),
+            bool(robot.floating_base),
+            int(m.nq),
+            int(m.nv),
+        )
 
 
 def joints_from_message(msg: Any, layout: Layout) -> tuple[Array, Array]:
@@ -110,8 +115,11 @@ def base_from_odometry(msg: Any) -> tuple[Array, Array]:
 def imu_from_message(msg: Any) -> dict[str, Array]:
     """The protocol's ``imu`` map (docs/protocol.md, ``state``) from ``sensor_msgs/Imu``."""
     o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
-    return {"orientation_xyzw": np.array([o.x, o.y, o.z, o.w]), "angular_velocity": np.array([w.x, w.y, w.z]),
-            "linear_acceleration": np.array([a.x, a.y, a.z])}  # fmt: skip
+    return {
+        "orientation_xyzw": np.array([o.x, o.y, o.z, o.w]),
+        "angular_velocity": np.array([w.x, w.y, w.z]),
+        "linear_acceleration": np.array([a.x, a.y, a.z]),
+    }
 
 
 @dataclass
@@ -136,9 +144,16 @@ class RosRobotDriver(Driver):
     time it sends the newest it has (counted in ``stale_states``).
     """
 
-    def __init__(self, config: LaunchConfig, endpoint: str | None = None, *, odometry: bool = False,
-                 ros_args: list[str] | None = None, fresh_fraction: float = 0.5,
-                 **driver_options: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: LaunchConfig,
+        endpoint: str | None = None,
+        *,
+        odometry: bool = False,
+        ros_args: list[str] | None = None,
+        fresh_fraction: float = 0.5,
+        **driver_options: Any,
+    ) -> None:
         require_rclpy()
         import rclpy
         from rclpy.node import Node
@@ -159,8 +174,12 @@ class RosRobotDriver(Driver):
         self.fresh_fraction = fresh_fraction
         self._ages = Series(1 << 20)
         self._last_refusal: dict[str, float] = {}
-        super().__init__(RobotSizes.of(robot), endpoint or config.endpoints.control,
-                         credential_endpoint=config.endpoints.control, **driver_options)  # fmt: skip
+        super().__init__(
+            RobotSizes.of(robot),
+            endpoint or config.endpoints.control,
+            credential_endpoint=config.endpoints.control,
+            **driver_options,
+        )
         self.context = rclpy.Context()
         rclpy.init(args=["idcontrol_driver", *(ros_args or [])], context=self.context)
         self.node = Node("idcontrol_driver", context=self.context)
@@ -249,8 +268,9 @@ class RosRobotDriver(Driver):
     def read_state(self) -> DriverState:
         with self._lock:
             if self._measurement is not None and self._measurement.t < self._effort_at:
-                self._lock.wait_for(lambda: self._measurement.t >= self._effort_at,
-                                    timeout=self.fresh_fraction * (self.period or 0.0))  # fmt: skip
+                self._lock.wait_for(
+                    lambda: self._measurement.t >= self._effort_at, timeout=self.fresh_fraction * (self.period or 0.0)
+                )
                 if self._measurement.t < self._effort_at:
                     self.report.stale_states += 1  # type: ignore[attr-defined]
             m = self._measurement

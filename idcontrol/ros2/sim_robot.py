@@ -31,9 +31,13 @@ log = logging.getLogger("idcontrol.ros2.sim_robot")
 def _rotate_to_base(quaternion_xyzw: np.ndarray, vector_in_world: np.ndarray) -> np.ndarray:
     """Rᵀ v for the rotation R (base → world) of a unit quaternion x y z w."""
     x, y, z, w = quaternion_xyzw
-    r = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                  [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                  [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])  # fmt: skip
+    r = np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
     return r.T @ vector_in_world
 
 
@@ -42,8 +46,14 @@ class SimRobot:
     launch file's control rate); timestep : MuJoCo's step, s (the period must be a whole number of them);
     hold_after_periods : periods without an effort after which the robot is held and publishes on its own."""
 
-    def __init__(self, config: LaunchConfig, ros_args: list[str] | None = None, rate_hz: float | None = None,
-                 timestep: float = 1e-3, hold_after_periods: int = 2) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: LaunchConfig,
+        ros_args: list[str] | None = None,
+        rate_hz: float | None = None,
+        timestep: float = 1e-3,
+        hold_after_periods: int = 2,
+    ) -> None:
         require_rclpy()
         import rclpy
         from nav_msgs.msg import Odometry
@@ -77,8 +87,12 @@ class SimRobot:
         self.pub_joints = self.node.create_publisher(JointState, "joint_states", sensor)
         self.pub_imu = self.node.create_publisher(Imu, "imu", sensor)
         self.pub_odom = self.node.create_publisher(Odometry, "odom", sensor)
-        self.node.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_effort,
-                                      QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))  # fmt: skip
+        self.node.create_subscription(
+            Float64MultiArray,
+            "effort_controller/commands",
+            self._on_effort,
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE),
+        )
         self._js, self._imu, self._odom = JointState(), Imu(), Odometry()
         self._js.name = list(self.layout.joints)
         self._odom.header.frame_id, self._odom.child_frame_id = "world", "base"
@@ -92,8 +106,12 @@ class SimRobot:
             self.refused += 1
             if time.monotonic() - self._last_refusal >= 1.0:
                 self._last_refusal = time.monotonic()
-                log.warning("effort refused, nothing changed: %d values (the robot has %d actuated joints)%s",
-                            tau.size, self.robot.nu, "" if np.all(np.isfinite(tau)) else ", NaN")  # fmt: skip
+                log.warning(
+                    "effort refused, nothing changed: %d values (the robot has %d actuated joints)%s",
+                    tau.size,
+                    self.robot.nu,
+                    "" if np.all(np.isfinite(tau)) else ", NaN",
+                )
             return
         with self._lock:
             self._last_effort = time.monotonic()
@@ -150,8 +168,14 @@ class SimRobot:
         finally:
             self._stop.set()
             spin.join(timeout=2.0)
-        return {"published": self.published, "steps": self.steps, "efforts": self.efforts, "refused": self.refused,
-                "overruns": overruns, "base_height_m": float(np.asarray(self.sim.state().q)[2])}  # fmt: skip
+        return {
+            "published": self.published,
+            "steps": self.steps,
+            "efforts": self.efforts,
+            "refused": self.refused,
+            "overruns": overruns,
+            "base_height_m": float(np.asarray(self.sim.state().q)[2]),
+        }
 
     def _spin(self) -> None:
         while not self._stop.is_set() and self.context.ok():

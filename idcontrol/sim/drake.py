@@ -107,16 +107,21 @@ def require_drake() -> None:
 def contact_properties(stiffness: float, relaxation_time: float, mu: float) -> ProximityProperties:
     """Proximity properties of one geometry: point stiffness (N/m), SAP relaxation time (s) and friction."""
     properties = ProximityProperties()
-    AddContactMaterial(dissipation=None, point_stiffness=stiffness, friction=CoulombFriction(mu, mu),
-                       properties=properties)  # fmt: skip
+    AddContactMaterial(
+        dissipation=None, point_stiffness=stiffness, friction=CoulombFriction(mu, mu), properties=properties
+    )
     properties.AddProperty("material", "relaxation_time", relaxation_time)
     return properties
 
 
 def sap_plant_config(timestep: float) -> MultibodyPlantConfig:
     """A discrete plant of step ``timestep`` s with SAP and point contact, both set explicitly."""
-    return MultibodyPlantConfig(time_step=timestep, discrete_contact_approximation="sap", contact_model="point",
-                                sap_near_rigid_threshold=NEAR_RIGID_THRESHOLD)  # fmt: skip
+    return MultibodyPlantConfig(
+        time_step=timestep,
+        discrete_contact_approximation="sap",
+        contact_model="point",
+        sap_near_rigid_threshold=NEAR_RIGID_THRESHOLD,
+    )
 
 
 class _QuietHalfSpaceWarning(logging.Filter):
@@ -171,11 +176,13 @@ def _rotation_from_wxyz(w: float, x: float, y: float, z: float) -> Array:
     """(3, 3) rotation matrix of the quaternion (w, x, y, z), normalized first."""
     n = math.sqrt(w * w + x * x + y * y + z * z)
     w, x, y, z = w / n, x / n, y / n, z / n
-    return np.array([
-        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
-        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
-        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
-    ])  # fmt: skip
+    return np.array(
+        [
+            [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
+            [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
+            [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
+        ]
+    )
 
 
 class DrakeSim(SimulatorBase):
@@ -252,8 +259,9 @@ class DrakeSim(SimulatorBase):
             plant.WeldFrames(plant.world_frame(), roots[0].body_frame(), RigidTransform())
 
         if self.has_floor:
-            plant.RegisterCollisionGeometry(plant.world_body(), RigidTransform(), HalfSpace(), "ground",
-                                            material(floor_mu))  # fmt: skip
+            plant.RegisterCollisionGeometry(
+                plant.world_body(), RigidTransform(), HalfSpace(), "ground", material(floor_mu)
+            )
         pin_model = r.model
         pin_names = [str(n) for n in pin_model.names]
         self._sphere_of_geometry: dict[Any, int] = {}
@@ -268,8 +276,9 @@ class DrakeSim(SimulatorBase):
                 body = plant.GetJointByName(pin_names[joint], instance).child_body()
             # the sphere centre in the joint frame (= the Drake child body's frame for a URDF joint)
             centre = RigidTransform(np.asarray(frame.placement.act(sphere.offset_in_frame)))
-            geometry = plant.RegisterCollisionGeometry(body, centre, Sphere(sphere.radius), f"contact:{sphere.name}",
-                                                       material(sphere_mu))  # fmt: skip
+            geometry = plant.RegisterCollisionGeometry(
+                body, centre, Sphere(sphere.radius), f"contact:{sphere.name}", material(sphere_mu)
+            )
             self._sphere_of_geometry[geometry] = k
         self._object_bodies = []
         for o, o_mu in zip(self.objects, object_mus, strict=True):
@@ -320,19 +329,25 @@ class DrakeSim(SimulatorBase):
             a, b = body.floating_positions_start(), body.floating_velocities_start_in_v()
             suffixes = [n.rsplit("_", 1)[-1] for n in position_names[a : a + 7] + velocity_names[b : b + 6]]
             if suffixes != ["qw", "qx", "qy", "qz", "x", "y", "z", "wx", "wy", "wz", "vx", "vy", "vz"]:
-                raise ConfigError(f"Drake's free joint of {body.name()!r} has coordinates {suffixes}; "
-                                  "expected a quaternion floating joint")  # fmt: skip
+                raise ConfigError(
+                    f"Drake's free joint of {body.name()!r} has coordinates {suffixes}; "
+                    "expected a quaternion floating joint"
+                )
             return a, nq + b
 
         self._base_slots = None
         if r.floating_base:
-            floating = [plant.get_body(i) for i in plant.GetFloatingBaseBodies() if plant.get_body(i).model_instance()
-                        == instance]  # fmt: skip
+            floating = [
+                plant.get_body(i)
+                for i in plant.GetFloatingBaseBodies()
+                if plant.get_body(i).model_instance() == instance
+            ]
             if len(floating) != 1:
                 raise ConfigError(f"Drake found {len(floating)} floating bodies in {r.config.urdf_path}, expected 1")
             self._base_slots = free_slots(floating[0])
-        self._object_slots = [(o.name, *free_slots(body)) for o, body in zip(self.objects, self._object_bodies,
-                                                                              strict=True)]  # fmt: skip
+        self._object_slots = [
+            (o.name, *free_slots(body)) for o, body in zip(self.objects, self._object_bodies, strict=True)
+        ]
         actuators = [plant.get_joint_actuator(i) for i in plant.GetJointActuatorIndices()]
         by_name = {a.name(): a for a in actuators}
         self._actuation_index = np.array([by_name[n].input_start() for n in r.actuated_joints], dtype=np.intp)
@@ -352,8 +367,10 @@ class DrakeSim(SimulatorBase):
         r = self.robot
         data = r.model.createData()
         pin.framesForwardKinematics(r.model, data, q)
-        bottoms = [data.oMf[int(fid)].act(s.offset_in_frame)[2] - s.radius
-                   for s, fid in zip(r.config.contact_spheres, r.sphere_frame_ids, strict=True)]  # fmt: skip
+        bottoms = [
+            data.oMf[int(fid)].act(s.offset_in_frame)[2] - s.radius
+            for s, fid in zip(r.config.contact_spheres, r.sphere_frame_ids, strict=True)
+        ]
         touching = sum(1 for z in bottoms if abs(z) <= 1e-6)
         if not touching:
             return 0.0

@@ -207,8 +207,10 @@ def urdf_for_mujoco(urdf_path: Path) -> tuple[str, list[str]]:
             materials += 1
     if missing:
         shown = ", ".join(sorted(set(missing))[:3]) + (" ..." if len(set(missing)) > 3 else "")
-        changes.append(f"{len(missing)} visual/collision element(s) dropped: their mesh file is missing ({shown}); "
-                       "they only display (the contact spheres collide)")  # fmt: skip
+        changes.append(
+            f"{len(missing)} visual/collision element(s) dropped: their mesh file is missing ({shown}); "
+            "they only display (the contact spheres collide)"
+        )
     if materials:
         changes.append(f"{materials} repeated <material> element(s) of a <visual> dropped (MuJoCo reads one)")
     return ET.tostring(root, encoding="unicode"), changes
@@ -240,28 +242,46 @@ class Terrain:
         front = float(footprint[0, 1]) + self.CLEARANCE
         if self.kind == "step":
             half = np.array([self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT, 0.5 * self.height])
-            spec.worldbody.add_geom(name="terrain:step", type=mujoco.mjtGeom.mjGEOM_BOX, size=half,
-                                    pos=[front + half[0], 0.0, 0.5 * self.height], **floor)  # fmt: skip
+            spec.worldbody.add_geom(
+                name="terrain:step",
+                type=mujoco.mjtGeom.mjGEOM_BOX,
+                size=half,
+                pos=[front + half[0], 0.0, 0.5 * self.height],
+                **floor,
+            )
         elif self.kind == "slope":
             angle = math.radians(self.slope_deg)
             half = np.array([self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT, 0.5])
             # the box's top face passes through (front, ·, 0), rising along +x
             normal = np.array([-math.sin(angle), 0.0, math.cos(angle)])
-            centre = np.array([front, 0.0, 0.0]) + half[0] * np.array([math.cos(angle), 0.0, math.sin(angle)]) \
-                - half[2] * normal  # fmt: skip
+            centre = (
+                np.array([front, 0.0, 0.0])
+                + half[0] * np.array([math.cos(angle), 0.0, math.sin(angle)])
+                - half[2] * normal
+            )
             quat = [math.cos(-0.5 * angle), 0.0, math.sin(-0.5 * angle), 0.0]  # w x y z: about y by −angle
-            spec.worldbody.add_geom(name="terrain:slope", type=mujoco.mjtGeom.mjGEOM_BOX, size=half, pos=centre,
-                                    quat=quat, **floor)  # fmt: skip
+            spec.worldbody.add_geom(
+                name="terrain:slope", type=mujoco.mjtGeom.mjGEOM_BOX, size=half, pos=centre, quat=quat, **floor
+            )
         elif self.kind == "bumps":
             heights = self.bump_heights(footprint)
             n, low, high = heights.shape[0], float(heights.min()), float(heights.max())
             # MuJoCo scales the field's data to [0, 1], then to [0, size[2]] above the geom: the geom sits at the
             # lowest height, so that every height lands where it was drawn
-            spec.add_hfield(name="terrain:bumps", size=[self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT,
-                                                        max(high - low, 1e-6), 0.1],  # fmt: skip
-                            nrow=n, ncol=n, userdata=heights.ravel().tolist())
-            spec.worldbody.add_geom(name="terrain:bumps", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain:bumps",
-                                    pos=[0.0, 0.0, low], **floor)  # fmt: skip
+            spec.add_hfield(
+                name="terrain:bumps",
+                size=[self.FIELD_HALF_EXTENT, self.FIELD_HALF_EXTENT, max(high - low, 1e-6), 0.1],
+                nrow=n,
+                ncol=n,
+                userdata=heights.ravel().tolist(),
+            )
+            spec.worldbody.add_geom(
+                name="terrain:bumps",
+                type=mujoco.mjtGeom.mjGEOM_HFIELD,
+                hfieldname="terrain:bumps",
+                pos=[0.0, 0.0, low],
+                **floor,
+            )
             spec.geom("floor").pos = [0.0, 0.0, low - 0.1]  # below the field: its dips are the ground
         else:
             raise ConfigError(f"unknown terrain {self.kind!r}; MuJoCo builds bumps, slope, step")
@@ -402,8 +422,13 @@ class MujocoSim(SimulatorBase):
             self.terrain = terrain
             if terrain is not None:
                 self._footprint = self._standing_footprint()
-                attributes = {"contype": 1, "conaffinity": 1, "priority": _FLOOR_PRIORITY,
-                              "friction": [floor_mu, 0.0, 0.0], **contact}  # fmt: skip
+                attributes = {
+                    "contype": 1,
+                    "conaffinity": 1,
+                    "priority": _FLOOR_PRIORITY,
+                    "friction": [floor_mu, 0.0, 0.0],
+                    **contact,
+                }
                 terrain.add_to(spec, self._footprint, attributes)
         for o in self.objects:
             w_x_y_z = np.roll(o.initial_orientation_xyzw, 1)
@@ -475,19 +500,25 @@ class MujocoSim(SimulatorBase):
             kinds = sorted({os.path.splitext(m.file)[1] for m in unreadable.values()})
             for mesh in unreadable.values():
                 spec.delete(mesh)
-            changes.append(f"{len(dropped)} mesh geom(s) dropped: MuJoCo cannot decode {', '.join(kinds)} "
-                           f"({len(unreadable)} mesh file(s)); they only display (the contact spheres collide)")
+            changes.append(
+                f"{len(dropped)} mesh geom(s) dropped: MuJoCo cannot decode {', '.join(kinds)} "
+                f"({len(unreadable)} mesh file(s)); they only display (the contact spheres collide)"
+            )
         mimics = [e for e in spec.equalities if e.type == mujoco.mjtEq.mjEQ_JOINT]  # the URDF's <mimic> joints
         for equality in mimics:
-            changes.append(f"joint {equality.name1!r}: the URDF's <mimic> of {equality.name2!r} is not simulated; "
-                           "it moves independently, as in the controller's model")  # fmt: skip
+            changes.append(
+                f"joint {equality.name1!r}: the URDF's <mimic> of {equality.name2!r} is not simulated; "
+                "it moves independently, as in the controller's model"
+            )
             spec.delete(equality)
         bad = r.preflight.repairable_links
         changes += self._round_off_inertias(spec, set(bad))
         if bad and not r.config.sim.repair_inertia:
-            raise ConfigError(f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia MuJoCo rejects (see "
-                              f"`idcontrol robot check {r.config.path}`); set [sim] "
-                              "repair_inertia = true in the robot file to simulate the nearest it accepts")
+            raise ConfigError(
+                f"{r.config.urdf_path}: link(s) {list(bad)} have an inertia MuJoCo rejects (see "
+                f"`idcontrol robot check {r.config.path}`); set [sim] "
+                "repair_inertia = true in the robot file to simulate the nearest it accepts"
+            )
         for name in bad:
             body = spec.body(name)
             if body is None:
@@ -497,9 +528,11 @@ class MujocoSim(SimulatorBase):
             if name in r.preflight.massless_links:  # a moving body without mass
                 body.mass = REPAIR_MASS_FRACTION * r.total_mass()
                 mass = f"mass 0 -> {body.mass:.3g} kg ({REPAIR_MASS_FRACTION:g} of the robot's)"
-            changes.append(f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
-                           f"({', '.join(f'{x:.3g}' for x in moments)}) -> ({', '.join(f'{x:.3g}' for x in repaired)})"
-                           f" kg·m², {mass}")  # fmt: skip
+            changes.append(
+                f"link {name!r}: inertia repaired ([sim] repair_inertia), principal moments "
+                f"({', '.join(f'{x:.3g}' for x in moments)}) -> ({', '.join(f'{x:.3g}' for x in repaired)})"
+                f" kg·m², {mass}"
+            )
         return changes
 
     @staticmethod
@@ -517,8 +550,10 @@ class MujocoSim(SimulatorBase):
             if moments[0] + moments[1] >= moments[2] or shortfall > 1e-6 * float(moments[2]) or moments[0] <= 0.0:
                 continue  # physical, or a real defect (the preflight's, or MuJoCo's own message)
             _repair_moments(body)
-            changes.append(f"link {body.name!r}: principal moments ({', '.join(f'{x:.6g}' for x in moments)}) "
-                           f"kg·m² break I1 + I2 >= I3 by round-off ({shortfall:.2g}); raised by about 1e-6 relative")
+            changes.append(
+                f"link {body.name!r}: principal moments ({', '.join(f'{x:.6g}' for x in moments)}) "
+                f"kg·m² break I1 + I2 >= I3 by round-off ({shortfall:.2g}); raised by about 1e-6 relative"
+            )
         return changes
 
     def _compare(self) -> list[str]:
@@ -545,14 +580,20 @@ class MujocoSim(SimulatorBase):
                 shown = tuple(m.jnt_range[jid]) if m.jnt_limited[jid] else "none"
                 out.append(f"joint {name!r}: limits {shown} in MuJoCo, ({lo:g}, {hi:g}) in the controller")
             dof = m.jnt_dofadr[jid]
-            for what, value in (("damping", m.dof_damping[dof]), ("friction", m.dof_frictionloss[dof]),
-                                ("armature", m.dof_armature[dof])):  # fmt: skip
+            for what, value in (
+                ("damping", m.dof_damping[dof]),
+                ("friction", m.dof_frictionloss[dof]),
+                ("armature", m.dof_armature[dof]),
+            ):
                 if value != 0.0:
                     passive[what].append(f"{name} {value:g}")
         for what, joints in passive.items():
             if joints:
-                how = ("the controller adds it at the reference's velocity (a feed-forward)" if what != "armature"
-                       else "the controller does not model it")  # fmt: skip
+                how = (
+                    "the controller adds it at the reference's velocity (a feed-forward)"
+                    if what != "armature"
+                    else "the controller does not model it"
+                )
                 out.append(f"the URDF's joint {what} acts in MuJoCo, {how}: " + ", ".join(joints))
         return out
 
@@ -722,5 +763,4 @@ class MujocoSim(SimulatorBase):
     def fell(self, min_base_height: float) -> bool:
         """Whether the floating base's origin is below ``min_base_height`` (world z, m) or the state is not finite."""
         qpos = self._data.qpos
-        return base_fell(self.robot, qpos, qpos[self._base_q + 2] if self.robot.floating_base else 0.0,
-                         min_base_height)
+        return base_fell(self.robot, qpos, qpos[self._base_q + 2] if self.robot.floating_base else 0.0, min_base_height)

@@ -128,8 +128,12 @@ class _Body:
 
     def state(self) -> ObjectState:
         quat = pin.Quaternion(self.rotation)
-        return ObjectState(self.position.copy(), np.array([quat.x, quat.y, quat.z, quat.w]),
-                           self.velocity[:3].copy(), self.velocity[3:].copy())  # fmt: skip
+        return ObjectState(
+            self.position.copy(),
+            np.array([quat.x, quat.y, quat.z, quat.w]),
+            self.velocity[:3].copy(),
+            self.velocity[3:].copy(),
+        )
 
 
 def pyramid_lcp(
@@ -350,8 +354,9 @@ class RigidSim(SimulatorBase):
                 v_free = v + dt * cho_solve(factor, f, check_finite=False)
         self._advance(self._solve_contacts(contacts, objects, factor, v_free, rows))
 
-    def _sample_touchdown(self, contacts: ContactSet, rows: tuple[Array, Array, Array], M: Array, v: Array,
-                          v_free: Array) -> Array | None:  # fmt: skip
+    def _sample_touchdown(
+        self, contacts: ContactSet, rows: tuple[Array, Array, Array], M: Array, v: Array, v_free: Array
+    ) -> Array | None:
         """At a touchdown event, one Algorithm-1 sample of the velocity after the impact (m,); else None."""
         N, S, T = rows
         approach = N @ v
@@ -393,8 +398,9 @@ class RigidSim(SimulatorBase):
             stats.spread_max = max(stats.spread_max, math.sqrt(model.kinetic_energy(out - simultaneous) / size))
         return out
 
-    def _solve_contacts(self, contacts: ContactSet, objects, factor, v_free: Array,
-                        rows: tuple[Array, Array, Array]) -> Array:  # fmt: skip
+    def _solve_contacts(
+        self, contacts: ContactSet, objects, factor, v_free: Array, rows: tuple[Array, Array, Array]
+    ) -> Array:
         """Solve the step's LCP; fill the per-sphere forces and ``last_step``; return v⁺ (m,)."""
         dt, n = self.timestep, contacts.n
         N, S, T = rows
@@ -420,10 +426,14 @@ class RigidSim(SimulatorBase):
         f_normal = z[:n]
         self._loaded = {contacts.ids[i] for i in np.flatnonzero(f_normal > 0.0)}
         f_s, f_t = z[n : 2 * n] - z[2 * n : 3 * n], z[3 * n : 4 * n] - z[4 * n : 5 * n]
-        self.last_step = ContactStep(contacts, objects, Q, q, z, w, f_normal.copy(), f_s, f_t, finite, pivots, eps,
-                                     stand_in)  # fmt: skip
-        force = (f_normal[:, None] * contacts.normals + f_s[:, None] * contacts.tangents_s
-                 + f_t[:, None] * contacts.tangents_t)  # fmt: skip
+        self.last_step = ContactStep(
+            contacts, objects, Q, q, z, w, f_normal.copy(), f_s, f_t, finite, pivots, eps, stand_in
+        )
+        force = (
+            f_normal[:, None] * contacts.normals
+            + f_s[:, None] * contacts.tangents_s
+            + f_t[:, None] * contacts.tangents_t
+        )
         np.add.at(self._forces, contacts.sphere, force)
         return v_free + dt * cho_solve(factor, R.T @ z[: 5 * n], check_finite=False)
 

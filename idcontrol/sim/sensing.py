@@ -63,8 +63,14 @@ def _quat_multiply(a: Array, b: Array) -> Array:
     """Hamilton product of two quaternions (x, y, z, w)."""
     ax, ay, az, aw = a
     bx, by, bz, bw = b
-    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])  # fmt: skip
+    return np.array(
+        [
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+            aw * bw - ax * bx - ay * by - az * bz,
+        ]
+    )
 
 
 def _quat_from_rotation_vector(r: Array) -> Array:
@@ -85,9 +91,13 @@ def _quat_from_matrix(rotation: Array) -> Array:
 
 def _rotation(quaternion_xyzw: Array) -> Array:
     x, y, z, w = quaternion_xyzw / np.linalg.norm(quaternion_xyzw)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])  # fmt: skip
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- the wrapper
@@ -292,7 +302,8 @@ class SensedSimulator:
         if s.base_velocity_error > 0.0:
             decay = math.exp(-dt / s.base_velocity_correlation)
             self._velocity_error = decay * self._velocity_error + rng.normal(
-                0.0, s.base_velocity_error * math.sqrt(1.0 - decay * decay), 3)  # fmt: skip
+                0.0, s.base_velocity_error * math.sqrt(1.0 - decay * decay), 3
+            )
         v[0:3] = _rotation(quaternion).T @ (velocity_world + self._velocity_bias + self._velocity_error)
         # the gyro: body rates with a constant bias and white noise
         gyro = truth.v[3:6] + self._gyro_bias

@@ -38,41 +38,112 @@ _int, _double, _ptr = ctypes.c_int, ctypes.c_double, ctypes.c_void_p
 class DAQPProblem(ctypes.Structure):
     """min ½xᵀHx + fᵀx, blower ≤ [x_1..x_ms; A x] ≤ bupper (row-major H (n, n), A (m − ms, n))."""
 
-    _fields_ = [("n", _int), ("m", _int), ("ms", _int), ("H", _ptr), ("f", _ptr), ("A", _ptr), ("bupper", _ptr),
-                ("blower", _ptr), ("sense", _ptr), ("break_points", _ptr), ("nh", _int),
-                ("problem_type", _int)]  # fmt: skip
+    _fields_ = [
+        ("n", _int),
+        ("m", _int),
+        ("ms", _int),
+        ("H", _ptr),
+        ("f", _ptr),
+        ("A", _ptr),
+        ("bupper", _ptr),
+        ("blower", _ptr),
+        ("sense", _ptr),
+        ("break_points", _ptr),
+        ("nh", _int),
+        ("problem_type", _int),
+    ]
 
 
 class DAQPSettings(ctypes.Structure):
     """The solver's tolerances and limits."""
 
-    _fields_ = [("primal_tol", _double), ("dual_tol", _double), ("zero_tol", _double), ("pivot_tol", _double),
-                ("progress_tol", _double), ("cycle_tol", _int), ("iter_limit", _int), ("fval_bound", _double),
-                ("eps_prox", _double), ("eta_prox", _double), ("rho_soft", _double), ("rel_subopt", _double),
-                ("abs_subopt", _double), ("sing_tol", _double), ("refactor_tol", _double),
-                ("time_limit", _double), ("w_soft", _double), ("eq_reduction", _int),
-                ("presolve", _int)]  # fmt: skip
+    _fields_ = [
+        ("primal_tol", _double),
+        ("dual_tol", _double),
+        ("zero_tol", _double),
+        ("pivot_tol", _double),
+        ("progress_tol", _double),
+        ("cycle_tol", _int),
+        ("iter_limit", _int),
+        ("fval_bound", _double),
+        ("eps_prox", _double),
+        ("eta_prox", _double),
+        ("rho_soft", _double),
+        ("rel_subopt", _double),
+        ("abs_subopt", _double),
+        ("sing_tol", _double),
+        ("refactor_tol", _double),
+        ("time_limit", _double),
+        ("w_soft", _double),
+        ("eq_reduction", _int),
+        ("presolve", _int),
+    ]
 
 
 class DAQPResult(ctypes.Structure):
     """Where a solve writes x (n,) and λ (m,) (caller-owned), and its status."""
 
-    _fields_ = [("x", _ptr), ("lam", _ptr), ("fval", _double), ("soft_slack", _double), ("exitflag", _int),
-                ("iter", _int), ("nodes", _int), ("solve_time", _double), ("setup_time", _double)]  # fmt: skip
+    _fields_ = [
+        ("x", _ptr),
+        ("lam", _ptr),
+        ("fval", _double),
+        ("soft_slack", _double),
+        ("exitflag", _int),
+        ("iter", _int),
+        ("nodes", _int),
+        ("solve_time", _double),
+        ("setup_time", _double),
+    ]
 
 
 class DAQPWorkspace(ctypes.Structure):
     """The solver's state; every pointer in it is DAQP's (malloc) except ``qp`` and ``settings``."""
 
-    _fields_ = [("qp", _ptr), ("n", _int), ("m", _int), ("ms", _int), ("M", _ptr), ("dupper", _ptr),
-                ("dlower", _ptr), ("Rinv", _ptr), ("v", _ptr), ("sense", _ptr), ("scaling", _ptr),
-                ("RinvD", _ptr), ("x", _ptr), ("xold", _ptr), ("lam", _ptr), ("lam_star", _ptr), ("u", _ptr),
-                ("fval", _double), ("L", _ptr), ("D", _ptr), ("xldl", _ptr), ("zldl", _ptr),
-                ("reuse_ind", _int), ("WS", _ptr), ("n_active", _int), ("iterations", _int),
-                ("sing_ind", _int), ("prox_mask", _ptr), ("n_prox", _int), ("soft_slack", _double),
-                ("settings", _ptr), ("bnb", _ptr), ("outer_iter", _int), ("hierarchy", _ptr), ("avi", _ptr),
-                ("eq", _ptr), ("timer", _ptr), ("Mu", _ptr), ("rho_ls", _ptr), ("rho_us", _ptr), ("w_ls", _ptr),
-                ("w_us", _ptr), ("state", _int)]  # fmt: skip
+    _fields_ = [
+        ("qp", _ptr),
+        ("n", _int),
+        ("m", _int),
+        ("ms", _int),
+        ("M", _ptr),
+        ("dupper", _ptr),
+        ("dlower", _ptr),
+        ("Rinv", _ptr),
+        ("v", _ptr),
+        ("sense", _ptr),
+        ("scaling", _ptr),
+        ("RinvD", _ptr),
+        ("x", _ptr),
+        ("xold", _ptr),
+        ("lam", _ptr),
+        ("lam_star", _ptr),
+        ("u", _ptr),
+        ("fval", _double),
+        ("L", _ptr),
+        ("D", _ptr),
+        ("xldl", _ptr),
+        ("zldl", _ptr),
+        ("reuse_ind", _int),
+        ("WS", _ptr),
+        ("n_active", _int),
+        ("iterations", _int),
+        ("sing_ind", _int),
+        ("prox_mask", _ptr),
+        ("n_prox", _int),
+        ("soft_slack", _double),
+        ("settings", _ptr),
+        ("bnb", _ptr),
+        ("outer_iter", _int),
+        ("hierarchy", _ptr),
+        ("avi", _ptr),
+        ("eq", _ptr),
+        ("timer", _ptr),
+        ("Mu", _ptr),
+        ("rho_ls", _ptr),
+        ("rho_us", _ptr),
+        ("w_ls", _ptr),
+        ("w_us", _ptr),
+        ("state", _int),
+    ]
 
 
 STRUCTS: dict[str, type[ctypes.Structure]] = {
@@ -92,8 +163,14 @@ EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL = 1, 2
 INFINITY = 1e30
 
 #: the C functions the compiled path calls, and those the owner of a workspace frees it with
-FUNCTIONS = ("daqp_default_settings", "setup_daqp_main", "daqp_update_ldp", "daqp_solve", "free_daqp_workspace",
-             "free_daqp_ldp")  # fmt: skip
+FUNCTIONS = (
+    "daqp_default_settings",
+    "setup_daqp_main",
+    "daqp_update_ldp",
+    "daqp_solve",
+    "free_daqp_workspace",
+    "free_daqp_ldp",
+)
 
 Layout = dict[str, dict[str, Any]]  # struct -> {"size": bytes, "fields": {name: [offset, code]}}
 
@@ -111,8 +188,14 @@ def numpy_dtype(entry: dict[str, Any], only: tuple[str, ...] | None = None) -> n
     """A numpy structured dtype of one struct of :func:`layout` (only the named fields; the full size)."""
     formats = {"i": np.intc, "d": np.float64, "P": np.uintp}
     names = [name for name in entry["fields"] if only is None or name in only]
-    return np.dtype({"names": names, "formats": [formats[entry["fields"][k][1]] for k in names],
-                     "offsets": [entry["fields"][k][0] for k in names], "itemsize": entry["size"]})  # fmt: skip
+    return np.dtype(
+        {
+            "names": names,
+            "formats": [formats[entry["fields"][k][1]] for k in names],
+            "offsets": [entry["fields"][k][0] for k in names],
+            "itemsize": entry["size"],
+        }
+    )
 
 
 def probe_problem() -> dict[str, np.ndarray]:
@@ -175,8 +258,7 @@ def probe(library: str, lay: Layout) -> dict[str, Any]:
     problem = _Struct(lay["problem"], 256, 0xA5)
     for name, value in (("n", n), ("m", m), ("ms", ms), ("nh", 0), ("problem_type", 0), ("break_points", 0)):
         problem[name] = value
-    for name, key in (("H", "H"), ("f", "f"), ("A", "A"), ("bupper", "upper"), ("blower", "lower"),
-                      ("sense", "sense")):  # fmt: skip
+    for name, key in (("H", "H"), ("f", "f"), ("A", "A"), ("bupper", "upper"), ("blower", "lower"), ("sense", "sense")):
         problem[name] = data[key].ctypes.data
     work = _Struct(lay["workspace"], 4096, 0xA5)
     work["settings"] = settings.address
@@ -196,9 +278,16 @@ def probe(library: str, lay: Layout) -> dict[str, Any]:
                 obs["update_flag"] = lib.daqp_update_ldp(UPDATE_V, _ptr(work.address), _ptr(problem.address))
             result["x"], result["lam"] = x.ctypes.data, lam.ctypes.data
             lib.daqp_solve(_ptr(result.address), _ptr(work.address))
-            obs["solves"].append({"x": x.tolist(), "lam": lam.tolist(), "exitflag": result["exitflag"],
-                                  "iterations": result["iter"], "fval": result["fval"],
-                                  "work_iterations": work["iterations"]})  # fmt: skip
+            obs["solves"].append(
+                {
+                    "x": x.tolist(),
+                    "lam": lam.tolist(),
+                    "exitflag": result["exitflag"],
+                    "iterations": result["iter"],
+                    "fval": result["fval"],
+                    "work_iterations": work["iterations"],
+                }
+            )
     obs["work_spare_untouched"] = work.spare_untouched()
     obs["result_spare_untouched"] = result.spare_untouched()
     obs["problem_spare_untouched"] = problem.spare_untouched()

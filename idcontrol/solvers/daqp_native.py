@@ -212,9 +212,15 @@ class NativeQP(structref.StructRefProxy):
     """
 
     def __new__(
-        cls, n: int, rows: int, *, bounds: bool = True, equalities: int = 0, primal_tol: float = 1e-8,
+        cls,
+        n: int,
+        rows: int,
+        *,
+        bounds: bool = True,
+        equalities: int = 0,
+        primal_tol: float = 1e-8,
         iter_limit: int = 1000,
-    ) -> NativeQP:  # fmt: skip
+    ) -> NativeQP:
         if not native_available():
             raise NativeSolverUnavailable("DAQP", native_status())
         return _new(n, rows, bounds, equalities, primal_tol, iter_limit)
@@ -283,20 +289,79 @@ structref.define_boxing(NativeQPType, NativeQP)
 def _new(n: int, rows: int, bounds: bool, equalities: int, primal_tol: float, iter_limit: int) -> NativeQP:
     """A record and its arrays (allocated here, in Python, so that the workspace's memory frees DAQP's with it)."""
     if n < 1 or rows < 0 or not 0 <= equalities <= rows:
-        raise ValueError(f"NativeQP needs n ≥ 1 and 0 ≤ equalities ≤ rows (n={n}, rows={rows}, "
-                         f"equalities={equalities})")  # fmt: skip
+        raise ValueError(
+            f"NativeQP needs n ≥ 1 and 0 ≤ equalities ≤ rows (n={n}, rows={rows}, equalities={equalities})"
+        )
     m = rows + (n if bounds else 0)
     work = np.frombuffer(_WorkspaceMemory(), dtype=WORKSPACE, count=1)
-    return _assemble(n, m, n if bounds else 0, equalities, float(primal_tol), int(iter_limit), np.zeros((n, n)),
-                     np.zeros(n), np.zeros((rows, n)), np.full(m, -INFINITY), np.full(m, INFINITY),
-                     np.zeros(m, dtype=np.int32), np.zeros(n), np.zeros(m), np.zeros(1, PROBLEM),
-                     np.zeros(1, SETTINGS), np.zeros(1, RESULT), work, np.zeros(1))  # fmt: skip
+    return _assemble(
+        n,
+        m,
+        n if bounds else 0,
+        equalities,
+        float(primal_tol),
+        int(iter_limit),
+        np.zeros((n, n)),
+        np.zeros(n),
+        np.zeros((rows, n)),
+        np.full(m, -INFINITY),
+        np.full(m, INFINITY),
+        np.zeros(m, dtype=np.int32),
+        np.zeros(n),
+        np.zeros(m),
+        np.zeros(1, PROBLEM),
+        np.zeros(1, SETTINGS),
+        np.zeros(1, RESULT),
+        work,
+        np.zeros(1),
+    )
 
 
-@njit(RECORD(intp, intp, intp, intp, float64, intp, MATRIX, VECTOR, MATRIX, VECTOR, VECTOR, FLAGS, VECTOR, VECTOR,
-             C_PROBLEM, C_SETTINGS, C_RESULT, C_WORKSPACE, VECTOR), cache=True)  # fmt: skip
-def _assemble(n, m, ms, equalities, primal_tol, iter_limit, H, f, A, lower, upper, sense, x, lam, c_problem,
-              c_settings, c_result, c_work, c_time):  # fmt: skip
+@njit(
+    RECORD(
+        intp,
+        intp,
+        intp,
+        intp,
+        float64,
+        intp,
+        MATRIX,
+        VECTOR,
+        MATRIX,
+        VECTOR,
+        VECTOR,
+        FLAGS,
+        VECTOR,
+        VECTOR,
+        C_PROBLEM,
+        C_SETTINGS,
+        C_RESULT,
+        C_WORKSPACE,
+        VECTOR,
+    ),
+    cache=True,
+)
+def _assemble(
+    n,
+    m,
+    ms,
+    equalities,
+    primal_tol,
+    iter_limit,
+    H,
+    f,
+    A,
+    lower,
+    upper,
+    sense,
+    x,
+    lam,
+    c_problem,
+    c_settings,
+    c_result,
+    c_work,
+    c_time,
+):
     qp = structref.new(RECORD)
     qp.n, qp.m, qp.ms, qp.rows, qp.equalities = n, m, ms, m - ms, equalities
     qp.primal_tol, qp.iter_limit = primal_tol, iter_limit
@@ -331,9 +396,18 @@ def _status(qp):
 def _shapes_hold(qp):
     """The arrays still have the record's sizes (a kernel may have replaced one): checked before C sees them."""
     n, m = qp.n, qp.m
-    return (qp.H.shape[0] == n and qp.H.shape[1] == n and qp.f.shape[0] == n and qp.A.shape[0] == qp.rows
-            and qp.A.shape[1] == n and qp.lower.shape[0] == m and qp.upper.shape[0] == m
-            and qp.sense.shape[0] == m and qp.x.shape[0] == n and qp.lam.shape[0] == m)  # fmt: skip
+    return (
+        qp.H.shape[0] == n
+        and qp.H.shape[1] == n
+        and qp.f.shape[0] == n
+        and qp.A.shape[0] == qp.rows
+        and qp.A.shape[1] == n
+        and qp.lower.shape[0] == m
+        and qp.upper.shape[0] == m
+        and qp.sense.shape[0] == m
+        and qp.x.shape[0] == n
+        and qp.lam.shape[0] == m
+    )
 
 
 @njit(types.void(RECORD), cache=True)
@@ -412,8 +486,13 @@ def solve(qp, start, changed):
 @njit(intp(RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, IN_VECTOR, IN_VECTOR, intp), cache=True)
 def solve_stacked(qp, H, g, A, lower, upper, start):
     """Copy a problem in ``DenseQP.solve_stacked``'s layout into ``qp`` and :func:`solve` it (everything changed)."""
-    if H.shape != qp.H.shape or g.shape != qp.f.shape or A.shape != qp.A.shape or lower.shape != qp.lower.shape \
-            or upper.shape != qp.upper.shape:  # fmt: skip
+    if (
+        H.shape != qp.H.shape
+        or g.shape != qp.f.shape
+        or A.shape != qp.A.shape
+        or lower.shape != qp.lower.shape
+        or upper.shape != qp.upper.shape
+    ):
         qp.exitflag, qp.found, qp.warm_ok = EXIT_SHAPE_MISMATCH, False, False
         return EXIT_SHAPE_MISMATCH
     qp.H[:, :] = H
@@ -427,8 +506,12 @@ def solve_stacked(qp, H, g, A, lower, upper, start):
 FLAGS_IN = types.Array(types.int32, 1, "C", readonly=True)
 
 
-@njit(types.Tuple((intp, VECTOR, VECTOR, intp))(RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, IN_VECTOR, IN_VECTOR, intp,
-                                                FLAGS_IN), cache=True)  # fmt: skip
+@njit(
+    types.Tuple((intp, VECTOR, VECTOR, intp))(
+        RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, FLAGS_IN
+    ),
+    cache=True,
+)
 def solve_copied(qp, H, g, A, lower, upper, start, given):
     """:func:`solve_stacked`, with ``given`` (the first m − equalities flags) written into ``qp.sense`` first when
     ``start`` is GIVEN; (exit flag, a copy of x, a copy of λ, iterations): one call for ``DenseQP``."""
@@ -504,8 +587,9 @@ def _first_failure(version: str, layout: abi.Layout) -> str | None:
 def _probe_in_child(layout: abi.Layout) -> str | None:
     """Run :func:`daqp_abi.probe` in a child process and compare its observations with ``daqp.Model``."""
     try:
-        run = subprocess.run([sys.executable, abi.__file__, LIBRARY, json.dumps(layout)], capture_output=True,
-                             text=True, timeout=120)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, abi.__file__, LIBRARY, json.dumps(layout)], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"the layout probe could not run ({e})"
     if run.returncode != 0:
@@ -516,16 +600,24 @@ def _probe_in_child(layout: abi.Layout) -> str | None:
     wrong = sorted(k for k, v in expected.items() if obs["settings"].get(k) != v)
     if wrong:
         return f"the settings struct reads back wrong fields: {', '.join(wrong)}"
-    for key in ("settings_spare_untouched", "work_spare_untouched", "result_spare_untouched",
-                "problem_spare_untouched", "work_qp_is_problem", "work_settings_kept",
-                "work_sense_allocated"):  # fmt: skip
+    for key in (
+        "settings_spare_untouched",
+        "work_spare_untouched",
+        "result_spare_untouched",
+        "problem_spare_untouched",
+        "work_qp_is_problem",
+        "work_settings_kept",
+        "work_sense_allocated",
+    ):
         if not obs[key]:
             return f"the layout probe found {key} false"
     data = abi.probe_problem()
     m, n = data["upper"].shape[0], data["H"].shape[0]
     if obs["setup_flag"] != 1 or obs["work_sizes"] != [n, m, m - data["A"].shape[0]] or obs.get("update_flag", -1) < 0:
-        return (f"the probe's set-up reads back wrong: flag {obs['setup_flag']}, sizes {obs['work_sizes']}, "
-                f"update {obs.get('update_flag')}")  # fmt: skip
+        return (
+            f"the probe's set-up reads back wrong: flag {obs['setup_flag']}, sizes {obs['work_sizes']}, "
+            f"update {obs.get('update_flag')}"
+        )
     if any(obs["freed"].values()):
         return f"free_daqp_workspace/free_daqp_ldp left pointers set: {obs['freed']}"
     model = daqp.Model()
@@ -534,9 +626,13 @@ def _probe_in_child(layout: abi.Layout) -> str | None:
         if k:
             model.update(f=data["f_updated"])
         x, fval, exitflag, info = model.solve()
-        same = (exitflag == seen["exitflag"] and info["iterations"] == seen["iterations"] == seen["work_iterations"]
-                and np.allclose(x, seen["x"], rtol=0, atol=1e-12) and np.allclose(info["lam"], seen["lam"], rtol=0,
-                atol=1e-12) and abs(fval - seen["fval"]) <= 1e-12 * (1 + abs(fval)))  # fmt: skip
+        same = (
+            exitflag == seen["exitflag"]
+            and info["iterations"] == seen["iterations"] == seen["work_iterations"]
+            and np.allclose(x, seen["x"], rtol=0, atol=1e-12)
+            and np.allclose(info["lam"], seen["lam"], rtol=0, atol=1e-12)
+            and abs(fval - seen["fval"]) <= 1e-12 * (1 + abs(fval))
+        )
         if not same:
             return f"the probe's solve {k} differs from daqp.Model's: {seen} against x={x.tolist()}, exit {exitflag}"
     if len(obs["solves"]) != 2:
@@ -554,39 +650,95 @@ def known_problems() -> list[tuple[str, dict]]:
         return Q @ Q.T + n * np.eye(n)
 
     def add(name, H, g, A, lower, upper, bounds, equalities=0, warm=False):
-        out.append((name, {"H": H, "g": g, "A": np.ascontiguousarray(A).reshape(-1, g.shape[0]), "lower": lower,
-                           "upper": upper, "bounds": bounds, "equalities": equalities, "warm": warm}))  # fmt: skip
+        out.append(
+            (
+                name,
+                {
+                    "H": H,
+                    "g": g,
+                    "A": np.ascontiguousarray(A).reshape(-1, g.shape[0]),
+                    "lower": lower,
+                    "upper": upper,
+                    "bounds": bounds,
+                    "equalities": equalities,
+                    "warm": warm,
+                },
+            )
+        )
 
     n = 6
     A = rng.standard_normal((4, n))
-    add("bounds and inequality rows", spd(n), rng.standard_normal(n) * 5, A,
-        np.r_[-np.ones(n), np.full(4, -INFINITY)], np.r_[np.ones(n), 0.1 * np.ones(4)], True)  # fmt: skip
+    add(
+        "bounds and inequality rows",
+        spd(n),
+        rng.standard_normal(n) * 5,
+        A,
+        np.r_[-np.ones(n), np.full(4, -INFINITY)],
+        np.r_[np.ones(n), 0.1 * np.ones(4)],
+        True,
+    )
     A = rng.standard_normal((5, n))
     b = A[3:] @ (0.2 * rng.standard_normal(n))
-    add("equality rows", spd(n), rng.standard_normal(n) * 5, A, np.r_[-np.ones(n), np.full(5, -INFINITY)],
-        np.r_[np.ones(n), 0.5 * np.ones(3), b], True, equalities=2)  # fmt: skip
+    add(
+        "equality rows",
+        spd(n),
+        rng.standard_normal(n) * 5,
+        A,
+        np.r_[-np.ones(n), np.full(5, -INFINITY)],
+        np.r_[np.ones(n), 0.5 * np.ones(3), b],
+        True,
+        equalities=2,
+    )
     n = 12
     B = rng.standard_normal((6, n))
     pyramid = np.zeros((16, n))
     for c in range(4):  # f_t ≤ μ f_n as 4 facets per contact, in [f_n; f_s; f_t] blocks
         for k, (ss, st) in enumerate(((1, 1), (1, -1), (-1, 1), (-1, -1))):
             pyramid[4 * c + k, [c, 4 + c, 8 + c]] = (-0.7, ss, st)
-    add("positive semidefinite Hessian (rank 6 of 12)", B.T @ B, B.T @ rng.standard_normal(6), pyramid,
+    add(
+        "positive semidefinite Hessian (rank 6 of 12)",
+        B.T @ B,
+        B.T @ rng.standard_normal(6),
+        pyramid,
         np.r_[np.zeros(4), np.full(8, -INFINITY), np.full(16, -INFINITY)],
-        np.r_[np.full(4, 50.0), np.full(8, INFINITY), np.zeros(16)], True)  # fmt: skip
+        np.r_[np.full(4, 50.0), np.full(8, INFINITY), np.zeros(16)],
+        True,
+    )
     n = 4
     A = np.vstack([np.eye(n), np.eye(n), np.ones((2, n))])
-    add("degenerate optimum (duplicated active rows)", np.eye(n), np.full(n, 3.0), A,
-        np.r_[np.ones(2 * n), np.full(2, n)], np.full(2 * n + 2, INFINITY), False)  # fmt: skip
-    add("infeasible", np.eye(2), np.zeros(2), np.array([[1.0, 0.0]]), np.r_[1.0, -1.0, -INFINITY],
-        np.r_[2.0, 1.0, 0.0], True)  # fmt: skip
+    add(
+        "degenerate optimum (duplicated active rows)",
+        np.eye(n),
+        np.full(n, 3.0),
+        A,
+        np.r_[np.ones(2 * n), np.full(2, n)],
+        np.full(2 * n + 2, INFINITY),
+        False,
+    )
+    add(
+        "infeasible",
+        np.eye(2),
+        np.zeros(2),
+        np.array([[1.0, 0.0]]),
+        np.r_[1.0, -1.0, -INFINITY],
+        np.r_[2.0, 1.0, 0.0],
+        True,
+    )
     n = 6
     A = rng.standard_normal((10, n))
     add("rows only", spd(n), rng.standard_normal(n), A, np.full(10, -1.0), np.full(10, 1.0), False)
     g = rng.standard_normal(n) * 3
     for k in range(3):
-        add(f"warm-started sequence {k}", spd(n) if k == 0 else out[-1][1]["H"], g + 0.1 * k, A,
-            np.full(10, -0.2), np.full(10, 0.2), False, warm=True)  # fmt: skip
+        add(
+            f"warm-started sequence {k}",
+            spd(n) if k == 0 else out[-1][1]["H"],
+            g + 0.1 * k,
+            A,
+            np.full(10, -0.2),
+            np.full(10, 0.2),
+            False,
+            warm=True,
+        )
     return out
 
 

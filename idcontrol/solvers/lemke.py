@@ -141,8 +141,15 @@ def lemke(
     n = q.shape[0]
     cap = _cap(n, max_pivots)
     status, z, w, pivots, rel, entering = lemke_kernel(M, q, _cover(cover, n), cap, float(tol), TIE_BREAKS[tie_break])
-    return LCPSolution(z, w, status in LEMKE_FOUND, pivots, np.flatnonzero(z > 0.0).tolist(), 0.0,
-                       lemke_message(status, pivots, rel, entering, n, cap))  # fmt: skip
+    return LCPSolution(
+        z,
+        w,
+        status in LEMKE_FOUND,
+        pivots,
+        np.flatnonzero(z > 0.0).tolist(),
+        0.0,
+        lemke_message(status, pivots, rel, entering, n, cap),
+    )
 
 
 def _cap(n: int, max_pivots: int | None) -> int:
@@ -234,8 +241,9 @@ def lemke_regularized(
     n = q.shape[0]
     cap = _cap(n, max_pivots)
     guard = -1.0 if original_tol is None else float(original_tol)
-    outcome = lemke_regularized_kernel(M, q, _cover(cover, n), cap, float(tol), 0, float(eps0), float(growth),
-                                       float(max_eps), guard)  # fmt: skip
+    outcome = lemke_regularized_kernel(
+        M, q, _cover(cover, n), cap, float(tol), 0, float(eps0), float(growth), float(max_eps), guard
+    )
     return regularized_solution(outcome, q, cap, max_eps)
 
 
@@ -252,18 +260,34 @@ def regularized_solution(outcome: tuple, q: Array, cap: int, max_eps: float) -> 
 def regularized_message(summary: tuple, n: int, cap: int, max_eps: float) -> str:
     """What :func:`lemke_regularized_kernel` did on an LCP of size ``n``, from its outcome without z and w
     (:func:`compiled_summary`)."""
-    (found, pivots, eps, status, attempt_pivots, rel, entering, first_status, first_pivots, first_rel,
-     first_entering, residual, rejected_eps) = summary  # fmt: skip
+    (
+        found,
+        pivots,
+        eps,
+        status,
+        attempt_pivots,
+        rel,
+        entering,
+        first_status,
+        first_pivots,
+        first_rel,
+        first_entering,
+        residual,
+        rejected_eps,
+    ) = summary
     if found and eps == 0.0:
         return lemke_message(status, pivots, rel, entering, n, cap)
     first_failure = lemke_message(first_status, first_pivots, first_rel, first_entering, n, cap)
     if found:
-        return (f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} (relative residual "
-                f"on M {residual:.1e}): {lemke_message(status, attempt_pivots, rel, entering, n, cap)}")  # fmt: skip
+        return (
+            f"plain Lemke failed ({first_failure}); solved LCP(q, M + εI) at ε={eps:.1e} (relative residual "
+            f"on M {residual:.1e}): {lemke_message(status, attempt_pivots, rel, entering, n, cap)}"
+        )
     rejected = ""
     if rejected_eps > 0.0:
-        rejected = (f"; regularized solutions violate LCP(q, M) (relative residual {residual:.1e} at "
-                    f"ε={rejected_eps:.1e})")  # fmt: skip
+        rejected = (
+            f"; regularized solutions violate LCP(q, M) (relative residual {residual:.1e} at ε={rejected_eps:.1e})"
+        )
     return f"Lemke failed ({first_failure}) and regularization up to ε={max_eps:.1e} did not help{rejected}"
 
 
@@ -551,7 +575,7 @@ def basis_key(variable):
 @njit(
     types.Tuple((intp, VECTOR, VECTOR, intp, float64, intp))(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp),
     cache=True,
-)  # fmt: skip
+)
 def lemke_kernel(M, q, d, cap, tol, tie_break):
     """Lemke's method on LCP(q, M) with covering vector d (see :func:`lemke`), in one call.
 
@@ -689,10 +713,11 @@ def _worst_residual(M, q, z):
 
 
 @njit(
-    types.Tuple((boolean, VECTOR, VECTOR, intp, float64, intp, intp, float64, intp, intp, intp, float64, intp, float64,
-                 float64))(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp, float64, float64, float64, float64),
+    types.Tuple(
+        (boolean, VECTOR, VECTOR, intp, float64, intp, intp, float64, intp, intp, intp, float64, intp, float64, float64)
+    )(IN_MATRIX, IN_VECTOR, IN_VECTOR, intp, float64, intp, float64, float64, float64, float64),
     cache=True,
-)  # fmt: skip
+)
 def lemke_regularized_kernel(M, q, d, cap, tol, tie_break, eps0, growth, max_eps, original_tol):
     """:func:`lemke_regularized` in one call (``original_tol`` < 0: no guard).
 
@@ -724,9 +749,39 @@ def lemke_regularized_kernel(M, q, d, cap, tol, tie_break, eps0, growth, max_eps
         if status == LEMKE_SOLVED or status == LEMKE_EMPTY or status == LEMKE_TRIVIAL:
             original = _worst_residual(M, q, z) / data_scale
             if original_tol < 0.0 or original <= original_tol:
-                return (True, z, w, total, eps, status, pivots, rel, entering, first[0], first[1], first[2], first[3],
-                        original, rejected_eps)  # fmt: skip
+                return (
+                    True,
+                    z,
+                    w,
+                    total,
+                    eps,
+                    status,
+                    pivots,
+                    rel,
+                    entering,
+                    first[0],
+                    first[1],
+                    first[2],
+                    first[3],
+                    original,
+                    rejected_eps,
+                )
             rejected_eps, residual = eps, original
         eps *= growth
-    return (False, np.zeros(n), q.copy(), total, 0.0, status, pivots, rel, entering, first[0], first[1], first[2],
-            first[3], residual, rejected_eps)  # fmt: skip
+    return (
+        False,
+        np.zeros(n),
+        q.copy(),
+        total,
+        0.0,
+        status,
+        pivots,
+        rel,
+        entering,
+        first[0],
+        first[1],
+        first[2],
+        first[3],
+        residual,
+        rejected_eps,
+    )

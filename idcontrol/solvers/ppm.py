@@ -31,7 +31,6 @@ from idcontrol.validation import all_finite
 Array = NDArray[np.float64]
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # the compiled iterations
 
@@ -301,7 +300,6 @@ def active_set_kernel(B, r, warm, tol, cap):
     return z, B.T @ (B @ z) + r, ACTIVE_SET_CAP, cap, free[:size].copy()
 
 
-
 _PPM_MESSAGES = {
     PPM_SOLVED: "solved",
     PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
@@ -345,8 +343,7 @@ def ppm(
     """
     n = r.shape[0]
     if n == 0 or r.min() >= -tol:
-        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[],
-                           message="trivial solution z = 0")  # fmt: skip
+        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[], message="trivial solution z = 0")
     cap = max_pivots if max_pivots is not None else 2 * n + 20
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
     B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
@@ -375,14 +372,19 @@ def active_set(
     """
     n = r.shape[0]
     if n == 0 or r.min() >= -tol:
-        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[],
-                           message="trivial solution z = 0")  # fmt: skip
+        return LCPSolution(z=np.zeros(n), w=r.copy(), found=True, pivots=0, active=[], message="trivial solution z = 0")
     cap = max_iterations if max_iterations is not None else 4 * n + 50
     warm = np.asarray(warm_active, dtype=np.intp).reshape(-1)
     B, r = np.ascontiguousarray(B, dtype=float), np.ascontiguousarray(r, dtype=float)
     z, w, status, iterations, free = active_set_kernel(B, r, warm, tol, cap)
-    return LCPSolution(z=z, w=w, found=status == ACTIVE_SET_SOLVED, pivots=iterations, active=free.tolist(),
-                       message=_ACTIVE_SET_MESSAGES[status])  # fmt: skip
+    return LCPSolution(
+        z=z,
+        w=w,
+        found=status == ACTIVE_SET_SOLVED,
+        pivots=iterations,
+        active=free.tolist(),
+        message=_ACTIVE_SET_MESSAGES[status],
+    )
 
 
 _ACTIVE_SET_MESSAGES = {

@@ -80,8 +80,9 @@ class DenseQP:
         if lb is not None:
             upper = np.concatenate([ub, upper])
             lower = np.concatenate([lb, lower])
-        return self.solve_stacked(H, g, A, lower, upper, bounds=lb is not None, warm=warm, active=active,
-                                  equalities=equalities)  # fmt: skip
+        return self.solve_stacked(
+            H, g, A, lower, upper, bounds=lb is not None, warm=warm, active=active, equalities=equalities
+        )
 
     def solve_stacked(
         self,

@@ -26,8 +26,10 @@ def assert_stays_in_run(run: ClosedLoopRun, ticks: int | None = None) -> None:
     left = np.flatnonzero(~run.in_run)
     if left.size:
         i = int(left[0])
-        raise AssertionError(f"the daemon left run mode at t = {run.t[i]:.3f} s (mode {str(run.mode[i])!r}, "
-                             f"after {i} run ticks): {run.end_reason}")  # fmt: skip
+        raise AssertionError(
+            f"the daemon left run mode at t = {run.t[i]:.3f} s (mode {str(run.mode[i])!r}, "
+            f"after {i} run ticks): {run.end_reason}"
+        )
     if ticks is not None and run.n != ticks:
         raise AssertionError(f"{run.n} run-mode ticks recorded, expected {ticks} ({run.end_reason})")
 
@@ -41,14 +43,18 @@ def assert_tracking(run: ClosedLoopRun, mean_rad: float | None = None, max_rad: 
     worst = int(np.argmax(error))
     t_worst = float(run.t[rows][worst])
     if mean_rad is not None and not mean <= mean_rad:
-        raise AssertionError(f"mean joint tracking error {mean:.5f} rad over {error.size} run ticks exceeds the "
-                             f"bound {mean_rad} rad (worst tick t = {t_worst:.3f} s: "
-                             f"{error[worst]:.5f} rad)")  # fmt: skip
+        raise AssertionError(
+            f"mean joint tracking error {mean:.5f} rad over {error.size} run ticks exceeds the "
+            f"bound {mean_rad} rad (worst tick t = {t_worst:.3f} s: "
+            f"{error[worst]:.5f} rad)"
+        )
     if max_rad is not None and not error[worst] <= max_rad:
         q_err = np.abs(run.q_ref - run.q_joints)[rows][worst]
         joint = run.robot.actuated_joints[int(np.argmax(q_err))]
-        raise AssertionError(f"joint tracking error {error[worst]:.5f} rad at t = {t_worst:.3f} s exceeds the bound "
-                             f"{max_rad} rad (largest on {joint!r}: {q_err.max():.5f} rad)")  # fmt: skip
+        raise AssertionError(
+            f"joint tracking error {error[worst]:.5f} rad at t = {t_worst:.3f} s exceeds the bound "
+            f"{max_rad} rad (largest on {joint!r}: {q_err.max():.5f} rad)"
+        )
     return mean
 
 
@@ -63,9 +69,11 @@ def assert_torque_smooth(run: ClosedLoopRun, rate_mean: float) -> float:
     mean = float(np.mean(rate[valid]))
     if not mean <= rate_mean:
         worst = int(np.nanargmax(rate))
-        raise AssertionError(f"E|Δτ|/Δt = {mean:.1f} N·m/s over {int(valid.sum())} tick pairs exceeds the bound "
-                             f"{rate_mean} N·m/s (largest step at t = {run.t[worst + 1]:.3f} s: "
-                             f"{rate[worst]:.1f} N·m/s)")  # fmt: skip
+        raise AssertionError(
+            f"E|Δτ|/Δt = {mean:.1f} N·m/s over {int(valid.sum())} tick pairs exceeds the bound "
+            f"{rate_mean} N·m/s (largest step at t = {run.t[worst + 1]:.3f} s: "
+            f"{rate[worst]:.1f} N·m/s)"
+        )
     return mean
 
 
@@ -80,8 +88,10 @@ def assert_within_limits(run: ClosedLoopRun, torque: bool = True, position: bool
         excess = np.abs(run.tau) - robot.torque_limits
         i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
         if excess[i, j] > tol:
-            raise AssertionError(f"torque {run.tau[i, j]:.4f} N·m on {names[j]!r} at t = {run.t[i]:.3f} s exceeds "
-                                 f"its limit {robot.torque_limits[j]} N·m")  # fmt: skip
+            raise AssertionError(
+                f"torque {run.tau[i, j]:.4f} N·m on {names[j]!r} at t = {run.t[i]:.3f} s exceeds "
+                f"its limit {robot.torque_limits[j]} N·m"
+            )
     if position:
         model = robot.model
         idx = [model.joints[model.getJointId(n)].idx_q for n in names]
@@ -90,8 +100,10 @@ def assert_within_limits(run: ClosedLoopRun, torque: bool = True, position: bool
         excess = np.maximum(lower - q, q - upper)
         i, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
         if excess[i, j] > tol:
-            raise AssertionError(f"joint {names[j]!r} at {q[i, j]:.4f} at t = {run.t[i]:.3f} s is outside its limits "
-                                 f"[{lower[j]:.4f}, {upper[j]:.4f}]")  # fmt: skip
+            raise AssertionError(
+                f"joint {names[j]!r} at {q[i, j]:.4f} at t = {run.t[i]:.3f} s is outside its limits "
+                f"[{lower[j]:.4f}, {upper[j]:.4f}]"
+            )
 
 
 def assert_friction_cone(
@@ -120,14 +132,18 @@ def assert_friction_cone(
     names = run.robot.sphere_names
     if pulling.any():
         i, k = np.argwhere(pulling)[0]
-        raise AssertionError(f"{source} normal force on {names[k]!r} at t = {run.t[i]:.3f} s is {f_n[i, k]:.4f} N: "
-                             f"the contact pulls (bound f_n >= -{tol} N)")  # fmt: skip
+        raise AssertionError(
+            f"{source} normal force on {names[k]!r} at t = {run.t[i]:.3f} s is {f_n[i, k]:.4f} N: "
+            f"the contact pulls (bound f_n >= -{tol} N)"
+        )
     if outside.any():
         ratio = np.where(outside, f_t / np.maximum(f_n, 1e-300), 0.0)
         i, k = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-        raise AssertionError(f"{source} force on {names[k]!r} at t = {run.t[i]:.3f} s is outside the friction cone: "
-                             f"|f_t| = {f_t[i, k]:.4f} N > {slack:g}·μ·f_n = {slack:g}·{mu}·{f_n[i, k]:.4f} N "
-                             f"({int(outside.sum())} of {int(has_contact.sum())} contact forces outside)")  # fmt: skip
+        raise AssertionError(
+            f"{source} force on {names[k]!r} at t = {run.t[i]:.3f} s is outside the friction cone: "
+            f"|f_t| = {f_t[i, k]:.4f} N > {slack:g}·μ·f_n = {slack:g}·{mu}·{f_n[i, k]:.4f} N "
+            f"({int(outside.sum())} of {int(has_contact.sum())} contact forces outside)"
+        )
     return int(has_contact.sum())
 
 
@@ -145,11 +161,14 @@ def assert_no_fall(run: ClosedLoopRun, safety: SafetySettings | None = None) -> 
     tilt = np.arccos(np.clip(1.0 - 2.0 * (x * x + y * y), -1.0, 1.0))
     low, high = int(np.argmin(height)), int(np.argmax(tilt))
     if height[low] < s.fall_height_fraction * standing:
-        raise AssertionError(f"the base fell: height {height[low]:.4f} m at t = {run.t[low]:.3f} s is below "
-                             f"{s.fall_height_fraction} × standing {standing:.4f} m")  # fmt: skip
+        raise AssertionError(
+            f"the base fell: height {height[low]:.4f} m at t = {run.t[low]:.3f} s is below "
+            f"{s.fall_height_fraction} × standing {standing:.4f} m"
+        )
     if tilt[high] > s.fall_tilt:
-        raise AssertionError(f"the base fell: tilt {tilt[high]:.3f} rad at t = {run.t[high]:.3f} s exceeds "
-                             f"{s.fall_tilt} rad")  # fmt: skip
+        raise AssertionError(
+            f"the base fell: tilt {tilt[high]:.3f} rad at t = {run.t[high]:.3f} s exceeds {s.fall_tilt} rad"
+        )
     if run.summary.get("fell"):
         raise AssertionError(f"the daemon reported a fall ({run.end_reason})")
     return float(height[low]), float(tilt[high])

@@ -45,10 +45,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("idcontrol").addoption(
-        "--idcontrol-transport", choices=TRANSPORTS, default="in_process",
+        "--idcontrol-transport",
+        choices=TRANSPORTS,
+        default="in_process",
         help="how idcontrol_loop.run closes the loop: in this process (default), or daemon and bridge "
-             "processes over the wire protocol",
-    )  # fmt: skip
+        "processes over the wire protocol",
+    )
 
 
 class LoopRunner:
@@ -63,8 +65,10 @@ class LoopRunner:
         if self.transport == "protocol":
             local = sorted(set(options) - {"gains"})
             if local:
-                raise ValueError(f"{local} cannot cross to other processes: with --idcontrol-transport protocol, "
-                                 "idcontrol_loop.run takes only gains (use idcontrol_loop.in_process)")  # fmt: skip
+                raise ValueError(
+                    f"{local} cannot cross to other processes: with --idcontrol-transport protocol, "
+                    "idcontrol_loop.run takes only gains (use idcontrol_loop.in_process)"
+                )
             return self.over_protocol(config, seconds, **options)
         return self.in_process(config, seconds, **options)
 

@@ -215,6 +215,22 @@ class RunRecorder:
 
 #: The rows of a run; each is a tick record's field (``v`` is ``qd``) or, for the (n, k, ...) ones, its
 #: per-contact fields gathered per contact sphere.
-ROW_KEYS = ("t", "q", "v", "tau", "q_ref", "qdd_des", "mode", "clipped", "found", "compute_us", "force_predicted",
-            "force_sensed", "contact_normal", "contact_phi", "coupling", "coupling_held",
-            "coupled_touchdown")  # fmt: skip
+ROW_KEYS = (
+    "t",
+    "q",
+    "v",
+    "tau",
+    "q_ref",
+    "qdd_des",
+    "mode",
+    "clipped",
+    "found",
+    "compute_us",
+    "force_predicted",
+    "force_sensed",
+    "contact_normal",
+    "contact_phi",
+    "coupling",
+    "coupling_held",
+    "coupled_touchdown",
+)

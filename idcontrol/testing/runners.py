@@ -131,8 +131,14 @@ def run_in_process(
         sim = simulator_for(config, robot)
     elif isinstance(simulator, str):
         b = config.bridge
-        sim = make_simulator(simulator, robot, mu=b.mu, timestep=config.controller.dt / b.substeps,
-                             with_objects=config.objects, object_mu=b.mu)  # fmt: skip
+        sim = make_simulator(
+            simulator,
+            robot,
+            mu=b.mu,
+            timestep=config.controller.dt / b.substeps,
+            with_objects=config.objects,
+            object_mu=b.mu,
+        )
     else:
         sim = simulator
     recorder = RunRecorder(robot)
@@ -149,19 +155,32 @@ def run_in_process(
         out = core.tick(state, now=s.t)
         compute_us = (time.perf_counter() - started) * 1e6
         labels = None if out.contacts is None else ["/".join(map(str, c)) for c in out.contacts.ids]
-        recorder.add(schema.tick_record(seq=i, state=state, command=out, compute_us=compute_us, now=s.t,
-                                        contact_labels=labels, crossings=s.crossings,
-                                        coupling=core.coupling(out)))  # fmt: skip
+        recorder.add(
+            schema.tick_record(
+                seq=i,
+                state=state,
+                command=out,
+                compute_us=compute_us,
+                now=s.t,
+                contact_labels=labels,
+                crossings=s.crossings,
+                coupling=core.coupling(out),
+            )
+        )
         if out.mode != MODE_RUN:
             end_reason = core.reason
             break
         for _ in range(substeps):
             sim.step(out.tau)
     return recorder.finish(
-        transport="in_process", formulation=core.formulation_name, dt=core.dt,
-        mu=config.controller.mu, q_end=np.array(getattr(sim, "truth", sim.state)().q), summary=core.metrics.summary(),
+        transport="in_process",
+        formulation=core.formulation_name,
+        dt=core.dt,
+        mu=config.controller.mu,
+        q_end=np.array(getattr(sim, "truth", sim.state)().q),
+        summary=core.metrics.summary(),
         end_reason=end_reason,
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- processes
@@ -185,8 +204,11 @@ def _toml(value: object) -> str:
 
 def launch_file_text(config: LaunchConfig) -> str:
     """The launch file (TOML) that :func:`~idcontrol.settings.load_launch` reads back as ``config``."""
-    lines = [f"robot = {_toml(config.robot)}", f"duration = {_toml(config.duration)}",
-             f"objects = {_toml(config.objects)}"]  # fmt: skip
+    lines = [
+        f"robot = {_toml(config.robot)}",
+        f"duration = {_toml(config.duration)}",
+        f"objects = {_toml(config.objects)}",
+    ]
     for section in ("controller", "reference", "bridge", "endpoints", "estimator"):
         settings = getattr(config, section)
         lines.append(f"\n[{section}]")
@@ -258,9 +280,11 @@ def run_over_protocol(
     gain_fields = _gains(gains)
     with tempfile.TemporaryDirectory(prefix="idc-") as folder:  # short: ipc paths are limited to ~100 bytes
         endpoints = Endpoints(
-            control=f"ipc://{folder}/control", admin=f"ipc://{folder}/admin", telemetry=f"ipc://{folder}/telemetry",
+            control=f"ipc://{folder}/control",
+            admin=f"ipc://{folder}/admin",
+            telemetry=f"ipc://{folder}/telemetry",
             reference=f"ipc://{folder}/reference" if config.endpoints.reference else None,
-        )  # fmt: skip
+        )
         path = Path(folder) / "launch.toml"
         path.write_text(launch_file_text(replace(config, duration=float(seconds), endpoints=endpoints)))
         collector = TelemetryCollector(endpoints.telemetry)
@@ -269,8 +293,10 @@ def run_over_protocol(
             # the daemon publishes its idle ticks too: once one has arrived, the subscription is live and the run's
             # first records cannot be missed (a SUB socket joins a PUB asynchronously; a loaded machine missed 7)
             if not collector.wait_for_first(SUBSCRIBE_TIMEOUT_S):
-                raise IdControlError(f"no telemetry reached the run's subscriber within {SUBSCRIBE_TIMEOUT_S:g} s "
-                                     "of the bridge connecting")  # fmt: skip
+                raise IdControlError(
+                    f"no telemetry reached the run's subscriber within {SUBSCRIBE_TIMEOUT_S:g} s "
+                    "of the bridge connecting"
+                )
             if gain_fields:
                 admin.request("set_gains", **gain_fields)
 
@@ -308,7 +334,12 @@ def _run_from_telemetry(
     if q_end is None:  # the run ended before ``seconds``: the state after its last command was not published
         q_end = recorder.rows["q"][-1]
     return recorder.finish(
-        transport="protocol", formulation=str(summary["formulation"]), dt=config.controller.dt,
-        mu=config.controller.mu, q_end=q_end, summary=summary, end_reason=str(summary.get("end", "")),
+        transport="protocol",
+        formulation=str(summary["formulation"]),
+        dt=config.controller.dt,
+        mu=config.controller.mu,
+        q_end=q_end,
+        summary=summary,
+        end_reason=str(summary.get("end", "")),
         missing_records=int(seqs[-1] - seqs[0] + 1 - len(seqs)),
-    )  # fmt: skip
+    )

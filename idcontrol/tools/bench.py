@@ -109,8 +109,9 @@ def bench_scenario(
     Rows whose ticks are slow (many contacts) run fewer ticks, so that one row
     takes about ``row_budget_s``; the row reports how many it ran.
     """
-    controller = InverseDynamicsController(robot, formulation=formulation, samples_per_contact=samples_per_contact,
-                                           contacts=contacts)  # fmt: skip
+    controller = InverseDynamicsController(
+        robot, formulation=formulation, samples_per_contact=samples_per_contact, contacts=contacts
+    )
     q0 = robot.standing_configuration()
     q = q0.copy()
     v = np.zeros(robot.nv)
@@ -222,9 +223,14 @@ def bench_transport(ticks: int, period: float = 1e-3) -> dict[str, float]:
         client.close(linger=0)
         ctx.term()
     p50, p99, p999 = np.percentile(rtt, (50, 99, 99.9))
-    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
-            "p99_9_us": round(float(p999), 1), "max_us": round(float(rtt.max()), 1),
-            "over_1ms": int(np.count_nonzero(rtt > 1000.0))}  # fmt: skip
+    return {
+        "ticks": ticks,
+        "p50_us": round(float(p50), 1),
+        "p99_us": round(float(p99), 1),
+        "p99_9_us": round(float(p999), 1),
+        "max_us": round(float(rtt.max()), 1),
+        "over_1ms": int(np.count_nonzero(rtt > 1000.0)),
+    }
 
 
 def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
@@ -253,8 +259,13 @@ def bench_rigid_sim(ticks: int, terrain: str) -> dict[str, float]:
             warm += sim.last_step is not None and sim.last_step.pivots == 0
     gc.unfreeze()
     p50, p99 = np.percentile(step_us, (50, 99))
-    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
-            "max_us": round(float(step_us.max()), 1), "warm_fraction": warm / ticks}  # fmt: skip
+    return {
+        "ticks": ticks,
+        "p50_us": round(float(p50), 1),
+        "p99_us": round(float(p99), 1),
+        "max_us": round(float(step_us.max()), 1),
+        "warm_fraction": warm / ticks,
+    }
 
 
 SIM_BENCH_KINDS = ("drake", "mujoco", "rigid")
@@ -297,10 +308,17 @@ def bench_sim_step(kind: str, task: str, ticks: int) -> dict[str, float]:
             state_us[i - warm] = read * 1e6
     gc.unfreeze()
     p50, p99 = np.percentile(step_us, (50, 99))
-    return {"ticks": ticks, "p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
-            "max_us": round(float(step_us.max()), 1), "cpu_p50_us": round(float(np.median(cpu_us)), 1),
-            "cpu_mean_us": round(float(cpu_us.mean()), 1), "state_p50_us": round(float(np.median(state_us)), 1),
-            "state_p99_us": round(float(np.percentile(state_us, 99)), 1), "mode": core.mode}  # fmt: skip
+    return {
+        "ticks": ticks,
+        "p50_us": round(float(p50), 1),
+        "p99_us": round(float(p99), 1),
+        "max_us": round(float(step_us.max()), 1),
+        "cpu_p50_us": round(float(np.median(cpu_us)), 1),
+        "cpu_mean_us": round(float(cpu_us.mean()), 1),
+        "state_p50_us": round(float(np.median(state_us)), 1),
+        "state_p99_us": round(float(np.percentile(state_us, 99)), 1),
+        "mode": core.mode,
+    }
 
 
 def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
@@ -374,8 +392,12 @@ def bench_daemon(ticks: int, workload: str = "trot") -> dict[str, object]:
                 sock.close(linger=0)
             admin.close()
             ctx.term()
-    return {"ticks": stats["ticks"], "overhead_us": stats["overhead_us"], "phase_mean_us": stats["phase_mean_us"],
-            "compute_us": stats["compute_us"]}  # fmt: skip
+    return {
+        "ticks": stats["ticks"],
+        "overhead_us": stats["overhead_us"],
+        "phase_mean_us": stats["phase_mean_us"],
+        "compute_us": stats["compute_us"],
+    }
 
 
 def bench_workload(name: str, formulations: list[str]) -> list:
@@ -386,27 +408,40 @@ def bench_workload(name: str, formulations: list[str]) -> list:
     started = time.perf_counter()
     recording = record(name)
     low, high = recording.contact_counts
-    print(f"{name}: {len(recording.states)} states recorded in lock-step MuJoCo with {recording.recorded_with} "
-          f"({low}-{high} contacts) in {time.perf_counter() - started:.1f} s; each row replays them through the "
-          "whole core tick (reference, PD, model, contacts, build, solve, fallback, safety, metrics)", flush=True)
-    print(f"{'workload':<8} {'formulation':<13} {'options':<7} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} "
-          f"{'cpu p50':>8} {'cpu p99':>8} {'found':>7} {'stops':>5}  {'model':>6} {'contact':>7} {'build':>6} "
-          f"{'solve':>6} {'other':>6}")  # fmt: skip
+    print(
+        f"{name}: {len(recording.states)} states recorded in lock-step MuJoCo with {recording.recorded_with} "
+        f"({low}-{high} contacts) in {time.perf_counter() - started:.1f} s; each row replays them through the "
+        "whole core tick (reference, PD, model, contacts, build, solve, fallback, safety, metrics)",
+        flush=True,
+    )
+    print(
+        f"{'workload':<8} {'formulation':<13} {'options':<7} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} "
+        f"{'cpu p50':>8} {'cpu p99':>8} {'found':>7} {'stops':>5}  {'model':>6} {'contact':>7} {'build':>6} "
+        f"{'solve':>6} {'other':>6}"
+    )
     rows = []
     for formulation in formulations:
         for variant in ("launch", "paper"):
             r = replay(recording, formulation, variant, repeats=2)
             rows.append(r)
-            print(f"{r.workload:<8} {r.formulation:<13} {r.variant:<7} {r.p50_us:>8.1f} {r.p99_us:>8.1f} "
-                  f"{r.max_us:>8.1f} {r.cpu_p50_us:>8.1f} {r.cpu_p99_us:>8.1f} {r.found_fraction:>7.1%} {r.stops:>5}"
-                  f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
-                  f"{r.other_us:>6.1f}", flush=True)  # fmt: skip
+            print(
+                f"{r.workload:<8} {r.formulation:<13} {r.variant:<7} {r.p50_us:>8.1f} {r.p99_us:>8.1f} "
+                f"{r.max_us:>8.1f} {r.cpu_p50_us:>8.1f} {r.cpu_p99_us:>8.1f} {r.found_fraction:>7.1%} {r.stops:>5}"
+                f"  {r.model_us:>6.1f} {r.contacts_us:>7.1f} {r.build_us:>6.1f} {r.solve_us:>6.1f} "
+                f"{r.other_us:>6.1f}",
+                flush=True,
+            )
     return rows
+
+
 #: bytes the ``evict`` passes of :func:`bench_gap` write between ticks: twice an L2 cache of 512 KB
 EVICT_BYTES = 1 << 20
-_GAP_NOTES = {"sleep": " (0.5 ms asleep between ticks)", "spin": " (0.5 ms spinning between ticks)",
-              "warm": " (0.5 ms ticking a shadow core between ticks, as the daemon's [realtime] warm)",
-              "evict 1 MB": " (1 MB written between ticks, no wait)"}  # fmt: skip
+_GAP_NOTES = {
+    "sleep": " (0.5 ms asleep between ticks)",
+    "spin": " (0.5 ms spinning between ticks)",
+    "warm": " (0.5 ms ticking a shadow core between ticks, as the daemon's [realtime] warm)",
+    "evict 1 MB": " (1 MB written between ticks, no wait)",
+}
 
 
 def bench_gap(gap_s: float = 5e-4) -> list[tuple[str, float, float]]:
@@ -479,10 +514,15 @@ def bench_coupling(ticks: int) -> dict[str, float]:
     config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "quadruped_trot.toml")
     robot = RobotModel(config.robot)
     states: list = []
-    run_in_process(config, (ticks + 100) * config.controller.dt, robot=robot,
-                   until=lambda s: states.append((s.t, s.q, s.v)) and False)  # fmt: skip
-    controller = InverseDynamicsController(robot, formulation="two_stage_qp",
-                                           activation_distance=config.controller.activation_distance)  # fmt: skip
+    run_in_process(
+        config,
+        (ticks + 100) * config.controller.dt,
+        robot=robot,
+        until=lambda s: states.append((s.t, s.q, s.v)) and False,
+    )
+    controller = InverseDynamicsController(
+        robot, formulation="two_stage_qp", activation_distance=config.controller.activation_distance
+    )
     limbs = sphere_limbs(robot)
     since = np.full(len(robot.sphere_names), np.nan)
     wall = np.empty(len(states))
@@ -495,8 +535,9 @@ def bench_coupling(ticks: int) -> dict[str, float]:
         sphere, N, M = controller.last_contacts.sphere, problem.N, problem.M
         u = index_array(problem.unactuated, problem.m)
         started = time.perf_counter()
-        coupling, coupling_held, flag = coupling_diagnostic(N, M, u, sphere, limbs, since, t, TOUCHDOWN_WINDOW,
-                                                            COUPLING_THRESHOLD)  # fmt: skip
+        coupling, coupling_held, flag = coupling_diagnostic(
+            N, M, u, sphere, limbs, since, t, TOUCHDOWN_WINDOW, COUPLING_THRESHOLD
+        )
         wall[i] = time.perf_counter() - started
         if len(sphere) >= 2:
             free.append(coupling)
@@ -506,11 +547,17 @@ def bench_coupling(ticks: int) -> dict[str, float]:
     gc.unfreeze()
     wall = wall[100:] * 1e6
     p50, p99 = np.percentile(wall, (50, 99))
-    return {"ticks": len(wall), "contacts_max": int(max(contacts)), "p50_us": round(float(p50), 2),
-            "p99_us": round(float(p99), 2), "max_us": round(float(wall.max()), 1),
-            "coupling_max": round(float(max(free, default=0.0)), 4),
-            "coupling_held_median": round(float(np.median(held)) if held else 0.0, 4),
-            "coupling_held_max": round(float(max(held, default=0.0)), 4), "coupled_touchdowns": int(flags)}  # fmt: skip
+    return {
+        "ticks": len(wall),
+        "contacts_max": int(max(contacts)),
+        "p50_us": round(float(p50), 2),
+        "p99_us": round(float(p99), 2),
+        "max_us": round(float(wall.max()), 1),
+        "coupling_max": round(float(max(free, default=0.0)), 4),
+        "coupling_held_median": round(float(np.median(held)) if held else 0.0, 4),
+        "coupling_held_max": round(float(max(held, default=0.0)), 4),
+        "coupled_touchdowns": int(flags),
+    }
 
 
 def run_tsid(python: str, script: str, ticks: int) -> dict | None:
@@ -539,12 +586,16 @@ def _print_tsid_ratios(refs: list[dict], rows: list[BenchRow]) -> None:
         return
     p50s = [float(r["p50_us"]) for r in refs]
     where = " (before / after the Solo12 rows)" if len(refs) == 2 else ""
-    print(f"TSID reference (same machine, same run; the same state every tick): p50 "
-          f"{' / '.join(f'{p:.1f}' for p in p50s)} µs, p99 {' / '.join(str(r['p99_us']) for r in refs)} µs"
-          f"{where}")  # fmt: skip
+    print(
+        f"TSID reference (same machine, same run; the same state every tick): p50 "
+        f"{' / '.join(f'{p:.1f}' for p in p50s)} µs, p99 {' / '.join(str(r['p99_us']) for r in refs)} µs"
+        f"{where}"
+    )
     if max(p50s) > (1.0 + TSID_DRIFT) * min(p50s):
-        print(f"  the machine's speed changed during the rows (TSID's p50 moved by more than {TSID_DRIFT:.0%}): "
-              "the ratios below are not to be trusted; run again")  # fmt: skip
+        print(
+            f"  the machine's speed changed during the rows (TSID's p50 moved by more than {TSID_DRIFT:.0%}): "
+            "the ratios below are not to be trusted; run again"
+        )
     reference = float(np.mean(p50s))
     ratios: dict[str, dict[str, float]] = {}
     for row in rows:
@@ -564,21 +615,27 @@ def run(
     tsid: tuple[str, str] | None,
 ) -> list[BenchRow]:
     rows: list[BenchRow] = []
-    header = f"{'robot':<16} {'formulation':<13} {'contacts':>8} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} " \
-             f"{'cpu p50':>8} {'cpu p99':>8} {'found':>6}  {'model':>6} {'contact':>7} {'build':>6} " \
-             f"{'solve':>6}"  # fmt: skip
-    print(f"idcontrol bench on {cpu_name()} ({platform.python_implementation()} {platform.python_version()}), "
-          f"{ticks} ticks per row, whole-tick wall times (cpu: the process's CPU time); phases are means in µs",
-          file=sys.stderr)  # fmt: skip
+    header = (
+        f"{'robot':<16} {'formulation':<13} {'contacts':>8} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} "
+        f"{'cpu p50':>8} {'cpu p99':>8} {'found':>6}  {'model':>6} {'contact':>7} {'build':>6} "
+        f"{'solve':>6}"
+    )
+    print(
+        f"idcontrol bench on {cpu_name()} ({platform.python_implementation()} {platform.python_version()}), "
+        f"{ticks} ticks per row, whole-tick wall times (cpu: the process's CPU time); phases are means in µs",
+        file=sys.stderr,
+    )
     print(header)
 
     def emit(row: BenchRow) -> None:
         rows.append(row)
         where = f"{row.robot} {row.state}"
-        print(f"{where:<16} {row.formulation:<13} {row.contacts:>8} {row.p50_us:>8.1f} {row.p99_us:>8.1f} "
-              f"{row.max_us:>8.1f} {row.cpu_p50_us:>8.1f} {row.cpu_p99_us:>8.1f} {row.found_fraction:>6.1%}  "
-              f"{row.model_us:>6.1f} {row.contacts_us:>7.1f} {row.build_us:>6.1f} {row.solve_us:>6.1f}",
-              flush=True)  # fmt: skip
+        print(
+            f"{where:<16} {row.formulation:<13} {row.contacts:>8} {row.p50_us:>8.1f} {row.p99_us:>8.1f} "
+            f"{row.max_us:>8.1f} {row.cpu_p50_us:>8.1f} {row.cpu_p99_us:>8.1f} {row.found_fraction:>6.1%}  "
+            f"{row.model_us:>6.1f} {row.contacts_us:>7.1f} {row.build_us:>6.1f} {row.solve_us:>6.1f}",
+            flush=True,
+        )
 
     workload_rows: list = []
     tsid_runs: list[dict | None] = []
@@ -589,46 +646,62 @@ def run(
         if scenario == "daemon":
             t = bench_daemon(ticks)
             o, m = t["overhead_us"], t["phase_mean_us"]
-            print(f"daemon     the daemon's own share of a trot tick (decode + send + telemetry and log record), "
-                  f"{t['ticks']} ticks: p50 {o['p50']} p99 {o['p99']} max {o['max']} µs; means: decode "
-                  f"{m.get('decode')}, core tick {m.get('core_tick')}, send {m.get('send')}, publish "
-                  f"{m.get('publish')} µs", flush=True)  # fmt: skip
+            print(
+                f"daemon     the daemon's own share of a trot tick (decode + send + telemetry and log record), "
+                f"{t['ticks']} ticks: p50 {o['p50']} p99 {o['p99']} max {o['max']} µs; means: decode "
+                f"{m.get('decode')}, core tick {m.get('core_tick')}, send {m.get('send')}, publish "
+                f"{m.get('publish')} µs",
+                flush=True,
+            )
             continue
         if scenario == "gap":
             for label, p50, p99 in bench_gap():
-                print(f"gap        trot core tick (two_stage_qp), {label:<12}: p50 {p50:.1f} p99 {p99:.1f} µs"
-                      + _GAP_NOTES.get(label, ""), flush=True)  # fmt: skip
+                print(
+                    f"gap        trot core tick (two_stage_qp), {label:<12}: p50 {p50:.1f} p99 {p99:.1f} µs"
+                    + _GAP_NOTES.get(label, ""),
+                    flush=True,
+                )
             continue
         if scenario == "transport":
             t = bench_transport(ticks)
-            print(f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
-                  f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
-                  f"{t['over_1ms']} over 1 ms", flush=True)  # fmt: skip
+            print(
+                f"transport  state->command round trip over loopback ZeroMQ, {t['ticks']} at 1 kHz: "
+                f"p50 {t['p50_us']} p99 {t['p99_us']} p99.9 {t['p99_9_us']} max {t['max_us']} µs; "
+                f"{t['over_1ms']} over 1 ms",
+                flush=True,
+            )
             continue
         if scenario == "coupling":
             t = bench_coupling(ticks)
-            print(f"coupling   coupling_diagnostic on {t['ticks']} quadruped trot ticks (MuJoCo, up to "
-                  f"{t['contacts_max']} contacts): p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
-                  f"coupling (joints free) max {t['coupling_max']}, held median {t['coupling_held_median']} max "
-                  f"{t['coupling_held_max']}; {t['coupled_touchdowns']} coupled touchdowns flagged",
-                  flush=True)  # fmt: skip
+            print(
+                f"coupling   coupling_diagnostic on {t['ticks']} quadruped trot ticks (MuJoCo, up to "
+                f"{t['contacts_max']} contacts): p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
+                f"coupling (joints free) max {t['coupling_max']}, held median {t['coupling_held_median']} max "
+                f"{t['coupling_held_max']}; {t['coupled_touchdowns']} coupled touchdowns flagged",
+                flush=True,
+            )
             continue
         if scenario == "rigid_sim":
             for terrain in ("flat", "height_map"):
                 t = bench_rigid_sim(ticks, terrain)
-                print(f"rigid_sim  quadruped standing ({terrain}), one simulator step, {t['ticks']} steps: "
-                      f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
-                      f"{t['warm_fraction']:.1%} solved from the previous active set", flush=True)  # fmt: skip
+                print(
+                    f"rigid_sim  quadruped standing ({terrain}), one simulator step, {t['ticks']} steps: "
+                    f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs; "
+                    f"{t['warm_fraction']:.1%} solved from the previous active set",
+                    flush=True,
+                )
             continue
         if scenario in ("drake_sim", "ess_sim"):
             for task in ("stand", "trot"):
                 for kind in SIM_BENCH_KINDS if scenario == "drake_sim" else ESS_BENCH_KINDS:
                     t = bench_sim_step(kind, task, ticks)
-                    print(f"{kind + '_sim':<11}quadruped {task:<5} (two_stage_qp), one step, {t['ticks']} steps: "
-                          f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs (CPU p50 {t['cpu_p50_us']}, "
-                          f"mean {t['cpu_mean_us']} µs); state() p50 "
-                          f"{t['state_p50_us']} p99 {t['state_p99_us']} µs; ended in {t['mode']}",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"{kind + '_sim':<11}quadruped {task:<5} (two_stage_qp), one step, {t['ticks']} steps: "
+                        f"p50 {t['p50_us']} p99 {t['p99_us']} max {t['max_us']} µs (CPU p50 {t['cpu_p50_us']}, "
+                        f"mean {t['cpu_mean_us']} µs); state() p50 "
+                        f"{t['state_p50_us']} p99 {t['state_p99_us']} µs; ended in {t['mode']}",
+                        flush=True,
+                    )
             continue
         if scenario == "fig19":
             robot = RobotModel("quadruped")

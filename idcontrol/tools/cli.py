@@ -44,15 +44,22 @@ def _bench(args: argparse.Namespace) -> int:
     from idcontrol.tools.bench import SPECIAL_SCENARIOS
 
     scenarios = _csv(args.scenarios)
-    unknown = [x for x in scenarios if x not in SPECIAL_SCENARIOS and x not in available_robots()
-               and not Path(x).exists()]  # fmt: skip
+    unknown = [
+        x for x in scenarios if x not in SPECIAL_SCENARIOS and x not in available_robots() and not Path(x).exists()
+    ]
     if unknown:
-        print(f"unknown scenario(s) {unknown}; available: {', '.join(SPECIAL_SCENARIOS)}, or a robot: "
-              f"{', '.join(available_robots())} (or a robot.toml path)", file=sys.stderr)
+        print(
+            f"unknown scenario(s) {unknown}; available: {', '.join(SPECIAL_SCENARIOS)}, or a robot: "
+            f"{', '.join(available_robots())} (or a robot.toml path)",
+            file=sys.stderr,
+        )
         return 2
     if bool(args.tsid_python) != bool(args.tsid_script):
-        print("--tsid-python and --tsid-script go together: a TSID venv's python and the TSID reference script "
-              "it runs (it prints one JSON line of p50/p99 µs for Solo12 standing)", file=sys.stderr)
+        print(
+            "--tsid-python and --tsid-script go together: a TSID venv's python and the TSID reference script "
+            "it runs (it prints one JSON line of p50/p99 µs for Solo12 standing)",
+            file=sys.stderr,
+        )
         return 2
     tsid = (args.tsid_python, args.tsid_script) if args.tsid_python else None
     run(scenarios, formulations, args.ticks, contacts, args.json, tsid)
@@ -90,8 +97,7 @@ def _experiment_differentiability(args: argparse.Namespace) -> int:
 def _experiment_impact_order(args: argparse.Namespace) -> int:
     from idcontrol.tools.experiments.impact_order import run
 
-    return run(args.seeds, args.workers, args.ray, args.output, args.report, args.json, not args.quiet,
-               args.seconds)
+    return run(args.seeds, args.workers, args.ray, args.output, args.report, args.json, not args.quiet, args.seconds)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -99,28 +105,51 @@ def _sweep(args: argparse.Namespace) -> int:
     from idcontrol.tools.sweep.spec import load_sweep
 
     sweep = load_sweep(args.spec, output=args.output, report=args.report)
-    command = " ".join(["idcontrol sweep", args.spec] + (["--workers", str(args.workers)] if args.workers > 1 else [])
-                       + (["--ray"] + ([] if args.ray == "local" else [args.ray]) if args.ray else []))  # fmt: skip
-    print(f"sweep {sweep.name}: {len(sweep.cells)} cells of {sweep.seconds:g} s, "
-          + (f"Ray ({args.ray})" if args.ray else f"{args.workers} worker(s)"), file=sys.stderr, flush=True)
+    command = " ".join(
+        ["idcontrol sweep", args.spec]
+        + (["--workers", str(args.workers)] if args.workers > 1 else [])
+        + (["--ray"] + ([] if args.ray == "local" else [args.ray]) if args.ray else [])
+    )
+    print(
+        f"sweep {sweep.name}: {len(sweep.cells)} cells of {sweep.seconds:g} s, "
+        + (f"Ray ({args.ray})" if args.ray else f"{args.workers} worker(s)"),
+        file=sys.stderr,
+        flush=True,
+    )
     outcome = run_sweep(sweep, workers=args.workers, ray=args.ray, progress=not args.quiet, command=command)
     errors = sum(r.get("status") != "done" for r in outcome.rows)
-    print(f"{len(outcome.rows)} cells ({outcome.ran} run now in {outcome.wall_s:.1f} s wall), {errors} with an "
-          f"error; wrote {sweep.output} and {sweep.report}")  # fmt: skip
+    print(
+        f"{len(outcome.rows)} cells ({outcome.ran} run now in {outcome.wall_s:.1f} s wall), {errors} with an "
+        f"error; wrote {sweep.output} and {sweep.report}"
+    )
     return 0 if errors == 0 else 1
 
 
 def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
-    sweep = sub.add_parser("sweep", help="a grid of closed-loop runs (robot, formulation, simulator or terrain, seed, "
-                                         "options) on a process pool or Ray; resumable")  # fmt: skip
+    sweep = sub.add_parser(
+        "sweep",
+        help="a grid of closed-loop runs (robot, formulation, simulator or terrain, seed, "
+        "options) on a process pool or Ray; resumable",
+    )
     sweep.add_argument("spec", help="the sweep's spec file (TOML; see docs/sweeps.md)")
-    sweep.add_argument("--workers", type=_positive_int, default=1,
-                       help="cells at a time, a process each (default 1); with --ray, the local instance's CPUs")
-    sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                       help="run the cells as Ray tasks: alone, a Ray instance started here; ADDRESS: a cluster's "
-                            "(auto, HOST:6379, ray://HOST:10001)")  # fmt: skip
-    sweep.add_argument("--output", default=None, metavar="PATH",
-                       help="results (.json or .parquet; default: the spec's)")
+    sweep.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="cells at a time, a process each (default 1); with --ray, the local instance's CPUs",
+    )
+    sweep.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cells as Ray tasks: alone, a Ray instance started here; ADDRESS: a cluster's "
+        "(auto, HOST:6379, ray://HOST:10001)",
+    )
+    sweep.add_argument(
+        "--output", default=None, metavar="PATH", help="results (.json or .parquet; default: the spec's)"
+    )
     sweep.add_argument("--report", default=None, metavar="PATH", help="Markdown report (default: the spec's)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(func=_sweep)
@@ -151,8 +180,14 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="runs whose name (experiment/terrain/controller) contains it; comma list: any of them",
     )
     paper.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
-    paper.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                       help="run on Ray (the sweep engine): alone, a local instance with --jobs CPUs; or a cluster")
+    paper.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray (the sweep engine): alone, a local instance with --jobs CPUs; or a cluster",
+    )
     paper.add_argument(
         "--bench-ticks",
         type=int,
@@ -160,53 +195,96 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
         help="ticks per Fig. 19 timing cell (default: 300, quick 0; 0 skips the timing)",
     )
     paper.set_defaults(func=_experiment)
-    sap = which.add_parser("sap", help="Castro, Permenter and Han: SAP's resting penetration and stiction slip, "
-                                       "with Drake (needs idcontrol[drake])")  # fmt: skip
+    sap = which.add_parser(
+        "sap",
+        help="Castro, Permenter and Han: SAP's resting penetration and stiction slip, "
+        "with Drake (needs idcontrol[drake])",
+    )
     sap.add_argument("--json", default=None, metavar="PATH", help="write the checks as JSON")
     sap.add_argument("--seconds", type=float, default=1.0, help="simulated time of each check, s (default 1)")
     sap.set_defaults(func=_experiment_command("run_sap"))
-    mismatch = which.add_parser("mismatch", help="predicted against applied contact forces on the rigid, MuJoCo and "
-                                                 "Drake simulators (needs idcontrol[drake])")  # fmt: skip
+    mismatch = which.add_parser(
+        "mismatch",
+        help="predicted against applied contact forces on the rigid, MuJoCo and "
+        "Drake simulators (needs idcontrol[drake])",
+    )
     mismatch.add_argument("--quick", action="store_true", help="short runs (CI)")
     mismatch.add_argument("--json", default=None, metavar="PATH", help="write one object per cell as a JSON array")
     mismatch.add_argument("--report", default=None, metavar="PATH", help="write the markdown report and its figures")
-    mismatch.add_argument("--only", default=None, metavar="SUBSTRING",
-                          help="cells whose name (task/simulator/formulation) contains it; a comma list: any")
+    mismatch.add_argument(
+        "--only",
+        default=None,
+        metavar="SUBSTRING",
+        help="cells whose name (task/simulator/formulation) contains it; a comma list: any",
+    )
     mismatch.add_argument("--jobs", type=int, default=1, help="cells at a time, each in its own process (default 1)")
     mismatch.set_defaults(func=_experiment_command("run_mismatch"))
     robots = which.add_parser("robots", help="every robot x formulation: stand, trot, joint sinusoid (docs/robots.md)")
     robots.add_argument("--quick", action="store_true", help="2 s runs instead of 10 s (5 s for the arms)")
-    robots.add_argument("--only", default=None, metavar="SUBSTRING",
-                        help="runs whose name (task/robot/formulation) contains it; comma list: any")  # fmt: skip
+    robots.add_argument(
+        "--only",
+        default=None,
+        metavar="SUBSTRING",
+        help="runs whose name (task/robot/formulation) contains it; comma list: any",
+    )
     robots.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
     robots.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
-    robots.add_argument("--readme", default=None, metavar="PATH",
-                        help="rewrite the tables between the robots-table markers of this file")  # fmt: skip
+    robots.add_argument(
+        "--readme",
+        default=None,
+        metavar="PATH",
+        help="rewrite the tables between the robots-table markers of this file",
+    )
     robots.set_defaults(func=_experiment_command("run_robots"))
-    hardware = which.add_parser("hardware", help="the quadrupeds on typical sensors and actuators, flat and unknown "
-                                                 "ground; or the robustness margins of a sweep (docs/robustness.md)")
+    hardware = which.add_parser(
+        "hardware",
+        help="the quadrupeds on typical sensors and actuators, flat and unknown "
+        "ground; or the robustness margins of a sweep (docs/robustness.md)",
+    )
     hardware.add_argument("--quick", action="store_true", help="3 s runs instead of 60 s standing, 20 s trotting")
-    hardware.add_argument("--only", default=None, metavar="SUBSTRING",
-                          help="runs whose name (task/robot/formulation) contains it; comma list: any")
+    hardware.add_argument(
+        "--only",
+        default=None,
+        metavar="SUBSTRING",
+        help="runs whose name (task/robot/formulation) contains it; comma list: any",
+    )
     hardware.add_argument("--jobs", type=int, default=1, help="runs at a time, each in its own process (default 1)")
     hardware.add_argument("--json", default=None, metavar="PATH", help="write every run's metrics as JSON")
-    hardware.add_argument("--margins", default=None, metavar="PATH",
-                          help="print the margins of a finished `idcontrol sweep sweeps/robustness.toml` instead")
+    hardware.add_argument(
+        "--margins",
+        default=None,
+        metavar="PATH",
+        help="print the margins of a finished `idcontrol sweep sweeps/robustness.toml` instead",
+    )
     hardware.set_defaults(func=_experiment_command("run_hardware"))
     ess = which.add_parser("ess", help="Anderson & Revzen, the ESS integrator: order test, hopper, cost per contact")
     ess.add_argument("--json", default=None, metavar="PATH", help="write the results as one JSON object")
     ess.add_argument("--quick", action="store_true", help="two eps, short hopper, three plate sizes (CI)")
     ess.add_argument("--conditions", type=int, default=None, help="plate initial conditions per size (default 30)")
-    ess.add_argument("--closed-loop", type=float, default=0.0, metavar="SECONDS",
-                     help="also stand and trot the quadruped this long on the ess back end (default 0: skip)")
-    ess.add_argument("--engine", choices=("auto", "scipy"), default="auto",
-                     help="the ESS integrator's engine: compiled where it can be (auto), or the Python one on scipy "
-                     "and Pinocchio (to measure against)")  # fmt: skip
+    ess.add_argument(
+        "--closed-loop",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="also stand and trot the quadruped this long on the ess back end (default 0: skip)",
+    )
+    ess.add_argument(
+        "--engine",
+        choices=("auto", "scipy"),
+        default="auto",
+        help="the ESS integrator's engine: compiled where it can be (auto), or the Python one on scipy "
+        "and Pinocchio (to measure against)",
+    )
     ess.set_defaults(func=_experiment_command("run_ess"))
-    certificates = which.add_parser("certificates", help="every formulation on perturbed stance states, each found "
-                                                         "answer checked independently with Pinocchio")  # fmt: skip
-    certificates.add_argument("--robots", default="quadruped,solo12,a1",
-                              help="comma list of robot names or robot.toml paths (default quadruped,solo12,a1)")
+    certificates = which.add_parser(
+        "certificates",
+        help="every formulation on perturbed stance states, each found answer checked independently with Pinocchio",
+    )
+    certificates.add_argument(
+        "--robots",
+        default="quadruped,solo12,a1",
+        help="comma list of robot names or robot.toml paths (default quadruped,solo12,a1)",
+    )
     certificates.add_argument("--states", type=_positive_int, default=200, help="states per robot (default 200)")
     certificates.add_argument("--seed", type=int, default=0, help="random seed of the states (default 0)")
     certificates.add_argument("--json", default=None, metavar="PATH", help="write the tallies as JSON")
@@ -217,34 +295,56 @@ def _add_experiment_parser(sub: argparse._SubParsersAction) -> None:
     impacts.add_argument("--json", default=None, metavar="PATH", help="write the figures as JSON")
     impacts.add_argument("--plot", default=None, metavar="PNG", help="draw the set of outcomes")
     impacts.set_defaults(func=_experiment_impacts)
-    estimator = which.add_parser("estimator", help="the base estimator on a MuJoCo trot's truth: each filter with "
-                                                   "ideal and typical sensors, errors and cost per tick")  # fmt: skip
+    estimator = which.add_parser(
+        "estimator",
+        help="the base estimator on a MuJoCo trot's truth: each filter with "
+        "ideal and typical sensors, errors and cost per tick",
+    )
     estimator.add_argument("--robot", default=None, help="a quadruped (default: the shipped one, or the launch file's)")
-    estimator.add_argument("--formulation", default=None,
-                           help="the trot's controller (default two_stage_qp, or the launch file's)")
-    estimator.add_argument("--closed-loop", default=None, metavar="LAUNCH",
-                           help="instead: run LAUNCH (e.g. launch/trot_estimated.toml) with the estimator in the tick "
-                                "and judge it on the simulator's truth")  # fmt: skip
+    estimator.add_argument(
+        "--formulation", default=None, help="the trot's controller (default two_stage_qp, or the launch file's)"
+    )
+    estimator.add_argument(
+        "--closed-loop",
+        default=None,
+        metavar="LAUNCH",
+        help="instead: run LAUNCH (e.g. launch/trot_estimated.toml) with the estimator in the tick "
+        "and judge it on the simulator's truth",
+    )
     estimator.add_argument("--seconds", type=_positive_float, default=20.0, help="simulated s (default 20)")
     estimator.add_argument("--seed", type=int, default=7, help="the sensor errors' seed (default 7)")
     estimator.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON")
     estimator.set_defaults(func=_experiment_estimator)
-    diff = which.add_parser("differentiability",
-                            help="Pace & Burden: left vs right derivatives through a simultaneous touchdown")
+    diff = which.add_parser(
+        "differentiability", help="Pace & Burden: left vs right derivatives through a simultaneous touchdown"
+    )
     diff.add_argument("--json", default=None, metavar="PATH", help="write the gaps (and sweeps) as JSON")
     diff.add_argument("--plot", default=None, metavar="PNG", help="draw the gaps and the quadruped's sweeps")
     diff.add_argument("--quick", action="store_true", help="the quadruped with two_stage_qp and pid only, no sweep")
     diff.set_defaults(func=_experiment_differentiability)
-    order = which.add_parser("impact-order", help="the trot with sampled touchdown outcomes (Algorithm 1), per "
-                                                  "formulation over many seeds, on the sweep engine")  # fmt: skip
+    order = which.add_parser(
+        "impact-order",
+        help="the trot with sampled touchdown outcomes (Algorithm 1), per "
+        "formulation over many seeds, on the sweep engine",
+    )
     order.add_argument("--seeds", type=_positive_int, default=None, help="seeds per formulation (default: the spec's)")
     order.add_argument("--seconds", type=_positive_float, default=None, help="simulated s per run (default 3)")
     order.add_argument("--workers", type=_positive_int, default=1, help="runs at a time, a process each (default 1)")
-    order.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                       help="run on Ray: alone, a local instance with --workers CPUs; or a cluster's address")
+    order.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray: alone, a local instance with --workers CPUs; or a cluster's address",
+    )
     order.add_argument("--output", default=None, metavar="PATH", help="the sweep's results (default: the spec's)")
-    order.add_argument("--report", default="docs/impact_order.md", metavar="PATH",
-                       help="Markdown table (the plot beside it, .png; default docs/impact_order.md)")
+    order.add_argument(
+        "--report",
+        default="docs/impact_order.md",
+        metavar="PATH",
+        help="Markdown table (the plot beside it, .png; default docs/impact_order.md)",
+    )
     order.add_argument("--json", default=None, metavar="PATH", help="also write the pooled table as JSON")
     order.add_argument("--quiet", action="store_true", help="no progress bar")
     order.set_defaults(func=_experiment_impact_order)
@@ -276,14 +376,23 @@ def _launch(args: argparse.Namespace) -> int:
 
     summary = Path(args.summary_json).resolve() if args.summary_json else None
     if summary is not None and (not summary.parent.is_dir() or summary.is_dir()):  # said now, not after the run
-        raise IdControlError(f"--summary-json {args.summary_json}: " + (
-            "is a folder" if summary.is_dir() else f"no folder {summary.parent} to write it in"))  # fmt: skip
+        raise IdControlError(
+            f"--summary-json {args.summary_json}: "
+            + ("is a folder" if summary.is_dir() else f"no folder {summary.parent} to write it in")
+        )
     ensure_compiled()  # before loading the launch file, whose formulation check imports the kernels
     config = _load(args)
     daemon_args = _log_args(args, config.robot)
-    return launch(config, _overrides(args), args.summary_json, live=not args.quiet, daemon_args=daemon_args,
-                  driver=args.driver or None, foxglove=args.foxglove,
-                  viewer=LiveView(spawn_live, connect_live))  # fmt: skip
+    return launch(
+        config,
+        _overrides(args),
+        args.summary_json,
+        live=not args.quiet,
+        daemon_args=daemon_args,
+        driver=args.driver or None,
+        foxglove=args.foxglove,
+        viewer=LiveView(spawn_live, connect_live),
+    )
 
 
 def _log_args(args: argparse.Namespace, robot: str) -> list[str]:
@@ -323,8 +432,12 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="record every tick to an MCAP file (default name: logs/<robot>-<date>-<time>.mcap)",
     )
-    p.add_argument("--log-max-mb", type=_positive_float, default=1024.0,
-                   help="size of one log file before the next segment starts, MB (default 1024)")  # fmt: skip
+    p.add_argument(
+        "--log-max-mb",
+        type=_positive_float,
+        default=1024.0,
+        help="size of one log file before the next segment starts, MB (default 1024)",
+    )
 
 
 def _log_info(args: argparse.Namespace) -> int:
@@ -371,8 +484,9 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     export.add_argument("log", help="an MCAP log written by --log")
     export.add_argument("--format", choices=("csv", "parquet", "npz"), default="csv")
     export.add_argument("-o", "--output", default=None, help="output file (default: the log's name, new suffix)")
-    export.add_argument("--ros2", action="store_true",
-                        help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): the ros2 extra")  # fmt: skip
+    export.add_argument(
+        "--ros2", action="store_true", help="MCAP with ROS 2 message encodings (ros2 bag, Foxglove): the ros2 extra"
+    )
     export.set_defaults(func=_log_export)
     replay = sub.add_parser("replay", help="run a log's states through the controller again and compare")
     replay.add_argument("log", help="an MCAP log written by --log")
@@ -380,8 +494,12 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("--from", dest="t_from", type=float, default=None, metavar="T", help="first bridge time, s")
     replay.add_argument("--to", dest="t_to", type=float, default=None, metavar="T", help="last bridge time, s")
     replay.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    replay.add_argument("--to-sim", choices=("mujoco",), default=None,
-                        help="drive the simulator open-loop with the logged torques instead")  # fmt: skip
+    replay.add_argument(
+        "--to-sim",
+        choices=("mujoco",),
+        default=None,
+        help="drive the simulator open-loop with the logged torques instead",
+    )
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
     replay.set_defaults(func=_replay)
     plot = sub.add_parser("plot", help="write PNG figures of a log (torques, forces, tracking, timing)")
@@ -405,8 +523,12 @@ def _driver(args: argparse.Namespace) -> int:
 
     if args.mujoco_model:
         print(files.write_mujoco_model(*args.mujoco_model))
-    for flag, where in (("include", files.include_dir), ("cmake_dir", files.cmake_dir),
-                        ("example_dir", files.example_dir), ("mujoco_dir", files.mujoco_dir)):  # fmt: skip
+    for flag, where in (
+        ("include", files.include_dir),
+        ("cmake_dir", files.cmake_dir),
+        ("example_dir", files.example_dir),
+        ("mujoco_dir", files.mujoco_dir),
+    ):
         if getattr(args, flag):
             print(where())
     return 0
@@ -417,12 +539,16 @@ def _live(args: argparse.Namespace) -> int:
 
     if args.measure:
         result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
-        print(f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
-              f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)")
+        print(
+            f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
+            f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)"
+        )
         interval = result["p99_shift_interval_us"]
         if interval is not None:
-            print(f"paired with the off segments beside each on segment ({result['pairs']} pairs): moved "
-                  f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs")
+            print(
+                f"paired with the off segments beside each on segment ({result['pairs']} pairs): moved "
+                f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs"
+            )
         return 0
     return serve_live(_load(args), args.port)
 
@@ -431,8 +557,11 @@ def _add_live_parser(sub: argparse._SubParsersAction) -> None:
     live = sub.add_parser("live", help="the live view: a Foxglove WebSocket server fed by a daemon's telemetry")
     _add_launch_args(live)
     live.add_argument("--port", type=int, default=8765, help="WebSocket port on 127.0.0.1 (default 8765)")
-    live.add_argument("--measure", action="store_true",
-                      help="run the launch file and measure the daemon's tick p99 with the live view off and on")
+    live.add_argument(
+        "--measure",
+        action="store_true",
+        help="run the launch file and measure the daemon's tick p99 with the live view off and on",
+    )
     live.add_argument("--segments", type=_positive_int, default=6, help="--measure: segments, alternating off/on")
     live.add_argument("--seconds", type=_positive_float, default=5.0, help="--measure: seconds per segment")
     live.set_defaults(func=_live)
@@ -462,22 +591,35 @@ def _ros2(args: argparse.Namespace) -> int:
 
 
 def _add_ros2_parser(sub: argparse._SubParsersAction) -> None:
-    ros2 = sub.add_parser("ros2", help="ROS 2: the daemon as a node, a ROS 2 robot as its driver (docs/ros2.md)",
-                          epilog="ROS arguments (remapping, parameters) follow --ros-args, as for any node; needs "
-                                 "the ros2 extra: pip install 'idcontrol[ros2]'")  # fmt: skip
+    ros2 = sub.add_parser(
+        "ros2",
+        help="ROS 2: the daemon as a node, a ROS 2 robot as its driver (docs/ros2.md)",
+        epilog="ROS arguments (remapping, parameters) follow --ros-args, as for any node; needs "
+        "the ros2 extra: pip install 'idcontrol[ros2]'",
+    )
     _add_launch_args(ros2)
-    ros2.add_argument("--role", choices=("node", "driver", "sim-robot", "latency"), default="node",
-                      help="node (default): the daemon's topics, services, parameters; driver: a ROS 2 robot's "
-                      "topics as the daemon's driver; sim-robot: a MuJoCo robot speaking those topics; latency: "
-                      "measure a ROS 2 round trip (LAUNCH_FILE names the robot's sizes)")  # fmt: skip
+    ros2.add_argument(
+        "--role",
+        choices=("node", "driver", "sim-robot", "latency"),
+        default="node",
+        help="node (default): the daemon's topics, services, parameters; driver: a ROS 2 robot's "
+        "topics as the daemon's driver; sim-robot: a MuJoCo robot speaking those topics; latency: "
+        "measure a ROS 2 round trip (LAUNCH_FILE names the robot's sizes)",
+    )
     ros2.add_argument("--endpoint", default=None, help="driver: the daemon's control endpoint (default: the file's)")
-    ros2.add_argument("--odometry", action="store_true",
-                      help="driver: the robot publishes its base on odom (nav_msgs/Odometry)")  # fmt: skip
+    ros2.add_argument(
+        "--odometry", action="store_true", help="driver: the robot publishes its base on odom (nav_msgs/Odometry)"
+    )
     ros2.add_argument("--rate", type=_positive_float, default=None, help="sim-robot: Hz (default: the daemon's)")
     ros2.add_argument("--rates", default="1000,500,250", help="latency: comma list of rates, Hz")
     ros2.add_argument("--seconds", type=_positive_float, default=5.0, help="latency: seconds per rate")
-    ros2.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=None,
-                      help="the rest of the line goes to ROS, as for any node (-r FROM:=TO, -p NAME:=V)")  # fmt: skip
+    ros2.add_argument(
+        "--ros-args",
+        dest="ros_args",
+        nargs=argparse.REMAINDER,
+        default=None,
+        help="the rest of the line goes to ROS, as for any node (-r FROM:=TO, -p NAME:=V)",
+    )
     ros2.set_defaults(func=_ros2)
 
 
@@ -490,37 +632,65 @@ def _conformance(args: argparse.Namespace) -> int:
 
 def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
     conformance = sub.add_parser("conformance", help="check a robot driver against the protocol's obligations")
-    conformance.add_argument("--bridge-kind", choices=("mujoco", "rigid"), default="mujoco",
-                             help="[bridge] kind of the launch file {launch} names (for idcontrol bridge)")
+    conformance.add_argument(
+        "--bridge-kind",
+        choices=("mujoco", "rigid"),
+        default="mujoco",
+        help="[bridge] kind of the launch file {launch} names (for idcontrol bridge)",
+    )
     conformance.add_argument("--json", default=None, metavar="PATH", help="also write the checks as JSON")
-    conformance.add_argument("--priority", type=int, default=0,
-                             help="SCHED_FIFO priority of the daemon and the driver (default 0: normal scheduling)")
-    conformance.add_argument("--rate", type=_positive_float, default=1000.0,
-                             help="the daemon's control rate, Hz (default 1000; the driver takes it from welcome)")
-    conformance.add_argument("command", nargs=argparse.REMAINDER,
-                             help="-- the driver's command; {endpoint} and {launch} are filled in")  # fmt: skip
+    conformance.add_argument(
+        "--priority",
+        type=int,
+        default=0,
+        help="SCHED_FIFO priority of the daemon and the driver (default 0: normal scheduling)",
+    )
+    conformance.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=1000.0,
+        help="the daemon's control rate, Hz (default 1000; the driver takes it from welcome)",
+    )
+    conformance.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- the driver's command; {endpoint} and {launch} are filled in"
+    )
     conformance.set_defaults(func=_conformance)
-    driver = sub.add_parser("driver", help="the C++ driver client: include and CMake directories, the example; "
-                                           "a vendor's robot (franka, unitree) and the Unitree simulator")
+    driver = sub.add_parser(
+        "driver",
+        help="the C++ driver client: include and CMake directories, the example; "
+        "a vendor's robot (franka, unitree) and the Unitree simulator",
+    )
     driver.add_argument("--include", action="store_true", help="print the include directory of idcontrol/driver.hpp")
     driver.add_argument("--cmake-dir", action="store_true", help="print the folder of idcontrol_driverConfig.cmake")
     driver.add_argument("--example-dir", action="store_true", help="print the C++ example driver's CMake project")
     driver.add_argument("--mujoco-dir", action="store_true", help="print the mujoco wheel's folder (headers, library)")
-    driver.add_argument("--mujoco-model", nargs=2, metavar=("LAUNCH_FILE", "OUT"),
-                        help="write the launch file's MuJoCo model (.mjb) for the C++ example")  # fmt: skip
+    driver.add_argument(
+        "--mujoco-model",
+        nargs=2,
+        metavar=("LAUNCH_FILE", "OUT"),
+        help="write the launch file's MuJoCo model (.mjb) for the C++ example",
+    )
     driver.set_defaults(func=_driver, action=None)
     # argparse only: each vendor's SDK (its extra) is imported when its command runs
     from idcontrol.driver.franka import app as franka
     from idcontrol.driver.unitree import app as unitree
 
-    actions = driver.add_subparsers(dest="action", required=False, metavar="{franka,unitree,unitree-sim}",
-                                    help="a vendor's robot")  # fmt: skip
+    actions = driver.add_subparsers(
+        dest="action", required=False, metavar="{franka,unitree,unitree-sim}", help="a vendor's robot"
+    )
     franka.add_parser(actions)
-    unitree.add_driver_arguments(actions.add_parser(
-        "unitree", help="drive a Unitree robot (Go2, B2; the humanoids' messages) over its low-level DDS topics "
-        "(the [unitree] extra; docs/unitree.md)"))  # fmt: skip
-    unitree.add_simulator_arguments(actions.add_parser(
-        "unitree-sim", help="a simulated Unitree robot on the same DDS topics, MuJoCo behind it (docs/unitree.md)"))
+    unitree.add_driver_arguments(
+        actions.add_parser(
+            "unitree",
+            help="drive a Unitree robot (Go2, B2; the humanoids' messages) over its low-level DDS topics "
+            "(the [unitree] extra; docs/unitree.md)",
+        )
+    )
+    unitree.add_simulator_arguments(
+        actions.add_parser(
+            "unitree-sim", help="a simulated Unitree robot on the same DDS topics, MuJoCo behind it (docs/unitree.md)"
+        )
+    )
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -567,8 +737,9 @@ def _duration(text: str) -> float:
     try:
         return _finite_float(text, zero=True)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"a duration is a finite number of s >= 0 (0: until Ctrl-C), got {text}") \
-            from None  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"a duration is a finite number of s >= 0 (0: until Ctrl-C), got {text}"
+        ) from None
 
 
 def _positive_float(text: str) -> float:
@@ -610,19 +781,31 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     fuzz.set_defaults(func=_fuzz)
     flood = sub.add_parser("flood", help="a stranger's traffic (no credential) at a launch file's running daemon")
     flood.add_argument("launch_file", help="the launch file of the running daemon (its endpoints)")
-    flood.add_argument("--kind", choices=("control", "reference", "subscriptions"), required=True,
-                       help="states without a hello, references with a wrong credential, or telemetry subscriptions")
+    flood.add_argument(
+        "--kind",
+        choices=("control", "reference", "subscriptions"),
+        required=True,
+        help="states without a hello, references with a wrong credential, or telemetry subscriptions",
+    )
     flood.add_argument("--seconds", type=_positive_float, default=10.0, help="how long (default 10)")
-    flood.add_argument("--topics", type=_positive_int, default=200_000,
-                       help="distinct subscriptions per connection of a subscriptions flood (default 200000)")
+    flood.add_argument(
+        "--topics",
+        type=_positive_int,
+        default=200_000,
+        help="distinct subscriptions per connection of a subscriptions flood (default 200000)",
+    )
     flood.set_defaults(func=_flood)
     soak = sub.add_parser("soak", help="run the closed loop at 1 kHz in real time; RSS and deadlines over time")
     soak.add_argument("--minutes", type=_positive_float, default=10.0, help="how long (default 10)")
     soak.add_argument("--formulation", default="two_stage_qp", help="the daemon's formulation")
     soak.add_argument("--sample-s", type=_positive_float, default=10.0, help="seconds between samples (default 10)")
     soak.add_argument("--json", default=None, metavar="PATH", help="also write every sample as JSON")
-    soak.add_argument("--priority", type=int, default=50,
-                      help="SCHED_FIFO priority of daemon and bridge (default 50; 0: normal scheduling)")  # fmt: skip
+    soak.add_argument(
+        "--priority",
+        type=int,
+        default=50,
+        help="SCHED_FIFO priority of daemon and bridge (default 50; 0: normal scheduling)",
+    )
     soak.set_defaults(func=_soak)
 
 
@@ -638,8 +821,16 @@ def _robot_check(args: argparse.Namespace) -> int:
 def _robot_init(args: argparse.Namespace) -> int:
     from idcontrol.robot.init import init_robot
 
-    result = init_robot(args.urdf, args.srdf, args.out, base=args.base, state=args.state, name=args.name,
-                        force=args.force, torque_limit=args.torque_limit)  # fmt: skip
+    result = init_robot(
+        args.urdf,
+        args.srdf,
+        args.out,
+        base=args.base,
+        state=args.state,
+        name=args.name,
+        force=args.force,
+        torque_limit=args.torque_limit,
+    )
     print(f"wrote {result.path}")
     print("inferred:")
     for line in result.inferred:
@@ -666,19 +857,33 @@ def _add_robot_commands(sub: argparse._SubParsersAction) -> None:
     init = robot_sub.add_parser("init", help="infer DIR/robot.toml from a URDF (and an SRDF) and say what it inferred")
     init.add_argument("urdf", help="the URDF: a path or share:<package>/<path> (a file an installed package ships)")
     init.add_argument("--srdf", default=None, help="an SRDF whose group state gives the standing posture")
-    init.add_argument("--state", default=None, help="the SRDF group state to stand in (default: standing, else one "
-                      "that sets the root joint)")  # fmt: skip
-    init.add_argument("--out", default=None, metavar="DIR", help="the folder to write robot.toml to (default: "
-                      "./<the URDF's robot name>)")  # fmt: skip
+    init.add_argument(
+        "--state",
+        default=None,
+        help="the SRDF group state to stand in (default: standing, else one that sets the root joint)",
+    )
+    init.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="the folder to write robot.toml to (default: ./<the URDF's robot name>)",
+    )
     init.add_argument("--base", choices=("floating", "fixed"), default=None, help="override the inferred base")
     init.add_argument("--name", default=None, help="the robot's name (default: the URDF's)")
-    init.add_argument("--torque-limit", type=float, default=None, metavar="NM",
-                      help="N·m (N for a prismatic joint) for each actuated joint whose URDF gives no effort limit, "
-                           "written to [limits.torque] (default: such a joint is an error)")  # fmt: skip
+    init.add_argument(
+        "--torque-limit",
+        type=float,
+        default=None,
+        metavar="NM",
+        help="N·m (N for a prismatic joint) for each actuated joint whose URDF gives no effort limit, "
+        "written to [limits.torque] (default: such a joint is an error)",
+    )
     init.add_argument("--force", action="store_true", help="overwrite an existing robot.toml")
     init.set_defaults(func=_robot_init)
-    check = robot_sub.add_parser("check", help="the preflight: bad numbers, impossible inertias, missing limits, "
-                                 "unknown names; exit 1 on an error")  # fmt: skip
+    check = robot_sub.add_parser(
+        "check",
+        help="the preflight: bad numbers, impossible inertias, missing limits, unknown names; exit 1 on an error",
+    )
     check.add_argument("path", help="a URDF (a path or share:<package>/...), a robot.toml, its folder or a robot name")
     check.set_defaults(func=_robot_check)
 
@@ -687,11 +892,19 @@ def _add_launch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("launch_file", help="a launch file, e.g. launch/quadruped_trot.toml")
     p.add_argument("--duration", type=_duration, default=None, help="override the run's duration, s (0: until Ctrl-C)")
     p.add_argument("--formulation", default=None, help="override the launch file's formulation")
-    p.add_argument("--bridge", default=None, metavar="KIND",
-                   help="override the launch file's simulator (bridge.kind): mujoco, rigid, drake or ess")  # fmt: skip
-    p.add_argument("--robot", default=None, metavar="NAME_OR_PATH",
-                   help="override the launch file's robot: a shipped name, a folder with robot.toml or a robot.toml "
-                   "(the reference sizes itself to it)")  # fmt: skip
+    p.add_argument(
+        "--bridge",
+        default=None,
+        metavar="KIND",
+        help="override the launch file's simulator (bridge.kind): mujoco, rigid, drake or ess",
+    )
+    p.add_argument(
+        "--robot",
+        default=None,
+        metavar="NAME_OR_PATH",
+        help="override the launch file's robot: a shipped name, a folder with robot.toml or a robot.toml "
+        "(the reference sizes itself to it)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -700,7 +913,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="time each formulation's whole tick on standing scenarios")
     bench.add_argument("--ticks", type=_positive_int, default=3000, help="timed ticks per row (default 3000)")
     bench.add_argument(
-        "--scenarios", default="trot,grasp,quadruped,solo12,fig19",
+        "--scenarios",
+        default="trot,grasp,quadruped,solo12,fig19",
         help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
         "drake_sim,ess_sim,coupling,gap",
     )
@@ -708,26 +922,47 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as a JSON array ('-': stdout)")
     bench.add_argument("--tsid-python", default=None, help="python of a TSID venv: also run the TSID reference")
-    bench.add_argument("--tsid-script", default=None, metavar="PATH",
-                       help="the TSID reference script --tsid-python runs (Solo12 standing, in that venv)")
+    bench.add_argument(
+        "--tsid-script",
+        default=None,
+        metavar="PATH",
+        help="the TSID reference script --tsid-python runs (Solo12 standing, in that venv)",
+    )
     bench.set_defaults(func=_bench)
-    compile_ = sub.add_parser("compile", help="build the compiled kernels into numba's cache in parallel (before a "
-                              "first start: an image, a CI machine)")  # fmt: skip
+    compile_ = sub.add_parser(
+        "compile",
+        help="build the compiled kernels into numba's cache in parallel (before a first start: an image, a CI machine)",
+    )
     compile_.add_argument("--jobs", type=_positive_int, default=None, help="worker processes (default: the CPUs)")
     compile_.set_defaults(func=_compile)
-    launch = sub.add_parser("launch", help="run a launch file: daemon and bridge as separate processes",
-                            epilog="exit status: 0 the run ended as asked (its duration, or Ctrl-C); 2 an error; "
-                                   "3 the robot fell; 4 the run ended before its duration (a safe stop, the "
-                                   "bridge's late-command rule, a process that exited)")  # fmt: skip
+    launch = sub.add_parser(
+        "launch",
+        help="run a launch file: daemon and bridge as separate processes",
+        epilog="exit status: 0 the run ended as asked (its duration, or Ctrl-C); 2 an error; "
+        "3 the robot fell; 4 the run ended before its duration (a safe stop, the "
+        "bridge's late-command rule, a process that exited)",
+    )
     _add_launch_args(launch)
     launch.add_argument("--summary-json", default=None, metavar="PATH", help="also write the run summary as JSON")
     launch.add_argument("--quiet", action="store_true", help="no live status line")
     _add_log_args(launch)
-    launch.add_argument("--foxglove", type=_port, nargs="?", const=8765, default=None, metavar="PORT",
-                        help="watch it live in Foxglove: a WebSocket server on 127.0.0.1:PORT (default 8765)")
-    launch.add_argument("--driver", nargs=argparse.REMAINDER, default=None, metavar="COMMAND",
-                        help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
-                        "{launch}: the launch file); the rest of the line is its command")  # fmt: skip
+    launch.add_argument(
+        "--foxglove",
+        type=_port,
+        nargs="?",
+        const=8765,
+        default=None,
+        metavar="PORT",
+        help="watch it live in Foxglove: a WebSocket server on 127.0.0.1:PORT (default 8765)",
+    )
+    launch.add_argument(
+        "--driver",
+        nargs=argparse.REMAINDER,
+        default=None,
+        metavar="COMMAND",
+        help="run this robot driver instead of the bridge ({endpoint}: the control endpoint, "
+        "{launch}: the launch file); the rest of the line is its command",
+    )
     launch.set_defaults(func=_launch)
     daemon = sub.add_parser("daemon", help="run only the control daemon of a launch file")
     _add_launch_args(daemon)
@@ -735,8 +970,13 @@ def main(argv: list[str] | None = None) -> int:
     daemon.set_defaults(func=_daemon)
     bridge = sub.add_parser("bridge", help="run only the simulator bridge of a launch file")
     _add_launch_args(bridge)
-    bridge.add_argument("--hello-timeout", type=float, default=10.0, metavar="S",
-                        help="how long to wait for the daemon to answer, s (default 10)")
+    bridge.add_argument(
+        "--hello-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="how long to wait for the daemon to answer, s (default 10)",
+    )
     bridge.set_defaults(func=_bridge)
     _add_reliability_commands(sub)
     _add_robot_commands(sub)

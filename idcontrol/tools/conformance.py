@@ -171,7 +171,7 @@ class Proxy:
     def states(self, since: float = 0.0) -> list[Seen]:
         """The states received at or after ``since`` (perf_counter s), in order."""
         with self.lock:
-            return self._states[bisect.bisect_left(self._state_at, since):]
+            return self._states[bisect.bisect_left(self._state_at, since) :]
 
     def _error_to(self, peer: bytes, code: str, text: str, seq: int | None) -> None:
         self.front.send_multipart([peer, wire.encode_error(code, text, seq)])
@@ -271,8 +271,9 @@ class Proxy:
                 return
             if message.get("type") == "command" and seq in self._error:
                 with_seq = self._error.pop(seq)
-                self._error_to(peer, "bad_state", "conformance: an error in place of this command",
-                               seq if with_seq else None)  # fmt: skip
+                self._error_to(
+                    peer, "bad_state", "conformance: an error in place of this command", seq if with_seq else None
+                )
                 return
             self.front.send_multipart([peer, raw])
 
@@ -301,8 +302,15 @@ def _array(message: dict[str, Any], key: str) -> np.ndarray | None:
 class Suite:
     """One conformance run (see the module docstring)."""
 
-    def __init__(self, command: list[str], bridge_kind: str = "mujoco", workdir: Path | None = None,
-                 log: Callable[[str], None] = print, priority: int = 0, rate_hz: float = 1000.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        command: list[str],
+        bridge_kind: str = "mujoco",
+        workdir: Path | None = None,
+        log: Callable[[str], None] = print,
+        priority: int = 0,
+        rate_hz: float = 1000.0,
+    ) -> None:
         if not 10.0 <= rate_hz <= 2000.0:
             raise IdControlError(f"the conformance rate must be in 10 .. 2000 Hz, got {rate_hz}")
         self.command = command
@@ -314,22 +322,39 @@ class Suite:
         self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="idcontrol-conformance-")
         self.dir = Path(workdir or self._tmp.name)
         ports = free_ports(4)
-        self.endpoints = {k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry", "proxy"),
-                                                                      ports, strict=True)}  # fmt: skip
+        self.endpoints = {
+            k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry", "proxy"), ports, strict=True)
+        }
         e = self.endpoints
         self.daemon_launch = self.dir / "daemon.toml"
-        self.daemon_launch.write_text(LAUNCH_TEMPLATE.format(kind="mujoco", control=e["control"], admin=e["admin"],
-                                                             telemetry=e["telemetry"], priority=priority,
-                                                             rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
-                                                             substeps=max(1, round(1000.0 / rate_hz))))  # fmt: skip
+        self.daemon_launch.write_text(
+            LAUNCH_TEMPLATE.format(
+                kind="mujoco",
+                control=e["control"],
+                admin=e["admin"],
+                telemetry=e["telemetry"],
+                priority=priority,
+                rate_hz=rate_hz,
+                watchdog_ms=max(20.0, 5e3 / rate_hz),
+                substeps=max(1, round(1000.0 / rate_hz)),
+            )
+        )
         self.driver_launch = self.dir / "driver.toml"
         # MuJoCo in 1 ms physics steps, as at 1 kHz (its stiff contact wants them); the rigid time stepper in one
         # step per period, the controller's own model of it (in 1 ms steps it reported no contact force)
         substeps = max(1, round(1000.0 / rate_hz)) if bridge_kind == "mujoco" else 1
-        self.driver_launch.write_text(LAUNCH_TEMPLATE.format(kind=bridge_kind, control=e["proxy"], admin=e["admin"],
-                                                             telemetry=e["telemetry"], priority=priority,
-                                                             rate_hz=rate_hz, watchdog_ms=max(20.0, 5e3 / rate_hz),
-                                                             substeps=substeps))  # fmt: skip
+        self.driver_launch.write_text(
+            LAUNCH_TEMPLATE.format(
+                kind=bridge_kind,
+                control=e["proxy"],
+                admin=e["admin"],
+                telemetry=e["telemetry"],
+                priority=priority,
+                rate_hz=rate_hz,
+                watchdog_ms=max(20.0, 5e3 / rate_hz),
+                substeps=substeps,
+            )
+        )
         self.daemon: subprocess.Popen | None = None
         self.driver: subprocess.Popen | None = None
         self.driver_output: dict[str, Any] | None = None  # the driver's last JSON line at exit
@@ -352,18 +377,27 @@ class Suite:
 
     def _spawn_daemon(self) -> None:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-        self.daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(self.daemon_launch)],
-                                       stdout=subprocess.DEVNULL, stderr=open(self.dir / "daemon.log", "wb"),
-                                       env=env, start_new_session=True)  # fmt: skip
+        self.daemon = subprocess.Popen(
+            [sys.executable, "-m", "idcontrol", "daemon", str(self.daemon_launch)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "daemon.log", "wb"),
+            env=env,
+            start_new_session=True,
+        )
 
     def _spawn_driver(self) -> None:
         e = self.endpoints
         argv = [a.replace("{endpoint}", e["proxy"]).replace("{launch}", str(self.driver_launch)) for a in self.command]
         env = {**os.environ, "IDCONTROL_ENDPOINT": e["proxy"], "IDCONTROL_LAUNCH": str(self.driver_launch)}
         self.driver_out = open(self.dir / "driver.out", "wb")
-        self.driver = subprocess.Popen(argv, stdout=self.driver_out, stderr=open(self.dir / "driver.log", "wb"),
-                                       env=env, start_new_session=True,
-                                       preexec_fn=_realtime(self.priority) if self.priority else None)  # fmt: skip
+        self.driver = subprocess.Popen(
+            argv,
+            stdout=self.driver_out,
+            stderr=open(self.dir / "driver.log", "wb"),
+            env=env,
+            start_new_session=True,
+            preexec_fn=_realtime(self.priority) if self.priority else None,
+        )
 
     def status(self) -> dict[str, Any]:
         return self.admin.request("status")
@@ -424,24 +458,40 @@ class Suite:
         p = self.proxy
         got = self.wait(lambda: bool(p.hellos) or p.refused_hellos > 0 or not self.driver_alive(), 120.0, 0.01)
         if not got or not p.hellos:
-            why = ("the driver exited with code " + str(self.driver.returncode)) if not self.driver_alive() else \
-                (f"{p.refused_hellos} hello(s) without the daemon's credential" if p.refused_hellos else
-                 "no hello within 120 s")  # fmt: skip
+            why = (
+                ("the driver exited with code " + str(self.driver.returncode))
+                if not self.driver_alive()
+                else (
+                    f"{p.refused_hellos} hello(s) without the daemon's credential"
+                    if p.refused_hellos
+                    else "no hello within 120 s"
+                )
+            )
             self.check("hello and version", False, why)
             return False
         m = p.hellos[0].message
         r = self.robot
         fields = (m.get("v"), m.get("robot"), m.get("nq"), m.get("nv"), m.get("nu"), m.get("clock"))
-        self.check("hello and version", fields == (1, ROBOT, r.nq, r.nv, r.nu, "realtime"),
-                   f"v={m.get('v')} robot={m.get('robot')} nq={m.get('nq')} nv={m.get('nv')} nu={m.get('nu')} "
-                   f"clock={m.get('clock')} (want v=1 {ROBOT} {r.nq}/{r.nv}/{r.nu} realtime)")  # fmt: skip
-        self.check("credentials", p.refused_hellos == 0 and bool(p.hellos),
-                   f"hello showed the credential of the daemon it connects to ({p.refused_hellos} refused)")
+        self.check(
+            "hello and version",
+            fields == (1, ROBOT, r.nq, r.nv, r.nu, "realtime"),
+            f"v={m.get('v')} robot={m.get('robot')} nq={m.get('nq')} nv={m.get('nv')} nu={m.get('nu')} "
+            f"clock={m.get('clock')} (want v=1 {ROBOT} {r.nq}/{r.nv}/{r.nu} realtime)",
+        )
+        self.check(
+            "credentials",
+            p.refused_hellos == 0 and bool(p.hellos),
+            f"hello showed the credential of the daemon it connects to ({p.refused_hellos} refused)",
+        )
         own = [peer for peer in p.hello_peers if not (len(peer) == 5 and peer[:1] == b"\x00")]
-        self.check("zeromq's routing id", not own,
-                   "the driver's connection has the routing id ZeroMQ chose (a driver that sets ZMQ_ROUTING_ID "
-                   "lets a peer that connects later with the same id reach its session's routing)" if not own else
-                   f"the driver set its own routing id {own[0]!r}: leave ZMQ_ROUTING_ID unset")  # fmt: skip
+        self.check(
+            "zeromq's routing id",
+            not own,
+            "the driver's connection has the routing id ZeroMQ chose (a driver that sets ZMQ_ROUTING_ID "
+            "lets a peer that connects later with the same id reach its session's routing)"
+            if not own
+            else f"the driver set its own routing id {own[0]!r}: leave ZMQ_ROUTING_ID unset",
+        )
         return self.wait(lambda: len(p.states()) > 50, 30.0, 0.01)
 
     def _run_phases(self) -> None:
@@ -477,8 +527,10 @@ class Suite:
             m = s.message
             q, v = _array(m, "q"), _array(m, "qd")
             if q is None or q.size != r.nq or v is None or v.size != r.nv:
-                bad.append(f"seq {m.get('seq')}: q/qd sizes {None if q is None else q.size}/"
-                           f"{None if v is None else v.size}, want {r.nq}/{r.nv}")  # fmt: skip
+                bad.append(
+                    f"seq {m.get('seq')}: q/qd sizes {None if q is None else q.size}/"
+                    f"{None if v is None else v.size}, want {r.nq}/{r.nv}"
+                )
                 break
             t = m.get("t")
             if not (np.isfinite(q).all() and np.isfinite(v).all()):
@@ -493,9 +545,13 @@ class Suite:
                     bad.append(f"seq {m.get('seq')}: contact_forces of {None if f is None else f.size}, want {3 * k}")
                     break
                 forces_seen += 1
-        self.check("field shapes", not bad and bool(states),
-                   "; ".join(bad) or f"{len(states)} states: q f64[{r.nq}], qd f64[{r.nv}], t float, "
-                   f"contact_forces f64[{3 * k}] in {forces_seen}, every message v=1")  # fmt: skip
+        self.check(
+            "field shapes",
+            not bad and bool(states),
+            "; ".join(bad)
+            or f"{len(states)} states: q f64[{r.nq}], qd f64[{r.nv}], t float, "
+            f"contact_forces f64[{3 * k}] in {forces_seen}, every message v=1",
+        )
         if not states or bad:
             return
         # positions from the states before the start (the robot at rest in its standing posture, whatever the
@@ -509,10 +565,12 @@ class Suite:
         upright_w = float(np.abs(quat[:, 3]).min())
         upright_first = float(np.abs(quat[:, 0]).max())
         order_ok = norm_err < 1e-3 and upright_w > 0.99
-        self.check("quaternion order x y z w", order_ok,
-                   f"standing robot at rest: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
-                   f"| |quat| - 1 | <= {norm_err:.1e}" + ("" if order_ok or upright_first < 0.99 else
-                                                           " — looks like w x y z"))  # fmt: skip
+        self.check(
+            "quaternion order x y z w",
+            order_ok,
+            f"standing robot at rest: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
+            f"| |quat| - 1 | <= {norm_err:.1e}" + ("" if order_ok or upright_first < 0.99 else " — looks like w x y z"),
+        )
         stand = r.standing_configuration()
         height = float(np.median(q[:, 2]))
         joints = float(np.median(np.abs(q[:, 7:] - stand[7:]).max(axis=1)))
@@ -523,20 +581,29 @@ class Suite:
         dt_per_seq = float(np.median(steps)) if steps.size else 0.0
         units_ok = 0.5 * stand[2] < height < 1.5 * stand[2] and joints < 0.2
         units_ok = units_ok and 0.5 * self.dt < dt_per_seq < 2 * self.dt
-        evidence = (f"base height {height:.4f} m (standing {stand[2]:.4f}), joints within {joints:.4f} rad of the "
-                    f"standing posture (at rest, medians), t advances {dt_per_seq * 1e3:.3f} ms per seq "
-                    f"(period {self.dt * 1e3:g} ms)")
+        evidence = (
+            f"base height {height:.4f} m (standing {stand[2]:.4f}), joints within {joints:.4f} rad of the "
+            f"standing posture (at rest, medians), t advances {dt_per_seq * 1e3:.3f} ms per seq "
+            f"(period {self.dt * 1e3:g} ms)"
+        )
         if idle:
             qi = np.array([_array(s.message, "q") for s in idle])
             evidence += f"; idle: joints moved {float(np.abs(qi[:, 7:] - qi[0, 7:]).max()):.1e} rad"
         if forces_seen:
-            fz = np.array([_array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum() for s in early
-                           if s.message.get("contact_forces") is not None])  # fmt: skip
+            fz = np.array(
+                [
+                    _array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum()
+                    for s in early
+                    if s.message.get("contact_forces") is not None
+                ]
+            )
             weight = self.robot.total_mass() * GRAVITY
             ratio = float(np.median(fz) / weight)
             units_ok = units_ok and 0.8 < ratio < 1.2
-            evidence += (f"; contact forces: total z {np.median(fz):.1f} N = {ratio:.3f} m g, upward on the robot "
-                         "(world frame, N; first 0.4 s of run)")  # fmt: skip
+            evidence += (
+                f"; contact forces: total z {np.median(fz):.1f} N = {ratio:.3f} m g, upward on the robot "
+                "(world frame, N; first 0.4 s of run)"
+            )
         else:
             evidence += "; contact forces not sent (optional)"
         self.check("units and frames", units_ok, evidence)
@@ -554,18 +621,26 @@ class Suite:
         # the period itself (p50), and few skipped boundaries (mean); the jitter and misses are evidence: a loaded
         # machine makes them worse without the driver being wrong
         ok = abs(p50 - self.dt) < 0.05 * self.dt and abs(mean - self.dt) < 0.1 * self.dt
-        self.check("period and jitter", ok,
-                   f"{at.size} states in {at[-1] - at[0]:.2f} s: interval mean {mean * 1e6:.1f} µs, p50 "
-                   f"{p50 * 1e6:.1f} µs (period {self.dt * 1e6:.0f}); |jitter| p50 {np.percentile(jitter, 50):.0f} "
-                   f"p99 {np.percentile(jitter, 99):.0f} max {jitter.max():.0f} µs; driver-reported late "
-                   f"{late} ({100 * (1 - late / at.size):.2f} % on deadline), round trip p50 "
-                   f"{np.median(rtts) if rtts else math.nan:.0f} µs (through the proxy)")  # fmt: skip
+        self.check(
+            "period and jitter",
+            ok,
+            f"{at.size} states in {at[-1] - at[0]:.2f} s: interval mean {mean * 1e6:.1f} µs, p50 "
+            f"{p50 * 1e6:.1f} µs (period {self.dt * 1e6:.0f}); |jitter| p50 {np.percentile(jitter, 50):.0f} "
+            f"p99 {np.percentile(jitter, 99):.0f} max {jitter.max():.0f} µs; driver-reported late "
+            f"{late} ({100 * (1 - late / at.size):.2f} % on deadline), round trip p50 "
+            f"{np.median(rtts) if rtts else math.nan:.0f} µs (through the proxy)",
+        )
 
     def _after(self, seq: int, n: int = 2, timeout: float = 1.0) -> list[dict[str, Any]]:
         """The driver's next ``n`` states after the state ``seq`` (in the same session)."""
+
         def later() -> list[dict[str, Any]]:
-            return [s.message for s in self.proxy.states() if isinstance(s.message.get("seq"), int)
-                    and s.message["seq"] > seq][:n]  # fmt: skip
+            return [
+                s.message
+                for s in self.proxy.states()
+                if isinstance(s.message.get("seq"), int) and s.message["seq"] > seq
+            ][:n]
+
         self.wait(lambda: len(later()) >= n, timeout)
         return later()
 
@@ -587,14 +662,22 @@ class Suite:
             nxt = self._after(seqs[0], 2)
             first = nxt[0] if nxt else {}
             second = nxt[1] if len(nxt) > 1 else {}
-            rows.append((bool(first.get("last_late")) and "last_rtt_us" not in first,
-                         bool(second.get("last_late")), bool(first.get("bridge_stopped"))))  # fmt: skip
+            rows.append(
+                (
+                    bool(first.get("last_late")) and "last_rtt_us" not in first,
+                    bool(second.get("last_late")),
+                    bool(first.get("bridge_stopped")),
+                )
+            )
         flagged = sum(1 for r in rows if r[0])
         again = sum(1 for r in rows if r[1])
         stopped = any(r[2] for r in rows)
-        self.check("late command (reuse once)", flagged == 5 and again <= 3 and not stopped,
-                   f"5 commands withheld: the next state said last_late (without last_rtt_us) {flagged}/5, the one "
-                   f"after it {again}/5 (a second late period), bridge_stopped {'seen' if stopped else 'never'}")
+        self.check(
+            "late command (reuse once)",
+            flagged == 5 and again <= 3 and not stopped,
+            f"5 commands withheld: the next state said last_late (without last_rtt_us) {flagged}/5, the one "
+            f"after it {again}/5 (a second late period), bridge_stopped {'seen' if stopped else 'never'}",
+        )
 
     def _error_replies(self) -> None:
         flagged, alive = 0, True
@@ -606,9 +689,12 @@ class Suite:
                 flagged += 1
             alive = alive and len(nxt) == 3 and not any(m.get("bridge_stopped") for m in nxt)
         alive = alive and self.driver_alive()
-        self.check("error replies", flagged == 3 and alive,
-                   f"an error with the state's seq in place of its command: next state last_late {flagged}/3; an "
-                   f"error without seq: ignored; the driver {'kept its period' if alive else 'stopped or died'}")
+        self.check(
+            "error replies",
+            flagged == 3 and alive,
+            f"an error with the state's seq in place of its command: next state last_late {flagged}/3; an "
+            f"error without seq: ignored; the driver {'kept its period' if alive else 'stopped or died'}",
+        )
 
     def _reconnect(self) -> None:
         p = self.proxy
@@ -620,10 +706,13 @@ class Suite:
         ok = self.wait(lambda: len(p.hellos) > hellos, 2.0, 0.0005)
         took = (time.perf_counter() - t0) * 1e3
         resumed = ok and self.wait(lambda: len(p.states(p.hellos[-1].at)) > 20, 2.0)
-        self.check("reconnect with a new credential", ok and resumed,
-                   f"after unauthorized (a restarted daemon's new credential) a hello with the new one "
-                   f"{f'came in {took:.1f} ms' if ok else 'never came'} ({p.refused_hellos - refused} with the old "
-                   f"one refused), states {'resumed' if resumed else 'did not resume'}")
+        self.check(
+            "reconnect with a new credential",
+            ok and resumed,
+            f"after unauthorized (a restarted daemon's new credential) a hello with the new one "
+            f"{f'came in {took:.1f} ms' if ok else 'never came'} ({p.refused_hellos - refused} with the old "
+            f"one refused), states {'resumed' if resumed else 'did not resume'}",
+        )
 
     def _late_run(self, since: float) -> tuple[int | None, int]:
         """(seq of the first bridge_stopped state sent after ``since``, the consecutive last_late states ending
@@ -654,11 +743,17 @@ class Suite:
         time.sleep(max(0.2, 40 * self.dt))
         after = [s.message for s in p.states(restarted)][20:]  # (the first answers may still be to the old stop)
         cleared = bool(after) and not any(m.get("bridge_stopped") for m in after)
-        self.check("stop after 20 late", first is not None and run == LATE_LIMIT and left and cleared,
-                   (f"commands withheld: bridge_stopped came with the {run}th late command in a row"
-                    if first is not None else f"commands withheld for {len(messages)} periods: no bridge_stopped") +
-                   f"; the daemon {'stopped' if left else 'did not stop'}; after a new start bridge_stopped "
-                   f"{'cleared' if cleared else 'still set or no states'}")  # fmt: skip
+        self.check(
+            "stop after 20 late",
+            first is not None and run == LATE_LIMIT and left and cleared,
+            (
+                f"commands withheld: bridge_stopped came with the {run}th late command in a row"
+                if first is not None
+                else f"commands withheld for {len(messages)} periods: no bridge_stopped"
+            )
+            + f"; the daemon {'stopped' if left else 'did not stop'}; after a new start bridge_stopped "
+            f"{'cleared' if cleared else 'still set or no states'}",
+        )
 
     def _watchdog(self) -> None:
         p = self.proxy
@@ -677,10 +772,13 @@ class Suite:
         self.admin.start()
         time.sleep(0.2)
         ok = first is not None and run == LATE_LIMIT and float(np.median(gaps)) < 1.5e3 * self.dt
-        self.check("watchdog (a silent daemon)", ok,
-                   f"daemon silent: the driver kept sending (interval median {np.median(gaps):.2f} ms, max "
-                   f"{gaps.max():.2f} ms) and stopped on its own with the {run}th late command in a row; the "
-                   f"daemon's own watchdog {'tripped' if tripped else 'did not trip'}")  # fmt: skip
+        self.check(
+            "watchdog (a silent daemon)",
+            ok,
+            f"daemon silent: the driver kept sending (interval median {np.median(gaps):.2f} ms, max "
+            f"{gaps.max():.2f} ms) and stopped on its own with the {run}th late command in a row; the "
+            f"daemon's own watchdog {'tripped' if tripped else 'did not trip'}",
+        )
 
     def _safe_stop_on_stop(self) -> None:
         p = self.proxy
@@ -695,9 +793,12 @@ class Suite:
         gaps = np.diff([s.at for s in during]) * 1e3 if len(during) > 1 else np.array([math.inf])
         moved = float(np.abs(np.array(held)[:, 7:] - held[0][7:]).max()) if len(held) > 1 else math.inf
         ok = stopped and float(gaps.max()) < max(20.0, 25e3 * self.dt) and moved < 1e-3
-        self.check("safe stop on stop", ok,
-                   f"through safe_stop to stopped the driver kept sending (largest gap {gaps.max():.1f} ms); "
-                   f"stopped: joints moved {moved:.1e} rad in 0.3 s (held still)")
+        self.check(
+            "safe stop on stop",
+            ok,
+            f"through safe_stop to stopped the driver kept sending (largest gap {gaps.max():.1f} ms); "
+            f"stopped: joints moved {moved:.1e} rad in 0.3 s (held still)",
+        )
         self.admin.start()
         time.sleep(0.3)
 
@@ -716,10 +817,13 @@ class Suite:
         during = p.states(since)
         alive = self.driver_alive()
         ok = code == 0 and first is not None and run == LATE_LIMIT and alive and len(during) > 0
-        self.check("safe stop on daemon shutdown", ok,
-                   f"the daemon safe-stopped and exited ({code}); the driver kept its period, stopped on its own "
-                   f"with the {run}th late command in a row once the daemon was gone, and "
-                   f"{'is still running' if alive else 'exited'}")  # fmt: skip
+        self.check(
+            "safe stop on daemon shutdown",
+            ok,
+            f"the daemon safe-stopped and exited ({code}); the driver kept its period, stopped on its own "
+            f"with the {run}th late command in a row once the daemon was gone, and "
+            f"{'is still running' if alive else 'exited'}",
+        )
 
     def _sigterm(self) -> None:
         if not self.driver_alive():
@@ -731,8 +835,12 @@ class Suite:
         except subprocess.TimeoutExpired:
             code = None
         report = self.driver_report()
-        self.check("exit on SIGTERM", code == 0, f"exit code {code} within 5 s" +
-                   (f"; its report: {report['states_sent']} states, {report['late_commands']} late" if report else ""))
+        self.check(
+            "exit on SIGTERM",
+            code == 0,
+            f"exit code {code} within 5 s"
+            + (f"; its report: {report['states_sent']} states, {report['late_commands']} late" if report else ""),
+        )
 
     def driver_report(self) -> dict[str, Any] | None:
         """The driver's own report, if it printed one (a line ``{"bridge": {...}}``); the whole line is kept in
@@ -760,12 +868,20 @@ class Suite:
             if s.session in last and seq <= last[s.session]:
                 bad.append(f"seq {seq} after {last[s.session]}")
             last[s.session] = seq
-        self.check("seq monotonic", not bad and count > 0,
-                   "; ".join(bad[:5]) or f"{count} states in {len(last)} session(s), each strictly increasing")
+        self.check(
+            "seq monotonic",
+            not bad and count > 0,
+            "; ".join(bad[:5]) or f"{count} states in {len(last)} session(s), each strictly increasing",
+        )
 
 
-def run_conformance(command: list[str], bridge_kind: str = "mujoco", json_path: str | None = None,
-                    priority: int = 0, rate_hz: float = 1000.0) -> int:
+def run_conformance(
+    command: list[str],
+    bridge_kind: str = "mujoco",
+    json_path: str | None = None,
+    priority: int = 0,
+    rate_hz: float = 1000.0,
+) -> int:
     """Run the suite on ``command``; print each obligation; 0 when all pass, 1 otherwise.
 
     priority : SCHED_FIFO priority for the daemon and the driver (the proxy one above), 0: normal scheduling.

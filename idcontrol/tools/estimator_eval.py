@@ -101,8 +101,12 @@ def record_truth(config: LaunchConfig, seconds: float, robot: RobotModel | None 
 
     run = run_in_process(config, seconds, robot=robot, simulator=sim, until=until)
     n = min(len(rows["t"]), run.n)  # the rows the controller answered (a state it refused ends the run)
-    return TruthRecording(robot, *(np.asarray(rows[key][:n]) for key in ("t", "q", "v", "gyro", "accel")),
-                          contact=np.asarray(rows["contact"][:n]), end_reason=run.end_reason)  # fmt: skip
+    return TruthRecording(
+        robot,
+        *(np.asarray(rows[key][:n]) for key in ("t", "q", "v", "gyro", "accel")),
+        contact=np.asarray(rows["contact"][:n]),
+        end_reason=run.end_reason,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- sensors
@@ -174,17 +178,21 @@ def synthesize(truth: TruthRecording, errors: SensorErrors | None = None, seed: 
         error = tilt_error + np.array([*rng.normal(0.0, errors.attitude_noise, 2), errors.yaw_drift * truth.t[i]])
         quat = _quat_xyzw(_exp(error) @ rotation_wi)
         joint_q = q[7:] if resolution <= 0 else np.round(q[7:] / resolution) * resolution
-        out.append(SensorReading(
-            t=float(truth.t[i]),
-            joint_q=np.ascontiguousarray(joint_q, dtype=float),
-            joint_v=v[6:] + rng.normal(0.0, errors.joint_velocity_noise, robot.nv - 6),
-            imu_orientation_xyzw=quat,
-            imu_angular_velocity=truth.gyro[i] + gyro_bias + rng.normal(0.0, errors.gyro_noise_density
-                                                                        * math.sqrt(rate), 3),
-            imu_linear_acceleration=truth.accel[i] + accel_bias + rng.normal(0.0, errors.accel_noise_density
-                                                                             * math.sqrt(rate), 3),
-            contact=truth.contact[i].astype(float),
-        ))  # fmt: skip
+        out.append(
+            SensorReading(
+                t=float(truth.t[i]),
+                joint_q=np.ascontiguousarray(joint_q, dtype=float),
+                joint_v=v[6:] + rng.normal(0.0, errors.joint_velocity_noise, robot.nv - 6),
+                imu_orientation_xyzw=quat,
+                imu_angular_velocity=truth.gyro[i]
+                + gyro_bias
+                + rng.normal(0.0, errors.gyro_noise_density * math.sqrt(rate), 3),
+                imu_linear_acceleration=truth.accel[i]
+                + accel_bias
+                + rng.normal(0.0, errors.accel_noise_density * math.sqrt(rate), 3),
+                contact=truth.contact[i].astype(float),
+            )
+        )
     return out
 
 
@@ -213,10 +221,16 @@ class EstimateErrors:
     estimates: Array = field(repr=False, default_factory=lambda: np.zeros(0))
 
     def as_row(self) -> dict[str, float | str]:
-        return {"height_max_mm": self.height_max * 1e3, "tilt_max_deg": math.degrees(self.tilt_max),
-                "velocity_rms_mps": self.velocity_rms, "drift_percent": self.drift_percent,
-                "distance_m": self.distance, "healthy_fraction": self.healthy_fraction,
-                "tick_us_p50": self.tick_us_p50, "tick_us_p99": self.tick_us_p99}  # fmt: skip
+        return {
+            "height_max_mm": self.height_max * 1e3,
+            "tilt_max_deg": math.degrees(self.tilt_max),
+            "velocity_rms_mps": self.velocity_rms,
+            "drift_percent": self.drift_percent,
+            "distance_m": self.distance,
+            "healthy_fraction": self.healthy_fraction,
+            "tick_us_p50": self.tick_us_p50,
+            "tick_us_p99": self.tick_us_p99,
+        }
 
 
 def _tilt_and_velocity(q: Array, v: Array, q_est: Array, v_est: Array) -> tuple[Array, float]:
@@ -230,8 +244,12 @@ def _tilt_and_velocity(q: Array, v: Array, q_est: Array, v_est: Array) -> tuple[
     return tilt, float(np.sqrt(np.mean(np.sum((vel_est - vel_true) ** 2, axis=1))))
 
 
-def evaluate(truth: TruthRecording, readings: list[SensorReading], settings: EstimatorSettings | None = None,
-             estimator: BaseEstimator | None = None) -> EstimateErrors:  # fmt: skip
+def evaluate(
+    truth: TruthRecording,
+    readings: list[SensorReading],
+    settings: EstimatorSettings | None = None,
+    estimator: BaseEstimator | None = None,
+) -> EstimateErrors:
     """Run the estimator open-loop over ``readings`` (reset at the true start position) and compare to ``truth``."""
     robot = truth.robot
     est = estimator or BaseEstimator(robot, settings)
@@ -278,9 +296,12 @@ def trot_config(robot: str = "quadruped", formulation: str = "two_stage_qp", spe
 
     config = load_launch(REPO / "launch" / ("quadruped_trot.toml" if robot == "quadruped" else "trot.toml"))
     options = dict(config.reference.options, forward_speed=speed)
-    return replace(config, robot=robot if robot != "quadruped" else config.robot,
-                   controller=replace(config.controller, formulation=formulation),
-                   reference=replace(config.reference, options=options))  # fmt: skip
+    return replace(
+        config,
+        robot=robot if robot != "quadruped" else config.robot,
+        controller=replace(config.controller, formulation=formulation),
+        reference=replace(config.reference, options=options),
+    )
 
 
 def run(robot: str, formulation: str, seconds: float, seed: int, json_path: str | None) -> int:
@@ -291,8 +312,10 @@ def run(robot: str, formulation: str, seconds: float, seed: int, json_path: str 
     config = trot_config(robot, formulation)
     started = time.perf_counter()
     truth = record_truth(config, seconds)
-    print(f"{config.robot} trot, {formulation}, {len(truth.t) / 1000:.1f} s recorded in "
-          f"{time.perf_counter() - started:.0f} s ({truth.end_reason})")  # fmt: skip
+    print(
+        f"{config.robot} trot, {formulation}, {len(truth.t) / 1000:.1f} s recorded in "
+        f"{time.perf_counter() - started:.0f} s ({truth.end_reason})"
+    )
     rows = []
     ideal = SensorErrors(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     for sensors, errors in (("ideal", ideal), ("typical", SensorErrors())):
@@ -300,16 +323,30 @@ def run(robot: str, formulation: str, seconds: float, seed: int, json_path: str 
         for name in ("inekf", "lkf"):
             e = evaluate(truth, readings, EstimatorSettings(filter=name))
             rows.append({"filter": name, "sensors": sensors, **e.as_row(), "first_unhealthy": e.first_unhealthy})
-    header = ("filter", "sensors", "height_max_mm", "tilt_max_deg", "velocity_rms_mps", "drift_percent",
-              "distance_m", "healthy_fraction", "tick_us_p50", "tick_us_p99")  # fmt: skip
+    header = (
+        "filter",
+        "sensors",
+        "height_max_mm",
+        "tilt_max_deg",
+        "velocity_rms_mps",
+        "drift_percent",
+        "distance_m",
+        "healthy_fraction",
+        "tick_us_p50",
+        "tick_us_p99",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         cells = [row[h] if isinstance(row[h], str) else f"{row[h]:.3g}" for h in header]
         print("| " + " | ".join(cells) + " |")
     if json_path:
-        Path(json_path).write_text(json.dumps({"robot": config.robot, "formulation": formulation,
-                                               "seconds": seconds, "seed": seed, "rows": rows}, indent=1))  # fmt: skip
+        Path(json_path).write_text(
+            json.dumps(
+                {"robot": config.robot, "formulation": formulation, "seconds": seconds, "seed": seed, "rows": rows},
+                indent=1,
+            )
+        )
     return 0
 
 
@@ -343,13 +380,22 @@ class ClosedLoopErrors:
     estimator_us_p99: float
 
     def as_row(self) -> dict[str, float | str | bool]:
-        return {"end_reason": self.end_reason, "ticks": self.ticks, "fell": self.fell,
-                "height_max_mm": self.height_max * 1e3, "tilt_max_deg": math.degrees(self.tilt_max),
-                "tilt_settled_deg": math.degrees(self.tilt_settled), "velocity_rms_mps": self.velocity_rms,
-                "drift_percent": self.drift_percent, "drift_mm": self.drift_percent * self.distance * 10.0,
-                "distance_m": self.distance,
-                "contact_agreement": self.contact_agreement, "longest_disagreement_ms": self.longest_disagreement * 1e3,
-                "estimator_us_p50": self.estimator_us_p50, "estimator_us_p99": self.estimator_us_p99}  # fmt: skip
+        return {
+            "end_reason": self.end_reason,
+            "ticks": self.ticks,
+            "fell": self.fell,
+            "height_max_mm": self.height_max * 1e3,
+            "tilt_max_deg": math.degrees(self.tilt_max),
+            "tilt_settled_deg": math.degrees(self.tilt_settled),
+            "velocity_rms_mps": self.velocity_rms,
+            "drift_percent": self.drift_percent,
+            "drift_mm": self.drift_percent * self.distance * 10.0,
+            "distance_m": self.distance,
+            "contact_agreement": self.contact_agreement,
+            "longest_disagreement_ms": self.longest_disagreement * 1e3,
+            "estimator_us_p50": self.estimator_us_p50,
+            "estimator_us_p99": self.estimator_us_p99,
+        }
 
 
 def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None = None) -> ClosedLoopErrors:
@@ -407,26 +453,38 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
             longest = max(longest, run_length)
     cost = np.asarray(rows["cost"][1:]) * 1e6
     return ClosedLoopErrors(
-        end_reason=end_reason, ticks=n, fell=fell,
-        height_max=float(np.max(np.abs(q_est[:, 2] - q[:, 2]))), tilt_max=float(np.max(tilt)),
+        end_reason=end_reason,
+        ticks=n,
+        fell=fell,
+        height_max=float(np.max(np.abs(q_est[:, 2] - q[:, 2]))),
+        tilt_max=float(np.max(tilt)),
         tilt_settled=float(np.max(settled)) if len(settled := tilt[int(round(1.0 / core.dt)) :]) else math.nan,
         velocity_rms=velocity_rms,
-        drift_percent=100.0 * drift / distance if distance > 0 else math.nan, distance=distance,
-        contact_agreement=float(np.mean(agree)), longest_disagreement=longest * core.dt,
-        estimator_us_p50=float(np.percentile(cost, 50)), estimator_us_p99=float(np.percentile(cost, 99)),
-    )  # fmt: skip
+        drift_percent=100.0 * drift / distance if distance > 0 else math.nan,
+        distance=distance,
+        contact_agreement=float(np.mean(agree)),
+        longest_disagreement=longest * core.dt,
+        estimator_us_p50=float(np.percentile(cost, 50)),
+        estimator_us_p99=float(np.percentile(cost, 99)),
+    )
 
 
-def run_closed_loop(launch: str, robot: str | None, formulation: str | None, seconds: float,
-                    json_path: str | None) -> int:  # fmt: skip
+def run_closed_loop(
+    launch: str, robot: str | None, formulation: str | None, seconds: float, json_path: str | None
+) -> int:
     """``idcontrol experiment estimator --closed-loop LAUNCH``: one closed-loop run, its errors as a table row."""
     import json
 
     config = load_launch(launch).with_overrides(robot=robot, formulation=formulation)
     started = time.perf_counter()
     errors = closed_loop(config, seconds)
-    row = {"robot": config.robot, "formulation": config.controller.formulation, "estimator": config.estimator.kind,
-           "seconds": seconds, **errors.as_row()}  # fmt: skip
+    row = {
+        "robot": config.robot,
+        "formulation": config.controller.formulation,
+        "estimator": config.estimator.kind,
+        "seconds": seconds,
+        **errors.as_row(),
+    }
     print(f"{Path(launch).name}, {time.perf_counter() - started:.0f} s wall")
     print("| " + " | ".join(row) + " |")
     print("|" + "---|" * len(row))

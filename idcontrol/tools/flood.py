@@ -41,8 +41,11 @@ class FloodReport:
 
 
 def _endpoint(config: LaunchConfig, kind: str) -> str:
-    endpoint = {"control": config.endpoints.control, "reference": config.endpoints.reference,
-                "subscriptions": config.endpoints.telemetry}[kind]  # fmt: skip
+    endpoint = {
+        "control": config.endpoints.control,
+        "reference": config.endpoints.reference,
+        "subscriptions": config.endpoints.telemetry,
+    }[kind]
     if not endpoint:
         raise ConfigError(f"the launch file has no endpoint for a {kind} flood")
     return endpoint

@@ -99,10 +99,19 @@ class Mutator:
     def _value(self) -> Any:
         r = self.rng
         kind = int(r.integers(11))
-        return [None, True, int(r.integers(-(2**63), 2**63 - 1)), 2**64 - 1, float(r.standard_normal()),
-                math.nan, -math.inf, "x" * int(r.integers(0, 20)), r.bytes(int(r.integers(0, 200))),
-                [float(x) for x in r.standard_normal(int(r.integers(0, 30)))],
-                {"position": r.bytes(24)}][kind]  # fmt: skip
+        return [
+            None,
+            True,
+            int(r.integers(-(2**63), 2**63 - 1)),
+            2**64 - 1,
+            float(r.standard_normal()),
+            math.nan,
+            -math.inf,
+            "x" * int(r.integers(0, 20)),
+            r.bytes(int(r.integers(0, 200))),
+            [float(x) for x in r.standard_normal(int(r.integers(0, 30)))],
+            {"position": r.bytes(24)},
+        ][kind]
 
     def message(self) -> tuple[bytes, bool]:
         """One message and whether it is a valid state."""
@@ -115,8 +124,24 @@ class Mutator:
         if kind == 2:  # random bytes
             return r.bytes(int(r.integers(0, 300))), False
         if kind == 3:  # a field replaced by a value of a random type
-            base[str(r.choice(["v", "type", "t", "q", "qd", "contact_forces", "objects", "last_rtt_us",
-                               "bridge_stopped", "extra"]))] = self._value()  # fmt: skip
+            base[
+                str(
+                    r.choice(
+                        [
+                            "v",
+                            "type",
+                            "t",
+                            "q",
+                            "qd",
+                            "contact_forces",
+                            "objects",
+                            "last_rtt_us",
+                            "bridge_stopped",
+                            "extra",
+                        ]
+                    )
+                )
+            ] = self._value()
         elif kind == 4:  # NaN / inf inside an array
             key = str(r.choice(["q", "qd"]))
             values = np.frombuffer(base[key], "<f8").copy()
@@ -147,8 +172,15 @@ class Mutator:
                 raw[int(r.integers(len(raw)))] ^= 1 << int(r.integers(8))
             return bytes(raw), False
         elif kind == 10:  # hello with odd fields or a wrong credential
-            hello = {"v": 1, "type": "hello", "robot": str(r.choice([self.robot.name, "arm", ""])),
-                     "nq": int(r.integers(0, 40)), "nv": self._value(), "nu": 12, "clock": "lockstep"}  # fmt: skip
+            hello = {
+                "v": 1,
+                "type": "hello",
+                "robot": str(r.choice([self.robot.name, "arm", ""])),
+                "nq": int(r.integers(0, 40)),
+                "nv": self._value(),
+                "nu": 12,
+                "clock": "lockstep",
+            }
             hello["token"] = [self.token, "", "f" * 64, self._value()][int(r.integers(4))]
             return msgpack.packb(hello, use_bin_type=True), False
         else:  # garbage objects, quaternion not of unit norm, or (rarely) over the size limit
@@ -169,22 +201,53 @@ class AdminMutator:
     bytes of the wrong length, a string where a number belongs, an oversized string, unknown options or
     fields, a missing or wrong credential). ``shutdown`` is only ever sent without the credential."""
 
-    KINDS = ("status", "stats", "start", "stop", "set_formulation", "set_gains", "set_reference", "reset_stats",
-             "shutdown")  # fmt: skip
+    KINDS = (
+        "status",
+        "stats",
+        "start",
+        "stop",
+        "set_formulation",
+        "set_gains",
+        "set_reference",
+        "reset_stats",
+        "shutdown",
+    )
 
     def __init__(self, robot: RobotModel, rng: np.random.Generator, token: str) -> None:
         self.robot, self.rng, self.token = robot, rng, token
 
     def _gain(self) -> Any:
         r, nu = self.rng, self.robot.nu
-        return [float(r.uniform(0, 2000)), wire.f64(r.uniform(0, 2000, nu)), wire.f64(r.uniform(0, 1, int(r.integers(
-            0, 30)))), [float(x) for x in r.uniform(0, 100, nu)], r.bytes(int(r.integers(0, 100))), "x", {"a": 1},
-            math.nan, 1e308, -1.0, [1.0] * int(r.integers(0, 20)), True, None][int(r.integers(13))]  # fmt: skip
+        return [
+            float(r.uniform(0, 2000)),
+            wire.f64(r.uniform(0, 2000, nu)),
+            wire.f64(r.uniform(0, 1, int(r.integers(0, 30)))),
+            [float(x) for x in r.uniform(0, 100, nu)],
+            r.bytes(int(r.integers(0, 100))),
+            "x",
+            {"a": 1},
+            math.nan,
+            1e308,
+            -1.0,
+            [1.0] * int(r.integers(0, 20)),
+            True,
+            None,
+        ][int(r.integers(13))]
 
     def _option_value(self) -> Any:
         r = self.rng
-        return [float(r.standard_normal()), int(r.integers(-5, 5)), True, "fast", "x" * int(r.integers(0, 400)),
-                [1, 2], {"k": 1.0}, None, math.inf, r.bytes(8)][int(r.integers(10))]  # fmt: skip
+        return [
+            float(r.standard_normal()),
+            int(r.integers(-5, 5)),
+            True,
+            "fast",
+            "x" * int(r.integers(0, 400)),
+            [1, 2],
+            {"k": 1.0},
+            None,
+            math.inf,
+            r.bytes(8),
+        ][int(r.integers(10))]
 
     def request(self) -> bytes:
         r = self.rng
@@ -203,8 +266,11 @@ class AdminMutator:
                 if r.random() < 0.6:
                     message[key] = self._gain()
         elif kind in ("set_formulation", "set_reference"):
-            names = (["two_stage_qp", "noslip_lcp", "coulomb_lcp", "pid", "nope", ""] if kind == "set_formulation"
-                     else ["hold", "trot", "stream", "arm_sinusoid", "nope"])  # fmt: skip
+            names = (
+                ["two_stage_qp", "noslip_lcp", "coulomb_lcp", "pid", "nope", ""]
+                if kind == "set_formulation"
+                else ["hold", "trot", "stream", "arm_sinusoid", "nope"]
+            )
             message["name"] = str(r.choice(names)) if r.random() < 0.9 else self._option_value()
             if r.random() < 0.7:
                 keys = ["spread", "share_friction", "ridge", "dissipation", "forward_speed", "speed", "pose", "bogus"]
@@ -289,8 +355,9 @@ class ReplyChecker:
             self.problem(f"unsafe torque {command.tau.tolist()} in mode {command.mode}")
 
 
-def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst: int = 64,
-             progress: bool = True) -> FuzzReport:  # fmt: skip
+def run_fuzz(
+    messages: int, seed: int = 0, robot_name: str = "quadruped", burst: int = 64, progress: bool = True
+) -> FuzzReport:
     """Send ``messages`` fuzzed control messages to a fresh daemon process; see the module docstring."""
     robot = RobotModel(robot_name)
     report = FuzzReport()
@@ -302,8 +369,9 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
         daemon_output = Path(tmp) / "daemon.log"  # what the daemon said, quoted in the report if it dies
         with daemon_output.open("wb") as sink:
-            daemon = subprocess.Popen([sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env,
-                                      stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+            daemon = subprocess.Popen(
+                [sys.executable, "-m", "idcontrol", "daemon", str(path)], env=env, stdout=sink, stderr=subprocess.STDOUT
+            )
         checker.daemon, checker.daemon_output = daemon, daemon_output
         try:
             endpoint, admin_endpoint = _bound_endpoints(daemon, daemon_output, checker)
@@ -336,8 +404,9 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                     sent += 1
                 report.messages += sent
                 if sent < n:  # the daemon stopped reading: it died or hangs
-                    checker.crash(f"the daemon stopped reading its control socket (a send waited "
-                                  f"{SEND_TIMEOUT_MS / 1e3:g} s)")  # fmt: skip
+                    checker.crash(
+                        f"the daemon stopped reading its control socket (a send waited {SEND_TIMEOUT_MS / 1e3:g} s)"
+                    )
                     break
                 while dealer.poll(5 if report.messages % (16 * burst) else 50):
                     checker.check(dealer.recv())
@@ -359,8 +428,12 @@ def run_fuzz(messages: int, seed: int = 0, robot_name: str = "quadruped", burst:
                     commands_at_check = report.commands
                 if progress and time.monotonic() - last_print > 10.0:
                     last_print = time.monotonic()
-                    print(f"fuzz: {report.messages} messages, {report.replies} replies, {report.crashes} crashes, "
-                          f"{report.bad_replies} bad replies", file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"fuzz: {report.messages} messages, {report.replies} replies, {report.crashes} crashes, "
+                        f"{report.bad_replies} bad replies",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             while dealer.poll(200):
                 checker.check(dealer.recv())
             _alive(admin, report, checker)
@@ -406,8 +479,9 @@ def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:
     side.close()
 
 
-def _bound_endpoints(daemon: subprocess.Popen, output: Path, checker: ReplyChecker,
-                     timeout: float = 300.0) -> tuple[str, str]:  # fmt: skip
+def _bound_endpoints(
+    daemon: subprocess.Popen, output: Path, checker: ReplyChecker, timeout: float = 300.0
+) -> tuple[str, str]:
     """(control, admin) endpoints from the daemon's ready line, once it has bound its sockets and warmed up (the
     ports are the daemon's choice: ports picked here and bound later may be taken by another process meanwhile).
     ``timeout`` s allows for compiling the kernels on a first start."""

@@ -50,8 +50,9 @@ def _foxglove():
     return foxglove
 
 
-def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = LIVE_RATE_HZ,
-               stop: threading.Event | None = None) -> int:  # fmt: skip
+def serve_live(
+    config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = LIVE_RATE_HZ, stop: threading.Event | None = None
+) -> int:
     """Serve the live view of ``config``'s daemon until SIGINT/SIGTERM (or ``stop`` is set); returns 0."""
     foxglove = _foxglove()
     from idcontrol.realtime import enter_background
@@ -77,15 +78,22 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
     server = foxglove.start_server(
         name=f"idcontrol {config.robot}", host="127.0.0.1", port=port, message_backlog_size=LIVE_BACKLOG
     )
-    channels = {topic: foxglove.Channel(topic, schema=foxglove.Schema(name=name, encoding="jsonschema", data=data),
-                                        message_encoding="json")
-                for topic, (name, data) in view.schemas().items()}  # fmt: skip
+    channels = {
+        topic: foxglove.Channel(
+            topic, schema=foxglove.Schema(name=name, encoding="jsonschema", data=data), message_encoding="json"
+        )
+        for topic, (name, data) in view.schemas().items()
+    }
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    print(f"idcontrol live view: ws://127.0.0.1:{server.port} (Foxglove: Open connection, Foxglove WebSocket); "
-          f"{priority} CPU priority", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"idcontrol live view: ws://127.0.0.1:{server.port} (Foxglove: Open connection, Foxglove WebSocket); "
+        f"{priority} CPU priority",
+        file=sys.stderr,
+        flush=True,
+    )
     interval = 1.0 / rate_hz
     try:
         while not stop.wait(interval):  # one wake-up per message instant, however many records came
@@ -112,8 +120,9 @@ def serve_live(config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = 
 
 def spawn_live(launch_file: str | Path, port: int) -> subprocess.Popen:
     """Run the live view of a launch file as its own process (``python -m idcontrol live FILE --port PORT``)."""
-    return subprocess.Popen([sys.executable, "-m", "idcontrol", "live", str(launch_file), "--port", str(port)],
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "idcontrol", "live", str(launch_file), "--port", str(port)], start_new_session=True
+    )
 
 
 # ------------------------------------------------------------------------------------------------ a client
@@ -154,8 +163,9 @@ class FoxgloveClient:
             enter_background("Foxglove client")  # this thread only (Linux schedules threads)
 
         try:
-            with connect(self.url, subprotocols=list(self.SUBPROTOCOLS), open_timeout=timeout,
-                         max_size=None) as connection:  # fmt: skip
+            with connect(
+                self.url, subprotocols=list(self.SUBPROTOCOLS), open_timeout=timeout, max_size=None
+            ) as connection:
                 self.connection = connection
                 self.opened.set()
                 for frame in connection:
@@ -211,8 +221,9 @@ class FoxgloveClient:
 
 
 # ------------------------------------------------------------------------------------------------ overhead
-def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: float = 5.0, port: int = 0,
-                          log=print) -> dict[str, Any]:  # fmt: skip
+def measure_tick_overhead(
+    launch_file: str | Path, segments: int = 6, seconds: float = 5.0, port: int = 0, log=print
+) -> dict[str, Any]:
     """The daemon's tick (state received → command sent, ``compute_us``) with the live view off and on, in one run:
     the launch file's daemon and bridge run throughout; ``segments`` segments of ``seconds`` s alternate off, on,
     off, ... (on: the live view process with a client subscribed to every channel). Returns each segment's
@@ -238,8 +249,12 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
     rows: list[dict[str, Any]] = []
     try:
         _wait(lambda: _status(admin) is not None, 120.0, "the daemon")
-        bridge = subprocess.Popen([*cmd, "bridge", str(config.path)], start_new_session=True,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        bridge = subprocess.Popen(
+            [*cmd, "bridge", str(config.path)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _wait(lambda: (_status(admin) or {}).get("bridge_connected"), 60.0, "the bridge")
         admin.start()
         time.sleep(1.0)
@@ -257,32 +272,47 @@ def measure_tick_overhead(launch_file: str | Path, segments: int = 6, seconds: f
             status = admin.request("status")
             if status["mode"] != "run":  # (a real-time bridge stopped the robot: late commands) start again, redo
                 retries += 1
-                log(f"segment {i + 1}: the robot left run mode ({status['reason']}); the simulator is restarted "
-                    "from its initial state and the segment redone")  # fmt: skip
+                log(
+                    f"segment {i + 1}: the robot left run mode ({status['reason']}); the simulator is restarted "
+                    "from its initial state and the segment redone"
+                )
                 if retries > 3 * segments:
                     raise IdControlError(f"the robot keeps leaving run mode: {status['reason']}")
                 _wait(lambda: (_status(admin) or {}).get("mode") in ("stopped", "idle"), 10.0, "the safe stop")
                 terminate(bridge)  # a robot that fell cannot stand up again: a new simulator
                 _wait(lambda: not (_status(admin) or {}).get("bridge_connected"), 10.0, "the bridge to leave")
-                bridge = subprocess.Popen([*cmd, "bridge", str(config.path)], start_new_session=True,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                bridge = subprocess.Popen(
+                    [*cmd, "bridge", str(config.path)],
+                    start_new_session=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 _wait(lambda: (_status(admin) or {}).get("bridge_connected"), 60.0, "the new bridge")
                 admin.start()
                 time.sleep(1.0)
                 continue
-            row = {"live_view": on, "ticks": stats["ticks"], "compute_p50_us": stats["compute_us"]["p50"],
-                   "compute_p99_us": stats["compute_us"]["p99"], "deadline_misses": stats["deadline_misses"],
-                   "messages": sum(client.counts.values()) if on and client else 0}  # fmt: skip
+            row = {
+                "live_view": on,
+                "ticks": stats["ticks"],
+                "compute_p50_us": stats["compute_us"]["p50"],
+                "compute_p99_us": stats["compute_us"]["p99"],
+                "deadline_misses": stats["deadline_misses"],
+                "messages": sum(client.counts.values()) if on and client else 0,
+            }
             rows.append(row)
-            log(f"segment {i + 1}: live view {'on ' if on else 'off'}  ticks {row['ticks']:>6}  tick p50 "
+            log(
+                f"segment {i + 1}: live view {'on ' if on else 'off'}  ticks {row['ticks']:>6}  tick p50 "
                 f"{row['compute_p50_us']:7.1f}  p99 {row['compute_p99_us']:7.1f} µs  misses {row['deadline_misses']}"
-                + (f"  viewer got {row['messages']} messages" if on else ""))  # fmt: skip
+                + (f"  viewer got {row['messages']} messages" if on else "")
+            )
             if on:
                 client.close()
                 client = None
                 if not terminate(live):
-                    log(f"segment {i + 1}: the live view did not exit within 10 s of SIGTERM (idle CPU priority); "
-                        "killed")  # fmt: skip
+                    log(
+                        f"segment {i + 1}: the live view did not exit within 10 s of SIGTERM (idle CPU priority); "
+                        "killed"
+                    )
                 live = None
             i += 1
     finally:
@@ -371,21 +401,49 @@ def layout_json(nu: int = 12) -> str:
     from idcontrol.logs import foxglove as topics
 
     def plot(title: str, paths: list[tuple[str, str]]) -> fl.PlotPanel:
-        return fl.PlotPanel(title=title, config=fl.PlotConfig(
-            paths=[fl.PlotSeries(value=value, label=label) for value, label in paths], show_legend=True))
+        return fl.PlotPanel(
+            title=title,
+            config=fl.PlotConfig(
+                paths=[fl.PlotSeries(value=value, label=label) for value, label in paths], show_legend=True
+            ),
+        )
 
-    scene = fl.ThreeDeePanel(title="robot and contact forces", config=fl.ThreeDeeConfig(
-        follow_tf=topics.WORLD, topics={topics.ROBOT_TOPIC: fl.BaseRendererSceneUpdateTopicSettings(visible=True),
-                                        topics.FORCES_TOPIC: fl.BaseRendererSceneUpdateTopicSettings(visible=True)}))
+    scene = fl.ThreeDeePanel(
+        title="robot and contact forces",
+        config=fl.ThreeDeeConfig(
+            follow_tf=topics.WORLD,
+            topics={
+                topics.ROBOT_TOPIC: fl.BaseRendererSceneUpdateTopicSettings(visible=True),
+                topics.FORCES_TOPIC: fl.BaseRendererSceneUpdateTopicSettings(visible=True),
+            },
+        ),
+    )
     joints = plot("joint positions, rad", [(f"{topics.JOINTS_TOPIC}.position[{i}]", f"q{i}") for i in range(nu)])
     torques = plot("joint torques, N·m", [(f"{topics.JOINTS_TOPIC}.effort[{i}]", f"tau{i}") for i in range(nu)])
-    deadlines = plot("deadlines", [(f"{topics.DEADLINES_TOPIC}.on_deadline_fraction", "on deadline"),
-                                   (f"{topics.DEADLINES_TOPIC}.compute_us_max", "tick max, µs"),
-                                   (f"{topics.DEADLINES_TOPIC}.roundtrip_us_max", "round trip max, µs")])
-    status = fl.RawMessagesPanel(title="mode and formulation", config=fl.RawMessagesConfig(
-        topic_path=topics.STATUS_TOPIC, default_expanded=True))
-    right = fl.SplitContainer(direction="column", items=[fl.SplitItem(content=joints), fl.SplitItem(content=torques),
-                                                         fl.SplitItem(content=deadlines), fl.SplitItem(content=status)])
-    layout = fl.Layout(content=fl.SplitContainer(direction="row", items=[
-        fl.SplitItem(proportion=3, content=scene), fl.SplitItem(proportion=2, content=right)]))
+    deadlines = plot(
+        "deadlines",
+        [
+            (f"{topics.DEADLINES_TOPIC}.on_deadline_fraction", "on deadline"),
+            (f"{topics.DEADLINES_TOPIC}.compute_us_max", "tick max, µs"),
+            (f"{topics.DEADLINES_TOPIC}.roundtrip_us_max", "round trip max, µs"),
+        ],
+    )
+    status = fl.RawMessagesPanel(
+        title="mode and formulation", config=fl.RawMessagesConfig(topic_path=topics.STATUS_TOPIC, default_expanded=True)
+    )
+    right = fl.SplitContainer(
+        direction="column",
+        items=[
+            fl.SplitItem(content=joints),
+            fl.SplitItem(content=torques),
+            fl.SplitItem(content=deadlines),
+            fl.SplitItem(content=status),
+        ],
+    )
+    layout = fl.Layout(
+        content=fl.SplitContainer(
+            direction="row",
+            items=[fl.SplitItem(proportion=3, content=scene), fl.SplitItem(proportion=2, content=right)],
+        )
+    )
     return json.dumps(json.loads(layout.to_json()), indent=1) + "\n"

@@ -113,8 +113,10 @@ def plot_tracking(log: TickLog, out: Path) -> Path:
 
 def plot_timing(log: TickLog, out: Path) -> Path:
     deadline_us = log.dt * 1e6
-    series = [("compute (state in → command out)", log.array("compute_us")),
-              ("bridge round trip", log.array("last_rtt_us"))]  # fmt: skip
+    series = [
+        ("compute (state in → command out)", log.array("compute_us")),
+        ("bridge round trip", log.array("last_rtt_us")),
+    ]
     series = [(label, x[np.isfinite(x)]) for label, x in series if np.isfinite(x).any()]
     fig, axes = _figure(len(series), f"{log.config.get('robot')}: tick timing ({len(log)} ticks)", 3.0)
     for ax, (label, x) in zip(axes, series, strict=True):

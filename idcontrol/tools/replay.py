@@ -187,8 +187,10 @@ def replay(
         _progress(total, total)
     if not compared:  # nothing compared is no match: say so rather than print zero differences
         t = log.array("t")
-        raise LogError(f"no tick of {log.path} lies in the replay window [{t_from}, {t_to}] s (the log runs from "
-                       f"{float(np.nanmin(t)):.3f} to {float(np.nanmax(t)):.3f} s)")  # fmt: skip
+        raise LogError(
+            f"no tick of {log.path} lies in the replay window [{t_from}, {t_to}] s (the log runs from "
+            f"{float(np.nanmin(t)):.3f} to {float(np.nanmax(t)):.3f} s)"
+        )
     return {
         "ticks": compared,
         "formulation": formulation or log.config.get("formulation"),
@@ -232,8 +234,13 @@ def replay_to_sim(log: TickLog, t_from: float | None = None, t_to: float | None 
     robot = RobotModel(cfg["robot"])
     bridge = cfg.get("bridge", {})
     substeps = int(bridge.get("substeps", 1))
-    sim = MujocoSim(robot, mu=float(bridge.get("mu", 1.0)), timestep=log.dt / substeps,
-                    with_objects=bool(cfg.get("object_names")), object_mu=float(bridge.get("mu", 1.0)))  # fmt: skip
+    sim = MujocoSim(
+        robot,
+        mu=float(bridge.get("mu", 1.0)),
+        timestep=log.dt / substeps,
+        with_objects=bool(cfg.get("object_names")),
+        object_mu=float(bridge.get("mu", 1.0)),
+    )
     first = logged_state(ticks[0])
     sim.reset(first.q, first.v, first.objects or None)
     joints = slice(7, None) if robot.floating_base else slice(None)

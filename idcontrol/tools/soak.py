@@ -114,8 +114,16 @@ def run_soak(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "soak.toml"
         realtime = realtime_table(priority, os.sched_getaffinity(0))
-        path.write_text(LAUNCH_TEMPLATE.format(formulation=formulation, priority=priority, realtime=realtime,
-                                               control=control, admin=admin_port, telemetry=telemetry))  # fmt: skip
+        path.write_text(
+            LAUNCH_TEMPLATE.format(
+                formulation=formulation,
+                priority=priority,
+                realtime=realtime,
+                control=control,
+                admin=admin_port,
+                telemetry=telemetry,
+            )
+        )
         run = Launch(load_launch(path), [], live=False)
         admin = AdminClient.for_launch(run.config)
         try:
@@ -144,10 +152,13 @@ def run_soak(
                     continue
                 if time.monotonic() >= next_sample:
                     next_sample += sample_s
-                    sample = {"t_s": round(time.monotonic() - started, 1),
-                              "daemon_rss_mb": round(rss_mb(run.daemon.pid), 2),
-                              "bridge_rss_mb": round(rss_mb(run.bridge.pid), 2),
-                              "ticks": status["ticks"], "deadline_misses": status["deadline_misses"]}  # fmt: skip
+                    sample = {
+                        "t_s": round(time.monotonic() - started, 1),
+                        "daemon_rss_mb": round(rss_mb(run.daemon.pid), 2),
+                        "bridge_rss_mb": round(rss_mb(run.bridge.pid), 2),
+                        "ticks": status["ticks"],
+                        "deadline_misses": status["deadline_misses"],
+                    }
                     report.samples.append(sample)
                     print(jsontext.dumps(sample), file=sys.stderr, flush=True)
             if admin.request("status")["mode"] == "run":
@@ -169,17 +180,24 @@ def main(minutes: float, formulation: str, sample_s: float, json_path: str | Non
     s = report.stats
     first, last = (report.samples[0], report.samples[-1]) if report.samples else ({}, {})
     summary = {
-        "minutes": minutes, "priority": priority, "end": report.end, "ticks": s.get("ticks"),
-        "on_deadline_fraction": s.get("on_deadline_fraction"), "deadline_misses": s.get("deadline_misses"),
-        "compute_us": s.get("compute_us"), "roundtrip_us": s.get("roundtrip_us"), "slack_us": s.get("slack_us"),
-        "safe_stops_then_restarted": len(report.stops), "first_stops": report.stops[:5],
+        "minutes": minutes,
+        "priority": priority,
+        "end": report.end,
+        "ticks": s.get("ticks"),
+        "on_deadline_fraction": s.get("on_deadline_fraction"),
+        "deadline_misses": s.get("deadline_misses"),
+        "compute_us": s.get("compute_us"),
+        "roundtrip_us": s.get("roundtrip_us"),
+        "slack_us": s.get("slack_us"),
+        "safe_stops_then_restarted": len(report.stops),
+        "first_stops": report.stops[:5],
         "bridge_restarts_after_a_fall": report.bridge_restarts,
         "bridge_late_commands": report.bridge.get("late_commands"),
         "bridge_safe_stops": report.bridge.get("safe_stops"),
         "daemon_rss_mb": [first.get("daemon_rss_mb"), last.get("daemon_rss_mb")],
         "bridge_rss_mb": [first.get("bridge_rss_mb"), last.get("bridge_rss_mb")],
         "rss_slope_mb_per_min": report.rss_slope_mb_per_min,
-    }  # fmt: skip
+    }
     print(jsontext.dumps(summary, indent=1))
     if json_path:
         Path(json_path).write_text(jsontext.dumps(asdict(report), indent=1) + "\n")

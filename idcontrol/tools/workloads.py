@@ -35,8 +35,11 @@ from idcontrol.sim.launch import simulator_for
 
 LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
 #: workload name -> (launch file, seconds recorded)
-WORKLOADS: dict[str, tuple[str, float]] = {"trot": ("quadruped_trot.toml", 3.0), "grasp": ("arm_grasp.toml", 3.0),
-                                           "trot_hw": ("trot_hw.toml", 3.0)}
+WORKLOADS: dict[str, tuple[str, float]] = {
+    "trot": ("quadruped_trot.toml", 3.0),
+    "grasp": ("arm_grasp.toml", 3.0),
+    "trot_hw": ("trot_hw.toml", 3.0),
+}
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 #: the paper's exact methods: each formulation's options that turn this project's adaptations off
 PAPER = {"coulomb_lcp": COULOMB_PAPER, "noslip_lcp": NOSLIP_PAPER}
@@ -79,8 +82,9 @@ def record(name: str) -> Recording:
         counts.append(0 if out.contacts is None else out.contacts.n)
         for _ in range(config.bridge.substeps):
             sim.step(out.tau)
-    recording = Recording(name, config, robot, states, config.controller.formulation,
-                          (min(counts, default=0), max(counts, default=0)))
+    recording = Recording(
+        name, config, robot, states, config.controller.formulation, (min(counts, default=0), max(counts, default=0))
+    )
     _RECORDINGS[name] = recording
     return recording
 
@@ -153,18 +157,33 @@ def replay(recording: Recording, formulation: str, variant: str, repeats: int = 
                     found += bool(result.found)
                     t = result.timings
                     total = t.get("total", 0.0)
-                    phases += (t.get("model", 0.0), t.get("contacts", 0.0), t.get("build", 0.0), t.get("solve", 0.0),
-                               elapsed - total)  # fmt: skip
+                    phases += (
+                        t.get("model", 0.0),
+                        t.get("contacts", 0.0),
+                        t.get("build", 0.0),
+                        t.get("solve", 0.0),
+                        elapsed - total,
+                    )
     finally:
         gc.unfreeze()
     us = wall[:timed] * 1e6
     cpu_us = cpu[:timed] / 1e3
     means = phases * 1e6 / max(timed, 1)
     return ReplayRow(
-        workload=recording.name, formulation=formulation, variant=variant, ticks=timed,
-        p50_us=round(float(np.percentile(us, 50)), 1), p99_us=round(float(np.percentile(us, 99)), 1),
-        max_us=round(float(us.max()), 1), cpu_p50_us=round(float(np.percentile(cpu_us, 50)), 1),
-        cpu_p99_us=round(float(np.percentile(cpu_us, 99)), 1), found_fraction=found / max(timed, 1),
-        model_us=round(float(means[0]), 1), contacts_us=round(float(means[1]), 1), build_us=round(float(means[2]), 1),
-        solve_us=round(float(means[3]), 1), other_us=round(float(means[4]), 1), stops=stops,
-    )  # fmt: skip
+        workload=recording.name,
+        formulation=formulation,
+        variant=variant,
+        ticks=timed,
+        p50_us=round(float(np.percentile(us, 50)), 1),
+        p99_us=round(float(np.percentile(us, 99)), 1),
+        max_us=round(float(us.max()), 1),
+        cpu_p50_us=round(float(np.percentile(cpu_us, 50)), 1),
+        cpu_p99_us=round(float(np.percentile(cpu_us, 99)), 1),
+        found_fraction=found / max(timed, 1),
+        model_us=round(float(means[0]), 1),
+        contacts_us=round(float(means[1]), 1),
+        build_us=round(float(means[2]), 1),
+        solve_us=round(float(means[3]), 1),
+        other_us=round(float(means[4]), 1),
+        stops=stops,
+    )

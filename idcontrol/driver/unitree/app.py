@@ -13,9 +13,13 @@ log = logging.getLogger("idcontrol.driver.unitree")
 
 def add_link_arguments(p: argparse.ArgumentParser) -> None:
     """The flags both sides share: the network interface, the DDS domain, the message family, the clock."""
-    p.add_argument("--network", default="lo", metavar="INTERFACE",
-                   help="network interface to the robot (default lo: a simulator on this machine); a Go2's "
-                   "wired port is usually on 192.168.123.0/24 (docs/unitree.md)")  # fmt: skip
+    p.add_argument(
+        "--network",
+        default="lo",
+        metavar="INTERFACE",
+        help="network interface to the robot (default lo: a simulator on this machine); a Go2's "
+        "wired port is usually on 192.168.123.0/24 (docs/unitree.md)",
+    )
     p.add_argument("--domain", type=int, default=0, help="DDS domain id (default 0, the robot's)")
     p.add_argument(
         "--messages",
@@ -68,12 +72,16 @@ def add_driver_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_simulator_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("launch_file", help="the launch file whose [bridge] and robot to simulate, e.g. "
-                   "launch/unitree_stand.toml")  # fmt: skip
+    p.add_argument(
+        "launch_file", help="the launch file whose [bridge] and robot to simulate, e.g. launch/unitree_stand.toml"
+    )
     p.add_argument("--robot", default=None, metavar="NAME_OR_PATH", help="override the launch file's robot")
     add_link_arguments(p)
-    p.add_argument("--sport-mode", action="store_true",
-                   help="also publish rt/sportmodestate, as a robot whose sport-mode service runs")  # fmt: skip
+    p.add_argument(
+        "--sport-mode",
+        action="store_true",
+        help="also publish rt/sportmodestate, as a robot whose sport-mode service runs",
+    )
     p.add_argument("--duration", type=float, default=None, help="stop after this long, s (default: a signal)")
 
 
@@ -83,10 +91,19 @@ def run_driver(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s unitree-driver %(levelname)s %(message)s")
     try:
-        driver = UnitreeDriver(RobotModel(args.robot), args.endpoint, family=args.messages, interface=args.network,
-                               domain=args.domain, clock=args.clock, hardware=args.hardware,
-                               torque_fraction=args.torque_fraction, motor_damping=args.motor_damping,
-                               stale_limit=args.stale_limit, dry_run=args.dry_run)  # fmt: skip
+        driver = UnitreeDriver(
+            RobotModel(args.robot),
+            args.endpoint,
+            family=args.messages,
+            interface=args.network,
+            domain=args.domain,
+            clock=args.clock,
+            hardware=args.hardware,
+            torque_fraction=args.torque_fraction,
+            motor_damping=args.motor_damping,
+            stale_limit=args.stale_limit,
+            dry_run=args.dry_run,
+        )
     except IdControlError as e:
         log.error("%s", e)
         return 2
@@ -100,6 +117,13 @@ def run_simulator(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s unitree-sim %(levelname)s %(message)s")
     config = load_launch(args.launch_file).with_overrides(None, None, None, args.robot)
-    sim = UnitreeSimulator(config, RobotModel(config.robot), family=args.messages, interface=args.network,
-                           domain=args.domain, clock=args.clock, sport_mode=args.sport_mode)  # fmt: skip
+    sim = UnitreeSimulator(
+        config,
+        RobotModel(config.robot),
+        family=args.messages,
+        interface=args.network,
+        domain=args.domain,
+        clock=args.clock,
+        sport_mode=args.sport_mode,
+    )
     return sim.main(args.duration)

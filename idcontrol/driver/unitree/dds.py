@@ -36,8 +36,10 @@ class UnitreeSdkMissing(MissingDependency):
 
     def __init__(self, package: str) -> None:
         super().__init__(package, "unitree", "the Unitree driver and its simulator")
-        self.args = (f"the Unitree driver and its simulator need {package}, which is not installed: "
-                     "pip install 'idcontrol[unitree]' && pip install --no-deps 'unitree-sdk2==1.0.1'",)  # fmt: skip
+        self.args = (
+            f"the Unitree driver and its simulator need {package}, which is not installed: "
+            "pip install 'idcontrol[unitree]' && pip install --no-deps 'unitree-sdk2==1.0.1'",
+        )
 
 
 def _sdk_module(name: str) -> Any:
@@ -69,12 +71,16 @@ def cyclonedds_config(interface: str) -> str:
     has no multicast, discovery goes by unicast to 127.0.0.1; on a robot's interface, by multicast as Unitree's
     robots do."""
     if interface in ("lo", "127.0.0.1", "localhost"):
-        return ('<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces>'
-                "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers>"
-                '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
-                "<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>")  # fmt: skip
-    return (f'<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface name="{interface}" '
-            'priority="default" multicast="default"/></Interfaces></General></Domain></CycloneDDS>')  # fmt: skip
+        return (
+            '<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface name="lo"/></Interfaces>'
+            "<AllowMulticast>false</AllowMulticast></General><Discovery><Peers>"
+            '<Peer address="127.0.0.1"/></Peers><ParticipantIndex>auto</ParticipantIndex>'
+            "<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex></Discovery></Domain></CycloneDDS>"
+        )
+    return (
+        f'<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface name="{interface}" '
+        'priority="default" multicast="default"/></Interfaces></General></Domain></CycloneDDS>'
+    )
 
 
 def is_loopback(interface: str) -> bool:

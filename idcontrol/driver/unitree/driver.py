@@ -130,8 +130,10 @@ class UnitreeDriver(Driver):
         sport_check_s: float = 1.0,
     ) -> None:
         if not is_loopback(interface) and not hardware:
-            raise ConfigError(f"interface {interface!r} reaches a robot: the first start on hardware needs --hardware "
-                              "(read docs/unitree.md, 'Safety', first)")  # fmt: skip
+            raise ConfigError(
+                f"interface {interface!r} reaches a robot: the first start on hardware needs --hardware "
+                "(read docs/unitree.md, 'Safety', first)"
+            )
         if not 0.0 < torque_fraction <= 1.0:
             raise ConfigError(f"torque fraction must be in (0, 1], got {torque_fraction}")
         if stale_limit < 1:
@@ -143,9 +145,11 @@ class UnitreeDriver(Driver):
         self.dry_run = dry_run
         self.link = Endpoint.open(family, interface, domain, "lowcmd")
         if family == "go" and sport_check_s > 0 and self.link.sport_mode_running(sport_check_s):
-            raise ConfigError("the robot's sport-mode service is running (it publishes rt/sportmodestate): it would "
-                              "command the motors too. Release it first (the Unitree app, or the SDK's motion "
-                              "switcher: ReleaseMode), then start the driver again; docs/unitree.md")  # fmt: skip
+            raise ConfigError(
+                "the robot's sport-mode service is running (it publishes rt/sportmodestate): it would "
+                "command the motors too. Release it first (the Unitree app, or the SDK's motion "
+                "switcher: ReleaseMode), then start the driver again; docs/unitree.md"
+            )
         self.command = LowCommand(family, self.motors)
         self.state_message = s = Message(layouts(family)[1])
         self._incoming = Message(layouts(family)[1])  # a sample is checked here before it replaces the state
@@ -174,15 +178,19 @@ class UnitreeDriver(Driver):
         # lock-step: a state unanswered for 0.5 s is sent again (not after the SDK's 0.1 s: on a loaded machine a
         # daemon's tick of over 0.1 s made it send the same IMU reading 6 times, which the daemon takes for a stale
         # IMU and stops; its lock-step watchdog is 1 s)
-        super().__init__(RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit, damping=motor_damping,
-                         resend_s=0.5)  # fmt: skip
+        super().__init__(
+            RobotSizes.of(robot), endpoint, clock=clock, late_limit=late_limit, damping=motor_damping, resend_s=0.5
+        )
 
     # ------------------------------------------------------------------ session
     def _welcomed(self, message: dict[str, Any]) -> None:
         if message.get("state_form") != "sensors":
-            raise ProtocolError("bad_field", "the unitree driver sends what the robot measures (joints, IMU, foot "
-                                "forces), the sensor form: start the daemon with an [estimator] (e.g. "
-                                "launch/unitree_stand.toml); this daemon expects the base state too")  # fmt: skip
+            raise ProtocolError(
+                "bad_field",
+                "the unitree driver sends what the robot measures (joints, IMU, foot "
+                "forces), the sensor form: start the daemon with an [estimator] (e.g. "
+                "launch/unitree_stand.toml); this daemon expects the base state too",
+            )
         super()._welcomed(message)
         if self._last_tick is None:
             self._first_state()
@@ -195,8 +203,11 @@ class UnitreeDriver(Driver):
             sample = self.link.wait(0.05)
             taken = sample is not None and self._take(sample)
         if not taken:
-            raise ProtocolError("bad_state", f"no intact LowState on rt/lowstate within {self.state_timeout_s:g} s: "
-                                "is the robot (or the simulator) on this interface and DDS domain?")  # fmt: skip
+            raise ProtocolError(
+                "bad_state",
+                f"no intact LowState on rt/lowstate within {self.state_timeout_s:g} s: "
+                "is the robot (or the simulator) on this interface and DDS domain?",
+            )
         self._commanded = False  # this state is the first one sent
 
     def _take(self, sample: bytes) -> bool:
@@ -232,8 +243,10 @@ class UnitreeDriver(Driver):
                 if not fresh and self._last_wire is not None:  # the command or its answer lost: send it again
                     self.link.write(self._last_wire)
             if not fresh and not self._stop:
-                raise IdControlError(f"no new LowState for {self.state_timeout_s:g} s (lock-step): the simulator "
-                                     "stopped or left the DDS domain")  # fmt: skip
+                raise IdControlError(
+                    f"no new LowState for {self.state_timeout_s:g} s (lock-step): the simulator "
+                    "stopped or left the DDS domain"
+                )
         else:
             sample = self.link.take()
             fresh = sample is not None and self._take(sample)
@@ -260,9 +273,14 @@ class UnitreeDriver(Driver):
             self.stats["sensor_stops"] += 1
             self.report.safe_stops += 1
             self.report.safe_stop_at = time.monotonic()
-            log.error("no new, intact LowState for %d periods (tick %s; %d with a bad CRC): the robot's publisher "
-                      "stopped or repeats itself; driver safe stop: motor damping kd = %g", self._stale,
-                      self._last_tick, self.stats["bad_crc_states"], self.motor_damping)  # fmt: skip
+            log.error(
+                "no new, intact LowState for %d periods (tick %s; %d with a bad CRC): the robot's publisher "
+                "stopped or repeats itself; driver safe stop: motor damping kd = %g",
+                self._stale,
+                self._last_tick,
+                self.stats["bad_crc_states"],
+                self.motor_damping,
+            )
 
     def _state(self) -> DriverState:
         q, v = self._q, self._v

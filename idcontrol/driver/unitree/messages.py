@@ -36,48 +36,135 @@ CDR_HEADER = b"\x00\x01\x00\x00"
 _SIZE = {"u1": 1, "i1": 1, "u2": 2, "i2": 2, "u4": 4, "i4": 4, "f4": 4}
 
 # ------------------------------------------------------------------------------------------- unitree_go (Go2, B2)
-GO_MOTOR_CMD: Spec = (("mode", "u1"), ("q", "f4"), ("dq", "f4"), ("tau", "f4"), ("kp", "f4"), ("kd", "f4"),
-                      ("reserve", ("u4", 3)))  # fmt: skip
+GO_MOTOR_CMD: Spec = (
+    ("mode", "u1"),
+    ("q", "f4"),
+    ("dq", "f4"),
+    ("tau", "f4"),
+    ("kp", "f4"),
+    ("kd", "f4"),
+    ("reserve", ("u4", 3)),
+)
 GO_BMS_CMD: Spec = (("off", "u1"), ("reserve", ("u1", 3)))
 GO_LOW_CMD: Spec = (
-    ("head", ("u1", 2)), ("level_flag", "u1"), ("frame_reserve", "u1"), ("sn", ("u4", 2)), ("version", ("u4", 2)),
-    ("bandwidth", "u2"), ("motor_cmd", (GO_MOTOR_CMD, 20)), ("bms_cmd", GO_BMS_CMD), ("wireless_remote", ("u1", 40)),
-    ("led", ("u1", 12)), ("fan", ("u1", 2)), ("gpio", "u1"), ("reserve", "u4"), ("crc", "u4"),
-)  # fmt: skip
-GO_IMU: Spec = (("quaternion", ("f4", 4)), ("gyroscope", ("f4", 3)), ("accelerometer", ("f4", 3)),
-                ("rpy", ("f4", 3)), ("temperature", "u1"))  # fmt: skip
+    ("head", ("u1", 2)),
+    ("level_flag", "u1"),
+    ("frame_reserve", "u1"),
+    ("sn", ("u4", 2)),
+    ("version", ("u4", 2)),
+    ("bandwidth", "u2"),
+    ("motor_cmd", (GO_MOTOR_CMD, 20)),
+    ("bms_cmd", GO_BMS_CMD),
+    ("wireless_remote", ("u1", 40)),
+    ("led", ("u1", 12)),
+    ("fan", ("u1", 2)),
+    ("gpio", "u1"),
+    ("reserve", "u4"),
+    ("crc", "u4"),
+)
+GO_IMU: Spec = (
+    ("quaternion", ("f4", 4)),
+    ("gyroscope", ("f4", 3)),
+    ("accelerometer", ("f4", 3)),
+    ("rpy", ("f4", 3)),
+    ("temperature", "u1"),
+)
 GO_MOTOR_STATE: Spec = (
-    ("mode", "u1"), ("q", "f4"), ("dq", "f4"), ("ddq", "f4"), ("tau_est", "f4"), ("q_raw", "f4"), ("dq_raw", "f4"),
-    ("ddq_raw", "f4"), ("temperature", "u1"), ("lost", "u4"), ("reserve", ("u4", 2)),
-)  # fmt: skip
+    ("mode", "u1"),
+    ("q", "f4"),
+    ("dq", "f4"),
+    ("ddq", "f4"),
+    ("tau_est", "f4"),
+    ("q_raw", "f4"),
+    ("dq_raw", "f4"),
+    ("ddq_raw", "f4"),
+    ("temperature", "u1"),
+    ("lost", "u4"),
+    ("reserve", ("u4", 2)),
+)
 GO_BMS_STATE: Spec = (
-    ("version_high", "u1"), ("version_low", "u1"), ("status", "u1"), ("soc", "u1"), ("current", "i4"),
-    ("cycle", "u2"), ("bq_ntc", ("u1", 2)), ("mcu_ntc", ("u1", 2)), ("cell_vol", ("u2", 15)),
-)  # fmt: skip
+    ("version_high", "u1"),
+    ("version_low", "u1"),
+    ("status", "u1"),
+    ("soc", "u1"),
+    ("current", "i4"),
+    ("cycle", "u2"),
+    ("bq_ntc", ("u1", 2)),
+    ("mcu_ntc", ("u1", 2)),
+    ("cell_vol", ("u2", 15)),
+)
 GO_LOW_STATE: Spec = (
-    ("head", ("u1", 2)), ("level_flag", "u1"), ("frame_reserve", "u1"), ("sn", ("u4", 2)), ("version", ("u4", 2)),
-    ("bandwidth", "u2"), ("imu_state", GO_IMU), ("motor_state", (GO_MOTOR_STATE, 20)), ("bms_state", GO_BMS_STATE),
-    ("foot_force", ("i2", 4)), ("foot_force_est", ("i2", 4)), ("tick", "u4"), ("wireless_remote", ("u1", 40)),
-    ("bit_flag", "u1"), ("adc_reel", "f4"), ("temperature_ntc1", "u1"), ("temperature_ntc2", "u1"),
-    ("power_v", "f4"), ("power_a", "f4"), ("fan_frequency", ("u2", 4)),
-    ("reserve", "u4"), ("crc", "u4"),
-)  # fmt: skip
+    ("head", ("u1", 2)),
+    ("level_flag", "u1"),
+    ("frame_reserve", "u1"),
+    ("sn", ("u4", 2)),
+    ("version", ("u4", 2)),
+    ("bandwidth", "u2"),
+    ("imu_state", GO_IMU),
+    ("motor_state", (GO_MOTOR_STATE, 20)),
+    ("bms_state", GO_BMS_STATE),
+    ("foot_force", ("i2", 4)),
+    ("foot_force_est", ("i2", 4)),
+    ("tick", "u4"),
+    ("wireless_remote", ("u1", 40)),
+    ("bit_flag", "u1"),
+    ("adc_reel", "f4"),
+    ("temperature_ntc1", "u1"),
+    ("temperature_ntc2", "u1"),
+    ("power_v", "f4"),
+    ("power_a", "f4"),
+    ("fan_frequency", ("u2", 4)),
+    ("reserve", "u4"),
+    ("crc", "u4"),
+)
 
 # ------------------------------------------------------------------------------------------- unitree_hg (humanoids)
-HG_MOTOR_CMD: Spec = (("mode", "u1"), ("q", "f4"), ("dq", "f4"), ("tau", "f4"), ("kp", "f4"), ("kd", "f4"),
-                      ("reserve", "u4"))  # fmt: skip
-HG_LOW_CMD: Spec = (("mode_pr", "u1"), ("mode_machine", "u1"), ("motor_cmd", (HG_MOTOR_CMD, 35)),
-                    ("reserve", ("u4", 4)), ("crc", "u4"))  # fmt: skip
-HG_IMU: Spec = (("quaternion", ("f4", 4)), ("gyroscope", ("f4", 3)), ("accelerometer", ("f4", 3)),
-                ("rpy", ("f4", 3)), ("temperature", "i2"))  # fmt: skip
+HG_MOTOR_CMD: Spec = (
+    ("mode", "u1"),
+    ("q", "f4"),
+    ("dq", "f4"),
+    ("tau", "f4"),
+    ("kp", "f4"),
+    ("kd", "f4"),
+    ("reserve", "u4"),
+)
+HG_LOW_CMD: Spec = (
+    ("mode_pr", "u1"),
+    ("mode_machine", "u1"),
+    ("motor_cmd", (HG_MOTOR_CMD, 35)),
+    ("reserve", ("u4", 4)),
+    ("crc", "u4"),
+)
+HG_IMU: Spec = (
+    ("quaternion", ("f4", 4)),
+    ("gyroscope", ("f4", 3)),
+    ("accelerometer", ("f4", 3)),
+    ("rpy", ("f4", 3)),
+    ("temperature", "i2"),
+)
 HG_MOTOR_STATE: Spec = (
-    ("mode", "u1"), ("q", "f4"), ("dq", "f4"), ("ddq", "f4"), ("tau_est", "f4"), ("temperature", ("i2", 2)),
-    ("vol", "f4"), ("sensor", ("u4", 2)), ("motorstate", "u4"), ("reserve", ("u4", 4)),
-)  # fmt: skip
+    ("mode", "u1"),
+    ("q", "f4"),
+    ("dq", "f4"),
+    ("ddq", "f4"),
+    ("tau_est", "f4"),
+    ("temperature", ("i2", 2)),
+    ("vol", "f4"),
+    ("sensor", ("u4", 2)),
+    ("motorstate", "u4"),
+    ("reserve", ("u4", 4)),
+)
 HG_LOW_STATE: Spec = (
-    ("version", ("u4", 2)), ("mode_pr", "u1"), ("mode_machine", "u1"), ("tick", "u4"), ("imu_state", HG_IMU),
-    ("motor_state", (HG_MOTOR_STATE, 35)), ("wireless_remote", ("u1", 40)), ("reserve", ("u4", 4)), ("crc", "u4"),
-)  # fmt: skip
+    ("version", ("u4", 2)),
+    ("mode_pr", "u1"),
+    ("mode_machine", "u1"),
+    ("tick", "u4"),
+    ("imu_state", HG_IMU),
+    ("motor_state", (HG_MOTOR_STATE, 35)),
+    ("wireless_remote", ("u1", 40)),
+    ("reserve", ("u4", 4)),
+    ("crc", "u4"),
+)
 
 
 @dataclass(frozen=True)
@@ -204,14 +291,17 @@ class Message:
     def load(self, sample: bytes) -> None:
         """Copy a received sample (header + payload) in; InputError when its size or encoding is not this type's."""
         if len(sample) < len(self.buffer) or sample[:2] != CDR_HEADER[:2]:
-            raise InputError(f"{self.layout.typename}: a sample of {len(sample)} bytes with header "
-                             f"{sample[:4].hex()}, expected {len(self.buffer)} bytes, little-endian XCDR1")  # fmt: skip
+            raise InputError(
+                f"{self.layout.typename}: a sample of {len(sample)} bytes with header "
+                f"{sample[:4].hex()}, expected {len(self.buffer)} bytes, little-endian XCDR1"
+            )
         self.buffer[:] = sample[: len(self.buffer)]
 
     def field(self, path: str) -> np.ndarray:
         f = self.layout.fields[path]
-        return np.ndarray((f.count,), dtype=np.dtype(f.code).newbyteorder("<"), buffer=self.payload,
-                          offset=f.cdr_offset)  # fmt: skip
+        return np.ndarray(
+            (f.count,), dtype=np.dtype(f.code).newbyteorder("<"), buffer=self.payload, offset=f.cdr_offset
+        )
 
     def column(self, array: str, name: str, n: int) -> np.ndarray:
         first = self.layout.fields[f"{array}.0.{name}"]
@@ -221,8 +311,13 @@ class Message:
         for i in range(2, n):
             if self.layout.fields[f"{array}.{i}.{name}"].cdr_offset - first.cdr_offset != i * stride:
                 raise InputError(f"{self.layout.typename}: {array}[*].{name} is not evenly spaced")
-        return np.ndarray((n,), dtype=np.dtype(first.code).newbyteorder("<"), buffer=self.payload,
-                          offset=first.cdr_offset, strides=(stride,))  # fmt: skip
+        return np.ndarray(
+            (n,),
+            dtype=np.dtype(first.code).newbyteorder("<"),
+            buffer=self.payload,
+            offset=first.cdr_offset,
+            strides=(stride,),
+        )
 
     def crc(self) -> int:
         """The CRC the message should carry (over everything but its ``crc`` field)."""

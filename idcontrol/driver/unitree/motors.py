@@ -28,10 +28,12 @@ _HG_SIDE = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_ro
 _HG_ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
 #: G1 (29 motors): the joint each motor index drives, without the URDF's ``_joint`` suffix
 HG_MOTORS = (
-    tuple(f"left_{j}" for j in _HG_SIDE) + tuple(f"right_{j}" for j in _HG_SIDE)
+    tuple(f"left_{j}" for j in _HG_SIDE)
+    + tuple(f"right_{j}" for j in _HG_SIDE)
     + ("waist_yaw", "waist_roll", "waist_pitch")
-    + tuple(f"left_{j}" for j in _HG_ARM) + tuple(f"right_{j}" for j in _HG_ARM)
-)  # fmt: skip
+    + tuple(f"left_{j}" for j in _HG_ARM)
+    + tuple(f"right_{j}" for j in _HG_ARM)
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,10 @@ class MotorMap:
             m = pattern.match(name)
             if m is None:
                 expected = [f"{leg}_{part}_joint" for leg in GO_LEGS for part in GO_PARTS]
-                raise ConfigError(f"joint {name!r} is not a Unitree quadruped's motor; the robot file's actuated "
-                                  f"joints {list(joints)} must be {expected} in some order")  # fmt: skip
+                raise ConfigError(
+                    f"joint {name!r} is not a Unitree quadruped's motor; the robot file's actuated "
+                    f"joints {list(joints)} must be {expected} in some order"
+                )
             motor.append(3 * GO_LEGS.index(m.group(1)) + GO_PARTS.index(m.group(2)))
         if sorted(motor) != list(range(12)):
             raise ConfigError(f"the actuated joints {list(joints)} do not drive each of the 12 motors once")

@@ -96,8 +96,10 @@ class UnitreeSimulator:
         if clock not in ("lockstep", "realtime"):
             raise ConfigError(f"clock must be 'lockstep' or 'realtime', got {clock!r}")
         if config.bridge.sensors.base != "imu":
-            raise ConfigError("the Unitree simulator reports an IMU: its launch file needs [bridge.sensors] "
-                              'base = "imu" (launch/unitree_stand.toml)')  # fmt: skip
+            raise ConfigError(
+                "the Unitree simulator reports an IMU: its launch file needs [bridge.sensors] "
+                'base = "imu" (launch/unitree_stand.toml)'
+            )
         self.robot, self.family, self.clock = robot, family, clock
         self.period, self.substeps = config.controller.dt, config.bridge.substeps
         self.sim: Any = simulator_for(config, robot)
@@ -181,8 +183,11 @@ class UnitreeSimulator:
             return False
         if not self.cmd.crc_ok():
             if self.report.crc_rejected == 0:
-                log.warning("ignored a LowCmd whose CRC is wrong (0x%08x, expected 0x%08x), as the robot does",
-                            int(self.cmd.field("crc")[0]), self.cmd.crc())  # fmt: skip
+                log.warning(
+                    "ignored a LowCmd whose CRC is wrong (0x%08x, expected 0x%08x), as the robot does",
+                    int(self.cmd.field("crc")[0]),
+                    self.cmd.crc(),
+                )
             self.report.crc_rejected += 1
             return False
         self.report.lowcmds += 1
@@ -233,8 +238,12 @@ class UnitreeSimulator:
                 r.fell_while_driven = r.fell_while_driven or z < self.fall_height
             if z < self.fall_height and not r.fell:
                 r.fell = True
-                log.warning("the robot fell: base at %.3f m (standing %.3f m) at tick %d", z, self.standing_height,
-                            int(self._tick[0]))  # fmt: skip
+                log.warning(
+                    "the robot fell: base at %.3f m (standing %.3f m) at tick %d",
+                    z,
+                    self.standing_height,
+                    int(self._tick[0]),
+                )
 
     def _driven(self) -> bool:
         motor = self.motors.motor

@@ -158,11 +158,32 @@ class NoSlipLCP(Formulation):
             warm = np.asarray(map_warm_start(self._previous_ids, self._previous_active, ids), dtype=np.intp)
         n, m, nu = p.N.shape[0], p.M.shape[0], p.nu
         self._repairs.cover(nu, n)
-        options = (self.rank_tol, self.tol, self.spread, self.project, self.release_unloaded, self.share_friction,
-                   self.repair, self.certificate_terms)  # fmt: skip
+        options = (
+            self.rank_tol,
+            self.tol,
+            self.spread,
+            self.project,
+            self.release_unloaded,
+            self.share_friction,
+            self.repair,
+            self.certificate_terms,
+        )
         outcome = noslip_solve(p.record, warm, options, self._repairs.by_count)
-        (ok, pivots, loaded, kept, answer, diagnostics, (n_released, n_restored, n_slid), rows, violated,
-         repair_outcome, repair_violation, repair_change, *checked) = outcome  # fmt: skip
+        (
+            ok,
+            pivots,
+            loaded,
+            kept,
+            answer,
+            diagnostics,
+            (n_released, n_restored, n_slid),
+            rows,
+            violated,
+            repair_outcome,
+            repair_violation,
+            repair_change,
+            *checked,
+        ) = outcome
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         f_normal, f_s, f_t, v_next, tau, qd_des = split(answer, n, n, n, m, nu)
@@ -186,14 +207,21 @@ class NoSlipLCP(Formulation):
         if n_restored:
             message += f"; {n_restored} contact(s) kept their tangential rows (released, the load moved onto them)"
         if n_slid:
-            message += (f"; no-slip held on {n_loaded - n_slid} of {n_loaded} loaded contacts ({n_slid} released: "
-                        "with their rows the answer was beyond the force or torque bounds)")
+            message += (
+                f"; no-slip held on {n_loaded - n_slid} of {n_loaded} loaded contacts ({n_slid} released: "
+                "with their rows the answer was beyond the force or torque bounds)"
+            )
         if not found or (self.repair and violated):
             # repaired inside the solve on its own DAQP workspace, unless that QP was infeasible: the Python path
             # then hands DAQP the no-slip rows' independent part (redundant contacts make them dependent)
             if repair_outcome >= 0 and repair_outcome != REPAIR_INFEASIBLE:  # v_next and tau are the repair's
-                fix = Repair(repair_outcome == REPAIRED, v_next, tau, repair_change,
-                             repair_text(repair_outcome, repair_violation))  # fmt: skip
+                fix = Repair(
+                    repair_outcome == REPAIRED,
+                    v_next,
+                    tau,
+                    repair_change,
+                    repair_text(repair_outcome, repair_violation),
+                )
             else:
                 fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
                 checked = None  # the compiled solve's certificate was of the answer before this repair
@@ -204,9 +232,20 @@ class NoSlipLCP(Formulation):
             v_next, tau, repaired = fix.v_next, fix.tau, True
             message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
         out = self._result(
-            p, v_next, tau, f_normal, f_s, f_t, iterations=pivots, message=message, started=started,
-            consistency_repaired=repaired, fallback=fallback, checked=checked, asked=asked,
-        )  # fmt: skip
+            p,
+            v_next,
+            tau,
+            f_normal,
+            f_s,
+            f_t,
+            iterations=pivots,
+            message=message,
+            started=started,
+            consistency_repaired=repaired,
+            fallback=fallback,
+            checked=checked,
+            asked=asked,
+        )
         out.loaded_contacts, out.loaded_released = n_loaded, n_slid
         return out
 
@@ -225,10 +264,13 @@ def solved_text(kept: int, n: int) -> str:
     return f"solved ({kept} tangential rows kept of {2 * n})"
 
 
-_PPM_TEXT = {PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
-             PPM_SINGULAR: "active block of {a} contacts is singular",
-             PPM_ILL: "active block of {a} contacts is ill-conditioned",
-             PPM_CHECK: "final solution failed its complementarity check", PPM_CAP: "pivot cap reached"}  # fmt: skip
+_PPM_TEXT = {
+    PPM_RANK: "active block of {a} contacts exceeds rank bound {d}",
+    PPM_SINGULAR: "active block of {a} contacts is singular",
+    PPM_ILL: "active block of {a} contacts is ill-conditioned",
+    PPM_CHECK: "final solution failed its complementarity check",
+    PPM_CAP: "pivot cap reached",
+}
 _ACTIVE_SET_TEXT = {ACTIVE_SET_UNBOUNDED: "unbounded: the LCP has no solution", ACTIVE_SET_CAP: "iteration cap reached"}
 
 

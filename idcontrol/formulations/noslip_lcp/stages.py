@@ -358,8 +358,12 @@ def noslip_finish(red, data, f_normal, refine, share, quiet):
     if quiet and n:  # the share's floor on an unloaded contact (see RELEASE_FLOOR): none
         floor = RELEASE_FLOOR * f_normal.max()
         for c in range(n):
-            if f_normal[c] <= 0.0 and (f_s[c] != 0.0 or f_t[c] != 0.0) and abs(f_s[c]) <= floor \
-                    and abs(f_t[c]) <= floor:  # fmt: skip
+            if (
+                f_normal[c] <= 0.0
+                and (f_s[c] != 0.0 or f_t[c] != 0.0)
+                and abs(f_s[c]) <= floor
+                and abs(f_t[c]) <= floor
+            ):
                 f_s[c] = 0.0
                 f_t[c] = 0.0
                 changed = True
@@ -460,8 +464,7 @@ def _solve_normal_lcp(B, s, r, warm, tol):
         found = as_status == ACTIVE_SET_SOLVED
     if not found:
         by = BY_LEMKE
-        outcome = lemke_regularized_kernel(F.T @ F, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2,
-                                           1e-7)  # fmt: skip
+        outcome = lemke_regularized_kernel(F.T @ F, r, np.ones(n), 50 * n + 100, 1e-12, 0, 1e-12, 100.0, 1e-2, 1e-7)
         found, z, pivots, lemke_eps = outcome[0], outcome[1], outcome[3], outcome[4]
         active = np.flatnonzero(z > 0.0)
     if not found:
@@ -527,8 +530,18 @@ def _solve_once(problem, warm, options, quiet):
     # then the kept rows' tangential forces, optionally shared in proportion to the normal forces
     v_next, tau, f_s, f_t = noslip_finish(red, data, f_normal, refine, share and found, quiet and found)
     rows = stacked_rows(B, root)  # the factor's rows: Algorithm 2's rank bound
-    return True, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, (by, ppm_status, ppm_active, rows,
-                                                                         as_status, lemke_eps)  # fmt: skip
+    return (
+        True,
+        pivots,
+        active,
+        kept,
+        f_normal,
+        v_next,
+        tau,
+        f_s,
+        f_t,
+        (by, ppm_status, ppm_active, rows, as_status, lemke_eps),
+    )
 
 
 #: the no-slip LCP's options for :func:`noslip_solve`: rank_tol, tol, spread, project, release_unloaded, share,
@@ -570,8 +583,16 @@ def noslip_solve(problem, warm, options, repairs):
     """
     rank_tol, tol, spread, project, release_unloaded, share, repair, terms = options
     settings = (rank_tol, tol, spread, share)
-    N, S, T, phi, dt, a, u, qd_des = problem.N, problem.S, problem.T, problem.phi, problem.dt, problem.a, problem.u, \
-        problem.qd_des  # fmt: skip
+    N, S, T, phi, dt, a, u, qd_des = (
+        problem.N,
+        problem.S,
+        problem.T,
+        problem.phi,
+        problem.dt,
+        problem.a,
+        problem.u,
+        problem.qd_des,
+    )
     n = N.shape[0]
     qd = projected_velocity(S, T, a, u, qd_des, PROJECTION_RCOND) if project and n else qd_des.copy()
     rows = np.empty((2, n, S.shape[1]))  # S and T as solved, returned as one array
@@ -581,7 +602,8 @@ def noslip_solve(problem, warm, options, repairs):
     released = np.zeros(n, dtype=np.bool_)
     restored = np.zeros(n, dtype=np.bool_)  # released, then loaded by a later round: its rows given back for good
     ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-        with_rows(problem, S_now, T_now, qd), warm, settings, release_unloaded)
+        with_rows(problem, S_now, T_now, qd), warm, settings, release_unloaded
+    )
     rounds_pivots = pivots
     # the answer before the first contact got its rows back, and its releases: it stands if the rounds after are
     # absurd (copied only then; until then these name the arrays in use, for their types)
@@ -594,8 +616,20 @@ def noslip_solve(problem, warm, options, repairs):
                 back += 1
         if back:
             if not tried:
-                before = (pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, rows.copy(),
-                          released.copy())  # fmt: skip
+                before = (
+                    pivots,
+                    active,
+                    kept,
+                    f_normal,
+                    v_next,
+                    tau,
+                    f_s,
+                    f_t,
+                    diagnostics,
+                    qd,
+                    rows.copy(),
+                    released.copy(),
+                )
                 tried = True
             loaded = active[f_normal[active] > 0.0]
             for c in range(n):
@@ -605,7 +639,8 @@ def noslip_solve(problem, warm, options, repairs):
                     T_now[c] = T[c]
             qd = projected_velocity(S_now, T_now, a, u, qd_des, PROJECTION_RCOND) if project else qd
             ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-                with_rows(problem, S_now, T_now, qd), loaded, settings, True)
+                with_rows(problem, S_now, T_now, qd), loaded, settings, True
+            )
             rounds_pivots += pivots
             continue
         more = False
@@ -622,10 +657,12 @@ def noslip_solve(problem, warm, options, repairs):
         # where the previous tick's set would take its pivots again (2.0 a round on 64 contacts, up to 15)
         loaded = active[f_normal[active] > 0.0]
         ok, pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics = _solve_once(
-            with_rows(problem, S_now, T_now, qd), loaded, settings, True)
+            with_rows(problem, S_now, T_now, qd), loaded, settings, True
+        )
         rounds_pivots += pivots
-    if tried and (not ok or diagnostics[0] == BY_NONE
-                  or _absurd(problem.v, dt, N, S_now, T_now, tau, f_normal, f_s, f_t, terms)):
+    if tried and (
+        not ok or diagnostics[0] == BY_NONE or _absurd(problem.v, dt, N, S_now, T_now, tau, f_normal, f_s, f_t, terms)
+    ):
         # with their rows the answer is one no robot can give: the released answer stands, and the contacts it
         # loads without rows are counted
         pivots, active, kept, f_normal, v_next, tau, f_s, f_t, diagnostics, qd, saved_rows, saved_released = before
@@ -648,10 +685,29 @@ def noslip_solve(problem, warm, options, repairs):
     if ok and repair and n and n <= len(repairs) and (violated or diagnostics[0] == BY_NONE):
         outcome, v_next, tau, violation, change = repair_native(solved, (f_normal, f_s, f_t), True, repairs[n - 1])
     loaded = active[f_normal[active] > 0.0] if ok else active
-    code, value, bound = certify_in_solve(solved, (v_next, tau, f_normal, f_s, f_t), terms) if ok else \
-        (UNCHECKED, 0.0, 0.0)  # fmt: skip
+    code, value, bound = (
+        certify_in_solve(solved, (v_next, tau, f_normal, f_s, f_t), terms) if ok else (UNCHECKED, 0.0, 0.0)
+    )
     answer = np.concatenate((f_normal, f_s, f_t, v_next, tau, qd))
-    counts = (np.count_nonzero(released), np.count_nonzero(restored),
-              np.count_nonzero(released & (f_normal > FORCE_TOL)) if ok else 0)
-    return (ok, rounds_pivots, loaded, kept, answer, diagnostics, counts, rows, violated, outcome, violation, change,
-            code, value, bound)  # fmt: skip
+    counts = (
+        np.count_nonzero(released),
+        np.count_nonzero(restored),
+        np.count_nonzero(released & (f_normal > FORCE_TOL)) if ok else 0,
+    )
+    return (
+        ok,
+        rounds_pivots,
+        loaded,
+        kept,
+        answer,
+        diagnostics,
+        counts,
+        rows,
+        violated,
+        outcome,
+        violation,
+        change,
+        code,
+        value,
+        bound,
+    )

@@ -196,16 +196,25 @@ class StageOne:
         """Stage I of ``problem`` with its reduced dynamics (:attr:`red`), both from one compiled call
         (:func:`.stages.stage_one_setup`). Raises ``numpy.linalg.LinAlgError`` when M_uu is not positive definite."""
         p = problem
-        ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(p.record, dissipation == "contacts",
-                                                                          INFINITY)  # fmt: skip
+        ok, red, C_pyramid, H, g, A, lower, upper, R_a = stage_one_setup(p.record, dissipation == "contacts", INFINITY)
         if not ok:
             raise np.linalg.LinAlgError("Matrix is not positive definite")
         stage = cls.__new__(cls)
         stage._set(p.n, red, C_pyramid, H, g, A, lower, upper, R_a)
         return stage
 
-    def _set(self, n: int, red: ReducedDynamics, C_pyramid: Array, H: Array, g: Array, A: Array, lower: Array,
-             upper: Array, R_a: Array) -> None:  # fmt: skip
+    def _set(
+        self,
+        n: int,
+        red: ReducedDynamics,
+        C_pyramid: Array,
+        H: Array,
+        g: Array,
+        A: Array,
+        lower: Array,
+        upper: Array,
+        R_a: Array,
+    ) -> None:
         self.n = n
         self.red = red
         self.C_pyramid = C_pyramid
@@ -263,8 +272,9 @@ def solve_stage_one(
     if sol.found:
         return stage.clip(sol.x), sol.iterations, sol.status, False
     C, l, u = stage.constraints(with_normal=False)
-    relaxed = qp.solve(H, stage.g, C if len(C) else None, l if len(C) else None, u if len(C) else None,
-                       stage.lb, stage.ub)  # fmt: skip
+    relaxed = qp.solve(
+        H, stage.g, C if len(C) else None, l if len(C) else None, u if len(C) else None, stage.lb, stage.ub
+    )
     if relaxed.found:
         return stage.clip(relaxed.x), sol.iterations + relaxed.iterations, sol.status, True
     return None, sol.iterations + relaxed.iterations, f"{sol.status}/{relaxed.status}", True
@@ -340,8 +350,9 @@ class TwoStageQP(Formulation):
         ids = problem.ids()
         if not self.warm_start or ids == self._previous_ids:
             return None  # cold, or same contacts in the same order: DenseQP reuses its own active set
-        return remap_active_set(qp.last_active, self._previous_ids, self._previous_mu, ids, problem.mu,
-                                stage_one=with_normal)  # fmt: skip
+        return remap_active_set(
+            qp.last_active, self._previous_ids, self._previous_mu, ids, problem.mu, stage_one=with_normal
+        )
 
     def stage_one(self, problem: ContactProblem) -> tuple[Array | None, StageOne, ReducedDynamics, int, str, bool]:
         """Stage I alone: (z₁, data, reduced dynamics, iterations, status, normal rows dropped)."""
@@ -406,8 +417,7 @@ class TwoStageQP(Formulation):
             if not sol.found:
                 return None
             x = sol.x
-        status, y, v_next, tau, its, k = stages_at(red, stage.R_a, x, self.ridge, STRUCTURED_TOL,
-                                                   STRUCTURED_MAX_ITER)  # fmt: skip
+        status, y, v_next, tau, its, k = stages_at(red, stage.R_a, x, self.ridge, STRUCTURED_TOL, STRUCTURED_MAX_ITER)
         if status != 0:
             return None
         self.free_optimum_solves += 1
@@ -447,8 +457,7 @@ class TwoStageQP(Formulation):
             message = optimal_set_text(k)
         else:
             message = f"Stage II failed (daqp exit {qps[k].exitflag}); Stage I forces used"
-        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate,
-                      checked=checked)  # fmt: skip
+        return finish(self, p, y, v_next, tau, False, its1 + its2, message, started, gap_rate=gap_rate, checked=checked)
 
     def _structured_applies(self, p: ContactProblem, stage: StageOne) -> bool:
         """``structured`` and Stage II's dual has no more variables (nu + nb) than its null-space QP (3n − nb).
@@ -477,15 +486,17 @@ class TwoStageQP(Formulation):
         the quadruped); whenever it does not certify optimality, by the null-space QP over w.
         """
         if self._structured_applies(p, stage):
-            status, y, v_next, tau, its, k = stage_two_structured(red, stage.R_a, z1, self.ridge, STRUCTURED_TOL,
-                                                                  STRUCTURED_MAX_ITER)  # fmt: skip
+            status, y, v_next, tau, its, k = stage_two_structured(
+                red, stage.R_a, z1, self.ridge, STRUCTURED_TOL, STRUCTURED_MAX_ITER
+            )
             if status == 0:
                 self.structured_solves += 1
                 return y, its, f"Stage II over a {k}-dimensional optimal set", v_next, tau, None
             if status == 2:
                 self.structured_fallbacks += 1
-        W, H2, g2, C2, l2, u2 = stage_two_setup(red, stage.R_a, z1, stage.C_pyramid, self.null_tol, self.ridge,
-                                                INFINITY)  # fmt: skip
+        W, H2, g2, C2, l2, u2 = stage_two_setup(
+            red, stage.R_a, z1, stage.C_pyramid, self.null_tol, self.ridge, INFINITY
+        )
         k = W.shape[1]  # W: (3n, k) orthonormal basis of null(R̃)
         if k == 0:
             return z1, 0, "Stage I solution is unique", *stage_two_result(red, z1, W, z1, False)[1:]
@@ -501,8 +512,9 @@ def no_contact(formulation: Formulation, p: ContactProblem, started: float) -> S
     """The result without contacts: v⁺_u = L⁻ᵀx₀, τ from the actuated rows."""
     empty = np.zeros(0)
     v_next, tau = contact_velocity_and_torque(reduce(p), empty)
-    return formulation._result(p, v_next, tau, empty, empty, empty, iterations=0, message="no contacts",
-                               started=started)  # fmt: skip
+    return formulation._result(
+        p, v_next, tau, empty, empty, empty, iterations=0, message="no contacts", started=started
+    )
 
 
 def finish(
@@ -536,5 +548,16 @@ def finish(
             return failed_result(p, formulation.name, f"inconsistent q̇_des and {fix.message}", iterations)
         v_next, tau, repaired, checked = fix.v_next, fix.tau, True, None
         message += f"; q̇_des repaired (max change {fix.qd_change:.3g})"
-    return formulation._result(p, v_next, tau, f_normal, f_s, f_t, iterations=iterations, message=message,
-                               started=started, consistency_repaired=repaired, checked=checked)  # fmt: skip
+    return formulation._result(
+        p,
+        v_next,
+        tau,
+        f_normal,
+        f_s,
+        f_t,
+        iterations=iterations,
+        message=message,
+        started=started,
+        consistency_repaired=repaired,
+        checked=checked,
+    )

@@ -159,7 +159,7 @@ def pyramid_facets(mu):
 @njit(
     types.Tuple((boolean, RECORD, MATRIX, MATRIX, VECTOR, MATRIX, VECTOR, VECTOR, MATRIX))(PROBLEM, boolean, float64),
     cache=True,
-)  # fmt: skip
+)
 def stage_one_setup(problem, contacts_relative, infinity):
     """(ok, reduced dynamics, pyramid facets, H, g, A, lower, upper, R_a) of a problem record in one call: the
     reduction (:mod:`idcontrol.formulations.reduced`), :func:`pyramid_facets` and :func:`stage_one_data`.
@@ -359,7 +359,8 @@ def two_stages(problem, options, qps):
             qp2 = qps[k]
             native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
             solved, its2 = qp2.found, qp2.iterations
-            y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x, True) if solved else \
-                stage_two_result(red, z1, W, z1, False)  # fmt: skip
+            y, v_next, tau, gap = (
+                stage_two_result(red, z1, W, qp2.x, True) if solved else stage_two_result(red, z1, W, z1, False)
+            )
     code, value, bound = certify_in_solve(problem, (v_next, tau, y[:n], y[n : 2 * n], y[2 * n :]), terms)
     return STAGES_SOLVED, its1, k, solved, its2, np.concatenate((y, v_next, tau)), gap, code, value, bound

@@ -116,19 +116,34 @@ class EssSim(SimulatorBase):
         super().__init__(robot, mu, timestep, with_objects, object_mu=object_mu)
         r = self.robot
         if self.objects:
-            raise ConfigError(f"ess: robot {r.name!r} has movable bodies ([[objects]]); the ess simulator models "
-                              f"only the robot on the ground plane (use bridge.kind 'mujoco' or 'rigid')")  # fmt: skip
-        self.system = RobotContactSystem(r, stiffness=stiffness, damping=damping, mu=mu, slip_velocity=slip_velocity,
-                                         min_cone=mu * stiffness * epsilon)  # fmt: skip
+            raise ConfigError(
+                f"ess: robot {r.name!r} has movable bodies ([[objects]]); the ess simulator models "
+                f"only the robot on the ground plane (use bridge.kind 'mujoco' or 'rigid')"
+            )
+        self.system = RobotContactSystem(
+            r,
+            stiffness=stiffness,
+            damping=damping,
+            mu=mu,
+            slip_velocity=slip_velocity,
+            min_cone=mu * stiffness * epsilon,
+        )
         s = self.system
         if min_rate is None:
             min_rate = epsilon / self.timestep
         # bristles ~0.1 mm deep whose error the bristle damping turns into force: 1e-4 of atol keeps a sliding
         # contact's friction within 1e-4 of μ f_n (atol itself: 0.5 % weak, measured on a sliding block)
-        atol_vector = np.concatenate([np.full(s.nq, atol), np.full(s.nv, 100 * atol), np.full(3 * s.k, 100 * atol),
-                                      np.full(2 * s.k, 1e-4 * atol)])  # fmt: skip
-        self.integrator = EssIntegrator(s, epsilon, min_rate=min_rate, rtol=rtol, atol=atol_vector, method=method,
-                                        engine=engine)  # fmt: skip
+        atol_vector = np.concatenate(
+            [
+                np.full(s.nq, atol),
+                np.full(s.nv, 100 * atol),
+                np.full(3 * s.k, 100 * atol),
+                np.full(2 * s.k, 1e-4 * atol),
+            ]
+        )
+        self.integrator = EssIntegrator(
+            s, epsilon, min_rate=min_rate, rtol=rtol, atol=atol_vector, method=method, engine=engine
+        )
         self.epsilon, self.mu = float(epsilon), float(mu)
         self._labels = [(name, "touchdown") for name in r.sphere_names[: s.k]]
         self._labels += [(name, "liftoff") for name in r.sphere_names[: s.k]]

@@ -41,25 +41,29 @@ from idcontrol.sim.ess import system as ess_system
 
 # the RK45 tableau (scipy.integrate.RK45's coefficients)
 C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
-A = np.array([
-    [0.0, 0.0, 0.0, 0.0, 0.0],
-    [1 / 5, 0.0, 0.0, 0.0, 0.0],
-    [3 / 40, 9 / 40, 0.0, 0.0, 0.0],
-    [44 / 45, -56 / 15, 32 / 9, 0.0, 0.0],
-    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0.0],
-    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
-])  # fmt: skip
+A = np.array(
+    [
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+        [1 / 5, 0.0, 0.0, 0.0, 0.0],
+        [3 / 40, 9 / 40, 0.0, 0.0, 0.0],
+        [44 / 45, -56 / 15, 32 / 9, 0.0, 0.0],
+        [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0.0],
+        [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
+    ]
+)
 B = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])
 E = np.array([-71 / 57600, 0.0, 71 / 16695, -71 / 1920, 17253 / 339200, -22 / 525, 1 / 40])
-P = np.array([
-    [1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
-    [0.0, 0.0, 0.0, 0.0],
-    [0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
-    [0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
-    [0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
-    [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
-    [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423],
-])  # fmt: skip
+P = np.array(
+    [
+        [1.0, -8048581381 / 2820520608, 8663915743 / 2820520608, -12715105075 / 11282082432],
+        [0.0, 0.0, 0.0, 0.0],
+        [0.0, 131558114200 / 32700410799, -68118460800 / 10900136933, 87487479700 / 32700410799],
+        [0.0, -1754552775 / 470086768, 14199869525 / 1410260304, -10690763975 / 1880347072],
+        [0.0, 127303824393 / 49829197408, -318862633887 / 49829197408, 701980252875 / 199316789632],
+        [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
+        [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423],
+    ]
+)
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 ERROR_EXPONENT = -1.0 / 5.0  # −1 / (error estimator order + 1)
 EPS = float(np.finfo(float).eps)
@@ -263,8 +267,9 @@ def locate(system, t_old, t_new, y_old, Q, k, s, l, hbuf, y):  # pragma: no cove
 
 
 @njit(cache=True)
-def integrate(system, side, t0, y0, t_bound, rtol, atol, max_step, first_step, k, s, l, hbuf,
-              y_end):  # pragma: no cover - compiled  # fmt: skip
+def integrate(
+    system, side, t0, y0, t_bound, rtol, atol, max_step, first_step, k, s, l, hbuf, y_end
+):  # pragma: no cover - compiled
     """``solve_ivp(method="RK45", events=[g])`` from (t0, y0) to t_bound with the mode ``side`` held, g the
     terminal rising event of (k, s, l) (:func:`event_value`; none if empty); ``first_step`` ≤ 0: chosen.
     rtol scalar, atol (n,); ``hbuf`` (m,) workspace for the guards.
@@ -296,8 +301,9 @@ def integrate(system, side, t0, y0, t_bound, rtol, atol, max_step, first_step, k
         if t == t_bound:
             y_end[:] = y
             return FINISHED, t, evaluations, steps, largest
-        accepted, t_new, h_next, used = step(system, side, t, y, f, h_abs, t_bound, max_step, rtol, atol, K, y_new,
-                                             work)  # fmt: skip
+        accepted, t_new, h_next, used = step(
+            system, side, t, y, f, h_abs, t_bound, max_step, rtol, atol, K, y_new, work
+        )
         evaluations += used
         if not accepted:
             y_end[:] = y

@@ -126,17 +126,43 @@ def tree_of(model: pin.Model) -> Tree | None:
         body = model.inertias[j]
         mass[j], com[j], inertia[j] = body.mass, body.lever, body.inertia
     armature = np.array(model.armature, dtype=float).reshape(model.nv)
-    return Tree(parent, kind, idx_q, idx_v, axis, place_R, place_p, mass, com, inertia, armature,
-                np.array(model.gravity.linear, dtype=float))  # fmt: skip
+    return Tree(
+        parent,
+        kind,
+        idx_q,
+        idx_v,
+        axis,
+        place_R,
+        place_p,
+        mass,
+        com,
+        inertia,
+        armature,
+        np.array(model.gravity.linear, dtype=float),
+    )
 
 
 def work_for(tree: Tree) -> TreeWork:
     """A workspace for ``tree``."""
     nb = tree.parent.shape[0]
-    return TreeWork(np.zeros((nb, 3, 3)), np.zeros((nb, 3)), np.zeros((nb, 6)), np.zeros((6, 6)), np.zeros((nb, 6)),
-                    np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((nb, 6, 6)), np.zeros((nb, 6)), np.zeros(nb),
-                    np.zeros(nb), np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((3, 6, 6)), np.zeros((4, 6)),
-                    np.zeros((3, 3, 3)))  # fmt: skip
+    return TreeWork(
+        np.zeros((nb, 3, 3)),
+        np.zeros((nb, 3)),
+        np.zeros((nb, 6)),
+        np.zeros((6, 6)),
+        np.zeros((nb, 6)),
+        np.zeros((nb, 6)),
+        np.zeros((nb, 6)),
+        np.zeros((nb, 6, 6)),
+        np.zeros((nb, 6)),
+        np.zeros(nb),
+        np.zeros(nb),
+        np.zeros((nb, 6)),
+        np.zeros((nb, 6)),
+        np.zeros((3, 6, 6)),
+        np.zeros((4, 6)),
+        np.zeros((3, 3, 3)),
+    )
 
 
 @njit(cache=True)
@@ -340,8 +366,14 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
         Ii, vi = IA[i], vel[i]
         _world_inertia(tree, work, i, Ii)
         for a in range(6):
-            h[a] = (Ii[a, 0] * vi[0] + Ii[a, 1] * vi[1] + Ii[a, 2] * vi[2] + Ii[a, 3] * vi[3] + Ii[a, 4] * vi[4]
-                    + Ii[a, 5] * vi[5])  # fmt: skip
+            h[a] = (
+                Ii[a, 0] * vi[0]
+                + Ii[a, 1] * vi[1]
+                + Ii[a, 2] * vi[2]
+                + Ii[a, 3] * vi[3]
+                + Ii[a, 4] * vi[4]
+                + Ii[a, 5] * vi[5]
+            )
         vx, vy, vz, wx, wy, wz = vel[i, 0], vel[i, 1], vel[i, 2], vel[i, 3], vel[i, 4], vel[i, 5]
         bias[i, 0] = wy * h[2] - wz * h[1] - work.fext[i, 0]
         bias[i, 1] = wz * h[0] - wx * h[2] - work.fext[i, 1]
@@ -358,8 +390,14 @@ def aba(tree, work, tau, ddq):  # pragma: no cover - compiled
         ui = tau[iv]
         Ii, Si, Ui, bi, ci = IA[i], S[i], U[i], bias[i], c[i]
         for a in range(6):
-            s = (Ii[a, 0] * Si[0] + Ii[a, 1] * Si[1] + Ii[a, 2] * Si[2] + Ii[a, 3] * Si[3] + Ii[a, 4] * Si[4]
-                 + Ii[a, 5] * Si[5])  # fmt: skip
+            s = (
+                Ii[a, 0] * Si[0]
+                + Ii[a, 1] * Si[1]
+                + Ii[a, 2] * Si[2]
+                + Ii[a, 3] * Si[3]
+                + Ii[a, 4] * Si[4]
+                + Ii[a, 5] * Si[5]
+            )
             Ui[a] = s
             d += Si[a] * s
             ui -= Si[a] * bi[a]

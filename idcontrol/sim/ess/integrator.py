@@ -249,8 +249,10 @@ class EssIntegrator:
         record = getattr(system, "record", None)
         compilable = record is not None and method == "RK45" and np.ndim(rtol) == 0
         if engine == "compiled" and not compilable:
-            raise ConfigError("engine 'compiled' needs a system with a compiled record, method 'RK45' and a scalar "
-                              f"rtol (system {type(system).__name__}, method {method!r})")  # fmt: skip
+            raise ConfigError(
+                "engine 'compiled' needs a system with a compiled record, method 'RK45' and a scalar "
+                f"rtol (system {type(system).__name__}, method {method!r})"
+            )
         self.engine = "compiled" if compilable and engine != "scipy" else "scipy"
         if self.engine == "compiled":
             self._record = record
@@ -331,8 +333,20 @@ class EssIntegrator:
         """:meth:`advance` in one compiled call (the engine ``"compiled"``)."""
         counts = self._counts
         counts[:] = 0
-        status, t, out, count = _advance_kernel(self._record, x, t0, tf, memory.side, memory.armed, self.partner,
-                                                self._settings, self._atol, self._first, counts, max_loops)  # fmt: skip
+        status, t, out, count = _advance_kernel(
+            self._record,
+            x,
+            t0,
+            tf,
+            memory.side,
+            memory.armed,
+            self.partner,
+            self._settings,
+            self._atol,
+            self._first,
+            counts,
+            max_loops,
+        )
         stats = self.stats
         stats.projections += int(counts[_S_PROJECTIONS])
         stats.splits += int(counts[_S_SPLITS])
@@ -443,8 +457,17 @@ class EssIntegrator:
             events = [event]
         else:
             events = None
-        sol = solve_ivp(fun, (t, tf), x, method=self.method, rtol=self.rtol, atol=self.atol,
-                        max_step=self.max_step, events=events, **options)  # fmt: skip
+        sol = solve_ivp(
+            fun,
+            (t, tf),
+            x,
+            method=self.method,
+            rtol=self.rtol,
+            atol=self.atol,
+            max_step=self.max_step,
+            events=events,
+            **options,
+        )
         self.stats.integrations += 1
         self.stats.rhs_evaluations += int(sol.nfev)
         if sol.status < 0:
@@ -616,8 +639,9 @@ def _sweep_kernel(side, armed, partner, h, t, band, zero, eps, lone, out, count,
 
 
 @njit(cache=True)
-def _advance_kernel(system, x, t0, tf, side, armed, partner, settings, atol, first_step, stats,
-                    max_loops):  # pragma: no cover - compiled  # fmt: skip
+def _advance_kernel(
+    system, x, t0, tf, side, armed, partner, settings, atol, first_step, stats, max_loops
+):  # pragma: no cover - compiled
     """EssIntegrator.advance for a compiled system: x (n,) is advanced in place from t0 to tf; side, armed (m,)
     updated; settings = [ε, min_rate, rtol, max_step]; first_step (1,) the integration steps' memory (0: none);
     stats (9,) counters added to. Returns (status, t reached, crossings, their count)."""
@@ -639,8 +663,9 @@ def _advance_kernel(system, x, t0, tf, side, armed, partner, settings, atol, fir
     t = t0
     for _ in range(max_loops):
         ess_system.guards(system, x, h)
-        out, count, candidate, finite = _sweep_kernel(side, armed, partner, h, t, band, zero, eps, lone, out, count,
-                                                      order, stats)  # fmt: skip
+        out, count, candidate, finite = _sweep_kernel(
+            side, armed, partner, h, t, band, zero, eps, lone, out, count, order, stats
+        )
         if not finite:
             return _GUARDS_NOT_FINITE, t, out, count
         if tf - t <= 1e-15 * max(1.0, abs(tf)):
@@ -705,7 +730,8 @@ def _advance_kernel(system, x, t0, tf, side, armed, partner, settings, atol, fir
                 e += 1
         first_try = min(first_step[0], tf - t) if first_step[0] > 0.0 else 0.0
         status, t_new, evaluations, steps, largest = dopri.integrate(
-            system, side, t, x, tf, rtol, atol, max_step, first_try, ek[:e], es[:e], el[:e], h, x_end)  # fmt: skip
+            system, side, t, x, tf, rtol, atol, max_step, first_try, ek[:e], es[:e], el[:e], h, x_end
+        )
         stats[_S_INTEGRATIONS] += 1
         stats[_S_EVALUATIONS] += evaluations
         if status == dopri.FAILED:

@@ -65,8 +65,9 @@ class PiecewiseAffine:
             A, b = np.empty((modes, self.n, self.n)), np.empty((modes, self.n))
             for index in range(modes):
                 A[index], b[index] = self.modes(np.array([(index >> k) & 1 == 1 for k in range(self.m)]))
-            self._record = AffineRecord(A, b, np.ascontiguousarray(self.H, dtype=float),
-                                        np.ascontiguousarray(self.c, dtype=float))  # fmt: skip
+            self._record = AffineRecord(
+                A, b, np.ascontiguousarray(self.H, dtype=float), np.ascontiguousarray(self.c, dtype=float)
+            )
         return self._record
 
 
@@ -289,8 +290,17 @@ class Plate:
     above every spring. stiffness N/m and damping N·s/m per spring; mass kg; the plate a thin rod in inertia.
     """
 
-    def __init__(self, n_springs: int, *, span: float = 2.0, length: float = 3.0, mass: float = 1.0,
-                 stiffness: float = 2000.0, damping: float = 20.0, rest_height: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        n_springs: int,
+        *,
+        span: float = 2.0,
+        length: float = 3.0,
+        mass: float = 1.0,
+        stiffness: float = 2000.0,
+        damping: float = 20.0,
+        rest_height: float = 1.0,
+    ) -> None:
         if not isinstance(n_springs, int) or n_springs < 1:
             raise ConfigError(f"n_springs must be a positive integer, got {n_springs!r}")
         if not (span > 0 and length > span and mass > 0 and stiffness > 0 and damping >= 0):
@@ -302,8 +312,9 @@ class Plate:
         self.n, self.m = 6, 2 * n_springs
         self.partner = np.concatenate([np.arange(n_springs, 2 * n_springs), np.arange(n_springs)]).astype(np.intp)
         #: the compiled record (:class:`PlateRecord`)
-        self.record = PlateRecord(self.xs, np.array([self.k, self.b, self.L0, self.mass, self.inertia]),
-                                  np.empty(n_springs))  # fmt: skip
+        self.record = PlateRecord(
+            self.xs, np.array([self.k, self.b, self.L0, self.mass, self.inertia]), np.empty(n_springs)
+        )
 
     def guards(self, x: Array) -> Array:
         h = np.empty(self.m)

@@ -55,8 +55,9 @@ BoolArray = NDArray[np.bool_]
 
 
 @njit(cache=True)
-def contact_field(J, support, centres, radii, v, bristle, touching, params, tau, force, gap_rate,
-                  bristle_rate):  # pragma: no cover
+def contact_field(
+    J, support, centres, radii, v, bristle, touching, params, tau, force, gap_rate, bristle_rate
+):  # pragma: no cover
     """The contact forces, their generalized force and the bristles' rates, compiled (k spheres, nv DoFs).
 
     J : (6, nv) joint Jacobian columns in world (spatial velocity at the world origin, world axes).
@@ -143,15 +144,24 @@ class RobotContactSystem:
     #: 1/s, the fastest the bristle yields while sliding (the cone clips the force meanwhile)
     BRISTLE_MAX_RATE = 2e4
 
-    def __init__(self, robot: RobotModel, *, stiffness: float, damping: float, mu: float, slip_velocity: float,
-                 min_cone: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        robot: RobotModel,
+        *,
+        stiffness: float,
+        damping: float,
+        mu: float,
+        slip_velocity: float,
+        min_cone: float = 1.0,
+    ) -> None:
         if not (np.isfinite(stiffness) and stiffness > 0):
             raise ConfigError(f"ess: stiffness must be finite and > 0 N/m, got {stiffness!r}")
         if not (np.isfinite(damping) and damping >= 0):
             raise ConfigError(f"ess: damping must be finite and >= 0 N·s/m, got {damping!r}")
         if not (np.isfinite(mu) and mu >= 0):
-            raise ConfigError(f"ess: mu must be finite and >= 0 (the regularized friction has no no-slip limit), "
-                              f"got {mu!r}")  # fmt: skip
+            raise ConfigError(
+                f"ess: mu must be finite and >= 0 (the regularized friction has no no-slip limit), got {mu!r}"
+            )
         if not (np.isfinite(slip_velocity) and slip_velocity > 0):
             raise ConfigError(f"ess: slip_velocity must be finite and > 0 m/s, got {slip_velocity!r}")
         if not (np.isfinite(min_cone) and min_cone >= 0):
@@ -165,8 +175,10 @@ class RobotContactSystem:
         for j in range(first, model.njoints):
             joint = model.joints[j]
             if joint.nq != joint.nv:
-                raise ConfigError(f"ess: joint {model.names[j]!r} ({joint.shortname()}) has nq != nv; only one-DoF "
-                                  f"revolute/prismatic joints below the base are supported")  # fmt: skip
+                raise ConfigError(
+                    f"ess: joint {model.names[j]!r} ({joint.shortname()}) has nq != nv; only one-DoF "
+                    f"revolute/prismatic joints below the base are supported"
+                )
         self.nq, self.nv = model.nq, model.nv
         self.base_q, self.base_v = (7, 6) if self.floating else (0, 0)
         # contact spheres: only a floating-base robot stands on the ground (as the MuJoCo back end's floor)
@@ -187,8 +199,19 @@ class RobotContactSystem:
                     support[i, jm.idx_v : jm.idx_v + jm.nv] = 1.0
         self.support = support  # (k, nv): the DoFs that move sphere i
         r = self.TANGENTIAL_RATIO
-        self.params = np.array([stiffness, damping, mu, slip_velocity, r * stiffness, r * damping,
-                                max(min_cone, 1e-9), self.BRISTLE_RELAXATION, self.BRISTLE_MAX_RATE])  # fmt: skip
+        self.params = np.array(
+            [
+                stiffness,
+                damping,
+                mu,
+                slip_velocity,
+                r * stiffness,
+                r * damping,
+                max(min_cone, 1e-9),
+                self.BRISTLE_RELAXATION,
+                self.BRISTLE_MAX_RATE,
+            ]
+        )
         self.tau = np.zeros(self.nv)  # generalized actuation (zero on the base), N·m, held over a tick
         self._qn = np.zeros(self.nq)
         self._centres = np.zeros((k, 3))
@@ -201,8 +224,12 @@ class RobotContactSystem:
         self._rotations = [d.oMf[f].rotation for f in self.frame_ids]
         pin.framesForwardKinematics(model, d, robot.standing_configuration())
         # eigenpy gives views of Pinocchio's memory; a build that returned copies is read afresh each call
-        self._views_live = all(np.array_equal(t, d.oMf[f].translation) for t, f in
-                               zip(self._translations, self.frame_ids, strict=True)) and k > 0  # fmt: skip
+        self._views_live = (
+            all(
+                np.array_equal(t, d.oMf[f].translation) for t, f in zip(self._translations, self.frame_ids, strict=True)
+            )
+            and k > 0
+        )
         #: the compiled record (:class:`RobotRecord`; None if the tree has a joint the compiled dynamics lack)
         self.record = self._compiled_record()
 
@@ -217,8 +244,17 @@ class RobotContactSystem:
             placement = model.frames[f].placement
             point[i] = placement.translation + placement.rotation @ self.offsets[i]
         sizes = np.array([self.nq, self.nv, k, int(self.floating)], dtype=np.int64)
-        return RobotRecord(tree, dynamics.work_for(tree), sizes, body, point, self.radii.copy(), self.params,
-                           self.tau, np.zeros(self.nq))  # fmt: skip
+        return RobotRecord(
+            tree,
+            dynamics.work_for(tree),
+            sizes,
+            body,
+            point,
+            self.radii.copy(),
+            self.params,
+            self.tau,
+            np.zeros(self.nq),
+        )
 
     # ------------------------------------------------------------------ layout
     def q_of(self, x: Array) -> Array:
@@ -275,9 +311,20 @@ class RobotContactSystem:
         pin.computeJointJacobians(model, d, self.q_of(x))
         pin.updateFramePlacements(model, d)
         self._tau[:] = self.tau
-        contact_field(d.J, self.support, self._read_centres(), self.radii, self.v_of(x), self.bristles_of(x),
-                      side[: self.k], self.params, self._tau, self._force, self._gap_rate,
-                      self._bristle_rate)  # fmt: skip
+        contact_field(
+            d.J,
+            self.support,
+            self._read_centres(),
+            self.radii,
+            self.v_of(x),
+            self.bristles_of(x),
+            side[: self.k],
+            self.params,
+            self._tau,
+            self._force,
+            self._gap_rate,
+            self._bristle_rate,
+        )
 
     def rates(self, x: Array, side: BoolArray) -> Array:
         if not self.k:
@@ -350,9 +397,11 @@ def _lowest_point(system, i):  # pragma: no cover - compiled
     """Sphere i's lowest point in world (x, y, z), after forward kinematics."""
     b = system.body[i]
     R, p, c = system.work.R[b], system.work.p[b], system.point[i]
-    return (p[0] + R[0, 0] * c[0] + R[0, 1] * c[1] + R[0, 2] * c[2],
-            p[1] + R[1, 0] * c[0] + R[1, 1] * c[1] + R[1, 2] * c[2],
-            p[2] + R[2, 0] * c[0] + R[2, 1] * c[1] + R[2, 2] * c[2] - system.radii[i])  # fmt: skip
+    return (
+        p[0] + R[0, 0] * c[0] + R[0, 1] * c[1] + R[0, 2] * c[2],
+        p[1] + R[1, 0] * c[0] + R[1, 1] * c[1] + R[1, 2] * c[2],
+        p[2] + R[2, 0] * c[0] + R[2, 1] * c[1] + R[2, 2] * c[2] - system.radii[i],
+    )
 
 
 @njit(cache=True)

@@ -90,8 +90,10 @@ def perturbed_states(robot: RobotModel, count: int, rng: np.random.Generator) ->
         quat = pin.Quaternion(rotation)
         q[3:7] = (quat.x, quat.y, quat.z, quat.w)
         pin.framesForwardKinematics(model, data, q)
-        lowest = min(float((data.oMf[int(f)].act(np.asarray(offset)))[2]) - radius for f, offset, radius in zip(
-            robot.sphere_frame_ids, robot.sphere_offsets, robot.sphere_radii, strict=True))  # fmt: skip
+        lowest = min(
+            float((data.oMf[int(f)].act(np.asarray(offset)))[2]) - radius
+            for f, offset, radius in zip(robot.sphere_frame_ids, robot.sphere_offsets, robot.sphere_radii, strict=True)
+        )
         q[2] += -lowest + rng.uniform(-2e-4, 2e-4)
         v = np.zeros(robot.nv)
         v[:3] = rng.uniform(-0.1, 0.1, 3)
@@ -201,8 +203,11 @@ def run(robots: list[str], states: int, seed: int = 0) -> list[Tally]:
                         tally.failed += 1
                     continue
                 contacts = controller.last_contacts
-                force = np.linalg.norm(result.force_in_world, axis=1).max(initial=0.0) if result.force_in_world \
-                    is not None else 0.0  # fmt: skip
+                force = (
+                    np.linalg.norm(result.force_in_world, axis=1).max(initial=0.0)
+                    if result.force_in_world is not None
+                    else 0.0
+                )
                 ratio = float(np.max(np.abs(result.tau) / robot.torque_limits))
                 tally.worst_force = max(tally.worst_force, float(force))
                 tally.worst_torque_ratio = max(tally.worst_torque_ratio, ratio)
@@ -233,12 +238,14 @@ def run(robots: list[str], states: int, seed: int = 0) -> list[Tally]:
 
 def _line(t: Tally) -> str:
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())) or "none"
-    return (f"{t.robot:<10} {t.formulation:<13} states {t.states}: certified {t.certified}, rejected "
-            f"{sum(t.rejected.values())} ({rejected}), solver failed {t.failed}, UNSOUND {t.unsound}; worst residual "
-            f"{t.worst_residual:.2e} N·m, "
-            f"max |f| {t.worst_force:.1f} N, max |τ|/limit {t.worst_torque_ratio:.2f}; over the limits "
-            f"{t.over_limit} of {t.certified} certified; a loaded contact slips > {SLIP_TOL * 1e3:.0f} mm/s in "
-            f"{t.slipping} of {t.loaded} (slip median {t.slip_median * 1e3:.2g}, max {t.slip_max * 1e3:.2g} mm/s)")
+    return (
+        f"{t.robot:<10} {t.formulation:<13} states {t.states}: certified {t.certified}, rejected "
+        f"{sum(t.rejected.values())} ({rejected}), solver failed {t.failed}, UNSOUND {t.unsound}; worst residual "
+        f"{t.worst_residual:.2e} N·m, "
+        f"max |f| {t.worst_force:.1f} N, max |τ|/limit {t.worst_torque_ratio:.2f}; over the limits "
+        f"{t.over_limit} of {t.certified} certified; a loaded contact slips > {SLIP_TOL * 1e3:.0f} mm/s in "
+        f"{t.slipping} of {t.loaded} (slip median {t.slip_median * 1e3:.2g}, max {t.slip_max * 1e3:.2g} mm/s)"
+    )
 
 
 def main(robots: list[str], states: int, seed: int, json_path: str | None) -> int:

@@ -37,11 +37,16 @@ def run_paper(args: argparse.Namespace) -> int:
     print(f"idcontrol experiment paper: {len(specs)} runs, {where}", flush=True)
     calibration = {}
     if any(s.terrain.compliant for s in specs):
-        calibration = {"compliant_rest_penetration_m": rest_penetration(True),
-                       "stiff_rest_penetration_m": rest_penetration(False)}  # fmt: skip
-        print(f"compliant terrain: the standing quadruped's feet sink "
-              f"{1e3 * calibration['compliant_rest_penetration_m']:.2f} mm into MuJoCo's soft floor "
-              f"({1e3 * calibration['stiff_rest_penetration_m']:.3f} mm into the stiff one)", flush=True)  # fmt: skip
+        calibration = {
+            "compliant_rest_penetration_m": rest_penetration(True),
+            "stiff_rest_penetration_m": rest_penetration(False),
+        }
+        print(
+            f"compliant terrain: the standing quadruped's feet sink "
+            f"{1e3 * calibration['compliant_rest_penetration_m']:.2f} mm into MuJoCo's soft floor "
+            f"({1e3 * calibration['stiff_rest_penetration_m']:.3f} mm into the stiff one)",
+            flush=True,
+        )
     results = run_matrix(specs, jobs=args.jobs, progress=lambda line: print(line, flush=True), ray=args.ray)
     bench_rows = []
     if bench_ticks and not only:
@@ -56,8 +61,14 @@ def run_paper(args: argparse.Namespace) -> int:
         from idcontrol.tools.experiments.report import write_report
 
         command = _command(args)
-        for path in write_report(results, Path(args.report), command=command, quick=args.quick,
-                                 calibration=calibration, bench_rows=bench_rows):  # fmt: skip
+        for path in write_report(
+            results,
+            Path(args.report),
+            command=command,
+            quick=args.quick,
+            calibration=calibration,
+            bench_rows=bench_rows,
+        ):
             print(f"wrote {path}", flush=True)
     errors = [r for r in results if str(r["end_reason"]).startswith("error")]
     print(f"done in {time.perf_counter() - started:.0f} s; {len(errors)} run(s) raised an error", file=sys.stderr)
@@ -112,9 +123,14 @@ def run_mismatch(args: argparse.Namespace) -> int:
     if args.report:
         from idcontrol.tools.experiments.mismatch_report import write_report
 
-        parts = ["idcontrol experiment mismatch", *(["--quick"] if args.quick else []),
-                 *([f"--only {args.only}"] if args.only else []), *([f"--jobs {args.jobs}"] if args.jobs != 1 else []),
-                 *([f"--json {args.json}"] if args.json else []), f"--report {args.report}"]  # fmt: skip
+        parts = [
+            "idcontrol experiment mismatch",
+            *(["--quick"] if args.quick else []),
+            *([f"--only {args.only}"] if args.only else []),
+            *([f"--jobs {args.jobs}"] if args.jobs != 1 else []),
+            *([f"--json {args.json}"] if args.json else []),
+            f"--report {args.report}",
+        ]
         for path in write_report(results, Path(args.report), command=" ".join(parts)):
             print(f"wrote {path}", flush=True)
     errors = [r for r in results if str(r["end_reason"]).startswith("error")]
@@ -181,8 +197,13 @@ def run_ess(args: argparse.Namespace) -> int:
     if not 0 <= args.closed_loop < float("inf"):
         raise ConfigError(f"--closed-loop must be a finite number >= 0 s, got {args.closed_loop}")
     print("idcontrol experiment ess", flush=True)
-    result = run(quick=args.quick, conditions=args.conditions, closed_loop_seconds=args.closed_loop,
-                 engine=args.engine, progress=lambda line: print(line, flush=True))  # fmt: skip
+    result = run(
+        quick=args.quick,
+        conditions=args.conditions,
+        closed_loop_seconds=args.closed_loop,
+        engine=args.engine,
+        progress=lambda line: print(line, flush=True),
+    )
     if args.json:
         Path(args.json).write_text(jsontext.dumps(result, indent=1) + "\n")
         print(f"wrote {args.json}", flush=True)

@@ -61,9 +61,17 @@ def fixture_rows(steps: tuple[float, ...] = STEPS) -> list[dict[str, Any]]:
     for axis, stance in READINGS:
         system = SpringLeggedBody(leg_axis=axis, stance=stance)
         gaps = derivative_gaps(lambda th, s=system: outcome(s, th, FIXTURE_T), 0.0, steps)
-        rows.append({"legs": axis, "stance": stance, "default": (axis, stance) == READINGS[0],
-                     "steps": list(steps), "gaps": [g.gap for g in gaps], "jumps": [g.jump for g in gaps],
-                     "verdict": verdict([g.gap for g in gaps])})  # fmt: skip
+        rows.append(
+            {
+                "legs": axis,
+                "stance": stance,
+                "default": (axis, stance) == READINGS[0],
+                "steps": list(steps),
+                "gaps": [g.gap for g in gaps],
+                "jumps": [g.jump for g in gaps],
+                "verdict": verdict([g.gap for g in gaps]),
+            }
+        )
     return rows
 
 
@@ -72,13 +80,17 @@ def quadruped_config(formulation: str, launch: Path = LAUNCH) -> LaunchConfig:
     """The trot launch file's controller with ``formulation`` (its options), holding the posture, on the rigid
     simulator (flat ground, μ = 1), no joint-limit stop."""
     base = load_launch(launch).with_overrides(formulation=formulation)
-    return replace(base, reference=ReferenceSettings(name="hold", options={}),
-                   bridge=replace(base.bridge, kind="rigid"),
-                   safety=replace(base.safety, position_margin=math.inf, velocity_factor=math.inf))  # fmt: skip
+    return replace(
+        base,
+        reference=ReferenceSettings(name="hold", options={}),
+        bridge=replace(base.bridge, kind="rigid"),
+        safety=replace(base.safety, position_margin=math.inf, velocity_factor=math.inf),
+    )
 
 
-def quadruped_outcome(config: LaunchConfig, robot: RobotModel, pitch: float, seconds: float = QUADRUPED_T,
-                      drop: float = QUADRUPED_DROP) -> np.ndarray:  # fmt: skip
+def quadruped_outcome(
+    config: LaunchConfig, robot: RobotModel, pitch: float, seconds: float = QUADRUPED_T, drop: float = QUADRUPED_DROP
+) -> np.ndarray:
     """(18,) the base velocity (6, base frame) and the last commanded torques (12, N·m) ``seconds`` after
     releasing the quadruped ``drop`` m above its standing height, pitched by ``pitch`` rad, at rest."""
     from idcontrol.sim.launch import simulator_for
@@ -94,8 +106,12 @@ def quadruped_outcome(config: LaunchConfig, robot: RobotModel, pitch: float, sec
     return np.concatenate([sim.state().v[:6], run.tau[-1]])
 
 
-def quadruped_rows(formulations: tuple[str, ...] = FORMULATIONS, steps: tuple[float, ...] = QUADRUPED_STEPS,
-                   sweep: int = 41, sweep_range: float = 0.01) -> list[dict[str, Any]]:  # fmt: skip
+def quadruped_rows(
+    formulations: tuple[str, ...] = FORMULATIONS,
+    steps: tuple[float, ...] = QUADRUPED_STEPS,
+    sweep: int = 41,
+    sweep_range: float = 0.01,
+) -> list[dict[str, Any]]:
     """Per formulation: gaps and jumps of the base velocity and of the torques at each step, and the outcome
     over ``sweep`` pitches in ±``sweep_range`` rad (0: none)."""
     robot = RobotModel("quadruped")
@@ -113,9 +129,17 @@ def quadruped_rows(formulations: tuple[str, ...] = FORMULATIONS, steps: tuple[fl
             tau_gaps.append(float(gap[6:].max()))
             base_jumps.append(float(np.abs(plus - minus)[:6].max()))
             tau_jumps.append(float(np.abs(plus - minus)[6:].max()))
-        row = {"formulation": name, "steps": list(steps), "base_gaps": base_gaps, "tau_gaps": tau_gaps,
-               "base_jumps": base_jumps, "tau_jumps": tau_jumps, "base_verdict": verdict(base_gaps),
-               "tau_verdict": verdict(tau_gaps), "center": center.tolist()}  # fmt: skip
+        row = {
+            "formulation": name,
+            "steps": list(steps),
+            "base_gaps": base_gaps,
+            "tau_gaps": tau_gaps,
+            "base_jumps": base_jumps,
+            "tau_jumps": tau_jumps,
+            "base_verdict": verdict(base_gaps),
+            "tau_verdict": verdict(tau_gaps),
+            "center": center.tolist(),
+        }
         if sweep:
             pitches = np.linspace(-sweep_range, sweep_range, sweep)
             row["sweep_pitch"] = pitches.tolist()
@@ -168,26 +192,44 @@ def run(json_path: str | None, plot_path: str | None, quick: bool = False) -> in
     """The command: the fixture's table against the digest, then the quadruped's per formulation."""
     started = time.perf_counter()
     fixture = fixture_rows()
-    print(f"decoupled fixture (planar body on two spring legs), outcome at {FIXTURE_T} s, x = initial pitch; "
-          "max |D⁺ − D⁻| at δ = " + ", ".join(f"{h:g}" for h in STEPS))  # fmt: skip
+    print(
+        f"decoupled fixture (planar body on two spring legs), outcome at {FIXTURE_T} s, x = initial pitch; "
+        "max |D⁺ − D⁻| at δ = " + ", ".join(f"{h:g}" for h in STEPS)
+    )
     print("  digest: " + ", ".join(f"{DIGEST_GAPS[h]:.4g}" for h in STEPS))
     for r in fixture:
         off = ", ".join(f"{100 * (g / DIGEST_GAPS[h] - 1):+.0f} %" for h, g in zip(STEPS, r["gaps"], strict=True))
-        print(f"  legs {r['legs']:<5} foot {r['stance']:<7}: " + ", ".join(f"{g:.4g}" for g in r["gaps"])
-              + f"  ({off} from the digest); {r['verdict']}" + ("  [default]" if r["default"] else ""))  # fmt: skip
+        print(
+            f"  legs {r['legs']:<5} foot {r['stance']:<7}: "
+            + ", ".join(f"{g:.4g}" for g in r["gaps"])
+            + f"  ({off} from the digest); {r['verdict']}"
+            + ("  [default]" if r["default"] else "")
+        )
     formulations = ("two_stage_qp", "pid") if quick else FORMULATIONS
     quadruped = quadruped_rows(formulations, sweep=0 if quick else 41)
-    print(f"rigid quadruped, dropped {1e3 * QUADRUPED_DROP:g} mm, holding its posture; outcome "
-          f"{1e3 * QUADRUPED_T:g} ms after release, x = initial pitch (rad); δ = "
-          + ", ".join(f"{h:g}" for h in QUADRUPED_STEPS))  # fmt: skip
+    print(
+        f"rigid quadruped, dropped {1e3 * QUADRUPED_DROP:g} mm, holding its posture; outcome "
+        f"{1e3 * QUADRUPED_T:g} ms after release, x = initial pitch (rad); δ = "
+        + ", ".join(f"{h:g}" for h in QUADRUPED_STEPS)
+    )
     for r in quadruped:
-        print(f"  {r['formulation']:<13} base velocity gaps " + ", ".join(f"{g:.3g}" for g in r["base_gaps"])
-              + f" ({r['base_verdict']}); torque gaps " + ", ".join(f"{g:.3g}" for g in r["tau_gaps"])
-              + f" N·m/rad ({r['tau_verdict']}); torque jumps |τ(+δ) − τ(−δ)| "
-              + ", ".join(f"{g:.2g}" for g in r["tau_jumps"]) + " N·m")  # fmt: skip
-    out = {"steps": list(STEPS), "quadruped_steps": list(QUADRUPED_STEPS),
-           "digest_gaps": [DIGEST_GAPS[h] for h in STEPS], "fixture": fixture, "quadruped": quadruped,
-           "wall_s": time.perf_counter() - started}  # fmt: skip
+        print(
+            f"  {r['formulation']:<13} base velocity gaps "
+            + ", ".join(f"{g:.3g}" for g in r["base_gaps"])
+            + f" ({r['base_verdict']}); torque gaps "
+            + ", ".join(f"{g:.3g}" for g in r["tau_gaps"])
+            + f" N·m/rad ({r['tau_verdict']}); torque jumps |τ(+δ) − τ(−δ)| "
+            + ", ".join(f"{g:.2g}" for g in r["tau_jumps"])
+            + " N·m"
+        )
+    out = {
+        "steps": list(STEPS),
+        "quadruped_steps": list(QUADRUPED_STEPS),
+        "digest_gaps": [DIGEST_GAPS[h] for h in STEPS],
+        "fixture": fixture,
+        "quadruped": quadruped,
+        "wall_s": time.perf_counter() - started,
+    }
     if json_path:
         Path(json_path).write_text(jsontext.dumps(out, indent=1) + "\n")
         print(f"wrote {json_path}")

@@ -55,9 +55,14 @@ LAUNCH = Path(__file__).resolve().parents[3] / "launch"
 
 
 def machine() -> dict[str, Any]:
-    return {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "python": platform.python_version(), "numpy": np.__version__, "mujoco": mujoco.__version__,
-            "load_average": list(os.getloadavg())}  # fmt: skip
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "mujoco": mujoco.__version__,
+        "load_average": list(os.getloadavg()),
+    }
 
 
 def log_slope(eps: list[float], errors: list[float]) -> float:
@@ -79,9 +84,14 @@ def order_test(eps_values: tuple[float, ...] = ORDER_EPS) -> dict[str, Any]:
             started = time.process_time()
             run = integrator.integrate(system.X0, 0.0, system.T_END)
             cpu = time.process_time() - started
-            rows.append({"eps": eps, "final_error": float(np.linalg.norm(run.x[-1] - exact)),
-                         "crossings": [{"t": c.t, "guard": "xyz"[c.guard], "how": c.how} for c in run.crossings],
-                         "cpu_s": cpu})  # fmt: skip
+            rows.append(
+                {
+                    "eps": eps,
+                    "final_error": float(np.linalg.norm(run.x[-1] - exact)),
+                    "crossings": [{"t": c.t, "guard": "xyz"[c.guard], "how": c.how} for c in run.crossings],
+                    "cpu_s": cpu,
+                }
+            )
         out["readings"][reading] = {
             "exact_final_state": exact.tolist(),
             "runs": rows,
@@ -136,8 +146,9 @@ def rms(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.sum((a - b) ** 2, axis=1))))
 
 
-def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: float = HOPPER_SECONDS,
-                       engine: str = "auto") -> dict[str, Any]:  # fmt: skip
+def hopper_calibration(
+    eps_values: tuple[float, ...] = HOPPER_EPS, seconds: float = HOPPER_SECONDS, engine: str = "auto"
+) -> dict[str, Any]:
     """ESS against MuJoCo and the exact solution on the 1-D hopper (mass 1 kg, k = 1000 N/m, L0 = 1 m, z0 = 2 m)."""
     hopper = Hopper()
     z0 = 2.0 * hopper.leg_length
@@ -148,8 +159,14 @@ def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: floa
     rows = []
     for eps in eps_values:
         x = ess_hopper(hopper, eps, z0, times)
-        rows.append({"eps": eps, "rms_vs_mujoco": rms(x, mj), "rms_vs_exact": rms(x, exact),
-                     "cpu_s": ess_hopper_cpu(hopper, eps, z0, seconds, engine)})  # fmt: skip
+        rows.append(
+            {
+                "eps": eps,
+                "rms_vs_mujoco": rms(x, mj),
+                "rms_vs_exact": rms(x, exact),
+                "cpu_s": ess_hopper_cpu(hopper, eps, z0, seconds, engine),
+            }
+        )
 
     def excess(log_eps: float) -> float:
         return rms(ess_hopper(hopper, 10.0**log_eps, z0, times), exact) - mujoco_error
@@ -163,10 +180,20 @@ def hopper_calibration(eps_values: tuple[float, ...] = HOPPER_EPS, seconds: floa
         calibrated = 10.0 ** (0.5 * (lo + hi))
     cal_cpu = ess_hopper_cpu(hopper, calibrated, z0, seconds, engine) if calibrated else None
     return {
-        "model": {"mass_kg": hopper.mass, "stiffness_N_per_m": hopper.stiffness, "leg_length_m": hopper.leg_length,
-                  "z0_m": z0, "seconds": seconds, "sample_dt_s": HOPPER_DT},  # fmt: skip
-        "mujoco": {"rms_vs_exact": mujoco_error, "cpu_s": mj_cpu, "integrator": "Euler (semi-implicit)",
-                   "dt_s": HOPPER_DT},  # fmt: skip
+        "model": {
+            "mass_kg": hopper.mass,
+            "stiffness_N_per_m": hopper.stiffness,
+            "leg_length_m": hopper.leg_length,
+            "z0_m": z0,
+            "seconds": seconds,
+            "sample_dt_s": HOPPER_DT,
+        },
+        "mujoco": {
+            "rms_vs_exact": mujoco_error,
+            "cpu_s": mj_cpu,
+            "integrator": "Euler (semi-implicit)",
+            "dt_s": HOPPER_DT,
+        },
         "ess": rows,
         "calibrated_eps": calibrated,
         "calibrated_ess_cpu_s": cal_cpu,
@@ -184,16 +211,28 @@ def mujoco_plate(plate: Plate, x0: np.ndarray, seconds: float, dt: float = HOPPE
     k_mass, b_mass = plate.k / plate.mass, plate.b / plate.mass  # MuJoCo's direct form: per unit mass
     contact = {"condim": 1, "solref": [-k_mass, -b_mass], "solimp": [0.99, 0.99, 0.001, 0.5, 2.0]}
     for i, xs in enumerate(plate.xs):
-        spec.worldbody.add_geom(name=f"spring{i}", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0],
-                                pos=[xs, 0.0, plate.L0 - half_thickness - radius], contype=1, conaffinity=0,
-                                **contact)  # fmt: skip
-    body = spec.worldbody.add_body(name="plate", mass=plate.mass, inertia=[plate.inertia, plate.inertia, 1e-3],
-                                   explicitinertial=True)  # fmt: skip
+        spec.worldbody.add_geom(
+            name=f"spring{i}",
+            type=mujoco.mjtGeom.mjGEOM_SPHERE,
+            size=[radius, 0, 0],
+            pos=[xs, 0.0, plate.L0 - half_thickness - radius],
+            contype=1,
+            conaffinity=0,
+            **contact,
+        )
+    body = spec.worldbody.add_body(
+        name="plate", mass=plate.mass, inertia=[plate.inertia, plate.inertia, 1e-3], explicitinertial=True
+    )
     body.add_joint(name="x", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[1.0, 0.0, 0.0])
     body.add_joint(name="z", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[0.0, 0.0, 1.0])
     body.add_joint(name="theta", type=mujoco.mjtJoint.mjJNT_HINGE, axis=[0.0, -1.0, 0.0])  # our θ: +x end up
-    body.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[plate.length / 2, 0.05, half_thickness], contype=0,
-                  conaffinity=1, **contact)  # fmt: skip
+    body.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[plate.length / 2, 0.05, half_thickness],
+        contype=0,
+        conaffinity=1,
+        **contact,
+    )
     model = spec.compile()
     data = mujoco.MjData(model)
     data.qpos[:] = x0[:3]
@@ -204,8 +243,9 @@ def mujoco_plate(plate: Plate, x0: np.ndarray, seconds: float, dt: float = HOPPE
     return time.process_time() - started
 
 
-def ess_plate(plate: Plate, x0: np.ndarray, seconds: float, eps: float,
-              engine: str = "auto") -> tuple[float, dict[str, int]]:  # fmt: skip
+def ess_plate(
+    plate: Plate, x0: np.ndarray, seconds: float, eps: float, engine: str = "auto"
+) -> tuple[float, dict[str, int]]:
     """CPU seconds the ESS integrator takes for ``seconds`` of the plate (steps of at most 2 ms), and its work:
     crossings, projections, splits, ODE solver calls, field evaluations."""
     integrator = EssIntegrator(plate, eps, rtol=1e-6, atol=1e-9, max_step=HOPPER_DT, engine=engine)
@@ -214,12 +254,23 @@ def ess_plate(plate: Plate, x0: np.ndarray, seconds: float, eps: float,
     step = integrator.advance(x0, 0.0, seconds, memory)
     cpu = time.process_time() - started
     s = integrator.stats
-    return cpu, {"crossings": len(step.crossings) - 1, "projections": s.projections, "splits": s.splits,
-                 "solver_calls": s.integrations, "field_evaluations": s.rhs_evaluations}  # fmt: skip
+    return cpu, {
+        "crossings": len(step.crossings) - 1,
+        "projections": s.projections,
+        "splits": s.splits,
+        "solver_calls": s.integrations,
+        "field_evaluations": s.rhs_evaluations,
+    }
 
 
-def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: int = 20, seconds: float = 2.0,
-               seed: int = 0, engine: str = "auto") -> dict[str, Any]:  # fmt: skip
+def plate_cost(
+    eps: float,
+    counts: tuple[int, ...] = PLATE_COUNTS,
+    conditions: int = 20,
+    seconds: float = 2.0,
+    seed: int = 0,
+    engine: str = "auto",
+) -> dict[str, Any]:
     """Median CPU time per simulated second against the spring count, ESS and MuJoCo, and marginal costs."""
     rng = np.random.default_rng(seed)
     starts = [(float(rng.uniform(2.0, 3.0)), float(rng.uniform(-0.1, 0.1))) for _ in range(conditions)]
@@ -239,15 +290,26 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
             mj_times[n].append(mujoco_plate(plates[n], x0, seconds) / seconds)
     rows = []
     for n in counts:
-        rows.append({"contacts": n, "ess_s_per_s": float(np.median(ess_times[n])),
-                     "mujoco_s_per_s": float(np.median(mj_times[n])),
-                     **{f"ess_{key}_median": float(np.median([w[key] for w in work[n]])) for key in work[n][0]}})
+        rows.append(
+            {
+                "contacts": n,
+                "ess_s_per_s": float(np.median(ess_times[n])),
+                "mujoco_s_per_s": float(np.median(mj_times[n])),
+                **{f"ess_{key}_median": float(np.median([w[key] for w in work[n]])) for key in work[n][0]},
+            }
+        )
     marginal = []
     for a, b in zip(rows[:-1], rows[1:], strict=True):
         dn = b["contacts"] - a["contacts"]
-        marginal.append({"from": a["contacts"], "to": b["contacts"],
-                         "ess_s_per_s_per_contact": (b["ess_s_per_s"] - a["ess_s_per_s"]) / dn,
-                         "mujoco_s_per_s_per_contact": (b["mujoco_s_per_s"] - a["mujoco_s_per_s"]) / dn})  # fmt: skip
+        marginal.append(
+            {
+                "from": a["contacts"],
+                "to": b["contacts"],
+                "ess_s_per_s_per_contact": (b["ess_s_per_s"] - a["ess_s_per_s"]) / dn,
+                "mujoco_s_per_s_per_contact": (b["mujoco_s_per_s"] - a["mujoco_s_per_s"]) / dn,
+            }
+        )
+
     def fit(key: str, low: int, high: int) -> float:
         """Marginal cost: the least-squares slope of the median cost over the counts in [low, high]."""
         pts = [(r["contacts"], r[key]) for r in rows if low <= r["contacts"] <= high]
@@ -260,12 +322,24 @@ def plate_cost(eps: float, counts: tuple[int, ...] = PLATE_COUNTS, conditions: i
     low, high = slopes["10-40"]["ess"], slopes["40-100"]["ess"]
     flat = max(low, high) / min(low, high) if min(low, high) > 0 else math.inf
     return {
-        "eps": eps, "seconds": seconds, "conditions": conditions, "seed": seed, "engine": engine,
-        "bed": {"stiffness_N_per_m": PLATE_BED_STIFFNESS, "damping_N_s_per_m": PLATE_BED_DAMPING, "mass_kg": 1.0,
-                "length_m": 3.0, "span_m": 2.0, "rest_height_m": 1.0},
-        "rows": rows, "marginal_between_counts": marginal, "marginal_fit_s_per_s_per_contact": slopes,
+        "eps": eps,
+        "seconds": seconds,
+        "conditions": conditions,
+        "seed": seed,
+        "engine": engine,
+        "bed": {
+            "stiffness_N_per_m": PLATE_BED_STIFFNESS,
+            "damping_N_s_per_m": PLATE_BED_DAMPING,
+            "mass_kg": 1.0,
+            "length_m": 3.0,
+            "span_m": 2.0,
+            "rest_height_m": 1.0,
+        },
+        "rows": rows,
+        "marginal_between_counts": marginal,
+        "marginal_fit_s_per_s_per_contact": slopes,
         "ess_marginal_ratio_10_40_vs_40_100": flat,
-    }  # fmt: skip
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- closed loop
@@ -289,16 +363,24 @@ class LoopCase:
 LOOP_CASES = (
     LoopCase("stand", "quadruped_stand.toml", "two_stage_qp"),
     LoopCase("stand", "quadruped_stand.toml", "coulomb_lcp"),
-    LoopCase("stand (+ consistent_contact_velocity)", "quadruped_stand.toml", "coulomb_lcp",
-             controller=(("consistent_contact_velocity", True),)),  # fmt: skip
+    LoopCase(
+        "stand (+ consistent_contact_velocity)",
+        "quadruped_stand.toml",
+        "coulomb_lcp",
+        controller=(("consistent_contact_velocity", True),),
+    ),
     LoopCase("stand (trot file's controller, hold)", "quadruped_trot.toml", "coulomb_lcp", hold=True),
     LoopCase("trot", "quadruped_trot.toml", "two_stage_qp"),
     LoopCase("trot", "quadruped_trot.toml", "coulomb_lcp"),
 )
 
 
-def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
-                simulators: tuple[str, ...] = ("ess", "mujoco"), engine: str = "auto") -> list[dict]:  # fmt: skip
+def closed_loop(
+    seconds: float,
+    cases: tuple[LoopCase, ...] = LOOP_CASES,
+    simulators: tuple[str, ...] = ("ess", "mujoco"),
+    engine: str = "auto",
+) -> list[dict]:
     """The quadruped's standing and trotting runs (``cases``), ``seconds`` each, on each simulator, in process,
     lock-step: whether it stayed in run mode, how it tracked, its fastest joint, and the CPU time of each simulator
     step (``engine``: the ess simulator's)."""
@@ -345,65 +427,100 @@ def closed_loop(seconds: float, cases: tuple[LoopCase, ...] = LOOP_CASES,
             summary = core.metrics.summary()
             q_end = sim.state().q
             row = {
-                "case": case.name, "launch": case.launch, "formulation": case.formulation, "simulator": kind,
-                "gains": list(case.gains) if case.gains else "launch file's", "reference": "hold" if case.hold
-                else config.reference.name, "controller_overrides": dict(case.controller),
-                "seconds_run": ticks * core.dt, "end_reason": reason, "fastest_joint_rad_s": fastest,
-                "completed": ticks * core.dt >= seconds - 0.5 * core.dt, "fell": bool(summary.get("fell")),
+                "case": case.name,
+                "launch": case.launch,
+                "formulation": case.formulation,
+                "simulator": kind,
+                "gains": list(case.gains) if case.gains else "launch file's",
+                "reference": "hold" if case.hold else config.reference.name,
+                "controller_overrides": dict(case.controller),
+                "seconds_run": ticks * core.dt,
+                "end_reason": reason,
+                "fastest_joint_rad_s": fastest,
+                "completed": ticks * core.dt >= seconds - 0.5 * core.dt,
+                "fell": bool(summary.get("fell")),
                 "tracking_error_rad": summary.get("tracking_error_rad"),
-                "distance_m": float(np.hypot(*(q_end[:2] - x_start[:2]))), "base_height_m": float(q_end[2]),
+                "distance_m": float(np.hypot(*(q_end[:2] - x_start[:2]))),
+                "base_height_m": float(q_end[2]),
                 "sim_cpu_ms_per_step": 1e3 * sim_cpu / max(ticks, 1),
                 "core_cpu_ms_per_tick": 1e3 * core_cpu / max(ticks, 1),
-            }  # fmt: skip
+            }
             if kind == "ess":
                 row["engine"] = sim.integrator.engine
                 stats = sim.stats
-                row.update({"rhs_evaluations_per_step": stats.rhs_evaluations / max(ticks, 1),
-                            "solver_calls_per_step": stats.integrations / max(ticks, 1), "crossings": crossings,
-                            "crossings_by_kind": dict(stats.crossings), "splits": stats.splits})  # fmt: skip
+                row.update(
+                    {
+                        "rhs_evaluations_per_step": stats.rhs_evaluations / max(ticks, 1),
+                        "solver_calls_per_step": stats.integrations / max(ticks, 1),
+                        "crossings": crossings,
+                        "crossings_by_kind": dict(stats.crossings),
+                        "splits": stats.splits,
+                    }
+                )
             out.append(row)
     return out
 
 
 # ---------------------------------------------------------------------------------------------------- command
-def run(*, quick: bool = False, conditions: int | None = None, closed_loop_seconds: float = 0.0,
-        engine: str = "auto", progress=print) -> dict[str, Any]:  # fmt: skip
+def run(
+    *,
+    quick: bool = False,
+    conditions: int | None = None,
+    closed_loop_seconds: float = 0.0,
+    engine: str = "auto",
+    progress=print,
+) -> dict[str, Any]:
     """Every check, in order; ``progress`` gets a line as each one ends."""
     started = time.perf_counter()
     result: dict[str, Any] = {"machine": machine(), "quick": quick, "engine": engine}
     result["order_test"] = order = order_test(ORDER_EPS[:2] if quick else ORDER_EPS)
     for reading, r in order["readings"].items():
         errors = ", ".join(f"{row['final_error']:.3g}" for row in r["runs"])
-        progress(f"order test ({reading}): final-state error {errors} at eps = "
-                 f"{', '.join(str(row['eps']) for row in r['runs'])}; log-log slope {r['slope']:.3f}")  # fmt: skip
+        progress(
+            f"order test ({reading}): final-state error {errors} at eps = "
+            f"{', '.join(str(row['eps']) for row in r['runs'])}; log-log slope {r['slope']:.3f}"
+        )
     hopper = hopper_calibration(HOPPER_EPS[-3:-1] if quick else HOPPER_EPS, 1.0 if quick else HOPPER_SECONDS, engine)
     result["hopper"] = hopper
-    progress(f"hopper: MuJoCo RMS error {hopper['mujoco']['rms_vs_exact']:.3g} ({hopper['mujoco']['cpu_s']:.4f} s); "
-             + "; ".join(f"eps {r['eps']:g}: RMS vs MuJoCo {r['rms_vs_mujoco']:.3g}, vs exact {r['rms_vs_exact']:.3g}"
-                         for r in hopper["ess"])
-             + (f"; calibrated eps' = {hopper['calibrated_eps']:.3g} m ({hopper['calibrated_ess_cpu_s']:.4f} s)"
-                if hopper["calibrated_eps"] else "; no eps' in [1e-4, 1e-1]"))  # fmt: skip
+    progress(
+        f"hopper: MuJoCo RMS error {hopper['mujoco']['rms_vs_exact']:.3g} ({hopper['mujoco']['cpu_s']:.4f} s); "
+        + "; ".join(
+            f"eps {r['eps']:g}: RMS vs MuJoCo {r['rms_vs_mujoco']:.3g}, vs exact {r['rms_vs_exact']:.3g}"
+            for r in hopper["ess"]
+        )
+        + (
+            f"; calibrated eps' = {hopper['calibrated_eps']:.3g} m ({hopper['calibrated_ess_cpu_s']:.4f} s)"
+            if hopper["calibrated_eps"]
+            else "; no eps' in [1e-4, 1e-1]"
+        )
+    )
     eps = hopper["calibrated_eps"] or 1e-3
     counts = (2, 10, 20) if quick else PLATE_COUNTS
     plate = plate_cost(eps, counts, conditions or (2 if quick else 30), 1.0 if quick else 2.0, engine=engine)
     result["plate"] = plate
     for row in plate["rows"]:
-        progress(f"plate, {row['contacts']:3d} contacts: ESS {1e3 * row['ess_s_per_s']:.1f} ms, MuJoCo "
-                 f"{1e3 * row['mujoco_s_per_s']:.3f} ms CPU per simulated s (ESS: {row['ess_crossings_median']:.0f} "
-                 f"crossings, {row['ess_projections_median'] + row['ess_splits_median']:.0f} projections, "
-                 f"{row['ess_solver_calls_median']:.0f} solver calls, {row['ess_field_evaluations_median']:.0f} field "
-                 f"evaluations)")  # fmt: skip
+        progress(
+            f"plate, {row['contacts']:3d} contacts: ESS {1e3 * row['ess_s_per_s']:.1f} ms, MuJoCo "
+            f"{1e3 * row['mujoco_s_per_s']:.3f} ms CPU per simulated s (ESS: {row['ess_crossings_median']:.0f} "
+            f"crossings, {row['ess_projections_median'] + row['ess_splits_median']:.0f} projections, "
+            f"{row['ess_solver_calls_median']:.0f} solver calls, {row['ess_field_evaluations_median']:.0f} field "
+            f"evaluations)"
+        )
     for name, slope in plate["marginal_fit_s_per_s_per_contact"].items():
-        progress(f"plate, marginal cost per contact {name}: ESS {1e6 * slope['ess']:.1f} us, MuJoCo "
-                 f"{1e6 * slope['mujoco']:.2f} us per simulated s")  # fmt: skip
+        progress(
+            f"plate, marginal cost per contact {name}: ESS {1e6 * slope['ess']:.1f} us, MuJoCo "
+            f"{1e6 * slope['mujoco']:.2f} us per simulated s"
+        )
     if closed_loop_seconds > 0:
         result["closed_loop"] = runs = closed_loop(closed_loop_seconds, engine=engine)
         for r in runs:
             work = f" ({r['rhs_evaluations_per_step']:.0f} field evaluations)" if r["simulator"] == "ess" else ""
-            progress(f"{r['case']} {r['formulation']} on {r['simulator']}: {r['seconds_run']:.1f} s, "
-                     f"{r['end_reason']}, fell {r['fell']}, {r['distance_m']:.2f} m, "
-                     f"joint error {r['tracking_error_rad']:.4f} rad, "
-                     f"fastest joint {r['fastest_joint_rad_s']:.1f} rad/s; "
-                     f"step {r['sim_cpu_ms_per_step']:.2f} ms CPU{work}, controller {r['core_cpu_ms_per_tick']:.2f} ms")
+            progress(
+                f"{r['case']} {r['formulation']} on {r['simulator']}: {r['seconds_run']:.1f} s, "
+                f"{r['end_reason']}, fell {r['fell']}, {r['distance_m']:.2f} m, "
+                f"joint error {r['tracking_error_rad']:.4f} rad, "
+                f"fastest joint {r['fastest_joint_rad_s']:.1f} rad/s; "
+                f"step {r['sim_cpu_ms_per_step']:.2f} ms CPU{work}, controller {r['core_cpu_ms_per_tick']:.2f} ms"
+            )
     result["wall_s"] = time.perf_counter() - started
     return result

@@ -58,9 +58,11 @@ def plan(quick: bool = False, only: Iterable[str] = ()) -> list[RunSpec]:
     specs = []
     for robot in QUADRUPEDS:
         for formulation in FORMULATIONS:
-            specs += [RunSpec("stand", robot, formulation, seconds["stand"]),
-                      RunSpec("trot", robot, formulation, seconds["trot"]),
-                      RunSpec("trot_ideal", robot, formulation, seconds["trot"])]  # fmt: skip
+            specs += [
+                RunSpec("stand", robot, formulation, seconds["stand"]),
+                RunSpec("trot", robot, formulation, seconds["trot"]),
+                RunSpec("trot_ideal", robot, formulation, seconds["trot"]),
+            ]
         for terrain in TERRAINS:
             specs += [RunSpec(f"trot_{terrain}", robot, f, seconds["trot"]) for f in ("two_stage_qp", "coulomb_lcp")]
             specs.append(RunSpec(f"stand_{terrain}", robot, "noslip_lcp", seconds["trot"]))
@@ -107,15 +109,20 @@ def run_one(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> dict[str, Any]:
     fell = bool(end[2] - ground < 0.5 * standing or tilt > math.radians(60.0) or not np.all(np.isfinite(end)))
     planned = int(round(spec.seconds / run.dt))
     return {
-        "task": spec.task, "robot": spec.robot, "formulation": spec.formulation, "seconds": spec.seconds,
-        "sim_seconds": run.ticks_in_run * run.dt, "wall_seconds": time.perf_counter() - started,
+        "task": spec.task,
+        "robot": spec.robot,
+        "formulation": spec.formulation,
+        "seconds": spec.seconds,
+        "sim_seconds": run.ticks_in_run * run.dt,
+        "wall_seconds": time.perf_counter() - started,
         "held": bool(run.ticks_in_run >= planned and run.end_reason == "duration reached") and not fell,
-        "fell": fell, "end_reason": run.end_reason,
+        "fell": fell,
+        "end_reason": run.end_reason,
         "tracking_error_rad": float(run.summary["tracking_error_rad"]),
         "tau_rate_mean": float(run.summary["tau_rate_mean"]),
         "distance_m": float(np.linalg.norm(end[:2] - start[:2])),
         "base_height_above_ground_m": float(end[2] - ground),
-    }  # fmt: skip
+    }
 
 
 def _ground_height(sim: Any, xy: np.ndarray) -> float:
@@ -129,15 +136,28 @@ def _run_safely(spec: RunSpec, launch_dir: Path) -> dict[str, Any]:
     try:
         return run_one(spec, launch_dir)
     except Exception as e:  # a run that raises is a result, not the end of the matrix
-        return {"task": spec.task, "robot": spec.robot, "formulation": spec.formulation, "seconds": spec.seconds,
-                "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}  # fmt: skip
+        return {
+            "task": spec.task,
+            "robot": spec.robot,
+            "formulation": spec.formulation,
+            "seconds": spec.seconds,
+            "error": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(limit=3),
+        }
 
 
-def run_matrix(specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR,
-               progress: Callable[[str], None] = print) -> list[dict[str, Any]]:  # fmt: skip
+def run_matrix(
+    specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR, progress: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
     """Run every spec (``jobs`` processes at a time), reporting each result; results in ``specs`` order."""
-    return run_all(specs, partial(_run_safely, launch_dir=launch_dir), jobs=jobs, progress=progress,
-                   name=lambda spec: spec.name, describe=describe)  # fmt: skip
+    return run_all(
+        specs,
+        partial(_run_safely, launch_dir=launch_dir),
+        jobs=jobs,
+        progress=progress,
+        name=lambda spec: spec.name,
+        describe=describe,
+    )
 
 
 def describe(r: dict[str, Any]) -> str:
@@ -145,8 +165,10 @@ def describe(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"raised {r['error']}"
     verdict = "held" if r["held"] else ("FELL" if r["fell"] else "stopped")
-    return (f"{verdict} {r['sim_seconds']:.2f} s ({r['end_reason']}), {r['tracking_error_rad']:.4f} rad, "
-            f"E|Δτ| {r['tau_rate_mean']:.0f} N·m/s, {r['distance_m']:.2f} m, {r['wall_seconds']:.0f} s wall")
+    return (
+        f"{verdict} {r['sim_seconds']:.2f} s ({r['end_reason']}), {r['tracking_error_rad']:.4f} rad, "
+        f"E|Δτ| {r['tau_rate_mean']:.0f} N·m/s, {r['distance_m']:.2f} m, {r['wall_seconds']:.0f} s wall"
+    )
 
 
 def table(results: list[dict[str, Any]], command: str) -> str:
@@ -157,14 +179,23 @@ def table(results: list[dict[str, Any]], command: str) -> str:
         if "error" in r:
             text = f"error: {r['error'][:60]}"
         else:
-            head = "held" if r["held"] else (f"**fell** at {r['sim_seconds']:.1f} s" if r["fell"] else
-                                             f"**stopped** at {r['sim_seconds']:.1f} s")  # fmt: skip
+            head = (
+                "held"
+                if r["held"]
+                else (
+                    f"**fell** at {r['sim_seconds']:.1f} s" if r["fell"] else f"**stopped** at {r['sim_seconds']:.1f} s"
+                )
+            )
             text = f"{head}, {r['tracking_error_rad']:.4f} rad, {r['tau_rate_mean']:.0f} N·m/s"
             if r["task"] != "stand":
                 text += f", {r['distance_m']:.2f} m"
         cells.setdefault((r["task"], r["robot"]), {})[r["formulation"]] = text
-    lines = [f"`{command}`", "", "| task | robot | " + " | ".join(FORMULATIONS) + " |",
-             "|---|---|" + "---|" * len(FORMULATIONS)]  # fmt: skip
+    lines = [
+        f"`{command}`",
+        "",
+        "| task | robot | " + " | ".join(FORMULATIONS) + " |",
+        "|---|---|" + "---|" * len(FORMULATIONS),
+    ]
     for (task, robot), row in cells.items():
         lines.append(f"| {task} | {robot} | " + " | ".join(row.get(f, "—") for f in FORMULATIONS) + " |")
     return "\n".join(lines) + "\n"
@@ -172,9 +203,13 @@ def table(results: list[dict[str, Any]], command: str) -> str:
 
 # ---------------------------------------------------------------------------------------------------- margins
 #: the sweep's error axes: option-name label → (the error's name, its unit)
-ERRORS = {"height": ("base height bias", "m"), "tilt": ("base tilt (IMU)", "rad"),
-          "velocity": ("base velocity error (Gauss–Markov σ)", "m/s"),
-          "jointvel": ("joint velocity noise", "rad/s"), "delay": ("actuation delay", "ticks")}  # fmt: skip
+ERRORS = {
+    "height": ("base height bias", "m"),
+    "tilt": ("base tilt (IMU)", "rad"),
+    "velocity": ("base velocity error (Gauss–Markov σ)", "m/s"),
+    "jointvel": ("joint velocity noise", "rad/s"),
+    "delay": ("actuation delay", "ticks"),
+}
 
 
 def margins(rows: list[dict[str, Any]]) -> str:

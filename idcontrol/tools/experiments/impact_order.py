@@ -27,8 +27,9 @@ from idcontrol.tools.sweep.spec import Sweep, load_sweep
 SPEC = Path(__file__).resolve().parents[3] / "sweeps" / "impact_order.toml"
 
 
-def study_sweep(seeds: int | None = None, output: str | Path | None = None, seconds: float | None = None,
-                spec: Path = SPEC) -> Sweep:  # fmt: skip
+def study_sweep(
+    seeds: int | None = None, output: str | Path | None = None, seconds: float | None = None, spec: Path = SPEC
+) -> Sweep:
     """The spec's cells, the nominal ones with seed 0 only (they do not depend on the seed), the sampled ones
     with the first ``seeds`` seeds (default: the spec's); ``seconds`` replaces the spec's run length."""
     sweep = load_sweep(spec, output=output)
@@ -45,8 +46,11 @@ def study_sweep(seeds: int | None = None, output: str | Path | None = None, seco
     else:
         keep = set(sweep.axes["seed"])
     first = sweep.axes["seed"][0]
-    sweep.cells = [c for c in sweep.cells if c.params["seed"] in keep
-                   and (c.params["options"] == "sampled" or c.params["seed"] == first)]  # fmt: skip
+    sweep.cells = [
+        c
+        for c in sweep.cells
+        if c.params["seed"] in keep and (c.params["options"] == "sampled" or c.params["seed"] == first)
+    ]
     return sweep
 
 
@@ -61,8 +65,14 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per formulation: the nominal run and the sampled runs pooled."""
     out = []
     for formulation in dict.fromkeys(r["formulation"] for r in rows):
-        nominal = next(({k: v for k, v in r.items() if k not in ("host", "traceback")} for r in rows
-                        if r["formulation"] == formulation and r["options"] == "nominal"), None)  # fmt: skip
+        nominal = next(
+            (
+                {k: v for k, v in r.items() if k not in ("host", "traceback")}
+                for r in rows
+                if r["formulation"] == formulation and r["options"] == "nominal"
+            ),
+            None,
+        )
         sampled = [r for r in rows if r["formulation"] == formulation and r["options"] == "sampled"]
         done = [r for r in sampled if r.get("status") == "done"]
         loaded = sum(r["loaded_contacts"] for r in done)
@@ -79,8 +89,9 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "tau_rate_mean": _stats([r["tau_rate_mean"] for r in done]),
             "distance_m": _stats([r.get("distance_m") for r in done]),
             "cone_violation_rate": (sum(r["cone_violations"] for r in done) / loaded) if loaded else None,
-            "cone_ratio_max": max((r["cone_ratio_max"] for r in done if r.get("cone_ratio_max") is not None),
-                                  default=None),  # fmt: skip
+            "cone_ratio_max": max(
+                (r["cone_ratio_max"] for r in done if r.get("cone_ratio_max") is not None), default=None
+            ),
             "failed_solves": sum(r["failed_solves"] for r in done),
             "runs_with_failed_solves": sum(r["failed_solves"] > 0 for r in done),
             "fallback_solves": sum(r["fallback_solves"] for r in done),
@@ -103,9 +114,17 @@ def _f(x: float | None, fmt: str = ".4f") -> str:
 
 def table(summary: list[dict[str, Any]]) -> list[str]:
     """The study's Markdown table: nominal beside sampled, per formulation."""
-    head = ["formulation", "runs", "fell", "tracking (rad): nominal → sampled mean ± sd [max]",
-            "E\\|Δτ\\| (N·m/s): nominal → sampled mean ± sd [max]", "cone violations (predicted)",
-            "failed solves (runs)", "fallback solves", "sampled touchdowns per run (LCPs each)"]  # fmt: skip
+    head = [
+        "formulation",
+        "runs",
+        "fell",
+        "tracking (rad): nominal → sampled mean ± sd [max]",
+        "E\\|Δτ\\| (N·m/s): nominal → sampled mean ± sd [max]",
+        "cone violations (predicted)",
+        "failed solves (runs)",
+        "fallback solves",
+        "sampled touchdowns per run (LCPs each)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary:
         n = s["nominal"] or {}
@@ -115,15 +134,24 @@ def table(summary: list[dict[str, Any]]) -> list[str]:
         cone = "−" if s["cone_violation_rate"] is None else f"{100 * s['cone_violation_rate']:.2f} %"
         if n.get("loaded_contacts"):
             cone += f" (nominal {100 * n['cone_violations'] / n['loaded_contacts']:.2f} %)"
-        lines.append("| " + " | ".join([
-            f"`{s['formulation']}`", str(s["runs"]), fell,
-            f"{_f(n.get('tracking_error_rad'))} → {_f(t['mean'])} ± {_f(t['std'])} [{_f(t['max'])}]",
-            f"{_f(n.get('tau_rate_mean'), '.1f')} → {_f(d['mean'], '.1f')} ± {_f(d['std'], '.1f')} "
-            f"[{_f(d['max'], '.1f')}]",
-            cone, f"{s['failed_solves']} ({s['runs_with_failed_solves']})",
-            f"{s['fallback_solves']} (nominal {n.get('fallback_solves', '−')})",
-            f"{_f(s['impact_events_per_run'], '.1f')} ({_f(s['impact_lcps_per_event'], '.2f')})",
-        ]) + " |")  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{s['formulation']}`",
+                    str(s["runs"]),
+                    fell,
+                    f"{_f(n.get('tracking_error_rad'))} → {_f(t['mean'])} ± {_f(t['std'])} [{_f(t['max'])}]",
+                    f"{_f(n.get('tau_rate_mean'), '.1f')} → {_f(d['mean'], '.1f')} ± {_f(d['std'], '.1f')} "
+                    f"[{_f(d['max'], '.1f')}]",
+                    cone,
+                    f"{s['failed_solves']} ({s['runs_with_failed_solves']})",
+                    f"{s['fallback_solves']} (nominal {n.get('fallback_solves', '−')})",
+                    f"{_f(s['impact_events_per_run'], '.1f')} ({_f(s['impact_lcps_per_event'], '.2f')})",
+                ]
+            )
+            + " |"
+        )
     return lines
 
 
@@ -134,27 +162,53 @@ def draw(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     formulations = list(dict.fromkeys(r["formulation"] for r in rows))
-    metrics = [("tracking_error_rad", "mean joint tracking error (rad)"), ("tau_rate_mean", "E|Δτ|/Δt (N·m/s)"),
-               ("distance_m", "distance travelled (m)"), ("impact_events", "sampled touchdowns")]  # fmt: skip
+    metrics = [
+        ("tracking_error_rad", "mean joint tracking error (rad)"),
+        ("tau_rate_mean", "E|Δτ|/Δt (N·m/s)"),
+        ("distance_m", "distance travelled (m)"),
+        ("impact_events", "sampled touchdowns"),
+    ]
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.2))
     rng = np.random.default_rng(0)
     for ax, (key, label) in zip(axes, metrics, strict=True):
         for i, f in enumerate(formulations):
-            sampled = [r for r in rows if r["formulation"] == f and r["options"] == "sampled"
-                       and r.get("status") == "done" and r.get(key) is not None]  # fmt: skip
+            sampled = [
+                r
+                for r in rows
+                if r["formulation"] == f
+                and r["options"] == "sampled"
+                and r.get("status") == "done"
+                and r.get(key) is not None
+            ]
             values = np.array([r[key] for r in sampled], dtype=float)
             fell = np.array([r["fell"] or not r["completed"] for r in sampled], dtype=bool)
             if values.size:
                 ax.boxplot(values, positions=[i], widths=0.5, showfliers=False)
                 x = i + 0.12 * rng.standard_normal(values.size)
                 ax.scatter(x[~fell], values[~fell], s=8, color="0.3", zorder=3)
-                ax.scatter(x[fell], values[fell], s=14, color="tab:red", marker="v", zorder=3,
-                           label="fell or stopped" if i == 0 else None)  # fmt: skip
-            nominal = next((r for r in rows if r["formulation"] == f and r["options"] == "nominal"
-                            and r.get(key) is not None), None)  # fmt: skip
+                ax.scatter(
+                    x[fell],
+                    values[fell],
+                    s=14,
+                    color="tab:red",
+                    marker="v",
+                    zorder=3,
+                    label="fell or stopped" if i == 0 else None,
+                )
+            nominal = next(
+                (r for r in rows if r["formulation"] == f and r["options"] == "nominal" and r.get(key) is not None),
+                None,
+            )
             if nominal is not None:
-                ax.scatter([i], [nominal[key]], marker="x", s=80, color="tab:blue", zorder=4,
-                           label="nominal (simulator's outcome)" if i == 0 else None)  # fmt: skip
+                ax.scatter(
+                    [i],
+                    [nominal[key]],
+                    marker="x",
+                    s=80,
+                    color="tab:blue",
+                    zorder=4,
+                    label="nominal (simulator's outcome)" if i == 0 else None,
+                )
         ax.set_xticks(range(len(formulations)), formulations, rotation=15)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -167,8 +221,18 @@ def draw(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(rows: list[dict[str, Any]], summary: list[dict[str, Any]], report: Path, plot: Path, *,
-                 command: str, where: str, wall_s: float, ran: int, seconds: float) -> None:  # fmt: skip
+def write_report(
+    rows: list[dict[str, Any]],
+    summary: list[dict[str, Any]],
+    report: Path,
+    plot: Path,
+    *,
+    command: str,
+    where: str,
+    wall_s: float,
+    ran: int,
+    seconds: float,
+) -> None:
     seeds = sorted({r["seed"] for r in rows if r["options"] == "sampled"})
     lines = [
         "# Impact-order robustness of the trot",
@@ -180,7 +244,9 @@ def write_report(rows: list[dict[str, Any]], summary: list[dict[str, Any]], repo
         "simulator, the controllers' own contact model, μ = 1. *Nominal*: the simulator resolves every touchdown "
         "as one simultaneous impact (its LCP). *Sampled*: at every touchdown event the outcome is one seeded "
         "sample of Halm & Posa's Algorithm 1 over the contacts touching then, an ordering the controller cannot "
-        f"know; seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per formulation)." if seeds else "",
+        f"know; seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} runs per formulation)."
+        if seeds
+        else "",
         "",
         *table(summary),
         "",
@@ -198,8 +264,16 @@ def write_report(rows: list[dict[str, Any]], summary: list[dict[str, Any]], repo
     report.write_text("\n".join(lines) + "\n")
 
 
-def run(seeds: int | None, workers: int, ray: str | None, output: str | None, report: str, json_path: str | None,
-        progress: bool = True, seconds: float | None = None) -> int:  # fmt: skip
+def run(
+    seeds: int | None,
+    workers: int,
+    ray: str | None,
+    output: str | None,
+    report: str,
+    json_path: str | None,
+    progress: bool = True,
+    seconds: float | None = None,
+) -> int:
     """The command: run (or resume) the sweep, then write the table, the plot and the pooled JSON."""
     sweep = study_sweep(seeds, output, seconds)
     report_path = Path(report)
@@ -210,16 +284,28 @@ def run(seeds: int | None, workers: int, ray: str | None, output: str | None, re
     parts += (["--ray"] if ray == "local" else [f"--ray {ray}"]) if ray else []
     parts += [f"--report {report}"]
     command = " ".join(parts)
-    print(f"impact-order study: {len(sweep.cells)} runs of {sweep.seconds:g} s "
-          f"({'Ray ' + ray if ray else str(workers) + ' worker(s)'}); results in {sweep.output}", flush=True)
+    print(
+        f"impact-order study: {len(sweep.cells)} runs of {sweep.seconds:g} s "
+        f"({'Ray ' + ray if ray else str(workers) + ' worker(s)'}); results in {sweep.output}",
+        flush=True,
+    )
     started = time.perf_counter()
     outcome = run_sweep(sweep, workers=workers, ray=ray, progress=progress, command=command)
     rows = outcome.rows
     summary = summarize(rows)
     where = f"Ray ({ray})" if ray else (f"{workers} worker processes" if workers > 1 else "in one process")
     draw(rows, plot_path)
-    write_report(rows, summary, report_path, plot_path, command=command, where=where,
-                 wall_s=time.perf_counter() - started, ran=outcome.ran, seconds=sweep.seconds)  # fmt: skip
+    write_report(
+        rows,
+        summary,
+        report_path,
+        plot_path,
+        command=command,
+        where=where,
+        wall_s=time.perf_counter() - started,
+        ran=outcome.ran,
+        seconds=sweep.seconds,
+    )
     for line in table(summary):
         print(line)
     print(f"wrote {report_path} and {plot_path}")

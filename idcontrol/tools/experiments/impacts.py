@@ -40,8 +40,9 @@ def rocking_block_figures(samples: int = SAMPLES, seed: int = 0, record_paths: i
     model = block.model()
     v0 = block.pre_impact_velocity()
     started = time.perf_counter()
-    result = approximate_set(model, v0, STEP, EPS, MAX_STEPS, samples, np.random.default_rng(seed),
-                             record_paths=record_paths)  # fmt: skip
+    result = approximate_set(
+        model, v0, STEP, EPS, MAX_STEPS, samples, np.random.default_rng(seed), record_paths=record_paths
+    )
     wall = time.perf_counter() - started
     ke0 = model.kinetic_energy(v0)
     ratio = np.array([model.kinetic_energy(v) for v in result.v]) / ke0
@@ -77,20 +78,38 @@ def check(figures: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """(figure, measured, reference, within) rows."""
     f, r = figures, REFERENCE
     return [
-        ("mean LCPs per sample", f"{f['mean_lcps_per_sample']:.3f}",
-         f"{r['mean_lcps_per_sample']} (paper {r['paper_mean_lcps_per_sample']})",
-         0.95 * r["mean_lcps_per_sample"] <= f["mean_lcps_per_sample"] <= 1.05 * r["paper_mean_lcps_per_sample"]),
-        ("every sample terminates (within N = 10)", f"{100 * f['terminated_fraction']:.2f} %", "yes",
-         f["terminated_fraction"] == 1.0),
-        ("kinetic-energy ratio, largest", f"{f['kinetic_energy_ratio_max']:.4f}",
-         f"≤ {r['kinetic_energy_ratio_max']}", f["kinetic_energy_ratio_max"] <= r["kinetic_energy_ratio_max"]),
-        ("samples at rest (KE < 1e-6 KE₀)", f"{100 * f['at_rest_fraction']:.1f} %", "about 33 %",
-         abs(f["at_rest_fraction"] - r["at_rest_fraction"]) <= 0.03),
-        ("largest separation speed, m/s", f"{f['largest_separation_speed']:.4f}",
-         f"{r['largest_separation_speed']}, approaching the sequential {r['sequential_separation_speed']}",
-         abs(f["largest_separation_speed"] - r["largest_separation_speed"]) <= 0.02 * r["largest_separation_speed"]
-         and f["largest_separation_speed"] <= f["sequential_separation_speed"] + 1e-9),
-    ]  # fmt: skip
+        (
+            "mean LCPs per sample",
+            f"{f['mean_lcps_per_sample']:.3f}",
+            f"{r['mean_lcps_per_sample']} (paper {r['paper_mean_lcps_per_sample']})",
+            0.95 * r["mean_lcps_per_sample"] <= f["mean_lcps_per_sample"] <= 1.05 * r["paper_mean_lcps_per_sample"],
+        ),
+        (
+            "every sample terminates (within N = 10)",
+            f"{100 * f['terminated_fraction']:.2f} %",
+            "yes",
+            f["terminated_fraction"] == 1.0,
+        ),
+        (
+            "kinetic-energy ratio, largest",
+            f"{f['kinetic_energy_ratio_max']:.4f}",
+            f"≤ {r['kinetic_energy_ratio_max']}",
+            f["kinetic_energy_ratio_max"] <= r["kinetic_energy_ratio_max"],
+        ),
+        (
+            "samples at rest (KE < 1e-6 KE₀)",
+            f"{100 * f['at_rest_fraction']:.1f} %",
+            "about 33 %",
+            abs(f["at_rest_fraction"] - r["at_rest_fraction"]) <= 0.03,
+        ),
+        (
+            "largest separation speed, m/s",
+            f"{f['largest_separation_speed']:.4f}",
+            f"{r['largest_separation_speed']}, approaching the sequential {r['sequential_separation_speed']}",
+            abs(f["largest_separation_speed"] - r["largest_separation_speed"]) <= 0.02 * r["largest_separation_speed"]
+            and f["largest_separation_speed"] <= f["sequential_separation_speed"] + 1e-9,
+        ),
+    ]
 
 
 def draw(result: ImpactSet, figures: dict[str, Any], path: Path) -> None:
@@ -115,8 +134,11 @@ def draw(result: ImpactSet, figures: dict[str, Any], path: Path) -> None:
     b_then_a: list = []
     model.sequential(v0, [0, 1], path=a_then_b)
     model.sequential(v0, [1, 0], path=b_then_a)
-    classical = {"simultaneous (at rest)": ([v0, model.simultaneous(v0)], "tab:blue"),
-                 "A then B": (a_then_b, "tab:red"), "B then A": (b_then_a, "goldenrod")}  # fmt: skip
+    classical = {
+        "simultaneous (at rest)": ([v0, model.simultaneous(v0)], "tab:blue"),
+        "A then B": (a_then_b, "tab:red"),
+        "B then A": (b_then_a, "goldenrod"),
+    }
     for label, (vs, color) in classical.items():
         n = np.array(vs) @ model.N.T
         ax.plot(n[:, 0], n[:, 1], color=color, lw=1.5, label=label, zorder=3)
@@ -133,13 +155,16 @@ def draw(result: ImpactSet, figures: dict[str, Any], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("separation speed of the lifting corner (m/s)")
     ax.set_ylabel("samples")
-    ax.set_title(f"{100 * figures['at_rest_fraction']:.1f} % at rest; largest "
-                 f"{figures['largest_separation_speed']:.4f} m/s")  # fmt: skip
+    ax.set_title(
+        f"{100 * figures['at_rest_fraction']:.1f} % at rest; largest {figures['largest_separation_speed']:.4f} m/s"
+    )
     ax.legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle(f"Rocking block (Halm & Posa): h = {STEP} N·s, N = {MAX_STEPS}, M = {figures['samples']}, "
-                 f"seed {figures['seed']}; {figures['mean_lcps_per_sample']:.3f} LCPs per sample")  # fmt: skip
+    fig.suptitle(
+        f"Rocking block (Halm & Posa): h = {STEP} N·s, N = {MAX_STEPS}, M = {figures['samples']}, "
+        f"seed {figures['seed']}; {figures['mean_lcps_per_sample']:.3f} LCPs per sample"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -149,17 +174,21 @@ def run(samples: int, seed: int, json_path: str | None, plot_path: str | None) -
     """The command: figures against the reference (each marked within or OUTSIDE), optional JSON and drawing."""
     figures, result = rocking_block_figures(samples, seed)
     rows = check(figures)
-    print(f"rocking block, Algorithm 2: M = {samples} samples (seed {seed}) in {figures['wall_s']:.1f} s "
-          f"({figures['ms_per_sample']:.2f} ms per sample, {figures['ms_per_lcp']:.2f} ms per LCP; "
-          f"the paper: 2.1 ms and 0.80 ms in MATLAB with PATH)")  # fmt: skip
+    print(
+        f"rocking block, Algorithm 2: M = {samples} samples (seed {seed}) in {figures['wall_s']:.1f} s "
+        f"({figures['ms_per_sample']:.2f} ms per sample, {figures['ms_per_lcp']:.2f} ms per LCP; "
+        f"the paper: 2.1 ms and 0.80 ms in MATLAB with PATH)"
+    )
     width = max(len(r[0]) for r in rows)
     print(f"{'figure':<{width}}  {'measured':>10}  reference")
     for name, got, ref, ok in rows:
         print(f"{name:<{width}}  {got:>10}  {ref}  {'within' if ok else 'OUTSIDE'}")
     s = figures["largest_separation_speed"]
-    print(f"note: a sample pivoting on one sticking corner at separation speed s keeps a kinetic-energy ratio of "
-          f"{_pivot_ratio():.3f}·s²: {_pivot_ratio() * s**2:.4f} at this run's s = {s:.4f} m/s, "
-          f"{_pivot_ratio() * 0.0907**2:.4f} at the reference's 0.0907")  # fmt: skip
+    print(
+        f"note: a sample pivoting on one sticking corner at separation speed s keeps a kinetic-energy ratio of "
+        f"{_pivot_ratio():.3f}·s²: {_pivot_ratio() * s**2:.4f} at this run's s = {s:.4f} m/s, "
+        f"{_pivot_ratio() * 0.0907**2:.4f} at the reference's 0.0907"
+    )
     figures["checks"] = [{"figure": n, "measured": g, "reference": r, "within": bool(ok)} for n, g, r, ok in rows]
     figures["reference"] = REFERENCE
     if json_path:

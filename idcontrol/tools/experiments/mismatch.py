@@ -42,14 +42,20 @@ from idcontrol.tools.experiments.paper import LAUNCH_DIR, force_prediction_error
 from idcontrol.tools.experiments.pool import run_all
 
 FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp", "sensed_id")
-SIMULATORS = {"stand": ("rigid", "mujoco", "drake", "ess"), "trot": ("rigid", "mujoco", "drake", "ess"),
-              "grasp": ("mujoco", "drake")}  # fmt: skip
+SIMULATORS = {
+    "stand": ("rigid", "mujoco", "drake", "ess"),
+    "trot": ("rigid", "mujoco", "drake", "ess"),
+    "grasp": ("mujoco", "drake"),
+}
 SECONDS = {"stand": 5.0, "trot": 10.0, "grasp": 3.0}
 QUICK_SECONDS = {"stand": 0.5, "trot": 1.5, "grasp": 0.5}
 LAUNCH = {"stand": "quadruped_trot.toml", "trot": "quadruped_trot.toml", "grasp": "arm_grasp.toml"}
 #: The contacts a figure shows (a diagonal pair of the trot alternates with the other; two opposing fingertips).
-SHOWN_CONTACTS = {"stand": ("LF_foot", "RF_foot"), "trot": ("LF_foot", "RF_foot"),
-                  "grasp": ("fingertip_1", "fingertip_3")}  # fmt: skip
+SHOWN_CONTACTS = {
+    "stand": ("LF_foot", "RF_foot"),
+    "trot": ("LF_foot", "RF_foot"),
+    "grasp": ("fingertip_1", "fingertip_3"),
+}
 #: The window a figure shows, s: one gait cycle of the trot (0.3 s), one period of the arm's 3 Hz sinusoid.
 WINDOW = {"stand": 0.3, "trot": 0.3, "grasp": 1.0 / 3.0}
 
@@ -75,8 +81,9 @@ class Cell:
 def plan(quick: bool = False, only: Iterable[str] = ()) -> list[Cell]:
     """Every cell (quick: short runs), keeping those whose name contains any of ``only``."""
     seconds = QUICK_SECONDS if quick else SECONDS
-    cells = [Cell(task, sim, f, seconds[task])
-             for task, sims in SIMULATORS.items() for sim in sims for f in FORMULATIONS]  # fmt: skip
+    cells = [
+        Cell(task, sim, f, seconds[task]) for task, sims in SIMULATORS.items() for sim in sims for f in FORMULATIONS
+    ]
     only = list(only)
     return [c for c in cells if not only or any(part in c.name for part in only)]
 
@@ -117,14 +124,26 @@ def metrics_of(cell: Cell, run: ClosedLoopRun, wall_s: float) -> dict[str, Any]:
     in_run = run.ticks_in_run
     completed = in_run >= planned and run.end_reason == "duration reached"
     out: dict[str, Any] = {
-        "task": cell.task, "sim": cell.sim, "formulation": cell.formulation, "name": cell.name,
-        "seconds_planned": cell.seconds, "sim_seconds": in_run * run.dt, "wall_seconds": wall_s,
-        "completed": bool(completed), "end_reason": run.end_reason, "fell": bool(s["fell"]),
+        "task": cell.task,
+        "sim": cell.sim,
+        "formulation": cell.formulation,
+        "name": cell.name,
+        "seconds_planned": cell.seconds,
+        "sim_seconds": in_run * run.dt,
+        "wall_seconds": wall_s,
+        "completed": bool(completed),
+        "end_reason": run.end_reason,
+        "fell": bool(s["fell"]),
         "object_dropped_at_s": s.get("object_dropped_at_s"),
-        "tracking_error_rad": s["tracking_error_rad"], "tau_rate_mean": s["tau_rate_mean"],
-        "failed_solves": int(np.count_nonzero(run.in_run & ~run.found)), "fallbacks": dict(s.get("fallbacks") or {}),
-        "force_err_abs_N": None, "force_err_rel": None, "contact_force_err_abs_N": None, "mean_normal_force_N": None,
-    }  # fmt: skip
+        "tracking_error_rad": s["tracking_error_rad"],
+        "tau_rate_mean": s["tau_rate_mean"],
+        "failed_solves": int(np.count_nonzero(run.in_run & ~run.found)),
+        "fallbacks": dict(s.get("fallbacks") or {}),
+        "force_err_abs_N": None,
+        "force_err_rel": None,
+        "contact_force_err_abs_N": None,
+        "mean_normal_force_N": None,
+    }
     _, applied_sum, rows = summed_normal_forces(run)
     if rows.any():
         out["mean_normal_force_N"] = float(np.mean(applied_sum[rows]))
@@ -170,8 +189,9 @@ def run_cell(cell: Cell, launch_dir: Path = LAUNCH_DIR, reached: list[float] | N
     reached = [0.0] if reached is None else reached
     started = time.perf_counter()
     with np.errstate(all="ignore"):  # a failing solve shows in the metrics, not as a stream of warnings
-        run = run_in_process(config, cell.seconds, robot=robot, simulator=sim,
-                             until=lambda state: reached.__setitem__(0, state.t))  # fmt: skip
+        run = run_in_process(
+            config, cell.seconds, robot=robot, simulator=sim, until=lambda state: reached.__setitem__(0, state.t)
+        )
     return metrics_of(cell, run, time.perf_counter() - started)
 
 
@@ -183,21 +203,42 @@ def run_cell_safely(cell: Cell, launch_dir: Path = LAUNCH_DIR) -> dict[str, Any]
     try:
         return run_cell(cell, launch_dir, reached)
     except Exception as e:  # noqa: BLE001 - one broken cell must not end the matrix; its error is its result
-        return {"task": cell.task, "sim": cell.sim, "formulation": cell.formulation, "name": cell.name,
-                "seconds_planned": cell.seconds, "sim_seconds": reached[0],
-                "wall_seconds": time.perf_counter() - started,
-                "completed": False, "end_reason": f"error: {type(e).__name__}: {e}", "fell": False,
-                "object_dropped_at_s": None, "tracking_error_rad": None, "tau_rate_mean": None, "failed_solves": None,
-                "fallbacks": {}, "force_err_abs_N": None, "force_err_rel": None, "contact_force_err_abs_N": None,
-                "mean_normal_force_N": None, "window": None}  # fmt: skip
+        return {
+            "task": cell.task,
+            "sim": cell.sim,
+            "formulation": cell.formulation,
+            "name": cell.name,
+            "seconds_planned": cell.seconds,
+            "sim_seconds": reached[0],
+            "wall_seconds": time.perf_counter() - started,
+            "completed": False,
+            "end_reason": f"error: {type(e).__name__}: {e}",
+            "fell": False,
+            "object_dropped_at_s": None,
+            "tracking_error_rad": None,
+            "tau_rate_mean": None,
+            "failed_solves": None,
+            "fallbacks": {},
+            "force_err_abs_N": None,
+            "force_err_rel": None,
+            "contact_force_err_abs_N": None,
+            "mean_normal_force_N": None,
+            "window": None,
+        }
 
 
 def run_matrix(
     cells: list[Cell], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR, progress: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
     """Run every cell (``jobs`` processes at a time), reporting each through ``progress``; results in order."""
-    return run_all(cells, partial(run_cell_safely, launch_dir=launch_dir), jobs=jobs, progress=progress,
-                   name=lambda cell: cell.name, describe=describe)  # fmt: skip
+    return run_all(
+        cells,
+        partial(run_cell_safely, launch_dir=launch_dir),
+        jobs=jobs,
+        progress=progress,
+        name=lambda cell: cell.name,
+        describe=describe,
+    )
 
 
 def succeeded(result: dict[str, Any]) -> bool:
@@ -206,7 +247,7 @@ def succeeded(result: dict[str, Any]) -> bool:
 
 
 def outcome(result: dict[str, Any]) -> str:
-    """"completed", or how and when the cell failed."""
+    """ "completed", or how and when the cell failed."""
     if result.get("object_dropped_at_s") is not None:
         return f"dropped the box at {result['object_dropped_at_s']:.2f} s"
     if result["completed"]:

@@ -16,8 +16,12 @@ from idcontrol.tools.experiments.report import Machine
 
 Row = dict[str, Any]
 
-SIM_LABEL = {"rigid": "rigid (impulse LCP)", "mujoco": "MuJoCo (soft constraints)", "drake": "Drake (SAP)",
-             "ess": "ESS (spring-damper, ordered crossings)"}  # fmt: skip
+SIM_LABEL = {
+    "rigid": "rigid (impulse LCP)",
+    "mujoco": "MuJoCo (soft constraints)",
+    "drake": "Drake (SAP)",
+    "ess": "ESS (spring-damper, ordered crossings)",
+}
 TASK_LABEL = {"stand": "quadruped standing", "trot": "quadruped trotting (0.2 m/s)", "grasp": "arm holding the box"}
 
 
@@ -32,8 +36,10 @@ def _force(r: Row | None) -> str:
         return "— (uses the sensed forces; predicts none)"
     if r["force_err_abs_N"] is None:
         return f"— (no compared tick: {outcome(r)})"
-    text = (f"{r['force_err_abs_N']:.3g} N ({100 * r['force_err_rel']:.2f} %); "
-            f"per contact {r['contact_force_err_abs_N']:.3g} N")  # fmt: skip
+    text = (
+        f"{r['force_err_abs_N']:.3g} N ({100 * r['force_err_rel']:.2f} %); "
+        f"per contact {r['contact_force_err_abs_N']:.3g} N"
+    )
     return text if succeeded(r) else f"{text}; {outcome(r)}"
 
 
@@ -68,8 +74,12 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _task_tables(by: dict, task: str) -> list[str]:
     sims = SIMULATORS[task]
     header = ["formulation", *(SIM_LABEL[s] for s in sims)]
-    out = [f"### {TASK_LABEL[task]}", "", "Normal force, predicted − applied: E|Σf̂ₙ − Σfₙ| (relative to E[Σfₙ]); "
-           "per contact: E Σₖ|f̂ₙ,ₖ − fₙ,ₖ|", ""]  # fmt: skip
+    out = [
+        f"### {TASK_LABEL[task]}",
+        "",
+        "Normal force, predicted − applied: E|Σf̂ₙ − Σfₙ| (relative to E[Σfₙ]); per contact: E Σₖ|f̂ₙ,ₖ − fₙ,ₖ|",
+        "",
+    ]
     out += _table(header, [[f, *(_force(_cell(by, task, s, f)) for s in sims)] for f in FORMULATIONS])
     out += ["Tracking error (mean |q_ref − q|) and E|Δτ|", ""]
     out += _table(header, [[f, *(_tracking(_cell(by, task, s, f)) for s in sims)] for f in FORMULATIONS])
@@ -91,13 +101,19 @@ def answer(results: list[Row]) -> list[str]:
     for task in ("trot", "stand", "grasp"):
         per_sim = []
         for sim in SIMULATORS[task]:
-            rel = [r["force_err_rel"] for f in FORMULATIONS if (r := by.get((task, sim, f))) is not None
-                   and succeeded(r) and r["force_err_rel"] is not None]  # fmt: skip
+            rel = [
+                r["force_err_rel"]
+                for f in FORMULATIONS
+                if (r := by.get((task, sim, f))) is not None and succeeded(r) and r["force_err_rel"] is not None
+            ]
             if rel:
                 per_sim.append(f"{_spread(rel)} on {SIM_LABEL[sim]}")
         if per_sim:
-            out.append(f"* **{TASK_LABEL[task]}**: the predicted summed normal force misses the applied one by "
-                       + "; ".join(per_sim) + " (formulations that completed).")  # fmt: skip
+            out.append(
+                f"* **{TASK_LABEL[task]}**: the predicted summed normal force misses the applied one by "
+                + "; ".join(per_sim)
+                + " (formulations that completed)."
+            )
     out.append("")
     ranking = []
     for f in FORMULATIONS:
@@ -109,12 +125,15 @@ def answer(results: list[Row]) -> list[str]:
         failed = [c["sim"] for c in cells if not succeeded(c)]
         rel = {c["sim"]: c["force_err_rel"] for c in cells}
         soft = [rel[s] for s in ("mujoco", "drake", "ess") if rel.get(s) is not None]
-        ranking.append((len(failed), max(soft) - rel["rigid"] if soft and rel["rigid"] is not None else np.inf, f,
-                        failed, rel))  # fmt: skip
+        ranking.append(
+            (len(failed), max(soft) - rel["rigid"] if soft and rel["rigid"] is not None else np.inf, f, failed, rel)
+        )
     if ranking:
         ranking.sort(key=lambda x: (x[0], x[1]))
-        out.append("Trot, from the most graceful to the least (first the cells completed, then the growth of the "
-                   "relative force error from the rigid simulator to the worse soft one):")  # fmt: skip
+        out.append(
+            "Trot, from the most graceful to the least (first the cells completed, then the growth of the "
+            "relative force error from the rigid simulator to the worse soft one):"
+        )
         out.append("")
         for i, (_, growth, f, failed, rel) in enumerate(ranking, start=1):
             errors = ", ".join(f"{s} {'—' if rel[s] is None else f'{100 * rel[s]:.2f} %'}" for s in rel)
@@ -150,8 +169,13 @@ def _plots(results: list[Row], folder: Path) -> list[Path]:
                 for i, (contact, applied) in enumerate(w["applied"].items()):
                     ax.plot(t, np.asarray(applied, dtype=float), f"C{i}--", lw=1.2, label=f"{contact} applied")
                     if contact in w["predicted"]:
-                        ax.plot(t, np.asarray(w["predicted"][contact], dtype=float), f"C{i}-", lw=1.0,
-                                label=f"{contact} predicted")  # fmt: skip
+                        ax.plot(
+                            t,
+                            np.asarray(w["predicted"][contact], dtype=float),
+                            f"C{i}-",
+                            lw=1.0,
+                            label=f"{contact} predicted",
+                        )
                 ax.grid(alpha=0.3)
                 ax.set_ylabel("normal force (N)")
             for ax in axes[-1]:
@@ -159,8 +183,10 @@ def _plots(results: list[Row], folder: Path) -> list[Path]:
             labelled = [ax for ax in axes.flat if ax.get_legend_handles_labels()[0]]
             if labelled:
                 labelled[0].legend(fontsize=7, loc="upper right")
-            fig.suptitle(f"{TASK_LABEL[task]} on {SIM_LABEL[sim]}: predicted (solid) and applied (dashed) normal "
-                         "forces", fontsize=10)  # fmt: skip
+            fig.suptitle(
+                f"{TASK_LABEL[task]} on {SIM_LABEL[sim]}: predicted (solid) and applied (dashed) normal forces",
+                fontsize=10,
+            )
             fig.tight_layout()
             path = folder / f"{task}_{sim}.png"
             fig.savefig(path, dpi=100)
@@ -174,25 +200,49 @@ def _setup(results: list[Row]) -> list[str]:
     from idcontrol.sim.ess.backend import DEFAULT_DAMPING as ESS_DAMPING
     from idcontrol.sim.ess.backend import DEFAULT_STIFFNESS as ESS_STIFFNESS
 
-    sink = {r["sim"]: r.get("rest_penetration_m") for r in results if r["task"] == "stand"
-            and r["formulation"] == "two_stage_qp" and r.get("rest_penetration_m") is not None}  # fmt: skip
+    sink = {
+        r["sim"]: r.get("rest_penetration_m")
+        for r in results
+        if r["task"] == "stand" and r["formulation"] == "two_stage_qp" and r.get("rest_penetration_m") is not None
+    }
 
     def pen(sim: str) -> str:
         return f"{1e6 * sink[sim]:.1f} µm" if sim in sink else "not measured"
 
-    return ["## The simulators", "",
-            *_table(["simulator", "contact model", "feet's penetration, standing (two_stage_qp)"], [
-                ["rigid", "the controller's own: impulse LCP, four-facet friction pyramid (idcontrol.sim.rigid)",
-                 pen("rigid")],
-                ["MuJoCo", "soft constraints, elliptic cones, the stiff default (timeconst 2 Δt, idcontrol.sim.mujoco)",
-                 pen("mujoco")],
-                ["Drake", f"SAP compliant point contact, k = {DEFAULT_STIFFNESS:.0e} N/m, τ_d = "
-                 f"{DEFAULT_RELAXATION_TIME:g} s, regularized friction (idcontrol.sim.drake)", pen("drake")],
-                ["ESS", f"spring-damper point contact, k = {ESS_STIFFNESS:.0e} N/m, b = {ESS_DAMPING:g} N·s/m, "
-                 "bristle friction, crossings in predicted order (idcontrol.sim.ess)", pen("ess")],
-            ]),
-            "Penetration: the controller's own contact detection on the simulator's state, mean over the feet and "
-            "the last 0.1 s of the stand.", ""]  # fmt: skip
+    return [
+        "## The simulators",
+        "",
+        *_table(
+            ["simulator", "contact model", "feet's penetration, standing (two_stage_qp)"],
+            [
+                [
+                    "rigid",
+                    "the controller's own: impulse LCP, four-facet friction pyramid (idcontrol.sim.rigid)",
+                    pen("rigid"),
+                ],
+                [
+                    "MuJoCo",
+                    "soft constraints, elliptic cones, the stiff default (timeconst 2 Δt, idcontrol.sim.mujoco)",
+                    pen("mujoco"),
+                ],
+                [
+                    "Drake",
+                    f"SAP compliant point contact, k = {DEFAULT_STIFFNESS:.0e} N/m, τ_d = "
+                    f"{DEFAULT_RELAXATION_TIME:g} s, regularized friction (idcontrol.sim.drake)",
+                    pen("drake"),
+                ],
+                [
+                    "ESS",
+                    f"spring-damper point contact, k = {ESS_STIFFNESS:.0e} N/m, b = {ESS_DAMPING:g} N·s/m, "
+                    "bristle friction, crossings in predicted order (idcontrol.sim.ess)",
+                    pen("ess"),
+                ],
+            ],
+        ),
+        "Penetration: the controller's own contact detection on the simulator's state, mean over the feet and "
+        "the last 0.1 s of the stand.",
+        "",
+    ]
 
 
 def _count(n: int) -> str:
@@ -215,29 +265,48 @@ def write_report(results: list[Row], path: Path, *, command: str) -> list[Path]:
     by = {(r["task"], r["sim"], r["formulation"]): r for r in results}
     sims = sorted({r["sim"] for r in results})
     soft = [SIM_LABEL[s].split(" (")[0] for s in sims if s != "rigid"]
-    lines = [f"# Model mismatch: rigid contact predictions against {_count(len(sims))} simulators", "",
-             f"Made by `{command}` on {machine.cpu} ({machine.cores} cores, load {machine.load}), {machine.date_utc}, "
-             f"{machine.python}, commit {machine.commit}, Drake {drake_version}. Every number below is measured in "
-             "that run.", "",
-             "A controller that predicts contact forces trusts its rigid model of the world. This report runs each "
-             "formulation against the controller's own rigid model (the rigid simulator) and "
-             f"{_count(len(soft))} independent soft ones ({', '.join(soft)}), and measures how far the predicted "
-             "contact forces are from the forces each simulator applied, "
-             "what that did to tracking and torque smoothness, and whether the robot stayed up and kept the box. "
-             "How it is run and what each metric means: `idcontrol/tools/experiments/mismatch.py`.", ""]  # fmt: skip
+    lines = [
+        f"# Model mismatch: rigid contact predictions against {_count(len(sims))} simulators",
+        "",
+        f"Made by `{command}` on {machine.cpu} ({machine.cores} cores, load {machine.load}), {machine.date_utc}, "
+        f"{machine.python}, commit {machine.commit}, Drake {drake_version}. Every number below is measured in "
+        "that run.",
+        "",
+        "A controller that predicts contact forces trusts its rigid model of the world. This report runs each "
+        "formulation against the controller's own rigid model (the rigid simulator) and "
+        f"{_count(len(soft))} independent soft ones ({', '.join(soft)}), and measures how far the predicted "
+        "contact forces are from the forces each simulator applied, "
+        "what that did to tracking and torque smoothness, and whether the robot stayed up and kept the box. "
+        "How it is run and what each metric means: `idcontrol/tools/experiments/mismatch.py`.",
+        "",
+    ]
     lines += answer(results)
     lines += _setup(results)
     lines += ["## Results", ""]
     for task in ("stand", "trot", "grasp"):
         if any(k[0] == task for k in by):
             lines += _task_tables(by, task)
-    lines += ["## Figures", "", "Predicted (solid) and applied (dashed) normal force of two contacts over the last "
-              "gait cycle of the trot (0.3 s) and the last period of the arm's sinusoid (1/3 s); `sensed_id` "
-              "predicts none.", ""]  # fmt: skip
+    lines += [
+        "## Figures",
+        "",
+        "Predicted (solid) and applied (dashed) normal force of two contacts over the last "
+        "gait cycle of the trot (0.3 s) and the last period of the arm's sinusoid (1/3 s); `sensed_id` "
+        "predicts none.",
+        "",
+    ]
     lines += [f"![{p.stem}]({folder.name}/{p.name})" for p in figures] + [""]
     lines += ["## Runs", ""]
-    lines += _table(["cell", "simulated", "wall", "outcome"],
-                    [[r["name"], f"{r['sim_seconds']:.2f} s of {r['seconds_planned']:g}", f"{r['wall_seconds']:.1f} s",
-                      outcome(r)] for r in results])  # fmt: skip
+    lines += _table(
+        ["cell", "simulated", "wall", "outcome"],
+        [
+            [
+                r["name"],
+                f"{r['sim_seconds']:.2f} s of {r['seconds_planned']:g}",
+                f"{r['wall_seconds']:.1f} s",
+                outcome(r),
+            ]
+            for r in results
+        ],
+    )
     path.write_text("\n".join(lines))
     return [path, *figures]

@@ -145,11 +145,18 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec("sensed_1", "ID(tᵢ₋₁)", "sensed_id"),
     ControllerSpec("sensed_2", "ID(tᵢ₋₂)", "sensed_id", sensed_delay=1),
     # this project's variants (formulation options of launch/quadruped_trot.toml; see docs/formulations.md)
-    ControllerSpec("cqp_mu", "ID(tᵢ)_QP,μ contact-relative", "two_stage_qp", trot_options={"dissipation": "contacts"},
-                   paper=False),
-    ControllerSpec("slcp_inf", "ID(tᵢ)_LCP,∞ shared friction", "noslip_lcp", friction="inf", paper=False,
-                   trot_options={"spread": 1e-2, "project": True, "release_unloaded": True, "share_friction": True}),
-)  # fmt: skip
+    ControllerSpec(
+        "cqp_mu", "ID(tᵢ)_QP,μ contact-relative", "two_stage_qp", trot_options={"dissipation": "contacts"}, paper=False
+    ),
+    ControllerSpec(
+        "slcp_inf",
+        "ID(tᵢ)_LCP,∞ shared friction",
+        "noslip_lcp",
+        friction="inf",
+        paper=False,
+        trot_options={"spread": 1e-2, "project": True, "release_unloaded": True, "share_friction": True},
+    ),
+)
 CONTROLLER_BY_KEY = {c.key: c for c in CONTROLLERS}
 
 
@@ -176,8 +183,10 @@ def plan(quick: bool = False, only: Iterable[str] = ()) -> list[RunSpec]:
     """The runs of the paper's matrix (quick: the CI subset), keeping those whose name contains any ``only``."""
     runs = []
     for experiment, terrains in TERRAINS.items():
-        seconds = {"trot": QUICK_TROT_SECONDS if quick else FULL_TROT_SECONDS,
-                   "grasp": QUICK_GRASP_SECONDS if quick else FULL_GRASP_SECONDS}[experiment]  # fmt: skip
+        seconds = {
+            "trot": QUICK_TROT_SECONDS if quick else FULL_TROT_SECONDS,
+            "grasp": QUICK_GRASP_SECONDS if quick else FULL_GRASP_SECONDS,
+        }[experiment]
         for terrain in terrains:
             if quick and terrain.key not in QUICK_TERRAINS:
                 continue
@@ -209,8 +218,9 @@ def run_config(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> LaunchConfig:
     if t.penetration_tolerance is not None:
         controller = replace(controller, penetration_tolerance=t.penetration_tolerance)
     sim_mu = mu if math.isfinite(mu) or t.kind == "mujoco" else RIGID_MU_INFINITE  # MuJoCo maps inf itself
-    bridge = replace(base.bridge, kind=t.kind, mu=sim_mu, terrain="height_map" if t.height_map else "flat",
-                     terrain_seed=t.seed)  # fmt: skip
+    bridge = replace(
+        base.bridge, kind=t.kind, mu=sim_mu, terrain="height_map" if t.height_map else "flat", terrain_seed=t.seed
+    )
     reference = base.reference
     if spec.experiment == "trot":
         reference = replace(reference, options={**reference.options, "waypoints": "paper"})
@@ -218,8 +228,15 @@ def run_config(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> LaunchConfig:
     safety = replace(base.safety, position_margin=math.inf, velocity_factor=math.inf)
     # each controller runs with its spec's options only: the launch file's [formulations.NAME] tables (such as
     # the QPs' contact-relative dissipation) are not the paper's controllers
-    return replace(base, duration=spec.seconds, controller=controller, bridge=bridge, reference=reference,
-                   safety=safety, formulations={})  # fmt: skip
+    return replace(
+        base,
+        duration=spec.seconds,
+        controller=controller,
+        bridge=bridge,
+        reference=reference,
+        safety=safety,
+        formulations={},
+    )
 
 
 class DelayedForces:
@@ -257,9 +274,15 @@ def make_simulator_for(spec: RunSpec, config: LaunchConfig, robot: RobotModel) -
         from idcontrol.sim.mujoco import COMPLIANT_SOLIMP, COMPLIANT_SOLREF, MujocoSim
 
         b = config.bridge
-        sim: Simulator = MujocoSim(robot, mu=b.mu, timestep=config.controller.dt / b.substeps,
-                                   with_objects=config.objects, object_mu=b.mu, solref=COMPLIANT_SOLREF,
-                                   solimp=COMPLIANT_SOLIMP)  # fmt: skip
+        sim: Simulator = MujocoSim(
+            robot,
+            mu=b.mu,
+            timestep=config.controller.dt / b.substeps,
+            with_objects=config.objects,
+            object_mu=b.mu,
+            solref=COMPLIANT_SOLREF,
+            solimp=COMPLIANT_SOLIMP,
+        )
     else:
         sim = simulator_for(config, robot)
     if spec.controller.sensed_delay:
@@ -382,8 +405,9 @@ def run_one(spec: RunSpec, launch_dir: Path = LAUNCH_DIR, reached: list[float] |
     reached = [0.0] if reached is None else reached
     started = time.perf_counter()
     with np.errstate(all="ignore"):  # a failing solve shows in the metrics, not as a stream of warnings
-        run = run_in_process(config, spec.seconds, robot=robot, simulator=sim,
-                             until=lambda state: reached.__setitem__(0, state.t))  # fmt: skip
+        run = run_in_process(
+            config, spec.seconds, robot=robot, simulator=sim, until=lambda state: reached.__setitem__(0, state.t)
+        )
     return {
         **metrics_of(spec, run, time.perf_counter() - started),
         "sim_mu": config.bridge.mu,
@@ -399,13 +423,27 @@ def _run_one_safely(spec: RunSpec, launch_dir: Path) -> dict[str, Any]:
     try:
         return run_one(spec, launch_dir, reached)
     except Exception as e:  # noqa: BLE001 - one broken run must not end the matrix; its error is its result
-        return {"experiment": spec.experiment, "terrain": spec.terrain.key, "terrain_label": spec.terrain.label,
-                "controller": spec.controller.key, "controller_label": spec.controller.label,
-                "formulation": spec.controller.formulation, "pos_err_rad": None, "vel_err_rad_s": None,
-                "tau_rate_mean": None, "tau_mean": None, "force_err_abs_N": None, "force_err_rel": None,
-                "fell": False, "completed": False, "end_reason": f"error: {type(e).__name__}: {e}",
-                "seconds_planned": spec.seconds, "ticks": int(round(reached[0] * 1e3)), "sim_seconds": reached[0],
-                "wall_seconds": time.perf_counter() - started}  # fmt: skip
+        return {
+            "experiment": spec.experiment,
+            "terrain": spec.terrain.key,
+            "terrain_label": spec.terrain.label,
+            "controller": spec.controller.key,
+            "controller_label": spec.controller.label,
+            "formulation": spec.controller.formulation,
+            "pos_err_rad": None,
+            "vel_err_rad_s": None,
+            "tau_rate_mean": None,
+            "tau_mean": None,
+            "force_err_abs_N": None,
+            "force_err_rel": None,
+            "fell": False,
+            "completed": False,
+            "end_reason": f"error: {type(e).__name__}: {e}",
+            "seconds_planned": spec.seconds,
+            "ticks": int(round(reached[0] * 1e3)),
+            "sim_seconds": reached[0],
+            "wall_seconds": time.perf_counter() - started,
+        }
 
 
 def run_matrix(
@@ -441,8 +479,12 @@ def describe(result: dict[str, Any]) -> str:
     outcome = (
         "completed" if result["completed"] else ("FELL" if result["fell"] else f"stopped ({result['end_reason']})")
     )
-    parts = [f"pos {result['pos_err_rad']:.4f} rad", f"vel {result['vel_err_rad_s']:.3f} rad/s",
-             f"E|Δτ| {result['tau_rate_mean']:.1f} N·m/s", f"E|τ| {result['tau_mean']:.3f} N·m"]  # fmt: skip
+    parts = [
+        f"pos {result['pos_err_rad']:.4f} rad",
+        f"vel {result['vel_err_rad_s']:.3f} rad/s",
+        f"E|Δτ| {result['tau_rate_mean']:.1f} N·m/s",
+        f"E|τ| {result['tau_mean']:.3f} N·m",
+    ]
     if result.get("force_err_rel") is not None:
         parts.append(f"force err {result['force_err_abs_N']:.3f} N ({100 * result['force_err_rel']:.2f} %)")
     if result.get("distance_m") is not None:
@@ -500,8 +542,15 @@ def check_targets(results: list[dict[str, Any]]) -> list[Target]:
                 rel = r.get("force_err_rel")
                 ok = bool(r["completed"] and rel is not None and rel <= 0.02)
                 got = "did not complete" if not r["completed"] else f"{100 * rel:.2f} %" if rel is not None else "n/a"
-                out.append(Target(f"{CONTROLLER_BY_KEY[c].label} force prediction vs the rigid simulator ≤ 2 %", t,
-                                  "1.16-1.94 %", got, ok))  # fmt: skip
+                out.append(
+                    Target(
+                        f"{CONTROLLER_BY_KEY[c].label} force prediction vs the rigid simulator ≤ 2 %",
+                        t,
+                        "1.16-1.94 %",
+                        got,
+                        ok,
+                    )
+                )
         qp, pid, lcp = (by.get(("trot", t, c)) for c in ("qp_mu", "pid", "lcp_mu"))
         if qp and pid and lcp and None not in (qp["tau_rate_mean"], pid["tau_rate_mean"], lcp["tau_rate_mean"]):
             a, b, c = qp["tau_rate_mean"], pid["tau_rate_mean"], lcp["tau_rate_mean"]
@@ -510,8 +559,9 @@ def check_targets(results: list[dict[str, Any]]) -> list[Target]:
             unfinished = [x["controller_label"] for x in (qp, pid, lcp) if not x["completed"]]
             if unfinished:
                 got += f"; {', '.join(unfinished)} did not complete (E|Δτ| until it stopped)"
-            out.append(Target("two-stage QP E|Δτ| < PID's and ≤ Coulomb LCP's / 5", t, "52.6 < 100.2; 678.0 / 5",
-                              got, ok))  # fmt: skip
+            out.append(
+                Target("two-stage QP E|Δτ| < PID's and ≤ Coulomb LCP's / 5", t, "52.6 < 100.2; 678.0 / 5", got, ok)
+            )
         if t.startswith("rigid"):
             sensed = by.get(("trot", t, "sensed_1"))
             for c in ("qp_mu", "qp_inf", "lcp_mu", "lcp_inf"):
@@ -520,13 +570,30 @@ def check_targets(results: list[dict[str, Any]]) -> list[Target]:
                     continue
                 rivals = [x for x in (pid, sensed) if x["completed"]]
                 ok = bool(r["completed"] and all(r["pos_err_rad"] <= x["pos_err_rad"] for x in rivals))
-                got = "did not complete" if not r["completed"] else (
-                    f"{r['pos_err_rad']:.4f} rad vs PID {_err(pid)}, ID(tᵢ₋₁) {_err(sensed)}")  # fmt: skip
-                out.append(Target(f"{CONTROLLER_BY_KEY[c].label} tracks at least as well as PID and ID(tᵢ₋₁)", t,
-                                  _paper_tracking(t, c), got, ok))  # fmt: skip
+                got = (
+                    "did not complete"
+                    if not r["completed"]
+                    else (f"{r['pos_err_rad']:.4f} rad vs PID {_err(pid)}, ID(tᵢ₋₁) {_err(sensed)}")
+                )
+                out.append(
+                    Target(
+                        f"{CONTROLLER_BY_KEY[c].label} tracks at least as well as PID and ID(tᵢ₋₁)",
+                        t,
+                        _paper_tracking(t, c),
+                        got,
+                        ok,
+                    )
+                )
         if qp is not None:
-            out.append(Target("no fall of the QP controller (ID(tᵢ)_QP,μ)", t, "no fall",
-                              "completed" if qp["completed"] else _stop(qp), bool(qp["completed"])))  # fmt: skip
+            out.append(
+                Target(
+                    "no fall of the QP controller (ID(tᵢ)_QP,μ)",
+                    t,
+                    "no fall",
+                    "completed" if qp["completed"] else _stop(qp),
+                    bool(qp["completed"]),
+                )
+            )
     return out
 
 

@@ -27,8 +27,9 @@ def run_all(
     return [results[i] for i in range(len(specs))]
 
 
-def _results(specs: Sequence[Spec], run: Callable[[Spec], dict[str, Any]],
-             jobs: int) -> Iterator[tuple[int, dict[str, Any]]]:  # fmt: skip
+def _results(
+    specs: Sequence[Spec], run: Callable[[Spec], dict[str, Any]], jobs: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
     if jobs <= 1:
         for i, spec in enumerate(specs):
             yield i, run(spec)

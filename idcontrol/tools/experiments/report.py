@@ -39,14 +39,24 @@ class Machine:
         from idcontrol.tools.bench import cpu_name
 
         try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    cwd=Path(__file__).parent, timeout=5).stdout.strip()  # fmt: skip
+            commit = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                cwd=Path(__file__).parent,
+                timeout=5,
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             commit = ""
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-        return cls(cpu_name(), os.cpu_count() or 0, load,
-                   datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-                   f"{platform.python_implementation()} {platform.python_version()}", commit or "?")  # fmt: skip
+        return cls(
+            cpu_name(),
+            os.cpu_count() or 0,
+            load,
+            datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            f"{platform.python_implementation()} {platform.python_version()}",
+            commit or "?",
+        )
 
 
 # ---------------------------------------------------------------------------------------------------- formatting
@@ -215,8 +225,12 @@ def _table3(by: dict, terrains: list) -> list[str]:
         p = PAPER_TABLE3[t.key].get(c.key)
         paper = (_paper(p, 0), _paper(p, 1)) if c.paper else ("", "")  # a variant: not in the paper
         rows.append([t.label, c.label, _ours(r, "pos_err_rad"), paper[0], _ours(r, "vel_err_rad_s"), paper[1]])
-    return ["## Table 3: joint tracking on planar terrain", "",
-            *_table(["terrain", "controller", "pos (rad)", "paper", "vel (rad/s)", "paper"], rows), ""]  # fmt: skip
+    return [
+        "## Table 3: joint tracking on planar terrain",
+        "",
+        *_table(["terrain", "controller", "pos (rad)", "paper", "vel (rad/s)", "paper"], rows),
+        "",
+    ]
 
 
 def _table4(by: dict, terrains: list) -> list[str]:
@@ -234,9 +248,14 @@ def _table4(by: dict, terrains: list) -> list[str]:
             r = by.get(("trot", t.key, c.key))
             row += [_ours(r, "tau_rate_mean", 1), _ours(r, "tau_mean")]
         rows.append(row)
-    return ["## Table 4: torque smoothness (N·m/s) and magnitude (N·m)", "",
-            "The paper gives one value per controller without naming the terrain; ours are per terrain.", "",
-            *_table(header, rows), ""]  # fmt: skip
+    return [
+        "## Table 4: torque smoothness (N·m/s) and magnitude (N·m)",
+        "",
+        "The paper gives one value per controller without naming the terrain; ours are per terrain.",
+        "",
+        *_table(header, rows),
+        "",
+    ]
 
 
 def _table5(by: dict, terrains: list) -> list[str]:
@@ -246,50 +265,94 @@ def _table5(by: dict, terrains: list) -> list[str]:
             continue
         p = PAPER_TABLE5.get(t.key, {}).get(c.key) if t.key in PAPER_TABLE5 else None
         paper = (_paper(p, 0), _paper(p, 1, 2, 100)) if t.key in PAPER_TABLE5 and c.paper else ("", "")
-        rows.append([t.label, c.label, _ours(r, "force_err_abs_N"), paper[0],
-                     _ours(r, "force_err_rel", 2, 100), paper[1]])  # fmt: skip
+        rows.append(
+            [t.label, c.label, _ours(r, "force_err_abs_N"), paper[0], _ours(r, "force_err_rel", 2, 100), paper[1]]
+        )
     if not rows:
         return []
-    return ["## Table 5: contact-force prediction (summed normal forces against the simulator's)", "",
-            *_table(["terrain", "controller", "abs (N)", "paper", "rel (%)", "paper (%)"], rows), "",
-            "The QP formulations' footnote (about 1 % against a simulator using their own model) is not "
-            "reproduced: no simulator here steps with the QP's contact model.", ""]  # fmt: skip
+    return [
+        "## Table 5: contact-force prediction (summed normal forces against the simulator's)",
+        "",
+        *_table(["terrain", "controller", "abs (N)", "paper", "rel (%)", "paper (%)"], rows),
+        "",
+        "The QP formulations' footnote (about 1 % against a simulator using their own model) is not "
+        "reproduced: no simulator here steps with the QP's contact model.",
+        "",
+    ]
 
 
 def _rough_and_com(by: dict, terrains: list) -> list[str]:
     rows = []
     for t, c, r in _runs_of(by, "trot", terrains):
         end = r.get("com_end")
-        rows.append([t.label, c.label, "completed" if r["completed"] else _ours(r, "pos_err_rad"),
-                     _f(r.get("pos_err_rad")), _f(r.get("distance_m"), 2),
-                     "" if end is None else f"({end[0]:.2f}, {end[1]:.2f})", str(r.get("failed_solves", "")),
-                     str(r.get("clipped_joint_ticks", ""))])  # fmt: skip
+        rows.append(
+            [
+                t.label,
+                c.label,
+                "completed" if r["completed"] else _ours(r, "pos_err_rad"),
+                _f(r.get("pos_err_rad")),
+                _f(r.get("distance_m"), 2),
+                "" if end is None else f"({end[0]:.2f}, {end[1]:.2f})",
+                str(r.get("failed_solves", "")),
+                str(r.get("clipped_joint_ticks", "")),
+            ]
+        )
     if not rows:
         return []
-    return ["## Every trot run: outcome, centre-of-mass path, solver failures, torque clips", "",
-            "Rough terrain (the paper's Fig. 16): ID(tᵢ) reduced the tracking error 19 % below PID; only ID(tᵢ₋₁) "
-            "tracked better. COM (Fig. 17): PID and ID(tᵢ) follow the waypoint lines, the sensed-force "
-            "controllers worse. pos is given here also for runs that did not complete (up to their end).", "",
-            *_table(["terrain", "controller", "outcome", "pos (rad)", "COM path (m)", "COM end (x, y) m",
-                     "failed solves", "clipped joint-ticks"], rows), ""]  # fmt: skip
+    return [
+        "## Every trot run: outcome, centre-of-mass path, solver failures, torque clips",
+        "",
+        "Rough terrain (the paper's Fig. 16): ID(tᵢ) reduced the tracking error 19 % below PID; only ID(tᵢ₋₁) "
+        "tracked better. COM (Fig. 17): PID and ID(tᵢ) follow the waypoint lines, the sensed-force "
+        "controllers worse. pos is given here also for runs that did not complete (up to their end).",
+        "",
+        *_table(
+            [
+                "terrain",
+                "controller",
+                "outcome",
+                "pos (rad)",
+                "COM path (m)",
+                "COM end (x, y) m",
+                "failed solves",
+                "clipped joint-ticks",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _grasp(by: dict) -> list[str]:
     rows = []
     for t, c, r in _runs_of(by, "grasp", TERRAINS["grasp"]):
         drop = r.get("object_dropped_at_s")
-        rows.append([t.label, c.label, _ours(r, "pos_err_rad"), _ours(r, "vel_err_rad_s", 3),
-                     _ours(r, "tau_rate_mean", 1), _ours(r, "tau_mean", 3),
-                     "−" if not r["completed"] else "kept" if drop is None else f"{1e3 * drop:.0f} ms",
-                     _ours(r, "force_err_rel", 2, 100) if c.predicts_forces else "n/a"])  # fmt: skip
+        rows.append(
+            [
+                t.label,
+                c.label,
+                _ours(r, "pos_err_rad"),
+                _ours(r, "vel_err_rad_s", 3),
+                _ours(r, "tau_rate_mean", 1),
+                _ours(r, "tau_mean", 3),
+                "−" if not r["completed"] else "kept" if drop is None else f"{1e3 * drop:.0f} ms",
+                _ours(r, "force_err_rel", 2, 100) if c.predicts_forces else "n/a",
+            ]
+        )
     if not rows:
         return []
-    return ["## Manipulator: the arm holding the 6000 kg/m³ box along its 3 Hz sinusoid (Fig. 18)", "",
-            "`launch/arm_grasp.toml` in MuJoCo (its stiffest contact; the box's friction is the terrain's μ). "
-            "Paper: at μ = 1 PID and ID(tᵢ)_QP,μ dropped the box at about 1500 ms, ID(tᵢ₋₁) kept it for the 3 s; "
-            "PID and ID(tᵢ₋₁) tracked worse while grasping.", "",
-            *_table(["box", "controller", "pos (rad)", "vel (rad/s)", "E|Δτ|", "E|τ|", "box dropped",
-                     "force err (%)"], rows), ""]  # fmt: skip
+    return [
+        "## Manipulator: the arm holding the 6000 kg/m³ box along its 3 Hz sinusoid (Fig. 18)",
+        "",
+        "`launch/arm_grasp.toml` in MuJoCo (its stiffest contact; the box's friction is the terrain's μ). "
+        "Paper: at μ = 1 PID and ID(tᵢ)_QP,μ dropped the box at about 1500 ms, ID(tᵢ₋₁) kept it for the 3 s; "
+        "PID and ID(tᵢ₋₁) tracked worse while grasping.",
+        "",
+        *_table(
+            ["box", "controller", "pos (rad)", "vel (rad/s)", "E|Δτ|", "E|τ|", "box dropped", "force err (%)"], rows
+        ),
+        "",
+    ]
 
 
 def _fig19(bench_rows: list[Any] | None) -> list[str]:
@@ -298,15 +361,22 @@ def _fig19(bench_rows: list[Any] | None) -> list[str]:
     contacts = sorted({b.contacts for b in bench_rows})
     formulations = list(dict.fromkeys(b.formulation for b in bench_rows))
     cell = {(b.formulation, b.contacts): b for b in bench_rows}
-    rows = [[f, *(f"{cell[f, k].p50_us:.0f} / {cell[f, k].p99_us:.0f}" if (f, k) in cell else "" for k in contacts)]
-            for f in formulations]  # fmt: skip
+    rows = [
+        [f, *(f"{cell[f, k].p50_us:.0f} / {cell[f, k].p99_us:.0f}" if (f, k) in cell else "" for k in contacts)]
+        for f in formulations
+    ]
     ticks = max(b.ticks for b in bench_rows)
-    return ["## Fig. 19: time of one whole tick against the number of contacts", "",
-            f"`idcontrol bench --scenarios fig19` run by the same command (up to {ticks} ticks per cell), the "
-            "standing quadruped with each foot's contact repeated; median / 99th percentile, µs. The machine was "
-            "shared and loaded while this ran. Paper (2.7 GHz Core i7, 2011): the no-slip LCP under 1 ms beyond "
-            "40 contacts, the QPs up to about 30, the Coulomb LCP below 4.", "",
-            *_table(["formulation", *(f"{k} contacts" for k in contacts)], rows), ""]  # fmt: skip
+    return [
+        "## Fig. 19: time of one whole tick against the number of contacts",
+        "",
+        f"`idcontrol bench --scenarios fig19` run by the same command (up to {ticks} ticks per cell), the "
+        "standing quadruped with each foot's contact repeated; median / 99th percentile, µs. The machine was "
+        "shared and loaded while this ran. Paper (2.7 GHz Core i7, 2011): the no-slip LCP under 1 ms beyond "
+        "40 contacts, the QPs up to about 30, the Coulomb LCP below 4.",
+        "",
+        *_table(["formulation", *(f"{k} contacts" for k in contacts)], rows),
+        "",
+    ]
 
 
 def _targets(targets: list[Target]) -> list[str]:
@@ -324,8 +394,15 @@ def _figures(written: list[Path], folder: Path) -> list[str]:
 
 
 def _runs(results: list[Row]) -> list[str]:
-    rows = [[f"{r['experiment']}/{r['terrain']}/{r['controller']}", f"{r['sim_seconds']:.2f}",
-             f"{r['wall_seconds']:.1f}", r["end_reason"]] for r in results]  # fmt: skip
+    rows = [
+        [
+            f"{r['experiment']}/{r['terrain']}/{r['controller']}",
+            f"{r['sim_seconds']:.2f}",
+            f"{r['wall_seconds']:.1f}",
+            r["end_reason"],
+        ]
+        for r in results
+    ]
     return ["## Runs", "", *_table(["run", "simulated s", "wall s", "end"], rows)]
 
 

@@ -37,8 +37,12 @@ QUADRUPEDS = ("quadruped", "solo12", "a1", "anymal_b", "hyq")
 ARMS = ("arm", "ur5", "kinova")
 SECONDS = {"stand": 10.0, "stand_trot_options": 10.0, "trot": 10.0, "sinusoid": 5.0}
 QUICK_SECONDS = {"stand": 2.0, "stand_trot_options": 2.0, "trot": 2.0, "sinusoid": 1.5}
-LAUNCH = {"stand": "stand.toml", "stand_trot_options": "stand.toml", "trot": "trot.toml",
-          "sinusoid": "joint_sinusoid.toml"}
+LAUNCH = {
+    "stand": "stand.toml",
+    "stand_trot_options": "stand.toml",
+    "trot": "trot.toml",
+    "sinusoid": "joint_sinusoid.toml",
+}
 TROT_START = 0.5  # s: the trot's stand_time
 MARK_START, MARK_END = "<!-- robots-table:start -->", "<!-- robots-table:end -->"
 
@@ -70,8 +74,7 @@ def plan(quick: bool = False, only: Iterable[str] = ()) -> list[RunSpec]:
 def _config(spec: RunSpec, launch_dir: Path):
     from idcontrol.settings import load_launch
 
-    config = load_launch(launch_dir / LAUNCH[spec.task]).with_overrides(formulation=spec.formulation,
-                                                                         robot=spec.robot)  # fmt: skip
+    config = load_launch(launch_dir / LAUNCH[spec.task]).with_overrides(formulation=spec.formulation, robot=spec.robot)
     if spec.task == "stand_trot_options":
         trot = load_launch(launch_dir / "trot.toml")
         config = replace(config, formulations={**config.formulations, **trot.formulations})
@@ -91,13 +94,20 @@ def run_one(spec: RunSpec, launch_dir: Path = LAUNCH_DIR) -> dict[str, Any]:
     run = run_in_process(_config(spec, launch_dir), spec.seconds)
     robot = run.robot
     out: dict[str, Any] = {
-        "task": spec.task, "robot": spec.robot, "formulation": spec.formulation, "seconds": spec.seconds,
+        "task": spec.task,
+        "robot": spec.robot,
+        "formulation": spec.formulation,
+        "seconds": spec.seconds,
         "sim_seconds": float(run.t[-1] + run.dt) if run.n else 0.0,
-        "wall_seconds": time.perf_counter() - started, "ticks": run.ticks_in_run,
+        "wall_seconds": time.perf_counter() - started,
+        "ticks": run.ticks_in_run,
         "completed": run.ticks_in_run >= int(round(spec.seconds * 1000)) - 1,
-        "tracking_error_rad": float(run.summary["tracking_error_rad"]), "fell": bool(run.summary["fell"]),
-        "fall_cause": run.summary.get("fall_cause"), "end_reason": run.end_reason, "clipped": run.clip_count_in_run,
-    }  # fmt: skip
+        "tracking_error_rad": float(run.summary["tracking_error_rad"]),
+        "fell": bool(run.summary["fell"]),
+        "fall_cause": run.summary.get("fall_cause"),
+        "end_reason": run.end_reason,
+        "clipped": run.clip_count_in_run,
+    }
     if robot.legs and spec.task != "trot" and run.ticks_in_run:
         out["unloaded_feet"] = _unloaded_feet(run)
     if spec.task == "trot" and run.n:
@@ -130,8 +140,14 @@ def _run_safely(spec: RunSpec, launch_dir: Path) -> dict[str, Any]:
     try:
         return run_one(spec, launch_dir)
     except Exception as e:  # a run that raises is a result, not the end of the matrix
-        return {"task": spec.task, "robot": spec.robot, "formulation": spec.formulation, "seconds": spec.seconds,
-                "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}  # fmt: skip
+        return {
+            "task": spec.task,
+            "robot": spec.robot,
+            "formulation": spec.formulation,
+            "seconds": spec.seconds,
+            "error": f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(limit=3),
+        }
 
 
 def sample_costs(robots: Iterable[str] = QUADRUPEDS, samples: int = 3000) -> dict[str, tuple[float, float]]:
@@ -154,11 +170,18 @@ def sample_costs(robots: Iterable[str] = QUADRUPEDS, samples: int = 3000) -> dic
     return out
 
 
-def run_matrix(specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR,
-               progress: Callable[[str], None] = print) -> list[dict[str, Any]]:  # fmt: skip
+def run_matrix(
+    specs: list[RunSpec], *, jobs: int = 1, launch_dir: Path = LAUNCH_DIR, progress: Callable[[str], None] = print
+) -> list[dict[str, Any]]:
     """Run every spec (``jobs`` processes at a time), reporting each result; results in ``specs`` order."""
-    return run_all(specs, partial(_run_safely, launch_dir=launch_dir), jobs=jobs, progress=progress,
-                   name=lambda spec: spec.name, describe=describe)  # fmt: skip
+    return run_all(
+        specs,
+        partial(_run_safely, launch_dir=launch_dir),
+        jobs=jobs,
+        progress=progress,
+        name=lambda spec: spec.name,
+        describe=describe,
+    )
 
 
 def describe(r: dict[str, Any]) -> str:
@@ -166,7 +189,8 @@ def describe(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"raised {r['error']}"
     head = f"{r['sim_seconds']:.2f} s in {r['wall_seconds']:.0f} s wall, " + (
-        f"{r['tracking_error_rad']:.4f} rad" if r["ticks"] else "no tick in run mode")
+        f"{r['tracking_error_rad']:.4f} rad" if r["ticks"] else "no tick in run mode"
+    )
     if r["fell"]:
         head += f", FELL at {r['sim_seconds']:.2f} s ({r['fall_cause']})"
     elif not r["completed"]:
@@ -200,13 +224,20 @@ def _cell(r: dict[str, Any] | None) -> str:
 def tables(results: list[dict[str, Any]], costs: dict[str, tuple[float, float]], command: str) -> str:
     """The robots tables of docs/robots.md (markdown) from the matrix's results."""
     by = {(r["task"], r["robot"], r["formulation"]): r for r in results}
-    lines = [f"Measured with `{command}` (lock-step MuJoCo, μ = 1; a cell: mean joint error, or how the run ended; "
-             "'unloaded': feet carrying under 1 N for most of the second half)."]  # fmt: skip
-    sections = (("stand", LEGGED, "Stand {} s, `launch/stand.toml`, each formulation's defaults"),
-                ("stand_trot_options", LEGGED, "Stand {} s, with the trot launch file's formulation options"),
-                ("trot", QUADRUPEDS, "Trot {} s forward at 0.2 m/s, `launch/trot.toml` (distance and speed after the "
-                 "0.5 s start-up)"),
-                ("sinusoid", ARMS, "1 Hz joint sinusoid (0.1 rad) {} s, `launch/joint_sinusoid.toml`"))  # fmt: skip
+    lines = [
+        f"Measured with `{command}` (lock-step MuJoCo, μ = 1; a cell: mean joint error, or how the run ended; "
+        "'unloaded': feet carrying under 1 N for most of the second half)."
+    ]
+    sections = (
+        ("stand", LEGGED, "Stand {} s, `launch/stand.toml`, each formulation's defaults"),
+        ("stand_trot_options", LEGGED, "Stand {} s, with the trot launch file's formulation options"),
+        (
+            "trot",
+            QUADRUPEDS,
+            "Trot {} s forward at 0.2 m/s, `launch/trot.toml` (distance and speed after the 0.5 s start-up)",
+        ),
+        ("sinusoid", ARMS, "1 Hz joint sinusoid (0.1 rad) {} s, `launch/joint_sinusoid.toml`"),
+    )
     for task, robots, title in sections:
         seconds = sorted({r["seconds"] for r in results if r["task"] == task})
         title = title.format("/".join(f"{x:g}" for x in seconds))
@@ -214,9 +245,13 @@ def tables(results: list[dict[str, Any]], costs: dict[str, tuple[float, float]],
         if not present:
             continue
         extra = task == "trot" and costs
-        lines += ["", f"{title}:", "",
-                  "| robot | " + " | ".join(FORMULATIONS) + (" | trot `sample` p50 / p99 |" if extra else " |"),
-                  "|---|" + "---|" * (len(FORMULATIONS) + (1 if extra else 0))]  # fmt: skip
+        lines += [
+            "",
+            f"{title}:",
+            "",
+            "| robot | " + " | ".join(FORMULATIONS) + (" | trot `sample` p50 / p99 |" if extra else " |"),
+            "|---|" + "---|" * (len(FORMULATIONS) + (1 if extra else 0)),
+        ]
         for robot in present:
             cells = [_cell(by.get((task, robot, f))) for f in FORMULATIONS]
             if extra:

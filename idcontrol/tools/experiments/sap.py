@@ -131,30 +131,52 @@ def run_checks(seconds: float = 1.0, dt: float = 1e-3, mu: float = 1.0) -> list[
     beta = 1.0
     w = 1.0 / (math.sqrt(3.0) * PARTICLE_MASS)  # ‖W‖_F / 3 for W = I₃ / m
     penetration, _ = Particle(dt, mu).run(seconds)
-    checks = [SapCheck("resting penetration", "m", settled(penetration, seconds, dt), DIGEST_REST_PENETRATION_M,
-                       beta**2 * w * PARTICLE_MASS * G * dt**2 / (4 * math.pi**2),
-                       beta**2 * G * dt**2 / (4 * math.pi**2), paper_is_bound=False)]  # fmt: skip
+    checks = [
+        SapCheck(
+            "resting penetration",
+            "m",
+            settled(penetration, seconds, dt),
+            DIGEST_REST_PENETRATION_M,
+            beta**2 * w * PARTICLE_MASS * G * dt**2 / (4 * math.pi**2),
+            beta**2 * G * dt**2 / (4 * math.pi**2),
+            paper_is_bound=False,
+        )
+    ]
     for fraction, digest in DIGEST_SLIP_M_S.items():
         _, velocity = Particle(dt, mu, fraction * mu).run(seconds)
-        checks.append(SapCheck(f"stiction slip, push {fraction:g} μ m g", "m/s",
-                               settled(velocity, seconds, dt), digest,
-                               SIGMA * w * fraction * mu * PARTICLE_MASS * G * dt, mu * SIGMA * G * dt,
-                               paper_is_bound=True))  # fmt: skip
+        checks.append(
+            SapCheck(
+                f"stiction slip, push {fraction:g} μ m g",
+                "m/s",
+                settled(velocity, seconds, dt),
+                digest,
+                SIGMA * w * fraction * mu * PARTICLE_MASS * G * dt,
+                mu * SIGMA * G * dt,
+                paper_is_bound=True,
+            )
+        )
     return checks
 
 
 def format_checks(checks: list[SapCheck], dt: float) -> str:
     """The checks as a table: measured against the digest's figure, the SAP model and the paper's figure."""
     head = f"{'check':<38} {'measured':>10} {'expected':>10} {'ratio':>6} {'SAP model':>10} {'paper':>11}  ok"
-    lines = [f"SAP checks with Drake (particle of {PARTICLE_MASS:g} kg on the ground, Δt = {dt * 1e3:g} ms, μ = 1, "
-             f"near-rigid k = {RIGID_STIFFNESS:.0e} N/m, τ_d = 0)", head]  # fmt: skip
+    lines = [
+        f"SAP checks with Drake (particle of {PARTICLE_MASS:g} kg on the ground, Δt = {dt * 1e3:g} ms, μ = 1, "
+        f"near-rigid k = {RIGID_STIFFNESS:.0e} N/m, τ_d = 0)",
+        head,
+    ]
     for c in checks:
         paper = f"{'< ' if c.paper_is_bound else '≈ '}{c.paper:.3g}"
-        lines.append(f"{c.name + ' (' + c.unit + ')':<38} {c.measured:>10.4g} {c.expected:>10.4g} {c.ratio:>6.3f} "
-                     f"{c.model:>10.4g} {paper:>11}  {'yes' if c.ok else 'NO'}")  # fmt: skip
-    lines.append("expected: the seed digest's figures (a numpy SAP agreed with Drake); ok: within "
-                 f"{TOLERANCE:.0%} of it (and under the paper's bound for the slip). The SAP model uses "
-                 "w = ‖W‖_F/3 = 1/(√3 m); the paper's penetration estimate omits the √3.")  # fmt: skip
+        lines.append(
+            f"{c.name + ' (' + c.unit + ')':<38} {c.measured:>10.4g} {c.expected:>10.4g} {c.ratio:>6.3f} "
+            f"{c.model:>10.4g} {paper:>11}  {'yes' if c.ok else 'NO'}"
+        )
+    lines.append(
+        "expected: the seed digest's figures (a numpy SAP agreed with Drake); ok: within "
+        f"{TOLERANCE:.0%} of it (and under the paper's bound for the slip). The SAP model uses "
+        "w = ‖W‖_F/3 = 1/(√3 m); the paper's penetration estimate omits the √3."
+    )
     return "\n".join(lines)
 
 
@@ -171,8 +193,13 @@ def report(checks: list[SapCheck], dt: float, seconds: float) -> dict[str, Any]:
         "all_ok": all(c.ok for c in checks),
         "dt_s": dt,
         "seconds": seconds,
-        "particle": {"mass_kg": PARTICLE_MASS, "radius_m": PARTICLE_RADIUS, "unit_inertia_m2": PARTICLE_UNIT_INERTIA,
-                     "stiffness_N_m": RIGID_STIFFNESS, "relaxation_time_s": 0.0},
+        "particle": {
+            "mass_kg": PARTICLE_MASS,
+            "radius_m": PARTICLE_RADIUS,
+            "unit_inertia_m2": PARTICLE_UNIT_INERTIA,
+            "stiffness_N_m": RIGID_STIFFNESS,
+            "relaxation_time_s": 0.0,
+        },
         "drake": drake_version,
         "python": platform.python_version(),
     }

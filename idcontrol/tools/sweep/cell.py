@@ -55,14 +55,18 @@ def cone_metrics(force: np.ndarray, normal: np.ndarray, mu: float) -> dict[str, 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Run the cell; its row (an exception of the run becomes the row's ``error``)."""
     started = time.perf_counter()
-    row: dict[str, Any] = {"key": cell.key, "index": cell.index, **cell.params, "seconds": cell.seconds,
-                           "signature": cell.signature}  # fmt: skip
+    row: dict[str, Any] = {
+        "key": cell.key,
+        "index": cell.index,
+        **cell.params,
+        "seconds": cell.seconds,
+        "signature": cell.signature,
+    }
     try:
         row.update(_run(cell))
         row["status"] = "done"
     except Exception as e:  # noqa: BLE001 - one broken cell must not end the sweep; its error is its result
-        row.update(status="error", error=f"{type(e).__name__}: {e}",
-                   traceback=traceback.format_exc(limit=4))  # fmt: skip
+        row.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=4))
     row["wall_s"] = time.perf_counter() - started
     row["host"] = platform.node()
     return row
@@ -105,7 +109,12 @@ def _run(cell: Cell) -> dict[str, Any]:
         out["base_height_drop_m"] = float(start[2] - run.q_end[2])
     impacts = getattr(sim, "impacts", None)
     if impacts is not None and getattr(sim, "impact_sampling", False):
-        out.update(impact_events=impacts.events, impact_lcps=impacts.lcps, impact_unterminated=impacts.unterminated,
-                   impact_failures=impacts.failures, impact_approach_max=impacts.approach_speed_max,
-                   impact_spread_max=impacts.spread_max)  # fmt: skip
+        out.update(
+            impact_events=impacts.events,
+            impact_lcps=impacts.lcps,
+            impact_unterminated=impacts.unterminated,
+            impact_failures=impacts.failures,
+            impact_approach_max=impacts.approach_speed_max,
+            impact_spread_max=impacts.spread_max,
+        )
     return out

@@ -129,8 +129,18 @@ def summarize(rows: Iterable[dict[str, Any]], axes: list[str]) -> list[dict[str,
     return out
 
 
-def write_report(path: Path, sweep_name: str, spec: Path, rows: list[dict[str, Any]], axes: list[str], *,
-                 command: str, where: str, wall_s: float, ran: int) -> None:  # fmt: skip
+def write_report(
+    path: Path,
+    sweep_name: str,
+    spec: Path,
+    rows: list[dict[str, Any]],
+    axes: list[str],
+    *,
+    command: str,
+    where: str,
+    wall_s: float,
+    ran: int,
+) -> None:
     """The Markdown report: what ran where, one line per combination of the non-seed axes, then every cell."""
     group_axes = [a for a in axes if a != "seed"]
     seeds = sorted({r["seed"] for r in rows if "seed" in r})
@@ -142,36 +152,87 @@ def write_report(path: Path, sweep_name: str, spec: Path, rows: list[dict[str, A
         "",
     ]
     if seeds:
-        lines += [f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}) pooled per line; means and largest values over "
-                  "the cells that ran to their end or stopped; cone violations over all loaded contact-ticks.",
-                  ""]  # fmt: skip
-    header = [*group_axes, "cells", "completed", "fell", "tracking mean (rad)", "tracking max (rad)",
-              "E\\|Δτ\\| mean (N·m/s)", "cone violations", "\\|f_t\\|/μf_n max", "failed solves", "fallback solves",
-              "impact events"]  # fmt: skip
+        lines += [
+            f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}) pooled per line; means and largest values over "
+            "the cells that ran to their end or stopped; cone violations over all loaded contact-ticks.",
+            "",
+        ]
+    header = [
+        *group_axes,
+        "cells",
+        "completed",
+        "fell",
+        "tracking mean (rad)",
+        "tracking max (rad)",
+        "E\\|Δτ\\| mean (N·m/s)",
+        "cone violations",
+        "\\|f_t\\|/μf_n max",
+        "failed solves",
+        "fallback solves",
+        "impact events",
+    ]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for line in summarize(rows, group_axes):
         cone = line["cone_violation_rate"]
-        lines.append("| " + " | ".join([
-            *(_fmt(line[a]) for a in group_axes), str(line["cells"]) + (f" ({line['errors']} errors)" if line["errors"]
-                                                                       else ""),
-            str(line["completed"]), str(line["fell"]), _fmt(line["tracking_error_rad_mean"]),
-            _fmt(line["tracking_error_rad_max"]), _fmt(line["tau_rate_mean_mean"]),
-            "−" if cone is None else f"{100 * cone:.2f} %", _fmt(line["cone_ratio_max"], 3),
-            _fmt(line["failed_solves"]), _fmt(line["fallback_solves"]), _fmt(line["impact_events"]),
-        ]) + " |")  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    *(_fmt(line[a]) for a in group_axes),
+                    str(line["cells"]) + (f" ({line['errors']} errors)" if line["errors"] else ""),
+                    str(line["completed"]),
+                    str(line["fell"]),
+                    _fmt(line["tracking_error_rad_mean"]),
+                    _fmt(line["tracking_error_rad_max"]),
+                    _fmt(line["tau_rate_mean_mean"]),
+                    "−" if cone is None else f"{100 * cone:.2f} %",
+                    _fmt(line["cone_ratio_max"], 3),
+                    _fmt(line["failed_solves"]),
+                    _fmt(line["fallback_solves"]),
+                    _fmt(line["impact_events"]),
+                ]
+            )
+            + " |"
+        )
     lines += ["", "## Cells", ""]
-    cell_header = ["key", "status", "completed", "fell", "s", "tracking (rad)", "E\\|Δτ\\| (N·m/s)", "cone viol.",
-                   "failed", "fallback", "impacts", "wall s"]  # fmt: skip
+    cell_header = [
+        "key",
+        "status",
+        "completed",
+        "fell",
+        "s",
+        "tracking (rad)",
+        "E\\|Δτ\\| (N·m/s)",
+        "cone viol.",
+        "failed",
+        "fallback",
+        "impacts",
+        "wall s",
+    ]
     lines += ["| " + " | ".join(cell_header) + " |", "|" + "---|" * len(cell_header)]
     for r in rows:
         status = r.get("status", "")
         if status == "error":
             status = f"error: {r.get('error', '')[:80]}"
-        lines.append("| " + " | ".join([
-            f"`{r['key']}`", status, _fmt(r.get("completed")), _fmt(r.get("fell")), _fmt(r.get("sim_seconds"), 3),
-            _fmt(r.get("tracking_error_rad")), _fmt(r.get("tau_rate_mean")), _fmt(r.get("cone_violations")),
-            _fmt(r.get("failed_solves")), _fmt(r.get("fallback_solves")), _fmt(r.get("impact_events")),
-            _fmt(r.get("wall_s"), 3),
-        ]) + " |")  # fmt: skip
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{r['key']}`",
+                    status,
+                    _fmt(r.get("completed")),
+                    _fmt(r.get("fell")),
+                    _fmt(r.get("sim_seconds"), 3),
+                    _fmt(r.get("tracking_error_rad")),
+                    _fmt(r.get("tau_rate_mean")),
+                    _fmt(r.get("cone_violations")),
+                    _fmt(r.get("failed_solves")),
+                    _fmt(r.get("fallback_solves")),
+                    _fmt(r.get("impact_events")),
+                    _fmt(r.get("wall_s"), 3),
+                ]
+            )
+            + " |"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

@@ -38,8 +38,11 @@ class Progress:
         if self.tty:
             self._draw()
         else:
-            outcome = row.get("error") if row.get("status") != "done" else (
-                "completed" if row.get("completed") else f"stopped: {row.get('end_reason')}")  # fmt: skip
+            outcome = (
+                row.get("error")
+                if row.get("status") != "done"
+                else ("completed" if row.get("completed") else f"stopped: {row.get('end_reason')}")
+            )
             self.stream.write(f"[{self.done}/{self.total}] {row['key']}: {outcome} ({row['wall_s']:.1f} s)\n")
             self.stream.flush()
 
@@ -52,8 +55,10 @@ class Progress:
         remaining = self.total - self.done
         eta = f", about {elapsed / self.ran * remaining:.0f} s left" if self.ran and remaining else ""
         errors = f", {self.errors} errors" if self.errors else ""
-        self.stream.write(f"\rsweep [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} cells"
-                          f"{errors}, {elapsed:.0f} s{eta}   ")  # fmt: skip
+        self.stream.write(
+            f"\rsweep [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} cells"
+            f"{errors}, {elapsed:.0f} s{eta}   "
+        )
         self.stream.flush()
 
     def close(self) -> None:
@@ -83,9 +88,11 @@ def run_sweep(
     """Run every cell of ``sweep`` not already done in its output file; write the file after each cell and the
     report at the end."""
     previous = {row["key"]: row for row in load_rows(sweep.output)}
-    rows = {cell.key: previous[cell.key] for cell in sweep.cells
-            if previous.get(cell.key, {}).get("status") == "done"
-            and previous[cell.key].get("signature") == cell.signature}  # fmt: skip
+    rows = {
+        cell.key: previous[cell.key]
+        for cell in sweep.cells
+        if previous.get(cell.key, {}).get("status") == "done" and previous[cell.key].get("signature") == cell.signature
+    }
     todo = [cell for cell in sweep.cells if cell.key not in rows]
     bar = Progress(len(sweep.cells), len(rows), enabled=progress)
     started = time.perf_counter()
@@ -100,6 +107,15 @@ def run_sweep(
     wall = time.perf_counter() - started
     ordered = sorted(rows.values(), key=lambda r: order[r["key"]])
     where = f"Ray ({ray})" if ray else (f"{workers} worker processes" if workers > 1 else "in this process")
-    write_report(sweep.report, sweep.name, sweep.path, ordered, list(sweep.axes), command=command or "idcontrol sweep",
-                 where=where, wall_s=wall, ran=len(todo))  # fmt: skip
+    write_report(
+        sweep.report,
+        sweep.name,
+        sweep.path,
+        ordered,
+        list(sweep.axes),
+        command=command or "idcontrol sweep",
+        where=where,
+        wall_s=wall,
+        ran=len(todo),
+    )
     return SweepOutcome(ordered, len(todo), wall)

@@ -66,8 +66,9 @@ class Cell:
     def signature(self) -> str:
         """A digest of what the cell runs (its values, launch table and length): a saved row counts as this
         cell's only if it carries the same signature, so editing the spec or the launch file reruns it."""
-        text = json.dumps({"params": self.params, "table": self.table, "seconds": self.seconds}, sort_keys=True,
-                          default=repr)  # fmt: skip
+        text = json.dumps(
+            {"params": self.params, "table": self.table, "seconds": self.seconds}, sort_keys=True, default=repr
+        )
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def config(self) -> LaunchConfig:
@@ -108,8 +109,10 @@ def _seeds(value: Any, where: str) -> list[int]:
         unknown = set(value) - {"start", "count"}
         start, count = value.get("start", 0), value.get("count")
         if unknown or not isinstance(start, int) or not isinstance(count, int) or start < 0 or count < 1:
-            raise ConfigError(f"{where}: grid.seed must be a list of integers >= 0 or {{ start = S, count = N }} "
-                              f"with S >= 0, N >= 1, got {value!r}")  # fmt: skip
+            raise ConfigError(
+                f"{where}: grid.seed must be a list of integers >= 0 or {{ start = S, count = N }} "
+                f"with S >= 0, N >= 1, got {value!r}"
+            )
         return list(range(start, start + count))
     if not isinstance(value, list) or not value or not all(isinstance(s, int) and s >= 0 for s in value):
         raise ConfigError(f"{where}: grid.seed must be a non-empty list of integers >= 0, got {value!r}")
@@ -181,8 +184,10 @@ def load_sweep(path: str | Path, *, output: str | Path | None = None, report: st
         if axis == "options":
             missing = [v for v in values if v not in options]
             if missing:
-                raise ConfigError(f"{path}: grid.options names {missing}, which have no [options.NAME] table "
-                                  f"(defined: {sorted(options)})")  # fmt: skip
+                raise ConfigError(
+                    f"{path}: grid.options names {missing}, which have no [options.NAME] table "
+                    f"(defined: {sorted(options)})"
+                )
         axes[axis] = values
     out_path = Path(output) if output is not None else path.parent / data.get("output", f"{path.stem}.json")
     if out_path.suffix not in (".json", ".parquet"):
