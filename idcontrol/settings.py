@@ -99,6 +99,9 @@ A launch file is TOML (see ``launch/*.toml``)::
 
     [telemetry]                  # optional: the live view (idcontrol.tools.live), off the tick path
     foxglove = 8765              # `idcontrol launch` starts a Foxglove WebSocket server on 127.0.0.1:8765
+    foxglove_origins = ["https://app.foxglove.dev"]  # browser pages it serves (by Origin); ["*"]: any page
+    foxglove_programs = true     # and clients that send no Origin (programs)
+    foxglove_viewers = 8         # viewers at once; the next is refused (HTTP 503)
 
     [security]
     curve_keys = "keys"          # a directory made by `idcontrol keys generate DIR` (relative to this
@@ -686,12 +689,35 @@ class EstimatorConfig:
         return self
 
 
+#: Origins of Foxglove's web app: the browser pages the live view serves unless ``foxglove_origins`` says otherwise.
+FOXGLOVE_ORIGINS = ("https://app.foxglove.dev",)
+
+
+def check_origin(origin: str, where: str) -> None:
+    """ConfigError unless ``origin`` is a web origin as browsers send it (``https://host[:port]``, no path) or
+    ``"*"``."""
+    scheme, _, host = origin.partition("://")
+    if origin != "*" and not (scheme in ("http", "https") and host and "/" not in host and origin.strip() == origin):
+        raise ConfigError(
+            f"{where}: an origin is a scheme and a host, like 'https://app.foxglove.dev', or '*'; got {origin!r}"
+        )
+
+
 @dataclass(frozen=True)
 class TelemetrySettings:
-    """foxglove : port of the live view's Foxglove WebSocket server on 127.0.0.1, which ``idcontrol launch`` starts
-    beside the daemon (None: no live view)."""
+    """The live view (:mod:`idcontrol.tools.live`).
+
+    foxglove : port of its Foxglove WebSocket server on 127.0.0.1, which ``idcontrol launch`` starts beside the
+        daemon (None: no live view).
+    foxglove_origins : browser pages it serves, by their ``Origin`` (scheme and host); ``["*"]``: any page.
+    foxglove_programs : whether it serves clients that send no ``Origin`` (programs, not browser pages).
+    foxglove_viewers : viewers connected at once.
+    """
 
     foxglove: int | None = None
+    foxglove_origins: tuple[str, ...] = FOXGLOVE_ORIGINS
+    foxglove_programs: bool = True
+    foxglove_viewers: int = 8
 
     def check(self, where: str, endpoints: Endpoints) -> TelemetrySettings:
         port = self.foxglove
@@ -699,7 +725,17 @@ class TelemetrySettings:
             raise ConfigError(f"{where}: telemetry.foxglove must be a TCP port in 1 .. 65535, got {port!r}")
         if port is not None and not endpoints.telemetry:
             raise ConfigError(f"{where}: telemetry.foxglove needs the daemon's telemetry endpoint ([endpoints])")
-        return self
+        origins = self.foxglove_origins
+        if not isinstance(origins, (list, tuple)) or not all(isinstance(o, str) for o in origins):
+            raise ConfigError(f"{where}: telemetry.foxglove_origins must be a list of origins, got {origins!r}")
+        for origin in origins:
+            check_origin(origin, f"{where}: telemetry.foxglove_origins")
+        if not isinstance(self.foxglove_programs, bool):
+            raise ConfigError(f"{where}: telemetry.foxglove_programs must be true or false")
+        viewers = self.foxglove_viewers
+        if not isinstance(viewers, int) or isinstance(viewers, bool) or not 1 <= viewers <= 1024:
+            raise ConfigError(f"{where}: telemetry.foxglove_viewers must be an integer in 1 .. 1024, got {viewers!r}")
+        return replace(self, foxglove_origins=tuple(origins))
 
 
 @dataclass(frozen=True)

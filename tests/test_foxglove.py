@@ -174,13 +174,26 @@ def test_the_layout_file_is_the_generated_one_and_names_only_published_topics():
 
 
 def test_telemetry_foxglove_port_is_checked_when_the_launch_file_is_read(tmp_path):
-    """[telemetry] foxglove takes a TCP port; anything else fails at load time naming the key."""
+    """[telemetry] foxglove takes a TCP port, foxglove_origins web origins (scheme and host), foxglove_viewers a
+    count and foxglove_programs a boolean; anything else fails at load time naming the key."""
     path, _ = launch_file(tmp_path)
     path.write_text(path.read_text() + "\n[telemetry]\nfoxglove = 8765\n")
     assert load_launch(path).telemetry.foxglove == 8765
     path.write_text(path.read_text().replace("foxglove = 8765", "foxglove = 70000"))
     with pytest.raises(ConfigError, match="telemetry.foxglove"):
         load_launch(path)
+    for bad in (
+        'foxglove_origins = ["app.foxglove.dev"]',
+        'foxglove_origins = ["https://x.example/path"]',
+        "foxglove_viewers = 0",
+        "foxglove_programs = 1",
+    ):
+        path.write_text(
+            path.read_text().replace("foxglove = 70000", "foxglove = 8765").split("[telemetry]")[0]
+            + f"[telemetry]\nfoxglove = 8765\n{bad}\n"
+        )
+        with pytest.raises(ConfigError, match="telemetry.foxglove_"):
+            load_launch(path)
 
 
 def test_the_client_speaks_the_protocol_to_an_sdk_server_directly():

@@ -4,6 +4,8 @@ on each channel"), and a stranger's traffic cannot stop the robot."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import stat
@@ -387,3 +389,103 @@ def test_a_peer_reusing_a_closed_sessions_routing_id_gets_no_command(harness):
     finally:
         stranger.close(linger=0)
         harness.bridge = harness.dealer()  # for the harness's shutdown
+
+
+# ------------------------------------------------------------------------------------------------ the live view
+def live_server(**policy):
+    from idcontrol.tools.live_server import LiveServer, ViewerPolicy
+
+    server = LiveServer("test", policy=ViewerPolicy(**policy), backlog=8)
+    return server, server.add_channel("/probe", "Probe", b'{"type": "object"}')
+
+
+def open_viewer(port: int, origin: str | None = None, **options):
+    """A Foxglove WebSocket client, as a browser page of ``origin`` would open it (None: a program)."""
+    from websockets.sync.client import connect
+
+    options.setdefault("close_timeout", 1.0)
+    return connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.websocket.v1"], origin=origin, **options)
+
+
+def refused_with(port: int, origin: str | None = None) -> int | None:
+    """The HTTP status the live view refused a viewer with (None: accepted)."""
+    from websockets.exceptions import InvalidStatus
+
+    try:
+        with open_viewer(port, origin):
+            return None
+    except InvalidStatus as e:
+        return e.response.status_code
+
+
+def test_the_live_view_serves_a_web_page_only_from_an_allowed_origin():
+    """A browser page from an origin not on the allow-list is refused in the handshake (HTTP 403) and never reads
+    the robot's state; Foxglove's web app and a program (no Origin) are served; with programs refused, only the
+    listed origins are."""
+    server, _ = live_server()
+    try:
+        assert refused_with(server.port, "https://evil.example") == 403
+        assert refused_with(server.port, "http://127.0.0.1:8000") == 403
+        assert refused_with(server.port, "https://app.foxglove.dev") is None
+        assert refused_with(server.port, None) is None
+        assert server.stats.refused_origin == 2 and server.stats.accepted == 2
+    finally:
+        server.stop()
+    server, _ = live_server(origins=("https://viewer.lab.example",), programs=False)
+    try:
+        assert refused_with(server.port, None) == 403
+        assert refused_with(server.port, "https://app.foxglove.dev") == 403
+        assert refused_with(server.port, "https://viewer.lab.example") is None
+    finally:
+        server.stop()
+
+
+def test_the_live_view_bounds_its_viewers_and_disconnects_one_that_never_reads():
+    """Beyond the viewer limit the next viewer is refused (HTTP 503) until one leaves; a subscribed viewer that
+    never reads costs at most its queue (the oldest messages are dropped and counted) and is disconnected once its
+    socket takes no data for the send timeout, after which a new viewer is served."""
+    server, channel = live_server(max_viewers=2, send_timeout_s=0.5)
+    try:
+        with contextlib.ExitStack() as viewers:
+            first = viewers.enter_context(open_viewer(server.port))
+            viewers.enter_context(open_viewer(server.port))
+            assert refused_with(server.port) == 503 and server.stats.refused_full == 1
+            first.close()
+            deadline = time.monotonic() + 5
+            while server.viewers() > 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            slow = viewers.enter_context(open_viewer(server.port, max_queue=1))  # stops reading once a frame waits
+            slow.recv(timeout=5), slow.recv(timeout=5)  # serverInfo, advertise
+            slow.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": 3, "channelId": channel}]}))
+            time.sleep(0.2)
+            payload = b"x" * 100_000
+            deadline = time.monotonic() + 10
+            while server.stats.disconnected_slow == 0 and time.monotonic() < deadline:
+                server.log(channel, payload, time.time_ns())
+                time.sleep(0.005)
+            assert server.stats.disconnected_slow == 1 and server.stats.dropped > 0, server.stats
+            assert server.viewers() == 1  # the second, which never subscribed, stays
+            with open_viewer(server.port) as viewer:
+                assert json.loads(viewer.recv(timeout=5))["op"] == "serverInfo"
+    finally:
+        server.stop()
+
+
+def test_the_viewers_flood_holds_connections_that_never_read_and_reopens_the_refused():
+    """`idcontrol flood --kind viewers` against a live view that serves 2: it keeps opening connections that
+    subscribe and never read, the view refuses all but 2 with HTTP 503, and the flood opens a new one for each."""
+    import dataclasses
+    from pathlib import Path
+
+    from idcontrol.settings import TelemetrySettings, load_launch
+    from idcontrol.tools.flood import flood
+
+    server, _ = live_server(max_viewers=2)
+    try:
+        config = load_launch(Path(__file__).parents[1] / "launch" / "quadruped_stand.toml", check_formulations=False)
+        config = dataclasses.replace(config, telemetry=TelemetrySettings(foxglove=server.port))
+        report = flood(config, "viewers", 1.5, connections=20)
+        assert report.sent > 20 and report.refused > 0 and report.connections >= 2, report
+        assert server.stats.accepted >= 2 and server.stats.refused_full > 0, server.stats
+    finally:
+        server.stop()

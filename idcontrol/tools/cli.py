@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from idcontrol.errors import IdControlError  # (no numpy import behind it)
@@ -536,6 +537,7 @@ def _driver(args: argparse.Namespace) -> int:
 
 def _live(args: argparse.Namespace) -> int:
     from idcontrol.tools.live import measure_tick_overhead, serve_live
+    from idcontrol.tools.live_server import ViewerPolicy
 
     if args.measure:
         result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
@@ -550,13 +552,33 @@ def _live(args: argparse.Namespace) -> int:
                 f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs"
             )
         return 0
-    return serve_live(_load(args), args.port)
+    config = _load(args)
+    telemetry = config.telemetry
+    if args.origin is not None or args.viewers is not None or args.no_programs:
+        telemetry = replace(
+            telemetry,
+            foxglove_origins=tuple(args.origin) if args.origin is not None else telemetry.foxglove_origins,
+            foxglove_viewers=args.viewers if args.viewers is not None else telemetry.foxglove_viewers,
+            foxglove_programs=telemetry.foxglove_programs and not args.no_programs,
+        )
+    return serve_live(config, args.port, policy=ViewerPolicy.of(telemetry))
 
 
 def _add_live_parser(sub: argparse._SubParsersAction) -> None:
     live = sub.add_parser("live", help="the live view: a Foxglove WebSocket server fed by a daemon's telemetry")
     _add_launch_args(live)
     live.add_argument("--port", type=int, default=8765, help="WebSocket port on 127.0.0.1 (default 8765)")
+    live.add_argument(
+        "--origin",
+        action="append",
+        metavar="ORIGIN",
+        help="a browser origin the view serves, e.g. https://app.foxglove.dev (repeat for more; '*': any web page); "
+        "replaces [telemetry] foxglove_origins",
+    )
+    live.add_argument("--viewers", type=_positive_int, help="viewers at once (default [telemetry] foxglove_viewers, 8)")
+    live.add_argument(
+        "--no-programs", action="store_true", help="refuse clients that send no Origin (programs, not browser pages)"
+    )
     live.add_argument(
         "--measure",
         action="store_true",
@@ -756,7 +778,7 @@ def _fuzz(args: argparse.Namespace) -> int:
 def _flood(args: argparse.Namespace) -> int:
     from idcontrol.tools.flood import main as flood_main
 
-    return flood_main(args.launch_file, args.kind, args.seconds, args.topics)
+    return flood_main(args.launch_file, args.kind, args.seconds, args.topics, args.connections)
 
 
 def _soak(args: argparse.Namespace) -> int:
@@ -783,9 +805,10 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
     flood.add_argument("launch_file", help="the launch file of the running daemon (its endpoints)")
     flood.add_argument(
         "--kind",
-        choices=("control", "reference", "subscriptions"),
+        choices=("control", "reference", "subscriptions", "viewers"),
         required=True,
-        help="states without a hello, references with a wrong credential, or telemetry subscriptions",
+        help="states without a hello, references with a wrong credential, telemetry subscriptions, or live-view "
+        "connections that never read",
     )
     flood.add_argument("--seconds", type=_positive_float, default=10.0, help="how long (default 10)")
     flood.add_argument(
@@ -793,6 +816,12 @@ def _add_reliability_commands(sub: argparse._SubParsersAction) -> None:
         type=_positive_int,
         default=200_000,
         help="distinct subscriptions per connection of a subscriptions flood (default 200000)",
+    )
+    flood.add_argument(
+        "--connections",
+        type=_positive_int,
+        default=1000,
+        help="live-view connections held open by a viewers flood (default 1000)",
     )
     flood.set_defaults(func=_flood)
     soak = sub.add_parser("soak", help="run the closed loop at 1 kHz in real time; RSS and deadlines over time")

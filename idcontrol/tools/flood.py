@@ -6,16 +6,23 @@ can, until ``--seconds`` pass:
 * ``control``: well-formed ``state`` messages on the control endpoint from a connection that never said hello;
 * ``reference``: ``reference`` messages (the standing posture moved by 0.1 rad) with a wrong credential;
 * ``subscriptions``: distinct telemetry subscriptions (``--topics`` of them, sent again on a new connection each
-  time they are all out).
+  time they are all out);
+* ``viewers``: live-view WebSocket connections (``--connections`` open at once, to ``[telemetry] foxglove``'s
+  port), each subscribing to every channel and never reading; one the server closes or refuses is opened again.
 
 It prints what it sent as one JSON line. The daemon's ``stats`` then say what the traffic cost it
 (``foreign_unread``, ``reference_unauthorized``, ``telemetry_topics_ignored``, ``on_deadline_fraction``);
-docs/benchmarks.md gives a measured run.
+The live view's own counts (``accepted``, ``refused_full``, ``disconnected_slow``, ``dropped``) are in its last
+line when it stops. docs/benchmarks.md gives measured runs.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import select
+import socket
 import time
 from dataclasses import asdict, dataclass
 
@@ -26,7 +33,7 @@ from idcontrol import protocol as wire
 from idcontrol.errors import ConfigError
 from idcontrol.settings import LaunchConfig
 
-KINDS = ("control", "reference", "subscriptions")
+KINDS = ("control", "reference", "subscriptions", "viewers")
 
 
 @dataclass
@@ -63,10 +70,14 @@ def _messages(config: LaunchConfig, kind: str) -> bytes:
     return wire.encode_reference(joints, np.zeros(robot.nu), np.zeros(robot.nu), token="0" * 64)
 
 
-def flood(config: LaunchConfig, kind: str, seconds: float, topics: int = 200_000) -> FloodReport:
+def flood(
+    config: LaunchConfig, kind: str, seconds: float, topics: int = 200_000, connections: int = 1000
+) -> FloodReport:
     """Send ``kind`` traffic at ``config``'s daemon for ``seconds`` s (see the module docstring)."""
     if kind not in KINDS:
         raise ConfigError(f"flood kind must be one of {KINDS}, got {kind!r}")
+    if kind == "viewers":
+        return _viewers(config, seconds, connections)
     endpoint = _endpoint(config, kind)
     report = FloodReport(kind, seconds)
     ctx = zmq.Context()
@@ -108,10 +119,60 @@ def flood(config: LaunchConfig, kind: str, seconds: float, topics: int = 200_000
     return report
 
 
-def main(launch_file: str, kind: str, seconds: float, topics: int) -> int:
+def _viewers(config: LaunchConfig, seconds: float, connections: int) -> FloodReport:
+    """Keep ``connections`` live-view connections open that subscribe to channels 1 .. 64 and never read:
+    ``sent`` counts the handshakes sent, ``refused`` the connections the server closed or refused (then opened
+    again), ``connections`` the most open at once."""
+    port = config.telemetry.foxglove
+    if port is None:
+        raise ConfigError("a viewers flood needs the live view's port ([telemetry] foxglove)")
+    report = FloodReport("viewers", seconds, connections=0)
+    handshake = (
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n"
+    ).encode()
+    subscribe = json.dumps(
+        {"op": "subscribe", "subscriptions": [{"id": i, "channelId": i} for i in range(1, 65)]}
+    ).encode()
+    mask = os.urandom(4)
+    frame = (  # a client's text frame: FIN and opcode 1, masked, a 16-bit length
+        bytes([0x81, 0x80 | 126])
+        + len(subscribe).to_bytes(2, "big")
+        + mask
+        + bytes(b ^ mask[i % 4] for i, b in enumerate(subscribe))
+    )
+    open_: dict[int, socket.socket] = {}
+    hangups = select.poll()  # the server's close, seen without reading what it sent
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            while len(open_) < connections:
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=1.0)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.sendall(handshake + frame)
+                except OSError:
+                    report.refused += 1
+                    break
+                open_[s.fileno()] = s
+                hangups.register(s, select.POLLRDHUP)
+                report.sent += 1
+            report.connections = max(report.connections, len(open_))
+            for fd, _ in hangups.poll(50):  # closed by the server (refused, or dropped as slow): open another
+                hangups.unregister(fd)
+                open_.pop(fd).close()
+                report.refused += 1
+    finally:
+        for s in open_.values():
+            s.close()
+    return report
+
+
+def main(launch_file: str, kind: str, seconds: float, topics: int, connections: int = 1000) -> int:
     """Run one flood and print its report as JSON."""
     from idcontrol.settings import load_launch
 
     config = load_launch(launch_file, check_formulations=False)
-    print(json.dumps(asdict(flood(config, kind, seconds, topics))), flush=True)
+    print(json.dumps(asdict(flood(config, kind, seconds, topics, connections))), flush=True)
     return 0

@@ -4,11 +4,12 @@
 PORT`` in the launch file) runs it as its own process, at idle CPU priority (``SCHED_IDLE``: it only gets CPU time
 the daemon, the bridge and their I/O do not want): it subscribes to the daemon's telemetry socket, wakes every
 1/50 s, takes every record that arrived meanwhile (each one counts in the deadline statistics), and publishes the
-messages of :class:`~idcontrol.logs.foxglove.FoxgloveView` (50 Hz) with ``foxglove-sdk``'s WebSocket server on
-127.0.0.1. The daemon only publishes its records as it always does; a slow viewer loses records, it never slows
-the tick. ``docs/foxglove-layout.json`` is a Foxglove layout for these topics.
+messages of :class:`~idcontrol.logs.foxglove.FoxgloveView` (50 Hz) on 127.0.0.1 through
+:class:`~idcontrol.tools.live_server.LiveServer`, which admits browser pages only from the allowed origins and
+bounds the viewers and their queues. The daemon only publishes its records as it always does; a slow viewer loses
+records, it never slows the tick. ``docs/foxglove-layout.json`` is a Foxglove layout for these topics.
 
-:class:`FoxgloveClient` is a minimal client of the Foxglove WebSocket protocol (v1, ``foxglove.sdk.v1``), for
+:class:`FoxgloveClient` is a minimal client of the Foxglove WebSocket protocol (v1), for
 tests and for :func:`measure_tick_overhead`, which measures the daemon's tick with the live view on and off.
 """
 
@@ -32,6 +33,7 @@ from idcontrol.errors import ConfigError, IdControlError
 from idcontrol.logs.foxglove import LIVE_RATE_HZ, FoxgloveView
 from idcontrol.logs.schema import to_json
 from idcontrol.settings import LaunchConfig
+from idcontrol.tools.live_server import LiveServer, ViewerPolicy
 from idcontrol.tools.ports import free_ports
 from idcontrol.tools.processes import terminate
 
@@ -42,19 +44,15 @@ DEFAULT_PORT = 8765
 LIVE_BACKLOG = 128
 
 
-def _foxglove():
-    try:
-        import foxglove
-    except ImportError:
-        raise ConfigError("the live view needs foxglove-sdk: pip install 'idcontrol[foxglove]'") from None
-    return foxglove
-
-
 def serve_live(
-    config: LaunchConfig, port: int = DEFAULT_PORT, rate_hz: float = LIVE_RATE_HZ, stop: threading.Event | None = None
+    config: LaunchConfig,
+    port: int = DEFAULT_PORT,
+    rate_hz: float = LIVE_RATE_HZ,
+    stop: threading.Event | None = None,
+    policy: ViewerPolicy | None = None,
 ) -> int:
-    """Serve the live view of ``config``'s daemon until SIGINT/SIGTERM (or ``stop`` is set); returns 0."""
-    foxglove = _foxglove()
+    """Serve the live view of ``config``'s daemon until SIGINT/SIGTERM (or ``stop`` is set) to the viewers
+    ``policy`` admits (None: the launch file's ``[telemetry]``); returns 0."""
     from idcontrol.realtime import enter_background
     from idcontrol.robot.model import RobotModel
 
@@ -64,6 +62,7 @@ def serve_live(
 
     if not config.endpoints.telemetry:
         raise ConfigError(f"{config.path}: the live view needs the daemon's telemetry endpoint ([endpoints] telemetry)")
+    policy = policy or ViewerPolicy.of(config.telemetry)
     view = FoxgloveView(RobotModel(config.robot), rate_hz, clock_offset_s=time.time() - time.monotonic())
     context = zmq.Context()
     sub = context.socket(zmq.SUB)
@@ -75,22 +74,16 @@ def serve_live(
 
         KeyDirectory(config.curve_keys).make_client(sub)
     sub.connect(config.endpoints.telemetry)
-    server = foxglove.start_server(
-        name=f"idcontrol {config.robot}", host="127.0.0.1", port=port, message_backlog_size=LIVE_BACKLOG
-    )
-    channels = {
-        topic: foxglove.Channel(
-            topic, schema=foxglove.Schema(name=name, encoding="jsonschema", data=data), message_encoding="json"
-        )
-        for topic, (name, data) in view.schemas().items()
-    }
+    server = LiveServer(f"idcontrol {config.robot}", port=port, policy=policy, backlog=LIVE_BACKLOG)
+    channels = {topic: server.add_channel(topic, name, data) for topic, (name, data) in view.schemas().items()}
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
+    origins = ", ".join(policy.origins) + (" and programs (no Origin)" if policy.programs else "")
     print(
         f"idcontrol live view: ws://127.0.0.1:{server.port} (Foxglove: Open connection, Foxglove WebSocket); "
-        f"{priority} CPU priority",
+        f"{priority} CPU priority; at most {policy.max_viewers} viewers, from {origins}",
         file=sys.stderr,
         flush=True,
     )
@@ -108,13 +101,12 @@ def serve_live(
                     print(f"idcontrol live view: record skipped ({type(e).__name__}: {e})", file=sys.stderr)
                     continue
                 for topic, message, log_time in messages:
-                    channels[topic].log(to_json(message), log_time=log_time)  # orjson: a sixth of json's time
+                    server.log(channels[topic], to_json(message), log_time)  # orjson: a sixth of json's time
     finally:
         server.stop()
-        for channel in channels.values():
-            channel.close()
         sub.close(linger=0)
         context.term()
+        print(f"idcontrol live view: stopped; viewers {server.stats.as_dict()}", file=sys.stderr, flush=True)
     return 0
 
 
