@@ -16,7 +16,7 @@ from idcontrol.formulations.two_stage_qp.pyramid_dual import (
     stage_two_structured,
 )
 from idcontrol.formulations.two_stage_qp.stages import stage_two_setup
-from idcontrol.solvers.qp import INFINITY, DenseQP
+from idcontrol.solvers.qp import DenseQP
 from tests.conftest import random_problem
 
 MUS = (0.0, 0.3, 1.0, np.inf)
@@ -121,7 +121,7 @@ def test_structured_stage_two_matches_the_null_space_qp_on_random_problems() -> 
         if p.n == 1:
             assert not ok
             continue
-        W, H2, g2, C2, l2, u2 = stage_two_setup(red, stage.R_a, z1, stage.C_pyramid, 1e-9, 1e-7, INFINITY)
+        W, H2, g2, C2, l2, u2 = stage_two_setup(red, (stage.R_a, stage.C_pyramid), z1, (1e-9, 1e-7))
         if not ok or W.shape[1] == 0:
             continue
         applicable += 1
@@ -188,6 +188,6 @@ def test_structured_stage_two_reports_not_applicable_without_a_null_space() -> N
     p = random_problem(np.random.default_rng(4), n=2, mu=0.8)
     formulation = TwoStageQP()
     z1, stage, red, *_ = formulation.stage_one(p)
-    status, y, *_ = stage_two_structured(red, stage.R_a, z1, 1e-7, 1e-10, 30)
+    status, y, *_ = stage_two_structured(red, stage.R_a, z1, (1e-7, 1e-10, 30))
     assert status == 1
     np.testing.assert_array_equal(y, z1)

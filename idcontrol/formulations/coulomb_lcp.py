@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, types
 from numpy.typing import NDArray
 
-from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, intp, split
+from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, VECTOR, boolean, float64, split
 from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import UNCHECKED, ContactModel, certify_in_solve
 from idcontrol.formulations.consistency import (
@@ -130,12 +130,14 @@ def coulomb_setup(problem):
 
 
 @njit(
-    types.Tuple((VECTOR, VECTOR, VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_MATRIX, IN_MATRIX, IN_VECTOR, intp),
+    types.Tuple((VECTOR, VECTOR, VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_MATRIX, IN_MATRIX, IN_VECTOR),
     cache=True,
 )
-def coulomb_finish(red, R_w5, R5, z, n):
+def coulomb_finish(red, R_w5, R5, z):
     """(v⁺ (m,), τ (nu,) N·m, f_N, f_S, f_T (n,) N, min N v⁺ + φ/Δt m/s) of the LCP's z = [f_N; f_F; λ]
-    (f_F direction-major [S+; S−; T+; T−]): f_S = f_S+ − f_S−, f_T = f_T+ − f_T−."""
+    (f_F direction-major [S+; S−; T+; T−]) with the LCP's maps R_w5 (nb, 5n) and R5 (5n, m):
+    f_S = f_S+ − f_S−, f_T = f_T+ − f_T−."""
+    n = R5.shape[0] // 5
     v, tau = velocity_and_torque(red, R_w5, R5, z[: 5 * n])
     f_normal = z[:n].copy()
     f_s = np.empty(n)
@@ -201,7 +203,7 @@ def coulomb_solve(problem, options, repairs):
         verdict, z = settle_spread(Q, q, z, weight, spread, 5 * n)
         if verdict == SPREAD_UNSOLVABLE:  # the paper's own answer (none: zero impulses, then the repair)
             outcome, z = _lemke(Q, q)
-    v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z, n)
+    v_next, tau, f_normal, f_s, f_t, gap = coulomb_finish(red, R_w5, R5, z)
     repaired, violation, change = -1, 0.0, 0.0
     if repair and n and n <= len(repairs) and (not outcome[0] or gap < -REPAIR_TOL):
         repaired, v_next, tau, violation, change = repair_native(problem, (f_normal, f_s, f_t), False, repairs[n - 1])
@@ -321,7 +323,7 @@ class CoulombLCP(Formulation):
         previous = self._previous_tau
         lcp, _distance = mindiff(Q, q, lambda z: velocity_and_torque(red, R_w5, R5, z[: 5 * n])[1], previous)
         z = lcp.z if lcp.found else np.zeros(len(q))
-        v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z, n)
+        v_next, tau, f_normal, f_s, f_t, gap_rate = coulomb_finish(red, R_w5, R5, z)
         return self._finish(
             p,
             lcp.found,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from idcontrol.arrays import IN_MATRIX, IN_VECTOR, MATRIX, float64, intp
 from idcontrol.formulations.reduced import RECORD, velocity_and_inertial_torque, velocity_and_torque
@@ -639,15 +639,22 @@ def stage_two_ridge(R_a, R_w, ridge, certify_tol):
     return True, ridge * max(max(total, 0.0) / k, 1e-12), k
 
 
-@njit((RECORD, IN_MATRIX, IN_VECTOR, float64, float64, intp), cache=True)
-def stage_two_structured(red, R_a, z1, ridge, tol, max_iter):
-    """Stage II from Stage I's forces z₁ by :func:`stage_two_dual`, with its data (b, e, ρ) built here.
+#: The dual method's options (:func:`stage_two_structured`, :func:`stages_at`): the ridge's scale, the tolerance
+#: of its optimality certificate and its iteration limit.
+DUAL_OPTIONS = types.Tuple((float64, float64, intp))
+
+
+@njit((RECORD, IN_MATRIX, IN_VECTOR, DUAL_OPTIONS), cache=True)
+def stage_two_structured(red, R_a, z1, options):
+    """Stage II from Stage I's forces z₁ by :func:`stage_two_dual`, with its data (b, e, ρ) built here;
+    ``options``: :data:`DUAL_OPTIONS`.
 
     Returns (status, y, v⁺, τ, iterations, k), k = 3n − nb the dimension of Stage I's optimal set in y:
     status 0 = certified optimal, 1 = not applicable (R̃ not certified of full row rank, or 3n ≤ nb),
     2 = not certified (use the null-space QP). Cold started: on the standing quadruped a warm start from
     the previous tick's multipliers took more iterations and failed more often than the all-interior guess.
     """
+    ridge, tol, max_iter = options
     R_w = red.R_w
     ok, rho, k = stage_two_ridge(R_a, R_w, ridge, 1e-6)
     if not ok:
@@ -708,15 +715,17 @@ def normal_rows_hold(red, x, l_normal):
     return True
 
 
-@njit((RECORD, IN_MATRIX, IN_VECTOR, float64, float64, intp), cache=True)
-def stages_at(red, R_a, x, ridge, tol, max_iter):
+@njit((RECORD, IN_MATRIX, IN_VECTOR, DUAL_OPTIONS), cache=True)
+def stages_at(red, R_a, x, options):
     """Both stages at once, given Stage I's optimum x = R̃y of a relaxation (without the friction pyramids).
 
     If some y in the pyramids gives R̃y = x, then x is Stage I's optimum too and Stage I's optimal set is
     Stage II's feasible set with e = x; Stage II's dual method certifies that feasibility and Stage II's
     optimality in one go (its b = τ(y) + R_a y depends only on x). Returns (status, y, v⁺, τ, iterations,
     k) as :func:`stage_two_structured`; status 2 = not certified (x may be out of the pyramids' reach).
+    ``options``: :data:`DUAL_OPTIONS`.
     """
+    ridge, tol, max_iter = options
     R_w = red.R_w
     ok, rho, k = stage_two_ridge(R_a, R_w, ridge, 1e-6)
     if not ok:

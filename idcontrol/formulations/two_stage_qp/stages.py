@@ -224,18 +224,28 @@ def stage_two_data(W, R_a, z1, tau1, pyramid, mu, ridge, infinity):
     return H, g, A, lower, np.full(n + p, infinity)
 
 
-@njit((RECORD, IN_MATRIX, IN_VECTOR, IN_MATRIX, float64, float64, float64), cache=True)
-def stage_two_setup(red, R_a, z1, pyramid, null_tol, ridge, infinity):
-    """Stage II's null-space basis W (3n, k) and its QP (see :func:`stage_two_data`), from Stage I's forces z₁.
+#: Stage I's matrices that Stage II takes (:func:`stage_two_setup`): R_a (nu, 3n), the actuated rows of the
+#: torque's map, and the friction pyramid's facets (4 nf, 3n).
+STAGE_ONE_MAPS = types.UniTuple(IN_MATRIX, 2)
+#: Stage II's options (:func:`stage_two_setup`): the null-space basis's rank tolerance and the ridge ρ's scale.
+STAGE_TWO_OPTIONS = types.UniTuple(float64, 2)
+
+
+@njit((RECORD, STAGE_ONE_MAPS, IN_VECTOR, STAGE_TWO_OPTIONS), cache=True)
+def stage_two_setup(red, stage_one, z1, options):
+    """Stage II's null-space basis W (3n, k) and its QP (see :func:`stage_two_data`), from Stage I's forces z₁;
+    ``stage_one``: :data:`STAGE_ONE_MAPS`, ``options``: :data:`STAGE_TWO_OPTIONS`.
 
     Returns (W, H₂, g₂, A₂, lower₂, upper₂); with k = 0 (Stage I's forces are unique) the QP arrays are empty.
     """
+    R_a, pyramid = stage_one
+    null_tol, ridge = options
     W = null_space_basis(red.R_w, null_tol)
     if W.shape[1] == 0:
         empty = np.zeros(0)
         return W, np.zeros((0, 0)), empty, np.zeros((0, 0)), empty, empty
     _, tau1 = velocity_and_torque(red, red.R_w, red.R, z1)
-    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, red.mu, ridge, infinity)
+    H, g, A, lower, upper = stage_two_data(W, R_a, z1, tau1, pyramid, red.mu, ridge, INFINITY)
     return W, H, g, A, lower, upper
 
 
@@ -261,13 +271,24 @@ def stage_two_finish(red, z1, W, w):
     return y, v, tau
 
 
-@njit(types.Tuple((VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_VECTOR, IN_MATRIX, IN_VECTOR, boolean), cache=True)
-def stage_two_result(red, z1, W, w, combine):
-    """(y, v⁺ (m,), τ (nu,) N·m, min N v⁺ + φ/Δt m/s): y = y₁ + W w (f_N clipped at 0) when ``combine``, else y₁
-    itself (Stage I's forces: unique, or Stage II failed); the last entry says whether v⁺ penetrates a contact."""
-    y = add_to_combination(z1, W, w, red.R.shape[0] // 3) if combine else z1.copy()
+@njit(cache=True)
+def _result(red, y):
+    """(y, v⁺, τ, min N v⁺ + φ/Δt) of the forces y."""
     v, tau = velocity_and_torque(red, red.R_w, red.R, y)
     return y, v, tau, min_gap_rate_of(red, v)
+
+
+@njit(types.Tuple((VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_VECTOR, IN_MATRIX, IN_VECTOR), cache=True)
+def stage_two_result(red, z1, W, w):
+    """(y, v⁺ (m,), τ (nu,) N·m, min N v⁺ + φ/Δt m/s) of y = y₁ + W w (f_N clipped at 0); the last entry says
+    whether v⁺ penetrates a contact."""
+    return _result(red, add_to_combination(z1, W, w, red.R.shape[0] // 3))
+
+
+@njit(types.Tuple((VECTOR, VECTOR, VECTOR, float64))(RECORD, IN_VECTOR), cache=True)
+def stage_one_result(red, z1):
+    """:func:`stage_two_result` of Stage I's forces y₁ themselves (unique, or Stage II failed)."""
+    return _result(red, z1.copy())
 
 
 @njit((VECTOR, types.intp), cache=True)
@@ -344,23 +365,21 @@ def two_stages(problem, options, qps):
     n = problem.N.shape[0]
     z1 = qp1.x.copy()
     clip_normal_forces(z1, n)
-    W, H2, g2, C2, l2, u2 = stage_two_setup(red, R_a, z1, C, null_tol, ridge, INFINITY)
+    W, H2, g2, C2, l2, u2 = stage_two_setup(red, (R_a, C), z1, (null_tol, ridge))
     k = W.shape[1]
     solved, its2 = True, 0
     if k == 0:
-        y, v_next, tau, gap = stage_two_result(red, z1, W, z1, False)
+        y, v_next, tau, gap = stage_one_result(red, z1)
     else:
         free, w = unconstrained_if_feasible(H2, g2, C2, l2)
         if free:
-            y, v_next, tau, gap = stage_two_result(red, z1, W, w, True)
+            y, v_next, tau, gap = stage_two_result(red, z1, W, w)
         else:
             if k >= len(qps) or qps[k].n != k or qps[k].rows != C2.shape[0] or qps[k].ms != 0:
                 return STAGES_SIZES, its1, k, False, 0, empty, 0.0, UNCHECKED, 0.0, 0.0
             qp2 = qps[k]
             native_solve_stacked(qp2, H2, g2, C2, l2, u2, COLD)
             solved, its2 = qp2.found, qp2.iterations
-            y, v_next, tau, gap = (
-                stage_two_result(red, z1, W, qp2.x, True) if solved else stage_two_result(red, z1, W, z1, False)
-            )
+            y, v_next, tau, gap = stage_two_result(red, z1, W, qp2.x) if solved else stage_one_result(red, z1)
     code, value, bound = certify_in_solve(problem, (v_next, tau, y[:n], y[n : 2 * n], y[2 * n :]), terms)
     return STAGES_SOLVED, its1, k, solved, its2, np.concatenate((y, v_next, tau)), gap, code, value, bound
