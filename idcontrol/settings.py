@@ -81,7 +81,9 @@ A launch file is TOML (see ``launch/*.toml``)::
     cpu_latency_us = 0           # optional: PM QoS wake-up latency request while running (0: no deep idle)
     warm = true                  # optional: tick a shadow core while spinning, keeping caches warm (default false)
 
-    [endpoints]                  # loopback unless [security] names CURVE keys
+    [endpoints]                  # loopback unless [security] names CURVE keys; a channel not named here is an
+                                 # ipc:// socket in the user's private runtime directory (only this user's
+                                 # processes open it): name TCP ports for a driver outside this machine's user
     control = "tcp://127.0.0.1:5555"
     admin = "tcp://127.0.0.1:5556"
     telemetry = "tcp://127.0.0.1:5557"
@@ -372,13 +374,24 @@ class RealtimeSettings:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+def private_endpoint(channel: str) -> str:
+    """``ipc://`` path of ``channel`` in this user's private runtime directory (0700: only this user's processes
+    reach it; :func:`idcontrol.security.runtime_dir`)."""
+    from idcontrol.security import runtime_dir
+
+    return f"ipc://{runtime_dir() / channel}"
+
+
 @dataclass(frozen=True)
 class Endpoints:
-    """ZeroMQ endpoints the daemon binds (loopback TCP or ipc://)."""
+    """ZeroMQ endpoints the daemon binds (loopback TCP or ipc://). A channel the launch file does not name is an
+    ``ipc://`` socket file in the user's private runtime directory, which only this user's processes can open
+    (:func:`private_endpoint`); a driver in another container or on another machine needs TCP (with CURVE keys
+    beyond loopback), named in ``[endpoints]``."""
 
-    control: str = "tcp://127.0.0.1:5555"
-    admin: str = "tcp://127.0.0.1:5556"
-    telemetry: str | None = "tcp://127.0.0.1:5557"
+    control: str = field(default_factory=lambda: private_endpoint("control"))
+    admin: str = field(default_factory=lambda: private_endpoint("admin"))
+    telemetry: str | None = field(default_factory=lambda: private_endpoint("telemetry"))
     reference: str | None = None
 
     def items(self) -> list[tuple[str, str]]:

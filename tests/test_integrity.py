@@ -11,6 +11,7 @@ import socket
 import stat
 import tempfile
 import time
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -259,6 +260,32 @@ def test_a_symlinked_runtime_directory_is_refused_and_its_target_untouched(tmp_p
     with pytest.raises(ConfigError, match="symbolic link"):
         Credential.create("tcp://127.0.0.1:5555")
     assert stat.S_IMODE(os.stat(victim).st_mode) == 0o755 and not list(victim.iterdir())
+
+
+def test_channels_a_launch_file_does_not_name_are_private_ipc_sockets(tmp_path, monkeypatch):
+    """A launch file without [endpoints] gets control, admin and telemetry as ipc:// sockets in the user's 0700
+    runtime directory (no other user's process can open them) and no reference channel; named endpoints are kept
+    as written."""
+    from idcontrol.settings import load_launch
+
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("IDCONTROL_RUNTIME_DIR", str(runtime))
+    shipped = Path(__file__).parents[1] / "launch" / "quadruped_stand.toml"
+    text = shipped.read_text()
+    private = tmp_path / "private.toml"
+    private.write_text(
+        "\n".join(line for line in text.splitlines() if not line.startswith(("control =", "admin =", "telemetry =")))
+    )
+    endpoints = load_launch(private, check_formulations=False).endpoints
+    assert (endpoints.control, endpoints.admin, endpoints.telemetry, endpoints.reference) == (
+        f"ipc://{runtime}/control",
+        f"ipc://{runtime}/admin",
+        f"ipc://{runtime}/telemetry",
+        None,
+    )
+    assert stat.S_IMODE(os.stat(runtime).st_mode) == 0o700 and os.stat(runtime).st_uid == os.getuid()
+    named = load_launch(shipped, check_formulations=False).endpoints
+    assert named.control == "tcp://127.0.0.1:5555" and named.telemetry == "tcp://127.0.0.1:5557"
 
 
 def test_the_default_runtime_directory_in_tmp_is_refused_when_linked_or_open(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ def refuse_live_ipc(endpoint: str, name: str) -> None:
             return  # refused (no listener) or not a socket: nobody is served there
     raise ConfigError(
         f"cannot bind the {name} endpoint {endpoint}: a running process (another daemon?) serves "
-        "it; stop that one first, or choose another path"
+        "it; stop that one first, or name other endpoints in the launch file's [endpoints]"
     )
 
 
