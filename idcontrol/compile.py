@@ -11,6 +11,7 @@ Kernels without declared signatures compile on their first call, as before.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib
 import json
@@ -137,10 +138,23 @@ def _import(module: str, stubs: dict[str, str]) -> Compiled:
             stub.__path__ = [folder]
             sys.modules[name] = stub
     try:
-        importlib.import_module(module)
+        imported = importlib.import_module(module)
     except Exception as e:  # reported per module; the others still compile
         return Compiled(module, time.perf_counter() - start, f"{type(e).__name__}: {e}")
+    _mark_current(Path(imported.__file__))
     return Compiled(module, time.perf_counter() - start)
+
+
+def _mark_current(source: Path) -> None:
+    """Date the cache indexes of ``source``'s kernels now, once its import loaded or compiled them: numba judges an
+    index by the source's stamp recorded in it, :func:`stale_modules` by the files' times alone, and a source whose
+    time moved while its text did not (a checkout, ``git stash``) would otherwise look stale at every start while
+    numba loads its kernels from the cache and never rewrites the index."""
+    folder = cache_folder(source)
+    if folder.is_dir():
+        for index in folder.glob(f"{source.stem}.*.nbi"):
+            with contextlib.suppress(OSError):
+                os.utime(index)
 
 
 def _cpus() -> int:

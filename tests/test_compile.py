@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from numba.core.caching import _CacheLocator
@@ -144,3 +145,30 @@ def test_a_cache_that_cannot_be_changed_is_reported_and_left_alone(tmp_path, mon
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker))
     assert invalidate_dependents() == []
     assert "cannot update numba's cache" in capsys.readouterr().err
+
+
+def test_an_import_that_loads_from_the_cache_dates_the_index_after_its_source(tmp_path):
+    """A source whose time moved while its text did not (a checkout, `git stash`): numba loads its kernels from the
+    cache and does not rewrite the index, so a judgement by file times alone would call the module stale at every
+    start. After the compile's import the index is dated after the source."""
+    package = tmp_path / "demo"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    source = package / "other.py"
+    source.write_text(OTHER)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    code = "from idcontrol.compile import _import; print(_import('demo.other', {}).error == '')"
+
+    def compile_demo() -> None:
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+        assert out.stdout.split() == ["True"], out.stderr
+
+    compile_demo()
+    indexes = list((package / "__pycache__").glob("other.*.nbi"))
+    assert indexes
+    later = max(i.stat().st_mtime for i in indexes) + 1.0
+    os.utime(source, (later, later))  # the same text, a time after the index's
+    time.sleep(max(0.0, later - time.time()) + 0.1)
+    compile_demo()
+    assert min(i.stat().st_mtime for i in indexes) >= later
