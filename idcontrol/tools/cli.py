@@ -540,17 +540,7 @@ def _live(args: argparse.Namespace) -> int:
     from idcontrol.tools.live_server import ViewerPolicy
 
     if args.measure:
-        result = measure_tick_overhead(args.launch_file, args.segments, args.seconds)
-        print(
-            f"tick p99: live view off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
-            f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)"
-        )
-        interval = result["p99_shift_interval_us"]
-        if interval is not None:
-            print(
-                f"paired with the off segments beside each on segment ({result['pairs']} pairs): moved "
-                f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs"
-            )
+        _print_overhead("live view", measure_tick_overhead(args.launch_file, args.segments, args.seconds))
         return 0
     config = _load(args)
     telemetry = config.telemetry
@@ -562,6 +552,19 @@ def _live(args: argparse.Namespace) -> int:
             foxglove_programs=telemetry.foxglove_programs and not args.no_programs,
         )
     return serve_live(config, args.port, policy=ViewerPolicy.of(telemetry))
+
+
+def _print_overhead(observer: str, result: dict) -> None:
+    print(
+        f"tick p99: {observer} off {result['p99_off_us']:.1f} µs, on {result['p99_on_us']:.1f} µs "
+        f"(moved {result['p99_moved_us']:+.1f} µs; medians over the segments)"
+    )
+    interval = result["p99_shift_interval_us"]
+    if interval is not None:
+        print(
+            f"paired with the off segments beside each on segment ({result['pairs']} pairs): moved "
+            f"{result['p99_shift_us']:+.1f} µs, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}] µs"
+        )
 
 
 def _add_live_parser(sub: argparse._SubParsersAction) -> None:
@@ -593,6 +596,13 @@ def _ros2(args: argparse.Namespace) -> int:
     from idcontrol.ros2 import require_rclpy
 
     require_rclpy()  # ConfigError naming the extra, before anything else is loaded
+    if args.measure:
+        from idcontrol.tools.live import ProcessObserver, measure_tick_overhead
+
+        node = ProcessObserver("ROS 2 node", [sys.executable, "-m", "idcontrol", "ros2", args.launch_file])
+        result = measure_tick_overhead(args.launch_file, args.segments, args.seconds, observer=node)
+        _print_overhead("ROS 2 node", result)
+        return 0
     ros_args = [] if args.ros_args is None else ["--ros-args", *args.ros_args]
     if args.role == "node":
         from idcontrol.ros2.node import main as node_main
@@ -628,13 +638,21 @@ def _add_ros2_parser(sub: argparse._SubParsersAction) -> None:
         "topics as the daemon's driver; sim-robot: a MuJoCo robot speaking those topics; latency: "
         "measure a ROS 2 round trip (LAUNCH_FILE names the robot's sizes)",
     )
+    ros2.add_argument(
+        "--measure",
+        action="store_true",
+        help="run the launch file and measure the daemon's tick p99 with the node off and on (alternating segments)",
+    )
+    ros2.add_argument("--segments", type=_positive_int, default=6, help="--measure: segments, alternating off/on")
     ros2.add_argument("--endpoint", default=None, help="driver: the daemon's control endpoint (default: the file's)")
     ros2.add_argument(
         "--odometry", action="store_true", help="driver: the robot publishes its base on odom (nav_msgs/Odometry)"
     )
     ros2.add_argument("--rate", type=_positive_float, default=None, help="sim-robot: Hz (default: the daemon's)")
     ros2.add_argument("--rates", default="1000,500,250", help="latency: comma list of rates, Hz")
-    ros2.add_argument("--seconds", type=_positive_float, default=5.0, help="latency: seconds per rate")
+    ros2.add_argument(
+        "--seconds", type=_positive_float, default=5.0, help="latency: seconds per rate; --measure: per segment"
+    )
     ros2.add_argument(
         "--ros-args",
         dest="ros_args",

@@ -213,13 +213,66 @@ class FoxgloveClient:
 
 
 # ------------------------------------------------------------------------------------------------ overhead
+class LiveViewObserver:
+    """The live view as the observer of :func:`measure_tick_overhead`: its process, and a client subscribed to every
+    channel (at idle priority, as the view)."""
+
+    name = "live view"
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_ports(1)[0]
+        self.process: subprocess.Popen | None = None
+        self.client: FoxgloveClient | None = None
+
+    def start(self, config: LaunchConfig, admin: Any) -> None:
+        self.process = spawn_live(config.path, self.port)
+        self.client = connect_live(self.port, 30.0, background=True)
+        _wait(self.client.receives_all, 30.0, "messages on every channel")
+
+    def messages(self) -> int:
+        return sum(self.client.counts.values()) if self.client else 0
+
+    def stop(self) -> bool:
+        """Whether the process exited within 10 s of SIGTERM (else it was killed)."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        exited = terminate(self.process)
+        self.process = None
+        return exited
+
+
+class ProcessObserver:
+    """Any process that subscribes to the daemon's telemetry (``command``, e.g. ``idcontrol ros2 FILE``) as the
+    observer of :func:`measure_tick_overhead`: started, then waited for until the daemon reports a telemetry
+    listener."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.name, self.command, self.env = name, command, env
+        self.process: subprocess.Popen | None = None
+
+    def start(self, config: LaunchConfig, admin: Any) -> None:
+        self.process = subprocess.Popen(
+            self.command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env
+        )
+        _wait(lambda: (_status(admin) or {}).get("telemetry_listened"), 120.0, f"the {self.name} to subscribe")
+
+    def messages(self) -> int:
+        return 0  # not counted: the observer's own topics are outside this process
+
+    def stop(self) -> bool:
+        exited = terminate(self.process)
+        self.process = None
+        return exited
+
+
 def measure_tick_overhead(
-    launch_file: str | Path, segments: int = 6, seconds: float = 5.0, port: int = 0, log=print
+    launch_file: str | Path, segments: int = 6, seconds: float = 5.0, port: int = 0, log=print, observer: Any = None
 ) -> dict[str, Any]:
-    """The daemon's tick (state received → command sent, ``compute_us``) with the live view off and on, in one run:
+    """The daemon's tick (state received → command sent, ``compute_us``) with an observer off and on, in one run:
     the launch file's daemon and bridge run throughout; ``segments`` segments of ``seconds`` s alternate off, on,
-    off, ... (on: the live view process with a client subscribed to every channel). Returns each segment's
-    p50 / p99 and the medians of the p99s off and on."""
+    off, ... (on: ``observer`` running, by default :class:`LiveViewObserver`: the live view process with a client
+    subscribed to every channel). Returns each segment's p50 / p99 and the medians of the p99s off and on."""
     from idcontrol.client import AdminClient
     from idcontrol.daemon.endpoints import bind
     from idcontrol.settings import load_launch
@@ -231,12 +284,11 @@ def measure_tick_overhead(
             bind(probe, endpoint, name)
     finally:
         probe.close(linger=0)
-    port = port or free_ports(1)[0]
+    observer = observer or LiveViewObserver(port)
     cmd = [sys.executable, "-m", "idcontrol"]
     daemon = subprocess.Popen([*cmd, "daemon", str(config.path)], start_new_session=True, stderr=subprocess.DEVNULL)
     bridge = None
-    live = None
-    client = None
+    observing = False
     admin = AdminClient.for_launch(config, timeout=5.0)
     rows: list[dict[str, Any]] = []
     try:
@@ -253,10 +305,9 @@ def measure_tick_overhead(
         i = retries = 0
         while i < segments:
             on = i % 2 == 1
-            if on and live is None:
-                live = spawn_live(config.path, port)
-                client = connect_live(port, 30.0, background=True)  # an observer, as the view
-                _wait(client.receives_all, 30.0, "messages on every channel")
+            if on and not observing:
+                observer.start(config, admin)
+                observing = True
             time.sleep(0.5)
             admin.request("reset_stats")
             time.sleep(seconds)
@@ -284,34 +335,28 @@ def measure_tick_overhead(
                 time.sleep(1.0)
                 continue
             row = {
-                "live_view": on,
+                "observed": on,
                 "ticks": stats["ticks"],
                 "compute_p50_us": stats["compute_us"]["p50"],
                 "compute_p99_us": stats["compute_us"]["p99"],
                 "deadline_misses": stats["deadline_misses"],
-                "messages": sum(client.counts.values()) if on and client else 0,
+                "messages": observer.messages() if on else 0,
             }
             rows.append(row)
             log(
-                f"segment {i + 1}: live view {'on ' if on else 'off'}  ticks {row['ticks']:>6}  tick p50 "
+                f"segment {i + 1}: {observer.name} {'on ' if on else 'off'}  ticks {row['ticks']:>6}  tick p50 "
                 f"{row['compute_p50_us']:7.1f}  p99 {row['compute_p99_us']:7.1f} µs  misses {row['deadline_misses']}"
-                + (f"  viewer got {row['messages']} messages" if on else "")
+                + (f"  viewer got {row['messages']} messages" if on and row["messages"] else "")
             )
             if on:
-                client.close()
-                client = None
-                if not terminate(live):
-                    log(
-                        f"segment {i + 1}: the live view did not exit within 10 s of SIGTERM (idle CPU priority); "
-                        "killed"
-                    )
-                live = None
+                observing = False
+                if not observer.stop():
+                    log(f"segment {i + 1}: the {observer.name} did not exit within 10 s of SIGTERM; killed")
             i += 1
     finally:
-        if client is not None:
-            client.close()
-        for proc in (live, bridge):
-            terminate(proc)
+        if observing:
+            observer.stop()
+        terminate(bridge)
         try:
             admin.request("shutdown")
         except (TimeoutError, IdControlError):
@@ -321,8 +366,8 @@ def measure_tick_overhead(
         except subprocess.TimeoutExpired:
             daemon.kill()
         admin.close()
-    off = [r["compute_p99_us"] for r in rows if not r["live_view"]]
-    on = [r["compute_p99_us"] for r in rows if r["live_view"]]
+    off = [r["compute_p99_us"] for r in rows if not r["observed"]]
+    on = [r["compute_p99_us"] for r in rows if r["observed"]]
     result = {"segments": rows, "p99_off_us": float(np.median(off)), "p99_on_us": float(np.median(on))}
     result["p99_moved_us"] = result["p99_on_us"] - result["p99_off_us"]
     result.update(paired_shift([r["compute_p99_us"] for r in rows]))
