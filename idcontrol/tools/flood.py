@@ -11,7 +11,7 @@ can, until ``--seconds`` pass:
   port), each subscribing to every channel and never reading; one the server closes or refuses is opened again.
 
 It prints what it sent as one JSON line. The daemon's ``stats`` then say what the traffic cost it
-(``foreign_unread``, ``reference_unauthorized``, ``telemetry_topics_ignored``, ``on_deadline_fraction``);
+(``foreign_unread``, ``reference_unauthorized``, ``telemetry_topics_ignored``, ``on_deadline_fraction``).
 The live view's own counts (``accepted``, ``refused_full``, ``disconnected_slow``, ``dropped``) are in its last
 line when it stops. docs/benchmarks.md gives measured runs.
 """

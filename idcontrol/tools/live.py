@@ -10,7 +10,8 @@ bounds the viewers and their queues. The daemon only publishes its records as it
 records, it never slows the tick. ``docs/foxglove-layout.json`` is a Foxglove layout for these topics.
 
 :class:`FoxgloveClient` is a minimal client of the Foxglove WebSocket protocol (v1), for
-tests and for :func:`measure_tick_overhead`, which measures the daemon's tick with the live view on and off.
+tests and for :func:`measure_tick_overhead`, which measures the daemon's tick with an observer on and off (the
+live view, :class:`LiveViewObserver`; any telemetry client such as the ROS 2 node, :class:`ProcessObserver`).
 """
 
 from __future__ import annotations

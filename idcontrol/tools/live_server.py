@@ -31,7 +31,8 @@ from typing import Any
 from idcontrol.errors import ConfigError
 from idcontrol.settings import FOXGLOVE_ORIGINS, TelemetrySettings, check_origin
 
-#: The subprotocols served, the first the client offers wins (the payload of both is the same for a one-way view).
+#: The subprotocols served, in the server's order of preference: the first that the client also offers is chosen
+#: (their messages are the same for a one-way view).
 SUBPROTOCOLS = ("foxglove.websocket.v1", "foxglove.sdk.v1")
 MESSAGE_DATA = 0x01  # the binary opcode of Message Data: u8 opcode, u32 subscription id, u64 log time ns, payload
 #: A viewer's own messages (subscribe, unsubscribe): the largest frame taken, bytes, and how many a second.
