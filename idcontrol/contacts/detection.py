@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -535,41 +535,35 @@ class ContactDetector:
         v = self._no_velocity if velocity is None else velocity
         limit = math.inf if activation_distance is None else float(activation_distance)
         try:
-            status, key, frames, phi, rows = detect_kernel(
-                self._world_ints,
-                self._world_floats,
-                robot.sphere_centers_in_world,
-                mask,
-                bodies,
-                robot.frame_origins_in_world,
-                robot.frame_jacobians,
-                with_rows,
-                v,
-                float(dt),
-                limit,
-            )
+            status, key, frames, phi, rows = self._kernel(mask, bodies, with_rows, v, float(dt), limit)
         except TypeError:  # a mask or velocity of another type or layout (a list, a strided view): converted
             mask, v = np.ascontiguousarray(mask, dtype=bool), np.ascontiguousarray(v, dtype=float)
             if mask.ndim != 1:
                 raise ShapeError("allowed", (len(robot.sphere_radii),), mask.shape) from None
             if v.ndim != 1:
                 raise ShapeError("velocity", (self.m,), v.shape) from None
-            status, key, frames, phi, rows = detect_kernel(
-                self._world_ints,
-                self._world_floats,
-                robot.sphere_centers_in_world,
-                mask,
-                bodies,
-                robot.frame_origins_in_world,
-                robot.frame_jacobians,
-                with_rows,
-                v,
-                float(dt),
-                limit,
-            )
+            status, key, frames, phi, rows = self._kernel(mask, bodies, with_rows, v, float(dt), limit)
         if status:
             self._raise(status, allowed, velocity)
         return (key if key >= 0 else frames[4].tobytes()), frames, phi, rows
+
+    def _kernel(self, mask: Any, bodies: Any, with_rows: bool, v: Any, dt: float, limit: float) -> tuple:
+        """:func:`detect_kernel` on this detector's world and the robot's last pose (TypeError for a mask or velocity
+        the kernel's signature does not take)."""
+        robot = self.robot
+        return detect_kernel(
+            self._world_ints,
+            self._world_floats,
+            robot.sphere_centers_in_world,
+            mask,
+            bodies,
+            robot.frame_origins_in_world,
+            robot.frame_jacobians,
+            with_rows,
+            v,
+            dt,
+            limit,
+        )
 
     def _contact_set(self, key: Hashable, frames: Array, phi: Array) -> ContactSet:
         """The contact set of :func:`detect_kernel`'s ``frames`` and ``phi``, with the identities, spheres, bodies

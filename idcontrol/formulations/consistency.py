@@ -345,6 +345,26 @@ def repair_text(outcome: int, violation: float) -> str:
     return f"repair QP left a violation of {violation:.2e} m/s"
 
 
+def repair_of_answer(
+    p: ContactProblem,
+    forces: tuple[Array, Array, Array],
+    compiled: tuple[int, float, float, Array, Array],
+    *,
+    no_slip: bool,
+    qp: DenseQP,
+    again_if_infeasible: bool = False,
+) -> tuple[Repair, bool]:
+    """The Section 4.5 repair of an answer whose v⁺ penetrates (or, no-slip, slips): the compiled solve's
+    ``compiled`` = (outcome, violation left, largest change of q̇_des, its v⁺, its τ), or, when it was not
+    attempted (outcome −1; with ``again_if_infeasible`` also when its QP was infeasible), this one's on ``qp``
+    from the forces (f_N, f_S, f_T). Returns the repair and whether the compiled solve's certificate still
+    describes it (False when the repair was made here)."""
+    outcome, violation, change, v_next, tau = compiled
+    if outcome >= 0 and not (again_if_infeasible and outcome == REPAIR_INFEASIBLE):
+        return Repair(outcome == REPAIRED, v_next, tau, change, repair_text(outcome, violation)), True
+    return repair_desired_velocity(p, *forces, no_slip=no_slip, qp=qp), False
+
+
 def repair_workspace(nu: int, n: int, no_slip: bool) -> NativeQP:
     """A DAQP workspace for :func:`repair_native` (``n`` contacts, ``nu`` actuated DoFs), with DAQP's own tolerance
     and cap as the Python path has them."""

@@ -38,12 +38,9 @@ from idcontrol.formulations.base import Formulation, check_nonnegative
 from idcontrol.formulations.certificate import UNCHECKED, ContactModel, certify_in_solve
 from idcontrol.formulations.consistency import (
     REPAIR_TOL,
-    REPAIRED,
-    Repair,
     RepairWorkspaces,
-    repair_desired_velocity,
     repair_native,
-    repair_text,
+    repair_of_answer,
 )
 from idcontrol.formulations.problem import ContactProblem, SolveResult, failed_result
 from idcontrol.formulations.record import PROBLEM
@@ -375,12 +372,10 @@ class CoulombLCP(Formulation):
         repaired = False
         message = f"Lemke: {lemke_text}"
         if unsolvable or (self.repair and gap_rate < -REPAIR_TOL):
-            outcome, violation, change = repair
-            if outcome >= 0:  # repaired inside the solve, on its own DAQP workspace
-                fix = Repair(outcome == REPAIRED, v_next, tau, change, repair_text(outcome, violation))
-            else:
-                fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=False, qp=self.repair_qp)
-                checked = None
+            fix, certified = repair_of_answer(
+                p, (f_normal, f_s, f_t), (*repair, v_next, tau), no_slip=False, qp=self.repair_qp
+            )
+            checked = checked if certified else None
             if not fix.found:
                 return failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
             v_next, tau, repaired = fix.v_next, fix.tau, True

@@ -36,12 +36,8 @@ from idcontrol.arrays import split
 from idcontrol.formulations.base import Formulation, check_nonnegative, map_warm_start
 from idcontrol.formulations.certificate import FORCE_TOL, ContactModel
 from idcontrol.formulations.consistency import (
-    REPAIR_INFEASIBLE,
-    REPAIRED,
-    Repair,
     RepairWorkspaces,
-    repair_desired_velocity,
-    repair_text,
+    repair_of_answer,
     rest_correction,
 )
 from idcontrol.formulations.noslip_lcp.stages import (
@@ -212,19 +208,17 @@ class NoSlipLCP(Formulation):
                 "with their rows the answer was beyond the force or torque bounds)"
             )
         if not found or (self.repair and violated):
-            # repaired inside the solve on its own DAQP workspace, unless that QP was infeasible: the Python path
-            # then hands DAQP the no-slip rows' independent part (redundant contacts make them dependent)
-            if repair_outcome >= 0 and repair_outcome != REPAIR_INFEASIBLE:  # v_next and tau are the repair's
-                fix = Repair(
-                    repair_outcome == REPAIRED,
-                    v_next,
-                    tau,
-                    repair_change,
-                    repair_text(repair_outcome, repair_violation),
-                )
-            else:
-                fix = repair_desired_velocity(p, f_normal, f_s, f_t, no_slip=True, qp=self.repair_qp)
-                checked = None  # the compiled solve's certificate was of the answer before this repair
+            # when the compiled repair's QP was infeasible, the Python path hands DAQP the no-slip rows'
+            # independent part (redundant contacts make them dependent)
+            fix, certified = repair_of_answer(
+                p,
+                (f_normal, f_s, f_t),
+                (repair_outcome, repair_violation, repair_change, v_next, tau),
+                no_slip=True,
+                qp=self.repair_qp,
+                again_if_infeasible=True,
+            )
+            checked = checked if certified else None
             if not fix.found:
                 out = failed_result(p, self.name, f"inconsistent q̇_des and {fix.message}", pivots)
                 out.fallback = fallback
