@@ -4,6 +4,9 @@
 // The MuJoCo model is the one the Python bridge builds from the same URDF (free joint "root_joint", one motor
 // per actuated joint in the daemon's joint order, contact spheres "contact:<name>"), written by
 //   idcontrol driver --mujoco-model LAUNCH_FILE quadruped.mjb
+// It sends the form of state the daemon's welcome asks for: the full state (the simulator's base pose and twist),
+// or, for a daemon that estimates the base (state_form "sensors"), what a legged robot measures: the joints and an
+// IMU at the base link (the quadruped's robot file names no other imu_frame), noise-free.
 // Usage:
 //   mujoco_driver --model quadruped.mjb [--endpoint tcp://127.0.0.1:5555] [--robot quadruped] [--duration S]
 //                 [--priority P] [--cpu N] [--spin-us US] [--lockstep]
@@ -46,6 +49,7 @@ class MujocoQuadruped final : public idcontrol::Driver {
   void index(const idcontrol::Welcome& w) {
     // the daemon's period (welcome dt) in whole physics steps of the model
     steps_per_period_ = std::max(1, int(std::lround(period() / m_->opt.timestep)));
+    sensors_ = w.sensors();
     const int root = mj_name2id(m_, mjOBJ_JOINT, "root_joint");
     if (root < 0) throw std::runtime_error("the model has no free joint 'root_joint'");
     base_q_ = m_->jnt_qposadr[root];
@@ -97,6 +101,26 @@ class MujocoQuadruped final : public idcontrol::Driver {
       }
     }
     s.has_contact_forces = !s.contact_forces.empty();
+    s.has_imu = sensors_;
+    if (sensors_) read_imu(s.imu, rotation, qvel);
+  }
+
+  // The IMU at the base link: orientation world <- base (x y z w), the gyro (MuJoCo's free joint keeps the angular
+  // velocity in the body frame), and the specific force R^T (a + g e_z), a the base origin's world acceleration over
+  // the last period (the difference of its world velocities; at rest before the first step).
+  void read_imu(idcontrol::Imu& imu, const mjtNum* rotation, const mjtNum* qvel) {
+    const mjtNum* quat_wxyz = d_->qpos + base_q_ + 3;
+    imu.orientation_xyzw = {quat_wxyz[1], quat_wxyz[2], quat_wxyz[3], quat_wxyz[0]};
+    for (int i = 0; i < 3; ++i) imu.angular_velocity[i] = qvel[3 + i];
+    if (d_->time > velocity_at_) {
+      if (velocity_at_ >= 0.0)
+        for (int i = 0; i < 3; ++i) acceleration_[i] = (qvel[i] - velocity_[i]) / (d_->time - velocity_at_);
+      for (int i = 0; i < 3; ++i) velocity_[i] = qvel[i];
+      velocity_at_ = d_->time;
+    }
+    const mjtNum specific_force_world[3] = {acceleration_[0], acceleration_[1], acceleration_[2] + 9.81};
+    mju_mulMatTVec(imu.linear_acceleration.data(), rotation, specific_force_world, 3, 3);  // world -> IMU
+    imu.t = d_->time;
   }
 
   // run and safe_stop: step with tau; idle and stopped: the simulated robot holds still (brakes on).
@@ -104,15 +128,26 @@ class MujocoQuadruped final : public idcontrol::Driver {
     if (mode != idcontrol::Mode::run && mode != idcontrol::Mode::safe_stop) return;
     for (size_t i = 0; i < actuator_.size(); ++i) d_->ctrl[actuator_[i]] = tau[i];
     for (int i = 0; i < steps_per_period_; ++i) mj_step(m_, d_);
+    const double z = d_->qpos[base_q_ + 2];
+    height_min_ = std::min(height_min_, z);
+    height_max_ = std::max(height_max_, z);
   }
 
   double clock_time() override { return d_->time; }
+  bool sensors() const { return sensors_; }
+  // The base height's range over the driven periods, m (the simulator's truth).
+  double height_min() const { return height_min_; }
+  double height_max() const { return height_max_; }
 
  private:
   mjModel* m_;
   mjData* d_;
   int base_q_ = 0, base_v_ = 0, steps_per_period_ = 1;
   std::vector<int> joint_q_, joint_v_, actuator_, sphere_of_geom_;
+  bool sensors_ = false;
+  mjtNum velocity_[3] = {0, 0, 0}, acceleration_[3] = {0, 0, 0};  // base origin, world frame, m/s and m/s²
+  double velocity_at_ = -1.0;                                       // s, when velocity_ was taken (-1: never)
+  double height_min_ = INFINITY, height_max_ = -INFINITY;
 };
 
 MujocoQuadruped* g_driver = nullptr;
@@ -194,7 +229,10 @@ int main(int argc, char** argv) {
     std::string json = report.json();
     json.pop_back();  // add the example's own fields to the report object
     std::printf("{\"bridge\": %s, \"allocations_in_loop\": %lu, \"sim_time\": %.6f, \"base_position\": [%.6f, %.6f, "
-                "%.6f]}}\n", json.c_str(), in_loop, d->time, d->qpos[0], d->qpos[1], d->qpos[2]);
+                "%.6f], \"state_form\": \"%s\", \"base_height_range\": [%.6f, %.6f]}}\n", json.c_str(), in_loop, d->time,
+                d->qpos[0], d->qpos[1], d->qpos[2], driver.sensors() ? "sensors" : "full",
+                std::isfinite(driver.height_min()) ? driver.height_min() : d->qpos[2],
+                std::isfinite(driver.height_max()) ? driver.height_max() : d->qpos[2]);
     std::fflush(stdout);
     g_driver = nullptr;
   } catch (const std::exception& e) {

@@ -7,6 +7,10 @@
 // until the daemon has left run mode and been started again), error replies handled as late commands, a
 // restarted daemon's new credential read again after `unauthorized`, and statistics.
 //
+// Either form of docs/protocol.md's `state`: the full state (the base pose and twist in q, v), or the sensor form
+// (State::has_imu: the IMU's reading and the joints alone) for a daemon that estimates the base
+// (Welcome::sensors(), its welcome's state_form).
+//
 // Depends on libzmq, cppzmq and msgpack-cxx only. Nothing in the loop (Driver::run) allocates: buffers are sized
 // when the session opens (Driver::hello), states are packed into a reserved buffer, commands are parsed with
 // msgpack-cxx's visitor parser (one kept for the session) straight into preallocated arrays. (libzmq itself allocates message storage for
@@ -150,6 +154,10 @@ struct Welcome {
   std::vector<std::string> joint_names, contact_names, object_names;
   double dt = 0.0;
   std::string mode;
+  std::string state_form = "full";  // what the daemon expects in state: "full" or "sensors" (it estimates the base)
+  std::string estimator = "none";   // the daemon's base estimator: "inekf", "lkf", or "none" for the full form
+  // Whether the daemon expects the sensor form: then send State::has_imu and the joints.
+  bool sensors() const { return state_form == "sensors"; }
 };
 
 struct RobotSizes {
@@ -158,13 +166,27 @@ struct RobotSizes {
   std::vector<int> actuated_dofs;  // indices into v of the actuated joints (empty: the last nu entries)
 };
 
+// What an IMU reports, in the IMU frame of the robot file ([sensors] imu_frame, default the base link).
+struct Imu {
+  std::array<double, 4> orientation_xyzw{{0.0, 0.0, 0.0, 1.0}};  // world <- IMU, from the IMU's own filter
+  std::array<double, 3> angular_velocity{};     // rad/s, the gyro, IMU axes
+  std::array<double, 3> linear_acceleration{};  // m/s², the specific force, IMU axes (+9.81 up at rest)
+  double t = NAN;  // s, bridge clock, when the IMU sampled (at most 5 ms before the state's t); NaN: not sent (t)
+};
+
 // The state read_state() fills; arrays are sized when the session opens. Conventions as docs/protocol.md:
 // q = [x y z (m, world), qx qy qz qw (base -> world), joints], v = [base linear, angular velocity in the base
 // frame, joints]; contact_forces (k x 3, world frame, N, welcome.contact_names order) when has_contact_forces.
+// The sensor form (has_imu, a floating base, for a daemon whose welcome().sensors()): imu is sent and, of q and v,
+// only the joints q[7:], v[6:]; the base part is not read. A failed sensor's arrays may hold NaN: the daemon then
+// stops safely and says why. Each state must carry a new reading (the daemon takes 5 exact repeats of the gyro and
+// accelerometer in a row for a frozen IMU).
 struct State {
   double t = 0.0;
   std::vector<double> q, v, contact_forces;
   bool has_contact_forces = false;
+  Imu imu;
+  bool has_imu = false;
 };
 
 struct Stats {
@@ -359,6 +381,7 @@ class Driver {
     zero_tau_.assign(robot_.nu, 0.0);
     state_.q.assign(robot_.nq, 0.0);
     state_.v.assign(robot_.nv, 0.0);
+    floating_ = robot_.nq >= 7 && robot_.nq == robot_.nv + 1;
     rtt_.assign(options_.max_samples, 0.0);
     lateness_.assign(options_.max_samples, 0.0);
     in_.assign(1 << 16, 0);
@@ -370,7 +393,8 @@ class Driver {
   Driver& operator=(const Driver&) = delete;
 
   // What an integrator provides. read_state fills `state` (its arrays are sized already: q nq, v nv,
-  // contact_forces 3k); apply drives the robot with tau (nu, N·m) for the coming period (idle, stopped: zeros).
+  // contact_forces 3k; in the sensor form also imu, with has_imu); apply drives the robot with tau (nu, N·m) for
+  // the coming period (idle, stopped: zeros).
   virtual void read_state(State& state) = 0;
   virtual void apply(const double* tau, Mode mode) = 0;
   // The driver's own safe stop (late_limit late commands): joint damping, tau = -D qdot.
@@ -486,6 +510,8 @@ class Driver {
       else if (key == "joint_names") w.joint_names = kv.val.as<std::vector<std::string>>();
       else if (key == "contact_names") w.contact_names = kv.val.as<std::vector<std::string>>();
       else if (key == "object_names") w.object_names = kv.val.as<std::vector<std::string>>();
+      else if (key == "state_form" && kv.val.type == msgpack::type::STR) w.state_form = kv.val.as<std::string>();
+      else if (key == "estimator" && kv.val.type == msgpack::type::STR) w.estimator = kv.val.as<std::string>();
     }
     if (version != kProtocolVersion)
       throw ProtocolError("bad_version", "the daemon speaks protocol version " + std::to_string(version));
@@ -493,6 +519,10 @@ class Driver {
     if (type != "welcome") throw ProtocolError("unknown_type", "expected welcome, got " + type);
     if (w.nq != robot_.nq || w.nv != robot_.nv || w.nu != robot_.nu)
       throw ProtocolError("robot_mismatch", "the daemon's sizes differ from the driver's");
+    if (w.state_form != "full" && w.state_form != "sensors")
+      throw ProtocolError("bad_field", "welcome's state_form is neither full nor sensors: " + w.state_form);
+    if (w.sensors() && !floating_)
+      throw ProtocolError("bad_field", "the daemon expects the sensor form, which only a floating base has");
     if (options_.period <= 0.0) {
       if (!(w.dt > 0.0 && w.dt < 10.0)) throw ProtocolError("bad_field", "welcome has no usable dt");
       options_.period = w.dt;
@@ -529,14 +559,27 @@ class Driver {
     msgpack::packer<msgpack::sbuffer> pk(out_);
     const bool forces = state_.has_contact_forces && !state_.contact_forces.empty();
     const bool rtt = has_last_rtt_ && late_ == 0;
+    const bool imu = state_.has_imu && floating_;  // (a fixed base has no sensor form)
     uint32_t fields = 6 + (forces ? 1 : 0) + (rtt ? 1 : 0) + (safe_stopped_ ? 1 : 0) + (late_ > 0 ? 1 : 0);
+    fields += imu ? 1 : 0;
     pk.pack_map(fields);
     pack_key(pk, "v"); pk.pack_int(kProtocolVersion);
     pack_key(pk, "type"); pk.pack_str(5); pk.pack_str_body("state", 5);
     pack_key(pk, "seq"); pk.pack_uint64(seq_);
     pack_key(pk, "t"); pack_f64_value(state_.t);
-    pack_f64(pk, "q", state_.q.data(), state_.q.size());
-    pack_f64(pk, "qd", state_.v.data(), state_.v.size());
+    const size_t base_q = imu ? 7 : 0, base_v = imu ? 6 : 0;  // the sensor form: the joints alone
+    pack_f64(pk, "q", state_.q.data() + base_q, state_.q.size() - base_q);
+    pack_f64(pk, "qd", state_.v.data() + base_v, state_.v.size() - base_v);
+    if (imu) {
+      const Imu& m = state_.imu;
+      const bool imu_t = std::isfinite(m.t);
+      pack_key(pk, "imu");
+      pk.pack_map(imu_t ? 4 : 3);
+      pack_f64(pk, "orientation_xyzw", m.orientation_xyzw.data(), 4);
+      pack_f64(pk, "angular_velocity", m.angular_velocity.data(), 3);
+      pack_f64(pk, "linear_acceleration", m.linear_acceleration.data(), 3);
+      if (imu_t) { pack_key(pk, "t"); pack_f64_value(m.t); }
+    }
     if (forces) pack_f64(pk, "contact_forces", state_.contact_forces.data(), state_.contact_forces.size());
     if (rtt) { pack_key(pk, "last_rtt_us"); pack_f64_value(last_rtt_us_); }
     if (safe_stopped_) { pack_key(pk, "bridge_stopped"); pk.pack_true(); }
@@ -675,7 +718,7 @@ class Driver {
   detail::ReplyVisitor visitor_;
   msgpack::v2::detail::parse_helper<detail::ReplyVisitor> parser_{visitor_};
   uint64_t seq_ = 0, late_ = 0;
-  bool safe_stopped_ = false, has_last_rtt_ = false;
+  bool safe_stopped_ = false, has_last_rtt_ = false, floating_ = false;
   double last_rtt_us_ = 0.0;
   Mode daemon_mode_ = Mode::idle;
   std::atomic<bool> stop_{false};
