@@ -3,7 +3,8 @@
 Here the "robot SDK" is MuJoCo simulating the quadruped (the model the bridge builds from the URDF); on a robot,
 ``read_state`` and ``apply`` call the vendor's SDK instead (docs/driver.md shows one). Run it against a daemon::
 
-    python -m idcontrol.driver.example --endpoint tcp://127.0.0.1:5555
+    python -m idcontrol.driver.example                    # the private endpoint: a launch file without [endpoints]
+    python -m idcontrol.driver.example --endpoint tcp://127.0.0.1:5555   # one that names TCP ports
 
 or through the conformance suite: ``idcontrol conformance -- python -m idcontrol.driver.example --endpoint {endpoint}``.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from idcontrol.driver import Driver, DriverState, RobotSizes
 from idcontrol.robot.model import RobotModel
+from idcontrol.settings import private_endpoint
 from idcontrol.sim.mujoco import MujocoSim
 
 
@@ -41,12 +43,18 @@ class MujocoRobotDriver(Driver):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m idcontrol.driver.example", description=__doc__.splitlines()[0])
-    parser.add_argument("--endpoint", default="tcp://127.0.0.1:5555", help="the daemon's control endpoint")
+    parser.add_argument(
+        "--endpoint",
+        default=None,
+        help="the daemon's control endpoint (default: the private one a launch file without [endpoints] binds, "
+        "ipc://RUNTIME/control)",
+    )
     parser.add_argument("--duration", type=float, default=None, help="stop after this long, s (default: a signal)")
     parser.add_argument("--late-limit", type=int, default=20, help="late commands before the own safe stop")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s driver %(levelname)s %(message)s")
-    return MujocoRobotDriver(args.endpoint, args.late_limit).main(args.duration)
+    endpoint = args.endpoint or private_endpoint("control")
+    return MujocoRobotDriver(endpoint, args.late_limit).main(args.duration)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,12 @@ def add_driver_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME_OR_PATH",
         help="the daemon's robot file (a shipped name or a folder with robot.toml; default a1)",
     )
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555", help="the daemon's control endpoint")
+    p.add_argument(
+        "--endpoint",
+        default=None,
+        help="the daemon's control endpoint (default: the private one a launch file without [endpoints] binds, "
+        "ipc://RUNTIME/control)",
+    )
     add_link_arguments(p)
     p.add_argument(
         "--hardware",
@@ -88,12 +93,13 @@ def add_simulator_arguments(p: argparse.ArgumentParser) -> None:
 def run_driver(args: argparse.Namespace) -> int:
     from idcontrol.driver.unitree.driver import UnitreeDriver
     from idcontrol.robot.model import RobotModel
+    from idcontrol.settings import private_endpoint
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s unitree-driver %(levelname)s %(message)s")
     try:
         driver = UnitreeDriver(
             RobotModel(args.robot),
-            args.endpoint,
+            args.endpoint or private_endpoint("control"),
             family=args.messages,
             interface=args.network,
             domain=args.domain,

@@ -8,9 +8,11 @@
 // or, for a daemon that estimates the base (state_form "sensors"), what a legged robot measures: the joints and an
 // IMU at the base link (the quadruped's robot file names no other imu_frame), noise-free.
 // Usage:
-//   mujoco_driver --model quadruped.mjb [--endpoint tcp://127.0.0.1:5555] [--robot quadruped] [--duration S]
+//   mujoco_driver --model quadruped.mjb [--endpoint E] [--robot quadruped] [--duration S]
 //                 [--priority P] [--cpu N] [--spin-us US] [--lockstep]
-// It prints its report as one JSON line {"bridge": {...}} when it stops (SIGINT, SIGTERM or --duration).
+// E is the daemon's control endpoint, by default the private one a launch file without [endpoints] binds
+// (ipc://RUNTIME/control, docs/protocol.md "Transport"). It prints its report as one JSON line {"bridge": {...}}
+// when it stops (SIGINT, SIGTERM or --duration).
 #include <idcontrol/driver.hpp>
 #include <mujoco/mujoco.h>
 
@@ -156,6 +158,12 @@ void on_signal(int) {
   if (g_driver) g_driver->request_stop();
 }
 
+// The private control endpoint: the socket `control` in the runtime directory that holds the daemon's credential.
+std::string private_control_endpoint() {
+  const std::string credential = idcontrol::credential_path("");  // its folder is the runtime directory
+  return "ipc://" + credential.substr(0, credential.rfind('/')) + "/control";
+}
+
 void usage() {
   std::cerr << "usage: mujoco_driver --model FILE.mjb [--endpoint E] [--robot NAME] [--duration S] [--priority P]"
                " [--cpu N] [--spin-us US] [--lockstep]\n";
@@ -164,7 +172,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, endpoint = "tcp://127.0.0.1:5555", robot = "quadruped";
+  std::string model_path, endpoint = private_control_endpoint(), robot = "quadruped";
   double duration = 0.0, spin_us = 0.0;
   int priority = 0, cpu = -1;
   bool lockstep = false;
