@@ -1,11 +1,15 @@
-"""Shared fixtures: real robot models and random contact problems with fixed seeds."""
+"""Shared fixtures: real robot models, random contact problems with fixed seeds, each test's own runtime directory."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import pathlib
+import shutil
 import site
 import sys
+import tempfile
+from collections.abc import Iterator
 
 # The controller runs single-threaded BLAS (as .ci/run and the daemon's processes do): set it before numpy loads,
 # for this process and for the daemon and bridge processes the tests start.
@@ -17,8 +21,32 @@ import pytest
 
 from idcontrol.formulations.problem import ContactProblem
 from idcontrol.robot.model import RobotModel
+from idcontrol.security import RUNTIME_DIR_ENV
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def private_runtime_dir() -> pathlib.Path:
+    """A new private runtime directory, short enough for the socket paths in it (at most 107 bytes on Linux)."""
+    return pathlib.Path(tempfile.mkdtemp(prefix="idc-"))
+
+
+# The daemons a test run starts bind the launch files' private ipc:// endpoints and write their credentials in a
+# runtime directory of this test process's own (module fixtures included), never the user's: a daemon the user runs
+# meanwhile is not disturbed, and parallel test processes never meet.
+_PROCESS_RUNTIME_DIR = private_runtime_dir()
+os.environ[RUNTIME_DIR_ENV] = str(_PROCESS_RUNTIME_DIR)
+atexit.register(shutil.rmtree, _PROCESS_RUNTIME_DIR, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir_of_the_test(monkeypatch) -> Iterator[pathlib.Path]:
+    """Each test's own runtime directory (``$IDCONTROL_RUNTIME_DIR``), inherited by the processes it starts: the
+    private endpoints of its daemons are its own, and a daemon an earlier test left behind cannot take them."""
+    folder = private_runtime_dir()
+    monkeypatch.setenv(RUNTIME_DIR_ENV, str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def random_spd(rng: np.random.Generator, m: int, cond: float = 1e3) -> np.ndarray:

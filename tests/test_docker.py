@@ -120,10 +120,10 @@ def default_of(value: str) -> str:
     return match.group(1) if match else value
 
 
-def test_compose_runs_daemon_and_bridge_on_the_daemons_loopback():
+def test_compose_runs_daemon_and_bridge_on_private_sockets_in_the_shared_runtime_directory(runtime_dir_of_the_test):
     """compose.yaml parses; every service builds a target of docker/Dockerfile; bridge and start share the
-    daemon's network namespace; mounted folders and the default launch file exist, and it loads with
-    loopback endpoints only."""
+    daemon's network namespace and its runtime directory (one volume); mounted folders and the default launch file
+    exist, and it binds ipc:// sockets in the runtime directory only, no TCP port."""
     services = compose()["services"]
     assert {"daemon", "bridge", "start"} <= set(services)
     dockerfile_targets = set(re.findall(r"^FROM \S+ AS (\w+)$", DOCKERFILE.read_text(), flags=re.M))
@@ -146,17 +146,8 @@ def test_compose_runs_daemon_and_bridge_on_the_daemons_loopback():
     launch = default_of(services["daemon"]["command"][0])
     assert [default_of(services[s]["command"][0]) for s in ("bridge", "start")] == [launch, launch]
     config = load_launch(REPO / launch)
-    assert all("127.0.0.1" in endpoint for _, endpoint in config.endpoints.items())
-
-
-def private_launch_file(folder: Path, name: str = "quadruped_stand") -> Path:
-    """A shipped launch file on ipc:// endpoints in ``folder`` (no ports shared with parallel runs)."""
-    text = (REPO / "launch" / f"{name}.toml").read_text()
-    for port in ("5555", "5556", "5557"):
-        text = text.replace(f"tcp://127.0.0.1:{port}", f"ipc://{folder}/{port}")
-    path = folder / f"{name}.toml"
-    path.write_text(text)
-    return path
+    for channel, endpoint in config.endpoints.items():
+        assert endpoint == f"ipc://{runtime_dir_of_the_test}/{channel}", endpoint
 
 
 def container_command(service: dict, launch: Path) -> list[str]:
@@ -170,11 +161,11 @@ def container_command(service: dict, launch: Path) -> list[str]:
     return [str(program), *entry[1:], *args]
 
 
-def test_compose_services_commands_run_the_robot(tmp_path):
+def test_compose_services_commands_run_the_robot():
     """The three services' commands, run as processes on one launch file: the start service waits for the
     bridge and starts the robot, which then runs; a shutdown request stops the daemon cleanly."""
     services = compose()["services"]
-    launch = private_launch_file(tmp_path)
+    launch = REPO / "launch" / "quadruped_stand.toml"  # on this test's private endpoints (conftest)
     daemon = subprocess.Popen(container_command(services["daemon"], launch), stderr=subprocess.DEVNULL)
     bridge = subprocess.Popen(
         container_command(services["bridge"], launch), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -198,9 +189,17 @@ def test_compose_services_commands_run_the_robot(tmp_path):
                 proc.wait(timeout=30)
 
 
-def test_admin_request_cli_fails_cleanly_without_a_daemon(tmp_path):
+def test_admin_request_cli_fails_cleanly_without_a_daemon():
     """``python -m idcontrol.client`` (compose's start service) gives an idcontrol error, not a traceback,
     when no daemon answers."""
-    command = [sys.executable, "-m", "idcontrol.client", str(private_launch_file(tmp_path)), "status", "--wait", "0.5"]
+    command = [
+        sys.executable,
+        "-m",
+        "idcontrol.client",
+        str(REPO / "launch" / "quadruped_stand.toml"),
+        "status",
+        "--wait",
+        "0.5",
+    ]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.startswith("idcontrol: error: the daemon did not answer"), out.stderr

@@ -18,7 +18,8 @@ from idcontrol.logs.reader import read_log
 from idcontrol.robot.model import RobotModel
 from idcontrol.settings import load_launch
 from idcontrol.tools.live import FoxgloveClient, connect_live, layout_json, paired_shift, spawn_live
-from tests.test_launch import free_ports, launch_file, spawn, stop, wait_for
+from idcontrol.tools.ports import free_ports
+from tests.test_launch import launch_file, spawn, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -52,13 +52,13 @@ def test_impact_sampling_settings_are_checked(tmp_path):
     """impact_sampling needs the rigid bridge; the seed must be a non-negative integer."""
     base = (Path(__file__).resolve().parents[1] / "launch" / "quadruped_trot.toml").read_text()
     bad = tmp_path / "bad.toml"
-    bad.write_text(base.replace("mu = 1.0\n\n[endpoints]", "mu = 1.0\nimpact_sampling = true\n\n[endpoints]"))
+    bridge = 'kind = "mujoco"\nmode = "lockstep"\nmu = 1.0\n'
+    assert bridge in base
+    bad.write_text(base.replace(bridge, bridge + "impact_sampling = true\n"))
     with pytest.raises(ConfigError, match="impact_sampling = true needs bridge.kind = 'rigid'"):
         load_launch(bad)
     bad.write_text(
-        base.replace('kind = "mujoco"', 'kind = "rigid"').replace(
-            "mu = 1.0\n\n[endpoints]", "mu = 1.0\nimpact_sampling = true\nimpact_seed = -1\n\n[endpoints]"
-        )
+        base.replace(bridge, bridge.replace("mujoco", "rigid") + "impact_sampling = true\nimpact_seed = -1\n")
     )
     with pytest.raises(ConfigError, match="impact_seed"):
         load_launch(bad)

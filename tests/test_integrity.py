@@ -270,12 +270,9 @@ def test_channels_a_launch_file_does_not_name_are_private_ipc_sockets(tmp_path, 
 
     runtime = tmp_path / "runtime"
     monkeypatch.setenv("IDCONTROL_RUNTIME_DIR", str(runtime))
-    shipped = Path(__file__).parents[1] / "launch" / "quadruped_stand.toml"
-    text = shipped.read_text()
+    text = (Path(__file__).parents[1] / "launch" / "quadruped_stand.toml").read_text()
     private = tmp_path / "private.toml"
-    private.write_text(
-        "\n".join(line for line in text.splitlines() if not line.startswith(("control =", "admin =", "telemetry =")))
-    )
+    private.write_text(text)
     endpoints = load_launch(private, check_formulations=False).endpoints
     assert (endpoints.control, endpoints.admin, endpoints.telemetry, endpoints.reference) == (
         f"ipc://{runtime}/control",
@@ -284,8 +281,26 @@ def test_channels_a_launch_file_does_not_name_are_private_ipc_sockets(tmp_path, 
         None,
     )
     assert stat.S_IMODE(os.stat(runtime).st_mode) == 0o700 and os.stat(runtime).st_uid == os.getuid()
-    named = load_launch(shipped, check_formulations=False).endpoints
-    assert named.control == "tcp://127.0.0.1:5555" and named.telemetry == "tcp://127.0.0.1:5557"
+    named = tmp_path / "named.toml"
+    named.write_text(text + '\n[endpoints]\ncontrol = "tcp://127.0.0.1:5555"\ntelemetry = "tcp://127.0.0.1:5557"\n')
+    endpoints = load_launch(named, check_formulations=False).endpoints
+    assert (endpoints.control, endpoints.admin, endpoints.telemetry) == (
+        "tcp://127.0.0.1:5555",
+        f"ipc://{runtime}/admin",
+        "tcp://127.0.0.1:5557",
+    )
+
+
+def test_every_shipped_launch_file_binds_only_private_ipc_sockets(runtime_dir_of_the_test):
+    """Every launch/*.toml binds each of its channels as an ipc:// socket in the user's private runtime directory,
+    so no TCP port that another user of the machine reaches: run as shipped, they used to bind loopback ports."""
+    from idcontrol.settings import load_launch
+
+    shipped = sorted((Path(__file__).parents[1] / "launch").glob("*.toml"))
+    assert len(shipped) >= 19
+    for path in shipped:
+        for channel, endpoint in load_launch(path, check_formulations=False).endpoints.items():
+            assert endpoint == f"ipc://{runtime_dir_of_the_test}/{channel}", (path.name, endpoint)
 
 
 def test_the_default_runtime_directory_in_tmp_is_refused_when_linked_or_open(tmp_path, monkeypatch):

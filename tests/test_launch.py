@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import msgpack
@@ -19,9 +20,10 @@ import zmq
 
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
+from idcontrol.daemon.endpoints import bind
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
-from idcontrol.tools.ports import free_ports
+from idcontrol.settings import private_endpoint
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 SUMMARY_KEYS = {
@@ -36,18 +38,23 @@ SUMMARY_KEYS = {
 }
 
 
-def launch_file(tmp_path: Path, name: str = "quadruped_stand", **replacements: str) -> tuple[Path, dict[str, str]]:
-    """A copy of a shipped launch file on free ports."""
+def launch_file(
+    tmp_path: Path, name: str = "quadruped_stand", endpoint_lines: str = "", **replacements: str
+) -> tuple[Path, dict[str, str]]:
+    """A copy of a shipped launch file in ``tmp_path``, each replacement (old text: new text) made and
+    ``endpoint_lines`` as its ``[endpoints]`` table; and the endpoints its daemon binds, by channel: those named,
+    the others private to this test (conftest's ``runtime_dir_of_the_test``)."""
     text = (LAUNCH / f"{name}.toml").read_text()
-    ports = free_ports(3)
-    endpoints = {k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry"), ports, strict=True)}
-    for key, default in (("control", 5555), ("admin", 5556), ("telemetry", 5557)):
-        text = text.replace(f"tcp://127.0.0.1:{default}", endpoints[key])
     for old, new in replacements.items():
+        assert old in text, f"{old!r} is not in launch/{name}.toml"
         text = text.replace(old, new)
+    if endpoint_lines:
+        text += f"\n[endpoints]\n{endpoint_lines}\n"
     path = tmp_path / f"{name}.toml"
     path.write_text(text)
-    return path, endpoints
+    named = tomllib.loads(text).get("endpoints", {})
+    private = {channel: private_endpoint(channel) for channel in ("control", "admin", "telemetry")}
+    return path, private | named
 
 
 def spawn(*args: str, stdout=subprocess.DEVNULL, new_session: bool = False) -> subprocess.Popen:
@@ -127,11 +134,11 @@ def test_sigterm_to_the_launcher_stops_the_run_and_both_processes(tmp_path):
             launcher.kill()
     assert launcher.returncode == 0, err[-3000:]
     assert "interrupted" in out + err
-    for endpoint in endpoints.values():  # nothing left bound: daemon and bridge are gone
+    for channel, endpoint in endpoints.items():  # nothing left bound: daemon and bridge are gone
         ctx = zmq.Context()
         probe = ctx.socket(zmq.REP)
         try:
-            probe.bind(endpoint)
+            bind(probe, endpoint, channel)  # as a daemon binds: refused where a process still serves an ipc:// path
         finally:
             probe.close(linger=0)
             ctx.term()

@@ -150,11 +150,18 @@ def spawn(*args: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
 
 @contextlib.contextmanager
 def daemon_bridge_node(
-    tmp_path: Path, name: str, *node_args: str, start: bool = True, daemon_args: tuple = (), **replacements: str
+    tmp_path: Path,
+    name: str,
+    *node_args: str,
+    start: bool = True,
+    daemon_args: tuple = (),
+    endpoint_lines: str = "",
+    **replacements: str,
 ):
-    """A daemon and its lock-step bridge for a shipped launch file, started (``start``), and ``idcontrol ros2``
-    beside them (its log lines in ``tmp_path/node.log``); yields (admin, endpoints, launch path)."""
-    path, endpoints = launch_file(tmp_path, name, **replacements)
+    """A daemon and its lock-step bridge for a shipped launch file (``endpoint_lines``: its [endpoints]), started
+    (``start``), and ``idcontrol ros2`` beside them (its log lines in ``tmp_path/node.log``); yields (admin,
+    endpoints, launch path)."""
+    path, endpoints = launch_file(tmp_path, name, endpoint_lines, **replacements)
     log = open(tmp_path / "node.log", "w")  # noqa: SIM115
     procs = [spawn("daemon", str(path), *daemon_args)]
     admin = AdminClient(endpoints["admin"], credential_for=endpoints["control"])
@@ -173,11 +180,12 @@ def daemon_bridge_node(
         log.close()
 
 
-STREAM = {'name = "hold"': 'name = "stream"', "[endpoints]": '[endpoints]\nreference = "ipc://REF"'}
+STREAM = {'name = "hold"': 'name = "stream"'}
 
 
-def stream_replacements(tmp_path: Path) -> dict[str, str]:
-    return {k: v.replace("REF", str(tmp_path / "reference")) for k, v in STREAM.items()}
+def reference_endpoint(tmp_path: Path) -> str:
+    """The [endpoints] line of the stream reference's channel, on which the planner publishes."""
+    return f'reference = "ipc://{tmp_path / "reference"}"'
 
 
 @pytest.mark.timing  # counts messages per tick at the daemon's pace: needs a core free for the node and the listener
@@ -284,7 +292,11 @@ def test_a_joint_trajectory_becomes_the_daemons_stream_reference_and_malformed_m
     pub_traj = listener.node.create_publisher(JointTrajectory, "joint_trajectory", 10)
     pub_twist = listener.node.create_publisher(Twist, "cmd_vel", 10)
     try:
-        with daemon_bridge_node(tmp_path, "quadruped_stand", **stream_replacements(tmp_path)) as (admin, endpoints, _):
+        with daemon_bridge_node(tmp_path, "quadruped_stand", endpoint_lines=reference_endpoint(tmp_path), **STREAM) as (
+            admin,
+            endpoints,
+            _,
+        ):
             telemetry = Telemetry(endpoints["telemetry"])
             try:
                 while pub_traj.get_subscription_count() == 0:

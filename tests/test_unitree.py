@@ -29,7 +29,6 @@ from idcontrol.driver.unitree.messages import Message  # noqa: E402
 from idcontrol.driver.unitree.motors import MotorMap  # noqa: E402
 from idcontrol.errors import ConfigError  # noqa: E402
 from idcontrol.robot.model import RobotModel  # noqa: E402
-from idcontrol.tools.ports import free_ports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IDCONTROL = [sys.executable, "-m", "idcontrol"]
@@ -332,16 +331,14 @@ def test_driver_refuses_a_robot_whose_sport_mode_runs():
 
 
 def launch_copy(tmp_path: Path, name: str, duration: float, rate_hz: float = 1000.0) -> Path:
-    """A shipped launch file on free ports, ``duration`` s; at ``rate_hz`` with 1 ms physics steps and a watchdog of
-    20 periods (as the driver's late-command rule)."""
+    """A shipped launch file (on this test's private endpoints), ``duration`` s; at ``rate_hz`` with 1 ms physics
+    steps and a watchdog of 20 periods (as the driver's late-command rule)."""
     text = (ROOT / "launch" / f"{name}.toml").read_text()
     if rate_hz != 1000.0:
         substeps = round(1000.0 / rate_hz)
         text = text.replace("rate_hz = 1000.0", f"rate_hz = {rate_hz}")
         text = text.replace('kind = "mujoco"', f'kind = "mujoco"\nsubsteps = {substeps}')
         text = text.replace("watchdog_ms = 20.0", f"watchdog_ms = {20 * 1000.0 / rate_hz}")
-    for default, port in zip((5555, 5556, 5557), free_ports(3), strict=True):
-        text = text.replace(f"tcp://127.0.0.1:{default}", f"tcp://127.0.0.1:{port}")
     text = re.sub(r"^duration = [0-9.]+", f"duration = {duration}", text, flags=re.M)
     path = tmp_path / f"{name}.toml"
     path.write_text(text)
