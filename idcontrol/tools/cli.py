@@ -667,7 +667,7 @@ def _conformance(args: argparse.Namespace) -> int:
     from idcontrol.tools.conformance import run_conformance
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return run_conformance(command, args.bridge_kind, args.json, args.priority, args.rate)
+    return run_conformance(command, args.bridge_kind, args.json, args.priority, args.rate, args.state_form)
 
 
 def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
@@ -690,6 +690,13 @@ def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
         type=_positive_float,
         default=1000.0,
         help="the daemon's control rate, Hz (default 1000; the driver takes it from welcome)",
+    )
+    conformance.add_argument(
+        "--state-form",
+        choices=("full", "sensors"),
+        default="full",
+        help="what the daemon expects in each state: full (the base pose and twist) or sensors (the joints and the "
+        "IMU; the daemon estimates the base, and the IMU's obligations are checked too)",
     )
     conformance.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- the driver's command; {endpoint} and {launch} are filled in"

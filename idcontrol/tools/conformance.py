@@ -15,8 +15,17 @@ order x y z w, SI units, world-frame contact forces), period and jitter, late co
 replies, reconnect with a new credential, stop after 20 late, watchdog (a silent daemon), safe stop on
 ``stop``, safe stop on daemon shutdown, exit on SIGTERM.
 
+With ``state_form = "sensors"`` the daemon estimates the base (``[estimator]``, its ``welcome.state_form`` is
+``sensors``) and the driver must send the sensor form (docs/protocol.md, "The sensor form"); the checks above then
+read the joints and the IMU in place of the base, and three more apply: imu fields (every state: ``imu`` with
+``orientation_xyzw`` f64[4], ``angular_velocity`` f64[3], ``linear_acceleration`` f64[3], finite, ``t`` a number
+when sent; ``q`` and ``qd`` the joints alone or in full), imu time (never after the state's ``t``, at most the
+daemon's 5 ms before it, never going back) and imu not frozen (no gyro and accelerometer reading repeated exactly 5
+times while the driver's clock advances, and the daemon's estimator never found the IMU stale or not finite).
+
 The driver must serve the quadruped robot file (nq 19, nv 18, nu 12) with a real-time clock; the MuJoCo and rigid
-bridges do (``idcontrol conformance --bridge-kind rigid -- idcontrol bridge {launch}``).
+bridges do (``idcontrol conformance --bridge-kind rigid -- idcontrol bridge {launch}``; with ``--state-form sensors``
+the launch file ``{launch}`` also says ``[bridge.sensors] base = "imu"``).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import bisect
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,7 +53,7 @@ import zmq
 from idcontrol import jsontext
 from idcontrol import protocol as wire
 from idcontrol.client import AdminClient
-from idcontrol.errors import IdControlError
+from idcontrol.errors import IdControlError, ProtocolError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
 from idcontrol.tools.ports import free_ports
@@ -52,6 +62,32 @@ from idcontrol.tools.processes import terminate
 ROBOT = "quadruped"
 LATE_LIMIT = 20
 GRAVITY = 9.81
+#: What the daemon may expect in ``state`` (its ``welcome.state_form``).
+STATE_FORMS = ("full", "sensors")
+#: Every obligation, in the order of the report; the sensor form's three more.
+OBLIGATIONS = (
+    "hello and version",
+    "credentials",
+    "zeromq's routing id",
+    "field shapes",
+    "quaternion order x y z w",
+    "units and frames",
+    "period and jitter",
+    "late command (reuse once)",
+    "error replies",
+    "reconnect with a new credential",
+    "stop after 20 late",
+    "watchdog (a silent daemon)",
+    "safe stop on stop",
+    "safe stop on daemon shutdown",
+    "exit on SIGTERM",
+    "seq monotonic",
+)
+SENSOR_OBLIGATIONS = ("imu fields", "imu time", "imu not frozen")
+#: The daemon's default bounds on the IMU (idcontrol.estimation.HealthBounds): how old a sample may be, s, and how
+#: many exact repeats of one gyro and accelerometer reading make a frozen sensor.
+MAX_IMU_AGE = 0.005
+MAX_IMU_REPEATS = 5
 
 LAUNCH_TEMPLATE = """# idcontrol conformance: the standing quadruped, a real-time session
 robot = "quadruped"
@@ -63,7 +99,7 @@ rate_hz = {rate_hz}
 mu = 1.0
 watchdog_ms = {watchdog_ms}
 penetration_tolerance = 0.001
-
+{estimated_contacts}
 [reference]
 name = "hold"
 
@@ -77,13 +113,35 @@ substeps = {substeps}                  # physics steps per period (for idcontrol
 priority = {priority}                 # SCHED_FIFO for the daemon (0: normal scheduling; refused: a warning)
 
 [safety]
-safe_controller = "pd_hold"    # the daemon's own stops hold the posture: later checks start from a standing robot
+{safe_controller}
 safe_stop_timeout = 0.3
 
 [endpoints]
 control = "{control}"
 admin = "{admin}"
 telemetry = "{telemetry}"
+{sensor_form}"""
+
+#: The daemon's own stops hold the posture, so that later checks start from a standing robot. In the sensor form they
+#: damp the joints to rest instead: a PD hold that times out leaves the robot moving, and the estimator, which starts
+#: again at each start, takes the robot to be at rest then.
+HOLD = 'safe_controller = "pd_hold"'
+DAMP = 'safe_controller = "damping"'
+
+#: The launch file's additions for the sensor form: the daemon estimates the base, the bridge sends the IMU.
+SENSOR_FORM_CONTACTS = """contacts = "estimated"   # the estimator's stance feet: the controller's stance decision
+consistent_contact_velocity = true
+
+[formulations.two_stage_qp]
+dissipation = "contacts"         # Stage I relative to the stance feet: an estimated base velocity is not braked
+"""
+SENSOR_FORM = """
+[estimator]
+kind = "inekf"                   # the daemon estimates the base: welcome.state_form is "sensors"
+noise = { imu_tilt_noise = 0.0 }
+
+[bridge.sensors]
+base = "imu"                     # idcontrol bridge sends the sensor form
 """
 
 
@@ -129,6 +187,9 @@ class Proxy:
     fault: str = ""
     fault_count: int = 0  # states the fault still applies to ("drop", "error"); -1: until cleared
     affected: list[int] = field(default_factory=list)  # seqs of the states the faults applied to
+    welcomes: list[dict[str, Any]] = field(default_factory=list)  # the daemon's welcomes, as forwarded
+    daemon_errors: dict[str, int] = field(default_factory=dict)  # the daemon's own error replies, by code
+    last_daemon_error: str = ""
 
     def __post_init__(self) -> None:
         self.lock = threading.Lock()
@@ -261,7 +322,15 @@ class Proxy:
             message = msgpack.unpackb(raw, raw=False)
         except Exception:
             return
+        if not isinstance(message, dict):
+            return
         with self.lock:
+            if message.get("type") == "welcome":
+                self.welcomes.append(message)
+            elif message.get("type") == "error":
+                code = str(message.get("code"))
+                self.daemon_errors[code] = self.daemon_errors.get(code, 0) + 1
+                self.last_daemon_error = f"{code}: {message.get('message')}"
             peer = self.session_peer
             if peer is None or self.fault == "silence":
                 return
@@ -299,6 +368,30 @@ def _array(message: dict[str, Any], key: str) -> np.ndarray | None:
     return None
 
 
+#: The sensor form's IMU arrays and their lengths.
+IMU_ARRAYS = (("orientation_xyzw", 4), ("angular_velocity", 3), ("linear_acceleration", 3))
+
+
+def _size_of(value: Any) -> str:
+    """What an array field holds, in words."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"{len(value)} bytes ({len(value) / 8:g} float64)"
+    return f"an array of {len(value)}" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def _imu_array(message: dict[str, Any], key: str, n: int) -> np.ndarray:
+    """``imu.KEY`` of a state, (n,); NaN where it is missing or of another length."""
+    imu = message.get("imu")
+    value = _array(imu, key) if isinstance(imu, dict) else None
+    return value if value is not None and value.size == n else np.full(n, math.nan)
+
+
+def _imu_stale(reason: str) -> tuple[float, int] | None:
+    """(age s, ticks of one reading) from the daemon's reason for a stale IMU, or None for another reason."""
+    found = re.search(r"IMU is stale: sampled ([-\d.]+) ms ago .* the same reading (\d+) ticks in a row", reason)
+    return (float(found.group(1)) * 1e-3, int(found.group(2))) if found else None
+
+
 class Suite:
     """One conformance run (see the module docstring)."""
 
@@ -310,10 +403,17 @@ class Suite:
         log: Callable[[str], None] = print,
         priority: int = 0,
         rate_hz: float = 1000.0,
+        state_form: str = "full",
     ) -> None:
         if not 10.0 <= rate_hz <= 2000.0:
             raise IdControlError(f"the conformance rate must be in 10 .. 2000 Hz, got {rate_hz}")
+        if state_form not in STATE_FORMS:
+            raise IdControlError(f"the conformance state form must be one of {list(STATE_FORMS)}, got {state_form!r}")
         self.command = command
+        self.state_form = state_form
+        self.sensor_form = False  # the daemon's welcome asked for the sensor form (set at the driver's hello)
+        self._daemon_imu_reasons: list[str] = []  # why the daemon's estimator stopped the robot on the IMU
+        self._imu_units_evidence = ""
         self.priority = priority
         self.log = log
         self.robot = RobotModel(ROBOT)
@@ -326,9 +426,16 @@ class Suite:
             k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry", "proxy"), ports, strict=True)
         }
         e = self.endpoints
+        sensors = state_form == "sensors"
+        form = {
+            "estimated_contacts": SENSOR_FORM_CONTACTS if sensors else "",
+            "sensor_form": SENSOR_FORM if sensors else "",
+            "safe_controller": DAMP if sensors else HOLD,
+        }
         self.daemon_launch = self.dir / "daemon.toml"
         self.daemon_launch.write_text(
             LAUNCH_TEMPLATE.format(
+                **form,
                 kind="mujoco",
                 control=e["control"],
                 admin=e["admin"],
@@ -345,6 +452,7 @@ class Suite:
         substeps = max(1, round(1000.0 / rate_hz)) if bridge_kind == "mujoco" else 1
         self.driver_launch.write_text(
             LAUNCH_TEMPLATE.format(
+                **form,
                 kind=bridge_kind,
                 control=e["proxy"],
                 admin=e["admin"],
@@ -440,10 +548,35 @@ class Suite:
             self.proxy = Proxy(self.endpoints["proxy"], self.endpoints["control"], self.context)
             self._spawn_driver()
             if self._hello():
-                self._run_phases()
+                try:
+                    self._run_phases()
+                except ProtocolError as e:  # the daemon refused a start: it answered none of the driver's states
+                    self._refused(e)
         finally:
             self.close()
         return self.checks
+
+    def _refused(self, error: ProtocolError) -> None:
+        """The daemon would not start the robot: check what the driver's states show by themselves, and fail the
+        obligations that need a running robot, saying why."""
+        p = self.proxy
+        checked = {c.name for c in self.checks}
+        why = f"the daemon refused to start ({error})"
+        if p.daemon_errors:
+            why += f"; it refused {sum(p.daemon_errors.values())} states (last: {p.last_daemon_error})"
+        if "field shapes" not in checked:
+            self._check_fields(p.states(), [])
+        if self.sensor_form and "imu fields" not in checked:
+            self._check_imu_fields(p.states())
+        self._sigterm()
+        self._check_seq()
+        if self.sensor_form:
+            self._check_imu_time()
+            self._check_imu_frozen()
+        checked = {c.name for c in self.checks}
+        for name in OBLIGATIONS + (SENSOR_OBLIGATIONS if self.sensor_form else ()):
+            if name not in checked:
+                self.check(name, False, f"not checked: {why}")
 
     def _daemon_answers(self) -> bool:
         if self.daemon.poll() is not None:
@@ -492,10 +625,14 @@ class Suite:
             if not own
             else f"the driver set its own routing id {own[0]!r}: leave ZMQ_ROUTING_ID unset",
         )
+        if self.wait(lambda: bool(p.welcomes), 10.0, 0.01):
+            self.sensor_form = p.welcomes[0].get("state_form") == "sensors"
         return self.wait(lambda: len(p.states()) > 50, 30.0, 0.01)
 
     def _run_phases(self) -> None:
         p = self.proxy
+        if self.sensor_form:
+            self._warm_estimator()
         idle_from = time.perf_counter()
         time.sleep(0.3)
         idle = p.states(idle_from)
@@ -503,35 +640,70 @@ class Suite:
         run_from = time.perf_counter()
         time.sleep(2.0)
         self._check_fields(p.states(run_from), idle)
+        if self.sensor_form:
+            self._note_daemon_reason()
+            self._check_imu_fields(idle + p.states(run_from))
         self._check_period(p.states(run_from))
-        self._late_once()
-        self._error_replies()
-        self._reconnect()
-        self._stop_after_20()
-        self._watchdog()
-        self._safe_stop_on_stop()
+        for phase in (
+            self._late_once,
+            self._error_replies,
+            self._reconnect,
+            self._stop_after_20,
+            self._watchdog,
+            self._safe_stop_on_stop,
+        ):
+            phase()
+            if self.sensor_form:
+                self._note_daemon_reason()
         self._safe_stop_on_shutdown()
         self._sigterm()
         self._check_seq()
+        if self.sensor_form:
+            self._check_imu_time()
+            self._check_imu_frozen()
+
+    def _warm_estimator(self) -> None:
+        """Start and stop the daemon once before the checks: its estimator's first tick loads the compiled filter
+        (tens of ms), which would otherwise trip the watchdog in the run the checks measure."""
+        self.admin.start()
+        self.wait(lambda: self.status()["ticks"] > 0 and self.status()["mode"] != "idle", 2.0, 0.02)
+        time.sleep(0.2)
+        self.admin.request("stop", reason="conformance: the estimator warmed up")
+        self.wait_mode(("stopped",), 5.0)
+        self.admin.request("reset_stats")
 
     # ------------------------------------------------------------------ obligations
+    def _joints(self, message: dict[str, Any]) -> np.ndarray | None:
+        """A state's joint positions (nq - 7,): ``q[7:]`` of a full ``q``, or the sensor form's ``q`` of the joints
+        alone; None when ``q`` is neither."""
+        q, nq = _array(message, "q"), self.robot.nq
+        if q is None:
+            return None
+        if q.size == nq:
+            return q[7:]
+        return q if self.sensor_form and q.size == nq - 7 else None
+
     def _check_fields(self, states: list[Seen], idle: list[Seen]) -> None:
         r = self.robot
         k = len(r.sphere_names)
+        # the sizes q, qd may have: the full state's, or in the sensor form also the joints alone
+        sizes = {(r.nq, r.nv), (r.nq - 7, r.nv - 6)} if self.sensor_form else {(r.nq, r.nv)}
+        want = " or ".join(f"{a}/{b}" for a, b in sorted(sizes))
         bad: list[str] = []
         versions = {s.message.get("v") for s in self.proxy.seen}
         if versions != {1}:
             bad.append(f"v values {sorted(map(str, versions))}")
-        forces_seen = 0
+        forces_seen = joints_only = 0
         for s in states:
             m = s.message
             q, v = _array(m, "q"), _array(m, "qd")
-            if q is None or q.size != r.nq or v is None or v.size != r.nv:
+            if q is None or v is None or (q.size, v.size) not in sizes:
                 bad.append(
                     f"seq {m.get('seq')}: q/qd sizes {None if q is None else q.size}/"
-                    f"{None if v is None else v.size}, want {r.nq}/{r.nv}"
+                    f"{None if v is None else v.size}, want {want}"
                 )
                 break
+            joints_only += q.size == r.nq - 7
             t = m.get("t")
             if not (np.isfinite(q).all() and np.isfinite(v).all()):
                 bad.append(f"seq {m.get('seq')}: non-finite q or qd")
@@ -545,51 +717,72 @@ class Suite:
                     bad.append(f"seq {m.get('seq')}: contact_forces of {None if f is None else f.size}, want {3 * k}")
                     break
                 forces_seen += 1
+        shapes = (
+            f"q f64[{r.nq}], qd f64[{r.nv}]"
+            if not self.sensor_form
+            else f"q, qd the joints alone (f64[{r.nq - 7}], f64[{r.nv - 6}]) in {joints_only}, in full in the others"
+        )
         self.check(
             "field shapes",
             not bad and bool(states),
             "; ".join(bad)
-            or f"{len(states)} states: q f64[{r.nq}], qd f64[{r.nv}], t float, "
-            f"contact_forces f64[{3 * k}] in {forces_seen}, every message v=1",
+            or f"{len(states)} states: {shapes}, t float, contact_forces f64[{3 * k}] in {forces_seen}, "
+            "every message v=1",
         )
         if not states or bad:
+            if self.sensor_form:  # the quaternion and the units are the IMU's: checked with it
+                self.check("quaternion order x y z w", False, "not checked: the states' fields are wrong")
+                self.check("units and frames", False, "not checked: the states' fields are wrong")
             return
         # positions from the states before the start (the robot at rest in its standing posture, whatever the
         # control loop will make of it on a loaded machine), the clock and the forces from the first 0.4 s of run
-        at_rest = [s for s in idle if _array(s.message, "q") is not None and _array(s.message, "q").size == r.nq]
-        q = np.array([_array(s.message, "q") for s in (at_rest or states)])
+        at_rest = [s for s in idle if self._joints(s.message) is not None] or states
+        joint_q = np.array([self._joints(s.message) for s in at_rest])
+        full_q = np.array([q for s in at_rest if (q := _array(s.message, "q")) is not None and q.size == r.nq])
         early = [s for s, after in zip(states, states[1:], strict=False) if after.message["t"] != s.message["t"]]
         early = early[: max(10, int(0.4 / self.dt))]  # the first 0.4 s during which the robot was driven
-        quat = q[:, 3:7]
-        norm_err = float(np.abs(np.linalg.norm(quat, axis=1) - 1.0).max())
-        upright_w = float(np.abs(quat[:, 3]).min())
-        upright_first = float(np.abs(quat[:, 0]).max())
-        order_ok = norm_err < 1e-3 and upright_w > 0.99
-        self.check(
-            "quaternion order x y z w",
-            order_ok,
-            f"standing robot at rest: |q[6]| (w) >= {upright_w:.4f}, |q[3]| (x) <= {upright_first:.4f}, "
-            f"| |quat| - 1 | <= {norm_err:.1e}" + ("" if order_ok or upright_first < 0.99 else " — looks like w x y z"),
-        )
+        if self.sensor_form:  # the quaternion the driver sends is the IMU's (its frame: the quadruped's base link)
+            quat = np.array([_imu_array(s.message, "orientation_xyzw", 4) for s in at_rest])
+            where = "standing robot's IMU at rest"
+        else:
+            quat, where = full_q[:, 3:7], "standing robot at rest"
+        if quat.ndim != 2 or quat.shape[1] != 4 or not np.isfinite(quat).all():
+            self.check("quaternion order x y z w", False, f"{where}: no finite quaternion to check")
+            order_ok = False
+        else:
+            norm_err = float(np.abs(np.linalg.norm(quat, axis=1) - 1.0).max())
+            upright_w = float(np.abs(quat[:, 3]).min())
+            upright_first = float(np.abs(quat[:, 0]).max())
+            order_ok = norm_err < 1e-3 and upright_w > 0.99
+            w, x = ("orientation_xyzw[3]", "[0]") if self.sensor_form else ("q[6]", "q[3]")
+            self.check(
+                "quaternion order x y z w",
+                order_ok,
+                f"{where}: |{w}| (w) >= {upright_w:.4f}, |{x}| (x) <= {upright_first:.4f}, "
+                f"| |quat| - 1 | <= {norm_err:.1e}"
+                + ("" if order_ok or upright_first < 0.99 else " — looks like w x y z"),
+            )
         stand = r.standing_configuration()
-        height = float(np.median(q[:, 2]))
-        joints = float(np.median(np.abs(q[:, 7:] - stand[7:]).max(axis=1)))
+        joints = float(np.median(np.abs(joint_q - stand[7:]).max(axis=1)))
         t = np.array([float(s.message["t"]) for s in states])
         seq = np.array([s.message["seq"] for s in states], dtype=float)
         moving = np.diff(t) > 0  # (a robot stopped by a loaded machine's late commands holds still)
         steps = np.diff(t)[moving] / np.maximum(np.diff(seq)[moving], 1)
         dt_per_seq = float(np.median(steps)) if steps.size else 0.0
-        units_ok = 0.5 * stand[2] < height < 1.5 * stand[2] and joints < 0.2
-        units_ok = units_ok and 0.5 * self.dt < dt_per_seq < 2 * self.dt
-        evidence = (
-            f"base height {height:.4f} m (standing {stand[2]:.4f}), joints within {joints:.4f} rad of the "
-            f"standing posture (at rest, medians), t advances {dt_per_seq * 1e3:.3f} ms per seq "
-            f"(period {self.dt * 1e3:g} ms)"
-        )
+        units_ok = joints < 0.2 and 0.5 * self.dt < dt_per_seq < 2 * self.dt
+        evidence = f"joints within {joints:.4f} rad of the standing posture (at rest, median)"
+        if full_q.size:
+            height = float(np.median(full_q[:, 2]))
+            units_ok = units_ok and 0.5 * stand[2] < height < 1.5 * stand[2]
+            evidence = f"base height {height:.4f} m (standing {stand[2]:.4f}), " + evidence
+        if self.sensor_form:
+            units_ok = self._imu_units(at_rest) and units_ok
+        evidence += f", t advances {dt_per_seq * 1e3:.3f} ms per seq (period {self.dt * 1e3:g} ms)"
         if idle:
-            qi = np.array([_array(s.message, "q") for s in idle])
-            evidence += f"; idle: joints moved {float(np.abs(qi[:, 7:] - qi[0, 7:]).max()):.1e} rad"
-        if forces_seen:
+            qi = np.array([j for s in idle if (j := self._joints(s.message)) is not None])
+            moved = float(np.abs(qi - qi[0]).max()) if qi.size else math.nan
+            evidence += f"; idle: joints moved {moved:.1e} rad"
+        if forces_seen and early:
             fz = np.array(
                 [
                     _array(s.message, "contact_forces").reshape(-1, 3)[:, 2].sum()
@@ -606,7 +799,133 @@ class Suite:
             )
         else:
             evidence += "; contact forces not sent (optional)"
+        if self.sensor_form:
+            evidence += "; " + self._imu_units_evidence
         self.check("units and frames", units_ok, evidence)
+
+    def _imu_units(self, at_rest: list[Seen]) -> bool:
+        """The IMU's units and frame at rest: its specific force is g (m/s², not in g) and points up the IMU's z
+        (the quadruped's IMU frame is its base link, level when standing); the gyro reads about nothing."""
+        accel = np.array([_imu_array(s.message, "linear_acceleration", 3) for s in at_rest])
+        gyro = np.array([_imu_array(s.message, "angular_velocity", 3) for s in at_rest])
+        if accel.ndim != 2 or gyro.ndim != 2 or not (np.isfinite(accel).all() and np.isfinite(gyro).all()):
+            self._imu_units_evidence = "IMU at rest: no finite reading to check"
+            return False
+        norm = float(np.median(np.linalg.norm(accel, axis=1)))
+        up = float(np.median(accel[:, 2]))
+        spin = float(np.median(np.linalg.norm(gyro, axis=1)))
+        self._imu_units_evidence = (
+            f"IMU at rest: specific force |a| {norm:.3f} m/s², {up:.3f} along its z (want +{GRAVITY} up, m/s²), "
+            f"gyro |w| {spin:.1e} rad/s (medians)"
+        )
+        return abs(norm - GRAVITY) < 0.1 * GRAVITY and up > 0.9 * GRAVITY and spin < 0.1
+
+    def _check_imu_fields(self, states: list[Seen]) -> None:
+        """Every state of the sensor form carries ``imu``: its three arrays of the right lengths, finite (a non-finite
+        reading is a failed sensor's, on which the daemon stops), and ``t`` a finite number when sent."""
+        bad: list[str] = []
+        timed = 0
+        for s in states:
+            m, imu = s.message, s.message.get("imu")
+            if not isinstance(imu, dict):
+                bad.append(f"seq {m.get('seq')}: no imu map" if imu is None else f"seq {m.get('seq')}: imu not a map")
+                break
+            for key, n in IMU_ARRAYS:
+                got = _array(imu, key)
+                if got is None or got.size != n:
+                    bad.append(f"seq {m.get('seq')}: imu.{key} is {_size_of(imu.get(key))}, want f64[{n}]")
+                elif not np.isfinite(got).all():
+                    bad.append(f"seq {m.get('seq')}: imu.{key} not finite {got.tolist()} (a failed sensor)")
+            if "t" in imu:
+                it = imu["t"]
+                if not isinstance(it, (int, float)) or isinstance(it, bool) or not math.isfinite(it):
+                    bad.append(f"seq {m.get('seq')}: imu.t is {it!r}, not a finite number")
+                timed += 1
+            if bad:
+                break
+        p = self.proxy
+        refused = sum(p.daemon_errors.values())
+        evidence = "; ".join(bad) or (
+            f"{len(states)} states: imu with orientation_xyzw f64[4], angular_velocity f64[3], linear_acceleration "
+            f"f64[3], finite; imu.t in {timed}"
+        )
+        if refused:
+            evidence += f"; the daemon refused {refused} states (last: {p.last_daemon_error})"
+        self.check("imu fields", not bad and bool(states), evidence)
+
+    def _check_imu_time(self) -> None:
+        """The IMU's time (``imu.t``, else the state's ``t``) never after the state's, at most the daemon's
+        :data:`MAX_IMU_AGE` before it, and never going back."""
+        bad: list[str] = []
+        ages: list[float] = []
+        previous = -math.inf
+        for s in self.proxy.states():
+            m, imu = s.message, s.message.get("imu")
+            t = m.get("t")
+            if not isinstance(imu, dict) or not isinstance(t, (int, float)):
+                continue
+            it = imu.get("t", t)
+            if not isinstance(it, (int, float)) or isinstance(it, bool) or not math.isfinite(it):
+                bad.append(f"seq {m.get('seq')}: imu.t is {it!r}")
+                break
+            age = float(t) - float(it)
+            ages.append(age)
+            if age < -1e-9:
+                bad.append(f"seq {m.get('seq')}: the IMU sampled {-age * 1e3:.3f} ms after the state's t")
+            elif age > MAX_IMU_AGE:
+                bad.append(f"seq {m.get('seq')}: the IMU sampled {age * 1e3:.3f} ms before the state's t")
+            elif it < previous:
+                bad.append(f"seq {m.get('seq')}: imu.t went back by {(previous - it) * 1e3:.3f} ms")
+            previous = max(previous, float(it))
+            if bad:
+                break
+        old = [r for r in self._daemon_imu_reasons if (stale := _imu_stale(r)) and stale[0] > MAX_IMU_AGE]
+        self.check(
+            "imu time",
+            not bad and bool(ages) and not old,
+            "; ".join(bad + [f"the daemon stopped: {r}" for r in old[:1]])
+            or f"{len(ages)} readings: sampled {np.median(ages) * 1e3:.3f} ms (median), at most "
+            f"{max(ages) * 1e3:.3f} ms before the state's t (bound {MAX_IMU_AGE * 1e3:g} ms), never going back",
+        )
+
+    def _check_imu_frozen(self) -> None:
+        """No gyro and accelerometer reading repeated exactly :data:`MAX_IMU_REPEATS` times in a row while the driver's
+        clock advanced (a simulated robot held still, its clock stopped, repeats its reading legitimately), and the
+        daemon's estimator never stopped the robot on its IMU."""
+        longest, run, at = 0, 0, None
+        previous: tuple[float, bytes] | None = None
+        for s in self.proxy.states():
+            m, imu = s.message, s.message.get("imu")
+            t = m.get("t")
+            if not isinstance(imu, dict) or not isinstance(t, (int, float)):
+                continue
+            gyro, accel = _array(imu, "angular_velocity"), _array(imu, "linear_acceleration")
+            if gyro is None or accel is None:
+                continue
+            reading = gyro.tobytes() + accel.tobytes()
+            if previous is not None and t > previous[0]:
+                run = run + 1 if reading == previous[1] else 0
+                if run > longest:
+                    longest, at = run, m.get("seq")
+            previous = (float(t), reading)
+        reasons = [r for r in self._daemon_imu_reasons if (stale := _imu_stale(r)) and stale[1] > MAX_IMU_REPEATS]
+        ok = longest < MAX_IMU_REPEATS and not reasons
+        self.check(
+            "imu not frozen",
+            ok,
+            f"the longest exact repeat of one reading while the clock advanced: {longest} (bound "
+            f"{MAX_IMU_REPEATS - 1}{f', ending at seq {at}' if longest else ''}); the daemon "
+            + (f"stopped: {reasons[0]}" if reasons else "never stopped on the IMU"),
+        )
+
+    def _note_daemon_reason(self) -> None:
+        """Keep the daemon's reason when its estimator stopped the robot on the IMU (stale or not finite)."""
+        try:
+            reason = str(self.status().get("reason", ""))
+        except (TimeoutError, IdControlError):
+            return
+        if reason.startswith("estimate not trustworthy") and "IMU" in reason and reason not in self._daemon_imu_reasons:
+            self._daemon_imu_reasons.append(reason)
 
     def _check_period(self, states: list[Seen]) -> None:
         at = np.array([s.at for s in states])
@@ -789,9 +1108,9 @@ class Suite:
         held_from = time.perf_counter()
         time.sleep(0.3)
         during = p.states(since)
-        held = [_array(s.message, "q") for s in p.states(held_from)]
+        held = [j for s in p.states(held_from) if (j := self._joints(s.message)) is not None]
         gaps = np.diff([s.at for s in during]) * 1e3 if len(during) > 1 else np.array([math.inf])
-        moved = float(np.abs(np.array(held)[:, 7:] - held[0][7:]).max()) if len(held) > 1 else math.inf
+        moved = float(np.abs(np.array(held) - held[0]).max()) if len(held) > 1 else math.inf
         ok = stopped and float(gaps.max()) < max(20.0, 25e3 * self.dt) and moved < 1e-3
         self.check(
             "safe stop on stop",
@@ -881,6 +1200,7 @@ def run_conformance(
     json_path: str | None = None,
     priority: int = 0,
     rate_hz: float = 1000.0,
+    state_form: str = "full",
 ) -> int:
     """Run the suite on ``command``; print each obligation; 0 when all pass, 1 otherwise.
 
@@ -889,11 +1209,20 @@ def run_conformance(
     misses its deadlines for want of a CPU, and the suite says so).
     rate_hz : the daemon's control rate; the driver must take its period from the daemon's ``welcome`` (or from
     the launch file ``{launch}``). The obligations do not depend on the rate; a slower one tests them on a
-    machine too loaded to keep 1 kHz."""
+    machine too loaded to keep 1 kHz.
+    state_form : what the daemon expects: ``"full"`` (the base in ``q``, ``qd``) or ``"sensors"`` (it estimates the
+    base; the driver must send the sensor form, and the IMU's obligations are checked too)."""
     if not command:
         raise IdControlError("give the driver's command after --: idcontrol conformance -- COMMAND {endpoint}")
     print(f"idcontrol conformance: {' '.join(command)}", flush=True)
-    suite = Suite(command, bridge_kind, log=lambda line: print(line, flush=True), priority=priority, rate_hz=rate_hz)
+    suite = Suite(
+        command,
+        bridge_kind,
+        log=lambda line: print(line, flush=True),
+        priority=priority,
+        rate_hz=rate_hz,
+        state_form=state_form,
+    )
     checks = suite.run()
     failed = [c for c in checks if not c.passed]
     print(f"{len(checks) - len(failed)} passed, {len(failed)} failed")
