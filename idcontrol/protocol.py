@@ -245,6 +245,8 @@ class StateMessage:
         boundary) and the bridge reused an older torque; that command's round trip is then unknown.
     crossings : the contact events of the step that led to this state, in the order the simulator crossed them
         (the ess simulator): (label ``"sphere/touchdown"`` or ``"sphere/liftoff"``, bridge time s, how); optional.
+    truth : the wire's ``truth`` map as it came (a simulator's truth of the floating base), unchecked: it is for the
+        log only, and whoever records it checks it off the tick (:func:`decode_truth`); optional.
     """
 
     seq: int
@@ -253,6 +255,22 @@ class StateMessage:
     bridge_stopped: bool = False
     last_late: bool = False
     crossings: tuple[tuple[str, float, str], ...] = ()
+    truth: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """What a simulator knows of its robot and a robot does not (the wire's ``truth``): for the log only, to judge an
+    estimate against; the daemon never acts on it (it is not part of :class:`RobotState`).
+
+    q : (7,) base position (world, m) and orientation (x y z w, world ← base).  v : (6,) base linear and angular
+    velocity, base frame (m/s, rad/s).  contact_forces : (k, 3) force on each contact sphere, world frame, N, or
+    None.
+    """
+
+    q: Array
+    v: Array
+    contact_forces: Array | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +378,21 @@ def decode_control(raw: bytes, shape: RobotShape, *, estimates: bool = True) -> 
         if message.get("crossings") is not None
         else ()
     )
-    return StateMessage(seq, RobotState(q, v, t, objects, forces, imu=imu), rtt, stopped, late, crossings)
+    truth = message.get("truth")  # for the log only: checked off the tick, by whoever records it (decode_truth)
+    return StateMessage(seq, RobotState(q, v, t, objects, forces, imu=imu), rtt, stopped, late, crossings, truth)
+
+
+def decode_truth(raw: object, contact_count: int) -> Truth:
+    """A state's ``truth`` map (a simulator's, for the log) as a :class:`Truth`: ``q`` f64[7], ``qd`` f64[6],
+    optionally ``contact_forces`` f64[3 contact_count], finite. Raises :class:`ProtocolError` (``bad_field``)."""
+    if not isinstance(raw, dict):
+        raise ProtocolError("bad_field", "truth must be a map with q, qd and optionally contact_forces")
+    fields = [(raw, "q", 7, "truth."), (raw, "qd", 6, "truth.")]
+    forces = raw.get("contact_forces") is not None
+    if forces:
+        fields.append((raw, "contact_forces", 3 * contact_count, "truth."))
+    arrays = get_arrays(fields)
+    return Truth(arrays[0], arrays[1], arrays[2].reshape(-1, 3) if forces else None)
 
 
 #: The base part of a sensor-form state that sends the joints alone.
@@ -445,9 +477,12 @@ def encode_state(
     last_late: bool = False,
     crossings: tuple[tuple[str, float, str], ...] | list[tuple[str, float, str]] = (),
     imu: ImuReading | None = None,
+    truth: Truth | None = None,
 ) -> bytes:
     """A ``state`` message; ``crossings``: (label, t s, how) of the step's contact events, in crossing order.
-    ``imu``: the sensor form: the IMU's reading, and of ``q`` (nq,) and ``v`` (nv,) only the joints (q[7:], v[6:])."""
+    ``imu``: the sensor form: the IMU's reading, and of ``q`` (nq,) and ``v`` (nv,) only the joints (q[7:], v[6:]).
+    ``truth``: a simulator's truth of the base, for the log: a :class:`Truth`, or any state whose ``q`` and ``v``
+    begin with the base's (a simulator's ``SimState``: its base part is sent)."""
     if imu is not None:
         q, v = q[7:], v[6:]
     message: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": "state", "seq": seq, "t": t, "q": f64(q), "qd": f64(v)}
@@ -483,6 +518,10 @@ def encode_state(
             "t": f64(np.array([c[1] for c in crossings])),
             "how": [c[2] for c in crossings],
         }
+    if truth is not None:
+        message["truth"] = {"q": f64(truth.q[:7]), "qd": f64(truth.v[:6])}
+        if truth.contact_forces is not None:
+            message["truth"]["contact_forces"] = f64(truth.contact_forces)
     return pack(message)
 
 

@@ -323,6 +323,7 @@ class Driver:
             self._late > 0,
             getattr(s, "crossings", ()),
             getattr(s, "imu", None),
+            getattr(s, "truth", None),
         )
         sent_at = time.perf_counter()
         self.socket.send(raw)

@@ -46,6 +46,9 @@ class SimState:
     imu : the IMU's reading, from a sensor model that reports what a robot measures (``[bridge.sensors] base =
         "imu"``, :mod:`idcontrol.sim.sensing`); its ``q[0:7]`` and ``v[0:6]`` then hold no measurement (the base
         at the origin, level, at rest). None: the base pose and twist are reported.
+    truth : the simulator's own state at this reading's instant, when this state is what a sensor model reports
+        (:mod:`idcontrol.sim.sensing`, a floating base); the bridge sends its base for the log (the wire's
+        ``truth``), never for the controller. None: this state is the truth, or the robot is fixed.
     """
 
     t: float
@@ -55,6 +58,7 @@ class SimState:
     contact_forces: Array
     crossings: tuple[tuple[str, float, str], ...] = ()
     imu: ImuReading | None = None
+    truth: SimState | None = None
 
     def robot_state(self) -> RobotState:
         """This snapshot as the control core's input (as a bridge would report it, sensed forces included)."""

@@ -247,7 +247,7 @@ class SensedSimulator:
         forces = truth.contact_forces if self._feet else None
         if forces is not None and s.foot_force_noise > 0.0:
             forces = forces + rng.normal(0.0, s.foot_force_noise, forces.shape)
-        return replace(truth, q=q, v=v, contact_forces=forces, imu=imu)
+        return replace(truth, q=q, v=v, contact_forces=forces, imu=imu, truth=truth if self._floating else None)
 
     def _read_imu(self, truth: SimState, q: Array, v: Array) -> ImuReading:
         """The IMU's reading of ``truth`` (the module's sensor form); the base part of ``q`` and ``v`` emptied."""
