@@ -89,6 +89,14 @@ def synthetic_record(rng: np.random.Generator, seq: int, n_contacts: int) -> dic
         "coupling": float(rng.uniform()),
         "coupling_held": float(rng.uniform()),
         "coupled_touchdown": bool(seq % 2),
+        "estimate_q": wire.f64(f(7)),
+        "estimate_qd": wire.f64(f(6)),
+        "estimate_covariance": wire.f64(f(81)),
+        "estimate_contact": wire.f64(rng.integers(0, 2, 4).astype(float)),
+        "estimate_status": "trustworthy" if seq % 2 else "the IMU is stale",
+        "truth_q": wire.f64(f(7)),
+        "truth_qd": wire.f64(f(6)),
+        "truth_contact_forces": wire.f64(f(4, 3)),
     }
 
 
@@ -98,7 +106,8 @@ def decoded(record: dict, key: str):
 
 
 def test_every_field_round_trips_through_a_real_file(tmp_path: Path) -> None:
-    """Every tick field written by the writer reads back bit-identical (NaN as NaN), padded per contact count."""
+    """Every tick field written by the writer reads back bit-identical (NaN as NaN), padded per contact count; the
+    fields the writer derives (the estimate's error against the truth) are there."""
     rng = np.random.default_rng(4)
     counts = [4, 0, 2, 3]
     records = [synthetic_record(rng, seq, n) for seq, n in enumerate(counts, start=1)]
@@ -112,10 +121,14 @@ def test_every_field_round_trips_through_a_real_file(tmp_path: Path) -> None:
     assert log.array("index").tolist() == list(range(len(records)))
     for i, (r, n) in enumerate(zip(records, counts, strict=True)):
         for key in schema.SCALAR_INT[1:] + schema.SCALAR_FLOAT + schema.SCALAR_BOOL + schema.SCALAR_STR:
-            assert log.array(key)[i] == r[key], key
+            if key not in schema.LOG_ONLY:
+                assert log.array(key)[i] == r[key], key
         for key in schema.VECTORS:
-            np.testing.assert_array_equal(log.array(key)[i], decoded(r, key))
-        np.testing.assert_array_equal(log.array("sensed_forces")[i], decoded(r, "sensed_forces").reshape(4, 3))
+            if key not in schema.LOG_ONLY:
+                np.testing.assert_array_equal(log.array(key)[i], decoded(r, key))
+        for key in ("sensed_forces", "truth_contact_forces"):
+            np.testing.assert_array_equal(log.array(key)[i], decoded(r, key).reshape(4, 3))
+        assert np.isfinite(log.array("estimate_error")[i]).all() and np.isfinite(log.array("tilt_error")[i])
         for key in schema.CONTACT_VECTORS + schema.CONTACT_ROWS3:
             got = log.array(key)[i, :n]
             np.testing.assert_array_equal(got.reshape(-1), decoded(r, key))  # NaN == NaN here
@@ -180,7 +193,7 @@ def test_full_queue_drops_and_counts_records_without_blocking(tmp_path: Path) ->
     """With the writer stalled the tick's enqueue never waits; dropped records are counted, the rest written."""
     recorder = LogRecorder(tmp_path / "q.mcap", {"robot": "quadruped"}, ring_bytes=1 << 20)
     rng = np.random.default_rng(6)
-    record = synthetic_record(rng, 1, 4) | {"q": wire.f64(np.zeros(200))}  # about 2.5 kB
+    record = synthetic_record(rng, 1, 4) | {"q": wire.f64(np.zeros(200))}  # about 4.5 kB
     raw = wire.pack(record)
     os.kill(recorder.process.pid, signal.SIGSTOP)
     try:
@@ -511,7 +524,7 @@ def test_a_snapshot_that_does_not_rebuild_is_counted_and_said_and_the_log_goes_o
     that tick only: it is counted, said on stderr, and the records after it are written in their places."""
     config = {"robot": "quadruped", "nq": 19, "nv": 18}
     log = SegmentedLog(tmp_path / "run.mcap", config, 1 << 30)
-    tail = [1.0, 10.0, "idle", "two_stage_qp", wire.f64(np.zeros(12)), 0, "", 0, None, None]
+    tail = [1.0, 10.0, "idle", "two_stage_qp", wire.f64(np.zeros(12)), 0, "", 0, None, None, None]
     assert log.add([1, 2, 3]) is False
     assert log.add([b"\xc1", *tail]) is False
     assert log.add([wire.encode_hello("quadruped", 19, 18, 12), *tail]) is False
@@ -520,7 +533,7 @@ def test_a_snapshot_that_does_not_rebuild_is_counted_and_said_and_the_log_goes_o
     log.close()
     assert log.lost == 3 and log.ticks == 1
     err = capsys.readouterr().err
-    assert "a tick record is lost (1 so far): a tick snapshot has 11 items, this one 3" in err
+    assert "a tick record is lost (1 so far): a tick snapshot has 12 items, this one 3" in err
     assert "(2 so far)" not in err  # the first is said, then every thousandth
     logged = read_log(tmp_path / "run.mcap")
     assert len(logged) == 1 and logged.tick(0)["seq"] == 1

@@ -41,7 +41,7 @@ from idcontrol.control.modes import MODE_IDLE, MODE_RUN, MODE_SAFE_STOP, MODE_ST
 from idcontrol.control.safety import SafetyFilter
 from idcontrol.control.state import RobotState
 from idcontrol.errors import ConfigError, InputError, InvalidTransition, ShapeError
-from idcontrol.estimation import BaseEstimator, SensorReading
+from idcontrol.estimation import BaseEstimator, Estimate, SensorReading
 from idcontrol.formulations.base import Formulation
 from idcontrol.formulations.problem import SolveResult, index_array
 from idcontrol.reference import JointTarget, Reference, available_references, desired_acceleration, make_reference
@@ -76,6 +76,8 @@ class Command:
         the core's next tick, as the daemon and the test harness do when they record the tick).
     clipped : joints whose torque hit a limit this tick.
     note, event : what the guards did this tick, if anything (a rate-limited log line and its kind).
+    estimate : the estimator's output this tick (run mode with an ``[estimator]``; the estimator's own object,
+        updated in place: read it before the core's next tick, as the daemon does when it logs the tick).
     """
 
     tau: Array
@@ -91,6 +93,7 @@ class Command:
     event: str = ""
     #: the reference whose telemetry :attr:`reference` reports (run mode only)
     sampled_from: Reference | None = None
+    estimate: Estimate | None = None
     _reference: dict[str, object] | None = None
 
     @property
@@ -476,6 +479,7 @@ class ControlCore:
                 reason = f"the estimator cannot start: {e}"
             else:
                 self._estimating = True
+                out.estimate = estimate
                 if not estimate.healthy:
                     reason = estimate.reason
         if reason:

@@ -628,6 +628,7 @@ class Daemon:
             last_late=message.last_late,
             crossings=message.crossings,
             coupling=self.core.coupling(out),
+            truth=self._truth(message),
         )
         record["v"], record["type"] = wire.PROTOCOL_VERSION, "telemetry"
         if self.logger is not None:
@@ -639,6 +640,17 @@ class Daemon:
             self.telemetry.send(packed, zmq.NOBLOCK)
         except zmq.Again:
             pass
+
+    def _truth(self, message: StateMessage) -> wire.Truth | None:
+        """The simulator's truth the state carried, checked (after the command left); None when it carried none or
+        a malformed one (said, rate-limited: it is for the log only)."""
+        if message.truth is None:
+            return None
+        try:
+            return wire.decode_truth(message.truth, len(self.shape.contact_names))
+        except ProtocolError as e:
+            self.rate_log.warning("truth", f"the state's truth is left out of the record: {e}")
+            return None
 
     def _log_event(self, kind: str, now: float, **fields: Any) -> None:
         """Record an admin change or stop among the ticks, so that replay can apply it at the same place."""

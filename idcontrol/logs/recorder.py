@@ -72,9 +72,19 @@ def describe_run(config: LaunchConfig, core: ControlCore) -> dict[str, Any]:
         "contact_names": list(robot.sphere_names),
         "object_names": [o.name for o in core.controller.environment.objects],
         "torque_limits": core.tau_limit.tolist(),
+        "estimator": _estimator(core),
         "pid": os.getpid(),
         "started_unix": time.time(),
     }
+
+
+def _estimator(core: ControlCore) -> dict[str, Any] | None:
+    """The estimator of the run (its filter, and the covariance's layout: name → [start, stop] rows), or None."""
+    estimator = core.estimator
+    if estimator is None:
+        return None
+    layout = {name: [s.start, s.stop] for name, s in estimator.covariance_layout.items()}
+    return {"kind": core.estimator_kind, "covariance_layout": layout}
 
 
 def _plain(value: Any) -> Any:

@@ -27,6 +27,8 @@ import orjson
 if TYPE_CHECKING:
     from idcontrol.control.core import Command
     from idcontrol.control.state import RobotState
+    from idcontrol.estimation import Estimate
+    from idcontrol.protocol import Truth
 
 SCHEMA_VERSION = 1
 PROFILE = "idcontrol"
@@ -45,8 +47,9 @@ class TickField:
     kind : ``int``, ``float``, ``bool``, ``str``; ``vector`` (fixed length per run); ``contact`` (one value per
         detected contact, n changes from tick to tick); ``contact_rows3`` ((n, 3), one row per contact);
         ``sphere_rows3`` ((k, 3), one row per contact sphere of the robot file); ``map``; ``strings``.
-    size : the length of a ``vector`` field: ``nq``, ``nv`` or ``nu``.
-    when : ``always``; ``run`` (run mode only, when the formulation ran); ``optional``.
+    size : the length of a ``vector`` field: ``nq``, ``nv``, ``nu``, ``k`` (the contact spheres) or a number.
+    when : ``always``; ``run`` (run mode only, when the formulation ran); ``optional``; ``log`` (in the log's ticks
+        only: the log writer derives it from the record, :mod:`idcontrol.logs.estimate`).
     """
 
     name: str
@@ -139,6 +142,73 @@ TICK_FIELDS: tuple[TickField, ...] = (
         when="run",
     ),
     TickField(
+        "estimate_q",
+        "vector",
+        "the base the estimator gave the controller (run mode with an [estimator]): position m and quaternion xyzw "
+        "(world ← base), in the world the estimator set at the start (docs/estimation.md)",
+        "7",
+        "optional",
+    ),
+    TickField(
+        "estimate_qd",
+        "vector",
+        "the estimated base linear and angular velocity, base frame, m/s, rad/s",
+        "6",
+        "optional",
+    ),
+    TickField(
+        "estimate_covariance",
+        "vector",
+        "the filter's error covariance, rows and columns 0..8 (9×9, row-major), named by the configuration's "
+        "estimator.covariance_layout (invariant EKF: rotation rad, velocity m/s, position m of its right-invariant "
+        "error, world frame; linear filter: position, velocity, the first sphere's position)",
+        "81",
+        "optional",
+    ),
+    TickField(
+        "estimate_contact",
+        "vector",
+        "per contact sphere, 1 when the filter held it as a stance foot this tick (the controller's stance decision "
+        "of the previous tick), else 0",
+        "k",
+        "optional",
+    ),
+    TickField(
+        "estimate_status", "str", "'trustworthy', or why the estimate is not (the run then stops)", when="optional"
+    ),
+    TickField(
+        "truth_q",
+        "vector",
+        "the simulator's truth of the base (a bridge's sensor models send it; the controller never sees it): "
+        "position m, quaternion xyzw, world frame",
+        "7",
+        "optional",
+    ),
+    TickField("truth_qd", "vector", "the true base linear and angular velocity, base frame", "6", "optional"),
+    TickField(
+        "truth_contact_forces",
+        "sphere_rows3",
+        "the true force on each contact sphere (k, 3), world frame, N",
+        when="optional",
+    ),
+    TickField(
+        "estimate_std",
+        "vector",
+        "standard deviations of the base's error: rotation (3, rad), velocity (3, m/s), position (3, m), world frame "
+        "(from estimate_covariance at the estimate, to first order)",
+        "9",
+        "log",
+    ),
+    TickField(
+        "estimate_error",
+        "vector",
+        "the estimate minus the truth, as estimate_std: rotation vector of R̂ Rᵀ (rad), world velocity (m/s), "
+        "position (m)",
+        "9",
+        "log",
+    ),
+    TickField("tilt_error", "float", "angle between the estimated and the true vertical, rad", when="log"),
+    TickField(
         "coupled_touchdown",
         "bool",
         "two contacts on different limbs, coupled (held) by at least 0.1, "
@@ -190,6 +260,12 @@ SOLVED_FIELDS = (
 SOLVED_ARRAYS = 5
 #: The contact-coupling diagnostic's fields (``ControlCore.coupling``).
 COUPLING_FIELDS = ("coupling", "coupling_held", "coupled_touchdown")
+#: The fields the log writer derives and adds to the records it stores (never published).
+LOG_ONLY = tuple(f.name for f in TICK_FIELDS if f.when == "log")
+#: An estimated tick's fields, in the record's order (:func:`estimate_values`).
+ESTIMATE_FIELDS = ("estimate_q", "estimate_qd", "estimate_covariance", "estimate_contact", "estimate_status")
+#: The rows and columns of the filter's covariance the record holds (``estimate_covariance``).
+COVARIANCE_BLOCK = 9
 _NO_FORCES = np.zeros((0, 3))
 _NO_FORCES.setflags(write=False)
 
@@ -221,6 +297,13 @@ def solved_values(command: Command, contact_labels: list[str] | None) -> list[An
     ]
 
 
+def estimate_values(estimate: Estimate) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """The values of :data:`ESTIMATE_FIELDS` for a tick with an estimate, as views of the estimator's own arrays
+    (the stance as bool: the record holds it as float64)."""
+    block = COVARIANCE_BLOCK
+    return estimate.q[:7], estimate.v[:6], estimate.covariance[:block, :block], estimate.stance, estimate.reason
+
+
 def tick_record(
     *,
     seq: int,
@@ -234,6 +317,7 @@ def tick_record(
     last_late: bool = False,
     crossings: tuple[tuple[str, float, str], ...] = (),
     coupling: tuple[float, float, bool] | None = None,
+    truth: Truth | None = None,
 ) -> dict[str, Any]:
     """The tick record of one answered state, with arrays as numpy arrays (see :func:`encode_tick_record`).
 
@@ -241,6 +325,7 @@ def tick_record(
     ``crossings`` : (label, t, how) of the contact events the bridge reported for the step before this state.
     ``coupling`` : the core's contact-coupling diagnostic of this tick (:meth:`ControlCore.coupling
     <idcontrol.control.core.ControlCore.coupling>`), if any.
+    ``truth`` : the simulator's truth the bridge sent with the state (the wire's ``truth``), if any.
     """
     record: dict[str, Any] = {
         "seq": seq,
@@ -277,6 +362,13 @@ def tick_record(
         record.update(zip(SOLVED_FIELDS, solved_values(command, contact_labels), strict=True))
         if coupling is not None:
             record.update(zip(COUPLING_FIELDS, coupling, strict=True))
+    if command.estimate is not None:
+        q, v, block, stance, status = estimate_values(command.estimate)
+        record.update(zip(ESTIMATE_FIELDS, (q, v, block, stance.astype(float), status), strict=True))
+    if truth is not None:
+        record["truth_q"], record["truth_qd"] = truth.q, truth.v
+        if truth.contact_forces is not None:
+            record["truth_contact_forces"] = truth.contact_forces
     return record
 
 
@@ -336,7 +428,7 @@ _WIRE_TYPE = {
     "contact_rows3": "f64[3n]",
     "sphere_rows3": "f64[3k]",
 }
-_WHEN = {"always": "every tick", "run": "run mode", "optional": "when present"}
+_WHEN = {"always": "every tick", "run": "run mode", "optional": "when present", "log": "in the log only"}
 
 
 def markdown_table() -> str:

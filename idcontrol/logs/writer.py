@@ -33,6 +33,7 @@ from mcap.writer import CompressionType, Writer
 
 from idcontrol.errors import LogError
 from idcontrol.logs import schema
+from idcontrol.logs.estimate import derived_fields
 from idcontrol.logs.ring import Ring
 from idcontrol.logs.snapshot import record_from_snapshot
 
@@ -91,6 +92,9 @@ class SegmentedLog:
         self.clock_offset = float(config.get("clock_offset_s", 0.0))  # Unix time minus the daemon's monotonic
         self.events: list[tuple[int, bytes]] = []  # (log time, JSON), repeated in each new segment
         self.view = _foxglove_view(config, self.clock_offset)  # Foxglove's topics, as the live view has them
+        self.covariance_layout = (config.get("estimator") or {}).get("covariance_layout")  # for derived_fields
+        self.contact_count = len(config.get("contact_names") or ())  # for the truth's contact forces
+        self.bad_truths = 0  # tick records whose state carried a malformed truth (left out)
         self.segment = 0
         self.ticks = 0
         self._open()
@@ -128,7 +132,7 @@ class SegmentedLog:
         stderr (the first, then every thousandth); the log goes on."""
         if isinstance(record, list):
             try:
-                record = record_from_snapshot(record)
+                record = record_from_snapshot(record, self.contact_count, self._bad_truth)
             except LogError as e:
                 self.lost += 1
                 if self.lost == 1 or self.lost % 1000 == 0:
@@ -142,7 +146,10 @@ class SegmentedLog:
         log_time = int((float(record.get("now", time.monotonic())) + self.clock_offset) * 1e9)
         if kind == "telemetry":  # its place among all ticks answered, dropped and lost ones included
             record["index"] = self.ticks + self.lost + int(record.get("log_dropped", 0))
-        data = schema.to_json(json_record(record))
+        values = json_record(record)
+        if kind == "telemetry" and "estimate_q" in values:  # the estimate's σ and its error against the truth
+            derived_fields(values, self.covariance_layout)
+        data = schema.to_json(values)
         if kind == "telemetry":
             topic = schema.TICK_TOPIC
             self.ticks += 1
@@ -162,6 +169,12 @@ class SegmentedLog:
             self.segment += 1
             self._open()
         return kind == "end"
+
+    def _bad_truth(self, text: str) -> None:
+        """A state's truth that did not check: counted, said on stderr (the first, then every thousandth)."""
+        self.bad_truths += 1
+        if self.bad_truths == 1 or self.bad_truths % 1000 == 0:
+            print(f"idcontrol log writer: {text} ({self.bad_truths} so far)", file=sys.stderr, flush=True)
 
     def _add_foxglove(self, record: dict[str, Any]) -> None:
         try:
