@@ -468,11 +468,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from idcontrol.tools.plot import plot_log
+    from idcontrol.tools.plot import plot_command
 
-    for path in plot_log(args.log, args.output):
-        print(f"wrote {path}")
-    return 0
+    return plot_command(args)
 
 
 def _add_log_commands(sub: argparse._SubParsersAction) -> None:
@@ -503,9 +501,17 @@ def _add_log_commands(sub: argparse._SubParsersAction) -> None:
     )
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
     replay.set_defaults(func=_replay)
-    plot = sub.add_parser("plot", help="write PNG figures of a log (torques, forces, tracking, timing)")
+    plot = sub.add_parser("plot", help="write PNG figures of a log (torques, forces, tracking, timing, estimate)")
     plot.add_argument("log", help="an MCAP log written by --log")
     plot.add_argument("-o", "--output", default=None, help="output directory (default: <log stem>_plots)")
+    plot.add_argument(
+        "--figure",
+        action="append",
+        choices=("torques", "contact_forces", "tracking", "timing", "coupling", "estimate"),
+        default=None,
+        help="only this figure (repeatable; default: every one the log has data for). estimate: the estimated base "
+        "against the simulator's truth, with the errors printed",
+    )
     plot.set_defaults(func=_plot)
 
 

@@ -7,16 +7,29 @@
 * ``timing.png`` — histograms of the daemon's compute time and the bridge's round trip, with
   the deadline (one control period) marked;
 * ``coupling.png`` — the contact-coupling diagnostic (Pace & Burden's condition 6) over time, every joint free and
-  through the unactuated DoFs alone, with the ticks flagged for a coupled near-simultaneous touchdown.
+  through the unactuated DoFs alone, with the ticks flagged for a coupled near-simultaneous touchdown;
+* ``estimate.png`` — a log with an estimate (``[estimator]``): the estimated floating base against the simulator's
+  truth, position, height, roll and pitch, world velocity, each with its ±2σ band, the height error against its
+  ±2σ, and each foot's stance against its true contact; ``idcontrol plot LOG --figure estimate`` also prints the
+  errors (:func:`idcontrol.logs.estimate.estimate_summary`).
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
 
 from idcontrol.errors import LogError
+from idcontrol.logs.estimate import (
+    BASE_ERROR_LAYOUT,
+    compared_ticks,
+    estimate_summary,
+    has_estimate,
+    rotation_xyzw,
+    true_contacts,
+)
 from idcontrol.logs.reader import TickLog, read_log
 
 
@@ -149,11 +162,140 @@ def plot_coupling(log: TickLog, out: Path) -> Path:
     return _save(fig, out / "coupling.png")
 
 
-def plot_log(path: str | Path, output: str | Path | None = None) -> list[Path]:
-    """Write every figure of the log at ``path`` into ``output`` (default ``<log stem>_plots/``)."""
-    log = read_log(path)
+def _roll_pitch_yaw(quat: np.ndarray) -> np.ndarray:
+    """(T, 3) roll, pitch, yaw (rad, Z-Y-X) of quaternions (T, 4) x y z w."""
+    x, y, z, w = quat.T
+    roll = np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    pitch = np.arcsin(np.clip(2 * (w * y - z * x), -1.0, 1.0))
+    yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return np.stack([roll, pitch, yaw], axis=1)
+
+
+def _band(ax, t: np.ndarray, centre: np.ndarray, std: np.ndarray, colour: str) -> None:
+    """A ±2σ band around ``centre`` (NaN σ: none)."""
+    if np.isfinite(std).any():
+        ax.fill_between(t, centre - 2 * std, centre + 2 * std, color=colour, alpha=0.2, lw=0)
+
+
+def plot_estimate(log: TickLog, out: Path) -> Path:
+    """``estimate.png``: the estimate (solid, ±2σ shaded) against the truth (dashed, where the bridge sent it)."""
+    if not has_estimate(log):
+        raise LogError(
+            f"{log.path}: this log has no estimate (its launch file has no [estimator]: see docs/estimation.md)"
+        )
+    t = log.array("t")
+    q, qd = log.array("estimate_q"), log.array("estimate_qd")
+    fields = log.fields()
+    std = log.array("estimate_std") if "estimate_std" in fields else np.zeros((len(log), 0))
+    if std.shape[1] != 9:
+        std = np.full((len(log), 9), np.nan)
+    truth = compared_ticks(log).any()
+    estimated = np.isfinite(q).all(axis=1)[:, None]  # the truth where there is an estimate to compare it with
+    truth_q = np.where(estimated, log.array("truth_q"), np.nan) if truth else np.full_like(q, np.nan)
+    truth_qd = np.where(estimated, log.array("truth_qd"), np.nan) if truth else np.full_like(qd, np.nan)
+    rotation = rotation_xyzw(np.nan_to_num(q[:, 3:7], nan=0.0) + np.isnan(q[:, 3:7]) * [0, 0, 0, 1])
+    v_world = np.einsum("tij,tj->ti", rotation, qd[:, :3])
+    v_truth = np.einsum("tij,tj->ti", rotation_xyzw(np.nan_to_num(truth_q[:, 3:7])), truth_qd[:, :3])
+    angles, angles_truth = _roll_pitch_yaw(q[:, 3:7]), _roll_pitch_yaw(truth_q[:, 3:7])
+    # the world-frame rotation σ in the heading frame (roll about the heading, pitch across it; correlations left out)
+    sx, sy = std[:, BASE_ERROR_LAYOUT["rotation"]][:, :2].T
+    c, s = np.cos(angles[:, 2]), np.sin(angles[:, 2])
+    tilt_std = np.stack([np.sqrt((c * sx) ** 2 + (s * sy) ** 2), np.sqrt((s * sx) ** 2 + (c * sy) ** 2)], axis=1)
+    position_std, velocity_std = std[:, BASE_ERROR_LAYOUT["position"]], std[:, BASE_ERROR_LAYOUT["velocity"]]
+    spheres = log.config.get("contact_names", [])
+    title = f"{log.config.get('robot')}: estimated base (solid, ±2σ) against the truth (dashed)"
+    if not truth:
+        title = f"{log.config.get('robot')}: estimated base (±2σ); the log holds no truth"
+    fig, axes = _figure(7, title, 2.1)
+    ax_xy, ax_z, ax_tilt, ax_v, ax_dz, ax_dtilt, ax_contact = axes
+    for axis, colour in ((0, "C0"), (1, "C1")):
+        ax_xy.plot(t, q[:, axis], color=colour, lw=0.8, label="xy"[axis])
+        ax_xy.plot(t, truth_q[:, axis], color=colour, lw=0.8, ls="--")
+        _band(ax_xy, t, q[:, axis], position_std[:, axis], colour)
+    ax_xy.set_ylabel("position (m)")
+    ax_xy.legend(fontsize=7, loc="upper left")
+    ax_z.plot(t, q[:, 2], color="C2", lw=0.8)
+    ax_z.plot(t, truth_q[:, 2], color="C2", lw=0.8, ls="--")
+    _band(ax_z, t, q[:, 2], position_std[:, 2], "C2")
+    ax_z.set_ylabel("height z (m)")
+    for axis, (name, colour) in enumerate((("roll", "C0"), ("pitch", "C1"))):
+        ax_tilt.plot(t, np.degrees(angles[:, axis]), color=colour, lw=0.8, label=name)
+        ax_tilt.plot(t, np.degrees(angles_truth[:, axis]), color=colour, lw=0.8, ls="--")
+        _band(ax_tilt, t, np.degrees(angles[:, axis]), np.degrees(tilt_std[:, axis]), colour)
+    ax_tilt.set_ylabel("tilt (°)")
+    ax_tilt.legend(fontsize=7, loc="upper left")
+    for axis, colour in enumerate(("C0", "C1", "C2")):
+        ax_v.plot(t, v_world[:, axis], color=colour, lw=0.8, label="xyz"[axis])
+        ax_v.plot(t, v_truth[:, axis], color=colour, lw=0.8, ls="--")
+        _band(ax_v, t, v_world[:, axis], velocity_std[:, axis], colour)
+    ax_v.set_ylabel("velocity, world (m/s)")
+    ax_v.legend(fontsize=7, loc="upper left", ncol=3)
+    error = log.array("estimate_error") if truth else np.full((len(log), 9), np.nan)
+    ax_dz.plot(t, 1e3 * error[:, 8], color="C2", lw=0.8, label="ẑ − z")
+    _band(ax_dz, t, np.zeros_like(t), 1e3 * position_std[:, 2], "C2")
+    ax_dz.axhline(0.0, color="k", lw=0.5)
+    ax_dz.set_ylabel("height error (mm)")
+    ax_dz.legend(fontsize=7, loc="upper left")
+    tilt_error = log.array("tilt_error") if truth else np.full(len(log), np.nan)
+    ax_dtilt.plot(t, np.degrees(tilt_error), color="C3", lw=0.8, label="tilt error")
+    ax_dtilt.plot(t, np.degrees(2 * np.max(tilt_std, axis=1)), color="C3", lw=0.6, ls=":", label="2σ (larger axis)")
+    ax_dtilt.set_ylabel("tilt error (°)")
+    ax_dtilt.legend(fontsize=7, loc="upper left")
+    stance = log.array("estimate_contact") if "estimate_contact" in fields else np.zeros((len(log), 0))
+    contact = true_contacts(log).astype(float)
+    for j in range(len(spheres)):
+        if j < stance.shape[1]:
+            ax_contact.plot(t, j + 0.8 * stance[:, j], color=f"C{j}", lw=0.9, drawstyle="steps-post")
+        if j < contact.shape[1]:
+            truth_row = np.where(np.isfinite(q[:, 0]), j + 0.8 * contact[:, j], np.nan)
+            ax_contact.plot(t, truth_row, color=f"C{j}", lw=0.9, ls="--", drawstyle="steps-post")
+    ax_contact.set_yticks(np.arange(len(spheres)) + 0.4, spheres, fontsize=7)
+    ax_contact.set_ylabel("stance (solid)\ntrue contact (dashed)", fontsize=8)
+    ax_contact.set_xlabel("bridge time t (s)")
+    return _save(fig, out / "estimate.png")
+
+
+#: The figures by name (``idcontrol plot --figure NAME``), in the order they are written.
+FIGURES = {
+    "torques": plot_torques,
+    "contact_forces": plot_contact_forces,
+    "tracking": plot_tracking,
+    "timing": plot_timing,
+    "coupling": plot_coupling,
+    "estimate": plot_estimate,
+}
+
+
+def plot_figures(log: TickLog, out: Path, figures: list[str] | None = None) -> list[Path]:
+    """Write the ``figures`` (names of :data:`FIGURES`; default: every one the log has data for) into ``out``."""
     if not len(log):
-        raise LogError(f"{path} holds no ticks to plot")
-    out = Path(output) if output else Path(path).with_name(f"{Path(path).stem}_plots")
+        raise LogError(f"{log.path} holds no ticks to plot")
+    unknown = sorted(set(figures or ()) - FIGURES.keys())
+    if unknown:
+        raise LogError(f"unknown figure(s) {unknown}; figures: {', '.join(FIGURES)}")
+    names = figures or [name for name in FIGURES if name != "estimate" or has_estimate(log)]
     out.mkdir(parents=True, exist_ok=True)
-    return [plot(log, out) for plot in (plot_torques, plot_contact_forces, plot_tracking, plot_timing, plot_coupling)]
+    return [FIGURES[name](log, out) for name in names]
+
+
+def plot_log(path: str | Path, output: str | Path | None = None, figures: list[str] | None = None) -> list[Path]:
+    """Write the figures of the log at ``path`` into ``output`` (default ``<log stem>_plots/``): ``figures`` by
+    name, or every one the log has data for."""
+    log = read_log(path)
+    out = Path(output) if output else Path(path).with_name(f"{Path(path).stem}_plots")
+    return plot_figures(log, out, figures)
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """``idcontrol plot LOG [-o DIR] [--figure NAME ...]``: the figures, and with the estimate figure the estimate's
+    errors against the truth."""
+    log = read_log(args.log)
+    out = Path(args.output) if args.output else Path(args.log).with_name(f"{Path(args.log).stem}_plots")
+    for path in plot_figures(log, out, args.figure):
+        print(f"wrote {path}")
+    if has_estimate(log) and (not args.figure or "estimate" in args.figure):
+        if compared_ticks(log).any():
+            print(estimate_summary(log).text())
+        else:
+            print("the log holds no truth to compare the estimate with (a simulator bridge's sensor models send it)")
+    return 0
