@@ -3,7 +3,9 @@ daemon's own decoder reads it, and the form its daemon's welcome asks for; the C
 its IMU and joints against a daemon that estimates the base; ``idcontrol conformance --state-form sensors`` passes
 sensor-form drivers (the SDK's bridge, the C++ example) and fails broken ones by the obligation they break.
 
-The conformance runs are real time at 100 Hz under SCHED_FIFO where allowed, as in tests/test_conformance.py.
+The conformance runs are real time under SCHED_FIFO where allowed, as in tests/test_conformance.py, at 50 Hz: the
+sensor form's tick (the estimator in the daemon, the sensor model in the bridge) is longer, and at 100 Hz a loaded
+two-CPU machine's round trips (7 ms p50 through the proxy) made a compliant bridge's second period late too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from idcontrol.security import Credential
 from idcontrol.tools.conformance import OBLIGATIONS, SENSOR_OBLIGATIONS, Suite
 from idcontrol.tools.ports import free_ports
 
-RATE_HZ = 100.0
+RATE_HZ = 50.0
 PRIORITY = 30  # SCHED_FIFO; refused (no permission): the processes run at normal priority
 IDCONTROL = [sys.executable, "-m", "idcontrol"]
 FAULTY_DRIVER = [sys.executable, str(Path(__file__).with_name("sensor_form_driver.py")), "--endpoint", "{endpoint}"]
@@ -227,7 +229,7 @@ def assert_compliant(checks: dict) -> None:
     assert not failed, "\n".join(failed)
 
 
-@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time under SCHED_FIFO: alone, after the parallel tests
 def test_the_sdk_bridge_in_the_sensor_form_is_compliant():
     """idcontrol bridge (a driver on the Python SDK) sending the sensor form ([bridge.sensors] base = "imu") to a
     daemon that estimates the base keeps every obligation, the IMU's three included."""
@@ -235,7 +237,7 @@ def test_the_sdk_bridge_in_the_sensor_form_is_compliant():
     assert_compliant(checks)
 
 
-@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time under SCHED_FIFO: alone, after the parallel tests
 def test_an_sdk_driver_in_the_sensor_form_is_compliant():
     """The test driver on the Python SDK without a fault keeps every obligation (the faults below are all that
     differ)."""
@@ -243,7 +245,7 @@ def test_an_sdk_driver_in_the_sensor_form_is_compliant():
     assert_compliant(checks)
 
 
-@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time under SCHED_FIFO: alone, after the parallel tests
 def test_the_cpp_example_in_the_sensor_form_is_compliant_and_allocates_nothing(cpp_driver):
     """The C++ client, welcomed with state_form "sensors", keeps every obligation; its loop made no allocation."""
     binary, model = cpp_driver
@@ -253,7 +255,7 @@ def test_the_cpp_example_in_the_sensor_form_is_compliant_and_allocates_nothing(c
     assert report["allocations_in_loop"] == 0 and report["state_form"] == "sensors"
 
 
-@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time under SCHED_FIFO: alone, after the parallel tests
 def test_an_imu_quaternion_of_three_values_fails_imu_fields():
     """The suite can fail: an IMU orientation of 3 values fails 'imu fields' naming the field and its size, with the
     daemon's refusal as evidence; hello, credentials and seq still pass."""
@@ -264,7 +266,7 @@ def test_an_imu_quaternion_of_three_values_fails_imu_fields():
     assert all(checks[name].passed for name in ("hello and version", "credentials", "seq monotonic"))
 
 
-@pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
+@pytest.mark.timing  # real time under SCHED_FIFO: alone, after the parallel tests
 def test_a_frozen_imu_fails_imu_not_frozen():
     """The suite can fail: an IMU that repeats its first gyro and accelerometer reading fails 'imu not frozen', with
     the repeats and the daemon's own stop as evidence, and passes the IMU's fields and time."""
