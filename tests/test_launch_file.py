@@ -44,11 +44,12 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("name", ["quadruped_stand", "quadruped_trot", "arm_grasp"])
-def test_shipped_launch_files_load(name):
-    """Each required launch file names robot, bridge, formulation, rate, endpoints and duration."""
+def test_shipped_launch_files_load(name, runtime_dir_of_the_test):
+    """Each required launch file names robot, bridge, formulation, rate and duration; its endpoints are the private
+    ipc:// sockets in the runtime directory."""
     config = load_launch(LAUNCH / f"{name}.toml")
     assert config.robot and config.duration > 0 and config.controller.rate_hz == 1000.0
-    assert config.endpoints.control.startswith("tcp://127.0.0.1:")
+    assert config.endpoints.control == f"ipc://{runtime_dir_of_the_test}/control"
 
 
 def test_arm_launch_file_has_a_no_slip_world_a_conservative_controller_and_the_box():
@@ -350,9 +351,7 @@ def test_the_soak_runs_with_the_shipped_real_time_settings(tmp_path):
                 formulation=formulation,
                 priority=priority,
                 realtime=realtime_table(priority, cpus),
-                control=5555,
-                admin=5556,
-                telemetry=5557,
+                folder=tmp_path,
             )
         )
         return load_launch(path)

@@ -1,7 +1,8 @@
-"""``idcontrol fuzz``: hammer a real daemon process on loopback with malformed and hostile control messages.
+"""``idcontrol fuzz``: hammer a real daemon process with malformed and hostile control messages.
 
-The daemon runs as its own process (``idcontrol daemon`` on a launch file that lets it choose its loopback ports,
-read from its ready line). One DEALER sends bursts of messages, most of them broken in one way (random bytes,
+The daemon runs as its own process (``idcontrol daemon`` on a launch file whose channels are ``ipc://`` sockets in
+the fuzzer's own temporary folder, which no other user's process reaches; the fuzzer waits for its ready line).
+One DEALER sends bursts of messages, most of them broken in one way (random bytes,
 truncated or bit-flipped msgpack, wrong types, wrong lengths, NaN/inf, unknown version or type, missing fields,
 duplicate, old or far-ahead sequence numbers, garbage objects, hellos for other robots or with a wrong
 credential, now and then a message over the size limit, sent from a connection of its own since ZeroMQ closes
@@ -44,9 +45,9 @@ formulation = "two_stage_qp"
 [reference]
 name = "hold"
 [endpoints]
-control = "tcp://127.0.0.1:*"
-admin = "tcp://127.0.0.1:*"
-telemetry = "tcp://127.0.0.1:*"
+control = "ipc://{folder}/control"
+admin = "ipc://{folder}/admin"
+telemetry = "ipc://{folder}/telemetry"
 """
 
 
@@ -363,9 +364,9 @@ def run_fuzz(
     report = FuzzReport()
     checker = ReplyChecker(robot, report)
     mutator = Mutator(robot, np.random.default_rng(seed))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="idc-") as tmp:  # private; short: ipc paths are limited to ~100 bytes
         path = Path(tmp) / "fuzz.toml"
-        path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name))
+        path.write_text(LAUNCH_TEMPLATE.format(robot=robot_name, folder=tmp))
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
         daemon_output = Path(tmp) / "daemon.log"  # what the daemon said, quoted in the report if it dies
         with daemon_output.open("wb") as sink:
@@ -482,8 +483,7 @@ def _send_oversized(ctx: zmq.Context, endpoint: str) -> None:
 def _bound_endpoints(
     daemon: subprocess.Popen, output: Path, checker: ReplyChecker, timeout: float = 300.0
 ) -> tuple[str, str]:
-    """(control, admin) endpoints from the daemon's ready line, once it has bound its sockets and warmed up (the
-    ports are the daemon's choice: ports picked here and bound later may be taken by another process meanwhile).
+    """(control, admin) endpoints from the daemon's ready line, once it has bound its sockets and warmed up.
     ``timeout`` s allows for compiling the kernels on a first start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -27,12 +27,12 @@ from idcontrol import jsontext
 from idcontrol.client import AdminClient
 from idcontrol.launcher import Launch
 from idcontrol.settings import load_launch
-from idcontrol.tools.ports import free_ports
 
 #: the quadruped standing as the shipped ``launch/quadruped_stand_realtime.toml`` stands it, with its controller
 #: settings: without the contact-consistent q̇_des and the activation distance, the no-slip LCP's answers went over
 #: the torque bound (the stand file without the former: 1922 refused in a minute; the soak without both: 81 safe
-#: stops and 41 falls in 10 minutes)
+#: stops and 41 falls in 10 minutes); its channels are ipc:// sockets in the soak's own temporary folder (0700), which
+#: no other user's process can reach
 LAUNCH_TEMPLATE = """
 robot = "quadruped"
 duration = 0.0
@@ -49,9 +49,9 @@ mode = "realtime"
 priority = {priority}
 {realtime}
 [endpoints]
-control = "tcp://127.0.0.1:{control}"
-admin = "tcp://127.0.0.1:{admin}"
-telemetry = "tcp://127.0.0.1:{telemetry}"
+control = "ipc://{folder}/control"
+admin = "ipc://{folder}/admin"
+telemetry = "ipc://{folder}/telemetry"
 """
 
 
@@ -110,8 +110,7 @@ def run_soak(
 ) -> SoakReport:
     """``priority``: the daemon's and bridge's SCHED_FIFO priority (0: normal scheduling; see idcontrol.realtime)."""
     report = SoakReport(minutes, formulation)
-    control, admin_port, telemetry = free_ports(3)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="idc-") as tmp:  # private; short: ipc paths are limited to ~100 bytes
         path = Path(tmp) / "soak.toml"
         realtime = realtime_table(priority, os.sched_getaffinity(0))
         path.write_text(
@@ -119,9 +118,7 @@ def run_soak(
                 formulation=formulation,
                 priority=priority,
                 realtime=realtime,
-                control=control,
-                admin=admin_port,
-                telemetry=telemetry,
+                folder=tmp,
             )
         )
         run = Launch(load_launch(path), [], live=False)
