@@ -52,23 +52,42 @@ def rotation_xyzw(quat: Array) -> Array:
     )
 
 
-def _rotation(x: float, y: float, z: float, w: float) -> list[list[float]]:
-    """The rotation matrix (world ← body) of the unit quaternion x y z w, as rows of floats."""
+# The writer's part, one record at a time, in plain floats: numpy's calls on 3-vectors cost a few µs each, which the
+# writer would pay a thousand times a second.
+def _world_velocity(q: list[float], qd: list[float]) -> tuple[list[float], list[float]]:
+    """The base's linear velocity in the world frame, and the world's vertical in the base frame (the rotation's
+    last row), from its (7,) q and (6,) qd (Pinocchio's: quaternion x y z w, linear velocity in the base frame)."""
+    x, y, z, w = q[3:7]
+    u, v, s = qd[0:3]
+    rows = (
+        (1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)),
+        (2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)),
+        (2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)),
+    )
+    return [r[0] * u + r[1] * v + r[2] * s for r in rows], list(rows[2])
+
+
+def _invariant_variances(P: list[list[float]], r: int, b: int, point: list[float]) -> list[float]:
+    """The diagonal of J P Jᵀ for the rows b..b+2 of J = [−[point]× on the rotation rows r..r+2, I on b..b+2]:
+    P_bb + 2 aᵀ P_rb + aᵀ P_rr a for each row a of −[point]× ((0, z, −y), (−z, 0, x), (y, −x, 0)), written out."""
+    x, y, z = point
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = P[r][r : r + 3], P[r + 1][r : r + 3], P[r + 2][r : r + 3]
     return [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        P[b][b] + 2.0 * (P[r + 1][b] * z - P[r + 2][b] * y) + m11 * z * z + m22 * y * y - (m12 + m21) * y * z,
+        P[b + 1][b + 1]
+        + 2.0 * (P[r + 2][b + 1] * x - P[r][b + 1] * z)
+        + m00 * z * z
+        + m22 * x * x
+        - (m02 + m20) * x * z,
+        P[b + 2][b + 2]
+        + 2.0 * (P[r][b + 2] * y - P[r + 1][b + 2] * x)
+        + m00 * y * y
+        + m11 * x * x
+        - (m01 + m10) * x * y,
     ]
 
 
-def _world_velocity(q: list[float], qd: list[float]) -> list[float]:
-    """The base's linear velocity in the world frame from its (7,) q and (6,) qd (base frame)."""
-    rotation = _rotation(*q[3:7])
-    return [sum(rotation[i][j] * qd[j] for j in range(3)) for i in range(3)]
-
-
-# The writer's part, one tick at a time: plain floats (a few µs where numpy's small-array calls cost tens).
-def base_error_std(block: Array, estimate_q: Array, estimate_qd: Array, layout: dict[str, list[int]]) -> Array:
+def base_error_std(block: Array, estimate_q: Array, estimate_qd: Array, layout: dict[str, list[int]]) -> list[float]:
     """(9,) the standard deviations of the base's error in :data:`BASE_ERROR_LAYOUT` from the filter's covariance
     ``block`` (9, 9) (its rows and columns 0..8, named by ``layout``: name → [start, stop]) at the estimate.
 
@@ -76,36 +95,23 @@ def base_error_std(block: Array, estimate_q: Array, estimate_qd: Array, layout: 
     ξ_p − [p̂]× ξ_R and its velocity error ξ_v − [v̂]× ξ_R (v̂ the base's world velocity, taken for the IMU's), so
     those rows are the diagonal of J P Jᵀ, not P's own, away from the origin. The linear filter's position and
     velocity are its state's; it has no orientation covariance (NaN)."""
-    out = [math.nan] * 9
     rows = {name: layout[name][0] for name in BASE_ERROR_LAYOUT if name in layout}
     if any(start + 3 > COVARIANCE_BLOCK for start in rows.values()) or not {"position", "velocity"} <= rows.keys():
-        return np.array(out)
+        return [math.nan] * 9
     P = block.tolist()
     v0, p0 = rows["velocity"], rows["position"]
-    if "rotation" not in rows:  # the linear filter
-        for i in range(3):
-            out[3 + i], out[6 + i] = P[v0 + i][v0 + i], P[p0 + i][p0 + i]
-    else:
+    if "rotation" in rows:  # the invariant EKF
         r0 = rows["rotation"]
-        q, qd = estimate_q.tolist(), estimate_qd.tolist()
-        for first, start, w in ((3, v0, _world_velocity(q, qd)), (6, p0, q[0:3])):
-            x, y, z = w
-            skew = ((0.0, z, -y), (-z, 0.0, x), (y, -x, 0.0))  # −[w]×
-            for i in range(3):
-                a = skew[i]
-                variance = P[start + i][start + i]
-                for j in range(3):
-                    if a[j]:
-                        variance += 2.0 * a[j] * P[r0 + j][start + i]
-                        for k in range(3):
-                            variance += a[j] * a[k] * P[r0 + j][r0 + k]
-                out[first + i] = variance
-        for i in range(3):
-            out[i] = P[r0 + i][r0 + i]
-    return np.sqrt(np.array([x if x >= 0.0 else math.nan for x in out]))
+        q = estimate_q.tolist()
+        velocity, _ = _world_velocity(q, estimate_qd.tolist())
+        variances = [P[r0 + i][r0 + i] for i in range(3)]
+        variances += _invariant_variances(P, r0, v0, velocity) + _invariant_variances(P, r0, p0, q[0:3])
+    else:  # the linear filter
+        variances = [math.nan] * 3 + [P[v0 + i][v0 + i] for i in range(3)] + [P[p0 + i][p0 + i] for i in range(3)]
+    return [math.sqrt(x) if x >= 0.0 else math.nan for x in variances]
 
 
-def base_error(estimate_q: Array, estimate_qd: Array, truth_q: Array, truth_qd: Array) -> tuple[Array, float]:
+def base_error(estimate_q: Array, estimate_qd: Array, truth_q: Array, truth_qd: Array) -> tuple[list[float], float]:
     """The estimate minus the truth, (9,) in :data:`BASE_ERROR_LAYOUT`, and the tilt error (rad: the angle between
     the world's vertical as the estimate and as the truth see it from the base; yaw plays no part), from the
     bases' (7,) q and (6,) qd (Pinocchio's: position and quaternion xyzw in the world, linear velocity in the base
@@ -121,18 +127,19 @@ def base_error(estimate_q: Array, estimate_qd: Array, truth_q: Array, truth_qd: 
         x, y, z, w = -x, -y, -z, -w
     norm = math.sqrt(x * x + y * y + z * z)
     scale = 2.0 * math.atan2(norm, w) / norm if norm > 1e-12 else 2.0
-    v_estimate, v_truth = _world_velocity(q, estimate_qd.tolist()), _world_velocity(t, truth_qd.tolist())
+    v_estimate, up_estimate = _world_velocity(q, estimate_qd.tolist())
+    v_truth, up_truth = _world_velocity(t, truth_qd.tolist())
     error = [x * scale, y * scale, z * scale]
     error += [v_estimate[i] - v_truth[i] for i in range(3)]
     error += [q[i] - t[i] for i in range(3)]
-    up_estimate, up_truth = _rotation(*q[3:7])[2], _rotation(*t[3:7])[2]  # the world's z in each base frame
-    cosine = sum(a * b for a, b in zip(up_estimate, up_truth, strict=True))
-    return np.array(error), math.acos(max(-1.0, min(1.0, cosine)))
+    cosine = up_estimate[0] * up_truth[0] + up_estimate[1] * up_truth[1] + up_estimate[2] * up_truth[2]
+    return error, math.acos(max(-1.0, min(1.0, cosine)))
 
 
 def derived_fields(record: dict[str, Any], layout: dict[str, list[int]] | None) -> None:
     """Add to a tick record (arrays as numpy arrays) ``estimate_std``, and with the truth ``estimate_error`` and
-    ``tilt_error``, when it holds an estimate; in place. ``layout``: the run's ``estimator.covariance_layout``."""
+    ``tilt_error``, when it holds an estimate; in place (lists of floats: the writer only writes them as JSON).
+    ``layout``: the run's ``estimator.covariance_layout``."""
     estimate_q = record.get("estimate_q")
     if estimate_q is None:
         return
