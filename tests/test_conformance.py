@@ -10,14 +10,18 @@ virtual machine, round trips through the proxy take about 2 ms and the processes
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from idcontrol.driver import files
+from idcontrol.settings import load_launch
 from idcontrol.tools.conformance import Suite
 
 RATE_HZ = 100.0
@@ -54,6 +58,49 @@ def run_suite_keeping(command: list[str], **options) -> tuple[dict[str, object],
     checks = suite.run()
     print("\n" + "\n".join(lines))
     return {c.name: c for c in checks}, suite
+
+
+def private_folder_of(suite: Suite) -> Path:
+    """The one folder of the run's ipc:// sockets, checked to be this user's and 0700."""
+    assert all(e.startswith("ipc://") for e in suite.endpoints.values()), suite.endpoints
+    (folder,) = {Path(e.removeprefix("ipc://")).parent for e in suite.endpoints.values()}
+    info = folder.lstat()
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+    return folder
+
+
+def test_the_suite_binds_private_ipc_sockets_and_loopback_tcp_only_for_a_too_long_workdir(tmp_path):
+    """The daemon's and the proxy's channels are ipc:// sockets in a 0700 folder of the run (inside a work
+    directory others may enter, too), in both launch files; a work directory too long for a socket path binds
+    loopback TCP instead, and the run says so."""
+    lines: list[str] = []
+    suite = Suite(["true"], log=lines.append)
+    folder = private_folder_of(suite)
+    daemon, driver = load_launch(suite.daemon_launch).endpoints, load_launch(suite.driver_launch).endpoints
+    assert (daemon.control, daemon.admin, daemon.telemetry) == tuple(
+        suite.endpoints[k] for k in ("control", "admin", "telemetry")
+    )
+    assert driver.control == suite.endpoints["proxy"] and "tcp://" not in suite.driver_launch.read_text()
+    suite.close()
+    assert not folder.exists() and not lines
+
+    workdir = Path(tempfile.mkdtemp(prefix="idc-"))  # short enough for socket paths
+    try:
+        workdir.chmod(0o755)
+        suite = Suite(["true"], workdir=workdir, log=lines.append)
+        folder = private_folder_of(suite)
+        assert folder.parent == workdir and suite.daemon_launch.parent == workdir
+        suite.close()
+        assert not folder.exists() and suite.daemon_launch.exists() and not lines
+    finally:
+        shutil.rmtree(workdir)
+
+    long = tmp_path / ("w" * 110)
+    suite = Suite(["true"], workdir=long, log=lines.append)
+    suite.close()
+    assert all(e.startswith("tcp://127.0.0.1:") for e in suite.endpoints.values()), suite.endpoints
+    assert sorted(long.iterdir()) == sorted([suite.daemon_launch, suite.driver_launch])  # no socket folder left
+    assert len(lines) == 1 and "too long a path for a unix socket" in lines[0] and "loopback TCP" in lines[0]
 
 
 def assert_compliant(checks: dict) -> None:

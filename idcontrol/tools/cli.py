@@ -673,7 +673,9 @@ def _conformance(args: argparse.Namespace) -> int:
     from idcontrol.tools.conformance import run_conformance
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return run_conformance(command, args.bridge_kind, args.json, args.priority, args.rate, args.state_form)
+    return run_conformance(
+        command, args.bridge_kind, args.json, args.priority, args.rate, args.state_form, workdir=args.workdir
+    )
 
 
 def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
@@ -703,6 +705,14 @@ def _add_driver_parser(sub: argparse._SubParsersAction) -> None:
         default="full",
         help="what the daemon expects in each state: full (the base pose and twist) or sensors (the joints and the "
         "IMU; the daemon estimates the base, and the IMU's obligations are checked too)",
+    )
+    conformance.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the run's launch files and the daemon's and driver's output in DIR (default: a temporary folder, "
+        "removed after the run); its sockets go in a private folder inside it",
     )
     conformance.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- the driver's command; {endpoint} and {launch} are filled in"

@@ -7,6 +7,9 @@ its own credential, forwards the session to the daemon, time-stamps every state,
 obligations are about (a late command, an error reply, a new credential, 20 missing commands, a silent daemon).
 The driver's command line gets ``{endpoint}`` (the proxy's control endpoint) and ``{launch}`` (a launch file
 naming it) filled in; the same two are in the environment as ``IDCONTROL_ENDPOINT`` and ``IDCONTROL_LAUNCH``.
+The daemon's channels and the proxy's are ``ipc://`` sockets in a private folder of the run (0700), which no other
+user's process reaches; only a work directory whose path is too long for a socket path makes them loopback TCP ports,
+and the run says so.
 
 Each obligation prints PASS or FAIL with its evidence:
 
@@ -34,6 +37,7 @@ import bisect
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,6 +124,11 @@ control = "{control}"
 admin = "{admin}"
 telemetry = "{telemetry}"
 {sensor_form}"""
+
+#: The channels of a run: the daemon's three and the proxy's control endpoint, which the driver connects to.
+CHANNELS = ("control", "admin", "telemetry", "proxy")
+#: The longest path a unix socket takes (``sockaddr_un.sun_path`` less its NUL): 107 bytes on Linux, 103 elsewhere.
+IPC_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 
 #: The daemon's own stops hold the posture, so that later checks start from a standing robot. In the sensor form they
 #: damp the joints to rest instead: a PD hold that times out leaves the robot moving, and the estimator, which starts
@@ -412,12 +421,11 @@ class Suite:
         self.robot = RobotModel(ROBOT)
         self.dt = 1.0 / rate_hz
         self.checks: list[Check] = []
-        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="idcontrol-conformance-")
+        # short: the socket paths in it must fit IPC_PATH_MAX; private (0700, as mkdtemp makes it)
+        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="idc-conf-")
         self.dir = Path(workdir or self._tmp.name)
-        ports = free_ports(4)
-        self.endpoints = {
-            k: f"tcp://127.0.0.1:{p}" for k, p in zip(("control", "admin", "telemetry", "proxy"), ports, strict=True)
-        }
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.endpoints = self._endpoints(given=workdir is not None)
         e = self.endpoints
         sensors = state_form == "sensors"
         form = {
@@ -470,6 +478,25 @@ class Suite:
         self.admin = AdminClient(e["admin"], timeout=5.0, context=self.context, credential_for=e["control"])
 
     # ------------------------------------------------------------------ plumbing
+    def _endpoints(self, given: bool) -> dict[str, str]:
+        """The run's endpoints (:data:`CHANNELS`): ``ipc://`` sockets in a private folder, which only this user's
+        processes can open; the suite's own temporary folder, or one made 0700 inside a work directory the user
+        gave (whatever its mode). Loopback TCP ports, which every local user reaches, only when that folder's path
+        is too long for a unix socket's, said in the log."""
+        self._sockets: Path | None = Path(tempfile.mkdtemp(prefix="ipc-", dir=self.dir)) if given else self.dir
+        longest = max(len(os.fsencode(self._sockets / name)) for name in CHANNELS)
+        if longest <= IPC_PATH_MAX:
+            return {name: f"ipc://{self._sockets / name}" for name in CHANNELS}
+        if given:
+            os.rmdir(self._sockets)
+            self._sockets = None
+        self.log(
+            f"note: the work directory {self.dir} is too long a path for a unix socket ({longest} > {IPC_PATH_MAX} "
+            "bytes): the daemon and the proxy bind loopback TCP ports, which every user of this machine reaches "
+            "for the run; give a shorter --workdir to keep them private"
+        )
+        return {name: f"tcp://127.0.0.1:{port}" for name, port in zip(CHANNELS, free_ports(len(CHANNELS)), strict=True)}
+
     def check(self, name: str, passed: bool, evidence: str) -> bool:
         c = Check(name, bool(passed), evidence)
         self.checks.append(c)
@@ -531,6 +558,8 @@ class Suite:
                 pass
         if self._tmp is not None:
             self._tmp.cleanup()
+        elif self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> list[Check]:
@@ -1196,6 +1225,7 @@ def run_conformance(
     priority: int = 0,
     rate_hz: float = 1000.0,
     state_form: str = "full",
+    workdir: Path | None = None,
 ) -> int:
     """Run the suite on ``command``; print each obligation; 0 when all pass, 1 otherwise.
 
@@ -1206,7 +1236,9 @@ def run_conformance(
     the launch file ``{launch}``). The obligations do not depend on the rate; a slower one tests them on a
     machine too loaded to keep 1 kHz.
     state_form : what the daemon expects: ``"full"`` (the base in ``q``, ``qd``) or ``"sensors"`` (it estimates the
-    base; the driver must send the sensor form, and the IMU's obligations are checked too)."""
+    base; the driver must send the sensor form, and the IMU's obligations are checked too).
+    workdir : where the run's files stay (launch files, the daemon's and the driver's output); default: a temporary
+    folder, removed after the run."""
     if not command:
         raise IdControlError("give the driver's command after --: idcontrol conformance -- COMMAND {endpoint}")
     print(f"idcontrol conformance: {' '.join(command)}", flush=True)
@@ -1217,6 +1249,7 @@ def run_conformance(
         priority=priority,
         rate_hz=rate_hz,
         state_form=state_form,
+        workdir=workdir,
     )
     checks = suite.run()
     failed = [c for c in checks if not c.passed]
