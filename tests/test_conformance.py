@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from idcontrol.driver import files
-from idcontrol.settings import load_launch
+from idcontrol.security import RUNTIME_DIR_ENV
+from idcontrol.settings import load_launch, private_endpoint
 from idcontrol.tools.conformance import Suite
 
 RATE_HZ = 100.0
@@ -171,6 +172,37 @@ def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(c
     report = (suite.driver_output or {}).get("bridge", {})
     assert report["allocations_in_loop"] == 0  # operator new calls during run()
     assert report["states_sent"] > 4 * RATE_HZ and report["safe_stops"] >= 3  # more than 4 s of periods
+
+
+CPP_DEFAULTS = """#include <idcontrol/driver.hpp>
+#include <iostream>
+int main() {
+  std::cout << idcontrol::Driver::Options{}.endpoint << "\\n";
+}
+"""
+
+
+def test_the_cpp_client_connects_to_the_private_control_endpoint_by_default(tmp_path, monkeypatch):
+    """Driver::Options' default endpoint is the private control socket the Python side binds and connects to
+    (ipc://RUNTIME/control), for each way the runtime directory is chosen; not a loopback port nobody serves."""
+    if shutil.which("c++") is None or not Path("/usr/include/zmq.hpp").exists():
+        pytest.skip("needs a C++17 compiler and libzmq3-dev, cppzmq-dev, libmsgpack-cxx-dev (.ci/run installs them)")
+    source = tmp_path / "defaults.cpp"
+    source.write_text(CPP_DEFAULTS)
+    binary = tmp_path / "defaults"
+    command = ["c++", "-std=c++17", f"-I{files.include_dir()}", str(source), "-o", str(binary), "-lzmq"]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    runtime = os.environ[RUNTIME_DIR_ENV]
+    for env in (
+        {RUNTIME_DIR_ENV: runtime},
+        {RUNTIME_DIR_ENV: "", "XDG_RUNTIME_DIR": str(tmp_path)},
+        {RUNTIME_DIR_ENV: "", "XDG_RUNTIME_DIR": "", "TMPDIR": str(tmp_path)},
+    ):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        out = subprocess.run([str(binary)], check=True, capture_output=True, text=True, timeout=60, env=os.environ)
+        assert out.stdout.split() == [private_endpoint("control")], env
 
 
 def test_idcontrol_driver_prints_the_include_and_cmake_directories():

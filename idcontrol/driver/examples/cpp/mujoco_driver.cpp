@@ -158,12 +158,6 @@ void on_signal(int) {
   if (g_driver) g_driver->request_stop();
 }
 
-// The private control endpoint: the socket `control` in the runtime directory that holds the daemon's credential.
-std::string private_control_endpoint() {
-  const std::string credential = idcontrol::credential_path("");  // its folder is the runtime directory
-  return "ipc://" + credential.substr(0, credential.rfind('/')) + "/control";
-}
-
 void usage() {
   std::cerr << "usage: mujoco_driver --model FILE.mjb [--endpoint E] [--robot NAME] [--duration S] [--priority P]"
                " [--cpu N] [--spin-us US] [--lockstep]\n";
@@ -172,7 +166,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, endpoint = private_control_endpoint(), robot = "quadruped";
+  std::string model_path, endpoint = idcontrol::private_endpoint("control"), robot = "quadruped";
   double duration = 0.0, spin_us = 0.0;
   int priority = 0, cpu = -1;
   bool lockstep = false;

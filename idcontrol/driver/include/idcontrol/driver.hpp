@@ -122,20 +122,26 @@ inline std::string env_or(const char* name, const std::string& fallback) {
 
 }  // namespace detail
 
+// The user's private runtime directory, where daemons keep their credentials and bind the channels their launch
+// file does not name (docs/protocol.md, "Transport"): $IDCONTROL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/idcontrol, else
+// <tmp>/idcontrol-<uid>. The daemon makes and checks it (0700, the user's own); a client only reads from it.
+inline std::string runtime_dir() {
+  std::string dir = detail::env_or("IDCONTROL_RUNTIME_DIR", "");
+  if (!dir.empty()) return dir;
+  std::string xdg = detail::env_or("XDG_RUNTIME_DIR", "");
+  if (!xdg.empty()) return xdg + "/idcontrol";
+  std::string tmp = detail::env_or("TMPDIR", detail::env_or("TEMP", detail::env_or("TMP", "/tmp")));
+  return tmp + "/idcontrol-" + std::to_string(static_cast<long>(getuid()));
+}
+
+// The private endpoint of `channel` ("control", "admin", "telemetry"): the ipc:// socket a daemon whose launch file
+// names no [endpoints] binds in runtime_dir(), which only this user's processes can open.
+inline std::string private_endpoint(const std::string& channel) { return "ipc://" + runtime_dir() + "/" + channel; }
+
 // Where the daemon serving `control_endpoint` (as its launch file writes it) keeps its credential
 // (docs/protocol.md, "Authorization").
 inline std::string credential_path(const std::string& control_endpoint) {
-  std::string dir = detail::env_or("IDCONTROL_RUNTIME_DIR", "");
-  if (dir.empty()) {
-    std::string xdg = detail::env_or("XDG_RUNTIME_DIR", "");
-    if (!xdg.empty()) {
-      dir = xdg + "/idcontrol";
-    } else {
-      std::string tmp = detail::env_or("TMPDIR", detail::env_or("TEMP", detail::env_or("TMP", "/tmp")));
-      dir = tmp + "/idcontrol-" + std::to_string(static_cast<long>(getuid()));
-    }
-  }
-  return dir + "/" + detail::sha256_hex(control_endpoint).substr(0, 20) + ".token";
+  return runtime_dir() + "/" + detail::sha256_hex(control_endpoint).substr(0, 20) + ".token";
 }
 
 // The running daemon's credential; an empty string when it has made none (not running yet).
@@ -343,15 +349,17 @@ inline Stats percentiles(std::vector<double>& samples, size_t n) {
 class Driver {
  public:
   struct Options {
-    std::string endpoint = "tcp://127.0.0.1:5555";  // the daemon's control endpoint
-    std::string credential_endpoint;                 // names the credential file (default: endpoint)
-    std::string token;                               // the credential itself (default: read the file)
-    bool realtime = true;                            // "realtime" clock (false: "lockstep")
-    double period = 0.0;                             // s (0: the daemon's dt, from its welcome)
-    int late_limit = 20;                             // late commands in a row before the own safe stop
-    double damping = 0.5;                            // N·m·s/rad of the own safe stop
-    double spin_us = 0.0;                            // poll for the command without sleeping this long first
-    size_t max_samples = 1 << 20;                    // round trips kept for the statistics
+    // the daemon's control endpoint; by default the private one (ipc://RUNTIME/control, what a launch file without
+    // [endpoints] binds): name the launch file's [endpoints] control when it names one
+    std::string endpoint = private_endpoint("control");
+    std::string credential_endpoint;  // names the credential file (default: endpoint)
+    std::string token;                // the credential itself (default: read the file)
+    bool realtime = true;             // "realtime" clock (false: "lockstep")
+    double period = 0.0;              // s (0: the daemon's dt, from its welcome)
+    int late_limit = 20;              // late commands in a row before the own safe stop
+    double damping = 0.5;             // N·m·s/rad of the own safe stop
+    double spin_us = 0.0;             // poll for the command without sleeping this long first
+    size_t max_samples = 1 << 20;     // round trips kept for the statistics
   };
 
   Driver(RobotSizes robot, Options options)
