@@ -188,6 +188,41 @@ def test_trot_swing_foot_reaches_step_height_at_mid_swing(quadruped):
     np.testing.assert_allclose(heights, 0.015, atol=1e-9)
 
 
+def test_with_footholds_a_stance_foot_is_held_where_it_landed_not_pushed_to_the_plane(quadruped):
+    """The base measured 1 cm higher than standing (its feet 1 cm above the plane z = 0, as on a bump), no levelling:
+    without footholds every stance foot is pulled 1 cm down to the plane; with them, once its touchdown blend is
+    over, a stance foot's target is where it is (the standing foot in the base frame)."""
+    q = quadruped.standing_configuration().copy()
+    q[2] += 0.01
+    for footholds, offset in ((False, -0.01), (True, 0.0)):
+        gait = TrotGait(quadruped, levelling_gain=0.0, footholds=footholds)
+        nominal = np.array(gait.nominal_feet)[:, 2]
+        held = 0
+        since = np.zeros(4)
+        for _, _ in run(gait, q, 2.0):
+            since = np.where(gait.in_stance, since + DT, 0.0)
+            for leg in range(4):
+                if gait.phase > 0.0 and since[leg] > 0.6 * gait.stance_time:
+                    assert gait.foot_targets_in_base[leg, 2] == pytest.approx(nominal[leg] + offset, abs=1e-9)
+                    held += 1
+        assert held > 100
+
+
+def test_with_footholds_the_trot_targets_are_continuous_between_ticks(quadruped):
+    """As without footholds (below), with each stance foot's height measured at touchdown on a tilted, sagging base:
+    q_ref moves as v_ref says (2 mrad a tick) and v_ref as a_ref says (1 rad/s)."""
+    for q in (quadruped.standing_configuration(), tilted(quadruped, pitch=0.08, roll=0.05, sag=0.01)):
+        gait = TrotGait(quadruped, waypoints="paper", footholds=True)
+        previous = None
+        for _, target in run(gait, q, 2.5):
+            if previous is not None:
+                dq_predicted = 0.5 * DT * (target.v_ref + previous.v_ref)
+                assert np.max(np.abs(target.q_ref - previous.q_ref - dq_predicted)) < 2e-3
+                dv_predicted = 0.5 * DT * (target.a_ref + previous.a_ref)
+                assert np.max(np.abs(target.v_ref - previous.v_ref - dv_predicted)) < 1.0
+            previous = target
+
+
 def test_trot_velocity_and_acceleration_match_finite_differences(quadruped):
     """v_ref ≈ dq_ref/dt and a_ref ≈ dv_ref/dt (central differences at 0.1 ms) once the speed is reached,
     away from touchdown and liftoff (where a_ref steps)."""

@@ -174,14 +174,23 @@ def test_a_base_height_bias_of_two_centimetres_is_no_error_to_estimated_contacts
 
 
 @pytest.mark.parametrize(
-    ("formulation", "terrain", "height"), [("coulomb_lcp", "bumps", 0.02), ("coulomb_lcp", "step", 0.04)]
+    ("formulation", "terrain", "height", "seed"),
+    [
+        ("coulomb_lcp", "bumps", 0.02, 0),
+        ("coulomb_lcp", "step", 0.04, 0),
+        ("two_stage_qp", "bumps", 0.02, 3),
+    ],
 )
-def test_the_quadruped_keeps_trotting_on_ground_it_is_not_told_of(formulation, terrain, height, quadruped):
+def test_the_quadruped_keeps_trotting_on_ground_it_is_not_told_of(formulation, terrain, height, seed, quadruped):
     """launch/trot_hw.toml on ± 2 cm bumps, and into a 4 cm step (a quarter of its leg, more than twice its swing
     height: it does not climb it), the controller assuming flat ground: 5 s in run mode, the true base near its
-    standing height above the ground under it."""
+    standing height above the ground under it. The two-stage QP's bumps and sensor noise (seed 3) stopped it at
+    4.0 s with its stance feet pulled toward a plane (a knee pushed straight); the trot's footholds keep them where
+    they land."""
     config = load_launch(REPO / "launch" / "trot_hw.toml").with_overrides(formulation=formulation)
-    config = replace(config, bridge=replace(config.bridge, terrain=terrain, terrain_height=height))
+    sensors = replace(config.bridge.sensors, seed=seed)
+    bridge = replace(config.bridge, terrain=terrain, terrain_height=height, terrain_seed=seed, sensors=sensors)
+    config = replace(config, bridge=bridge)
     run = run_in_process(config, 5.0)
     assert run.end_mode == "run" and run.ticks_in_run == 5000, run.end_reason
     assert abs(run.q_end[2] - quadruped.standing_configuration()[2]) < 0.03

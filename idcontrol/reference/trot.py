@@ -55,6 +55,17 @@ coulomb_lcp 0.0048-0.0140 -> 0.0031-0.0099 rad; from the last half of the swing 
 quadruped drifted 16 cm sideways in 5 s, hence the last quarter (``early_touchdown = False`` keeps the planned
 touchdowns; the controller's ``activation_distance`` decides when an arriving foot enters its problem).
 
+Footholds (``footholds``; the hardware launch files turn it on). The plan's ground is not assumed flat. When a foot
+lands, its height in the world is measured (forward kinematics of the leg at the encoders' angles, the base's height
+and attitude from the state) and kept for its stance: the stance foot's target height is that foothold, not the
+plane z = 0, and its levelling point p_H puts it that far above or below the footholds' mean. The swings plan their
+touchdown, and the late-touchdown search starts, at the footholds' mean height, filtered over half a stance so a
+landing moves the plan smoothly; a stance target blends from where the swing's target was at touchdown to the
+foothold over half a stance, so targets stay continuous. On ground that is not flat a stance foot pulled toward a
+common plane is a leg pushing against a foothold that cannot give: with diagonal feet 3 cm apart in height on ± 2 cm
+bumps the stance legs straightened and raised the base until a knee reached its limit. A foot's height is only as
+good as the base estimate at its touchdown; an error common to all footholds (a height bias) cancels in p_H.
+
 Timing: time starts at the first :meth:`TrotGait.sample` after
 :meth:`TrotGait.reset`; the robot stands still for ``stand_time``, then trots
 while the commanded twist approaches the desired one under acceleration
@@ -73,7 +84,7 @@ from numba import njit
 
 from idcontrol.errors import ConfigError
 from idcontrol.reference.base import Array, JointTarget, Reference
-from idcontrol.reference.chain import build_chains, pack, solve_limbs
+from idcontrol.reference.chain import _HELD, build_chains, chain_kinematics, pack, solve_limbs
 from idcontrol.robot.model import RobotModel
 from idcontrol.robot.urdf import frame_id
 
@@ -93,7 +104,9 @@ IK_ITERATIONS, IK_TOLERANCE = 20, 1e-10
 _NO_SPHERES = np.zeros(0, dtype=np.intp)
 
 # columns of the per-leg state array
-_PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ, _SEEN = range(15)
+_PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _NY, _NZ, _SEEN, _DZ, _DZ0, _FZ = range(
+    18
+)
 # entries of the parameter array
 (
     _TAU,
@@ -115,7 +128,9 @@ _PX, _PY, _LX, _LY, _LVX, _LVY, _TLAST, _TNEXT, _STANCE, _LANDED, _TOUCH, _NX, _
     _SHIFTY,
     _TSTAND,
     _EARLY,
-) = range(19)
+    _GROUND,
+    _FOOTHOLDS,
+) = range(21)
 
 
 def _positive(name: str, value: float) -> float:
@@ -165,6 +180,8 @@ class TrotGait(Reference):
     centre_under_com : place the feet about the point under the centre of mass (module docstring).
     early_touchdown : a swing foot found touching in the last quarter of its swing lands early (module docstring).
     joint_limit_margin (rad, m for a prismatic joint) : the legs' joint targets stay this far inside the URDF limits.
+    footholds : hold each stance foot at the height where it touched down and plan the swings to the footholds'
+        mean height (module docstring; with ``body_feedback``); False plans every foot on the plane z = 0.
 
     Telemetry: :attr:`phase`, :attr:`in_stance`, :attr:`foot_targets_in_base`, :attr:`command`.
     """
@@ -199,6 +216,7 @@ class TrotGait(Reference):
         centre_under_com: bool = True,
         early_touchdown: bool = True,
         joint_limit_margin: float = 0.15,
+        footholds: bool = False,
     ) -> None:
         if not robot.floating_base:
             raise ConfigError(f"the trot reference needs a floating-base quadruped; {robot.name!r} has a fixed base")
@@ -234,6 +252,7 @@ class TrotGait(Reference):
             raise ConfigError("trot options: blend_fraction must be in (0, 0.5] and levelling_gain >= 0")
         self.max_joint_acceleration = _positive("max_joint_acceleration", max_joint_acceleration)
         self.body_feedback = bool(body_feedback)
+        self.footholds = bool(footholds)
         self.early_touchdown = bool(early_touchdown)
         self.search_speed = _positive(
             "touchdown_search_speed",
@@ -282,11 +301,12 @@ class TrotGait(Reference):
         self._leg_of_sphere = np.array([last.index(j) if j in last else -1 for j in frames], dtype=np.intp)
         self._mask = np.ones(len(robot.sphere_names), dtype=bool)
         self.nu = robot.nu
+        self._idx_q = np.asarray(robot.actuated_idx_q, dtype=np.int64)
         self._template = np.zeros((3, robot.nu))
         self._template[0] = robot.joint_positions(q_stand)
-        self._state = np.zeros((4, 15))
+        self._state = np.zeros((4, 18))
         self._state[:, _NX : _NZ + 1] = self.centred_feet
-        self._params = np.zeros(19)
+        self._params = np.zeros(21)
         self._targets = np.zeros((4, 9))
         self.ik_residual = 0.0  # the worst foot position error of the last sample's IK, m
 
@@ -398,6 +418,9 @@ class TrotGait(Reference):
         s[:, _LANDED] = 1.0  # a planned stance foot that has touched the ground since its touchdown
         s[:, _TOUCH] = 1.0  # each foot among the controller's active contacts at the last tick
         s[:, _SEEN] = 0.0  # the same, but only as observed (a swing foot never lands early without an observation)
+        s[:, _DZ] = math.nan  # each foot's last foothold: its height above the plane z = 0 (the first sample's), m
+        # the height its target had at touchdown, from which the stance blends to the foothold (in swing: at liftoff), m
+        s[:, _DZ0] = math.nan
         D = self.duty_factor
         s[:, _TNEXT] = [((phi + D) % 1.0) * self.cycle_time for phi in self.touchdown_phases]  # first liftoff
         self._tau = -self.stand_time
@@ -409,6 +432,8 @@ class TrotGait(Reference):
         p[_FEEDBACK], p[_HEIGHT], p[_AMAX] = float(self.body_feedback), self.base_height, self.max_joint_acceleration
         p[_SHIFTX], p[_SHIFTY], p[_TSTAND] = self.com_shift[0], self.com_shift[1], self.stand_time
         p[_EARLY] = EARLY_TOUCHDOWN if self.early_touchdown else math.inf
+        p[_GROUND] = math.nan  # the footholds' mean height, filtered over half a stance, m (the first sample's)
+        p[_FOOTHOLDS] = float(self.footholds and self.body_feedback)
 
     @property
     def foot_targets_in_base(self) -> Array:
@@ -450,7 +475,17 @@ class TrotGait(Reference):
         out = self._template.copy()
         real, ints = self._chain_arrays
         self.ik_residual = _tick(
-            p, q, self._state, self._targets, real, ints, self._q_legs, out, self._leg_of_sphere, self._mask
+            p,
+            q,
+            self._state,
+            self._targets,
+            real,
+            ints,
+            self._q_legs,
+            out,
+            self._leg_of_sphere,
+            self._mask,
+            self._idx_q,
         )
         self._tau = tau
         return JointTarget(out[0], out[1], out[2])
@@ -484,10 +519,14 @@ def _check_step_directions(robot: RobotModel, legs: Sequence, q_base: Array, for
 
 
 @njit(cache=True)
-def _tick(params, q, state, targets, real, ints, q_legs, out, leg_of_sphere, mask):  # pragma: no cover - compiled
+def _tick(
+    params, q, state, targets, real, ints, q_legs, out, leg_of_sphere, mask, idx_q
+):  # pragma: no cover - compiled
     """One sample in one compiled call: :func:`plan_feet`, the legs' inverse kinematics into ``out``, and the
     contact mask (k,) of :meth:`TrotGait.contact_mask`: a sphere not on a leg, or on a leg in stance or past
     ``params[_EARLY]`` of its swing."""
+    if params[_FOOTHOLDS] > 0.5:
+        measure_feet(real, ints, q, idx_q, state)
     plan_feet(params, q, state, targets)
     residual = solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
     for sphere in range(leg_of_sphere.shape[0]):
@@ -499,6 +538,23 @@ def _tick(params, q, state, targets, real, ints, q_legs, out, leg_of_sphere, mas
             landing = s[_STANCE] + ((params[_TAU] - s[_TLAST]) >= params[_EARLY] * params[_TSW])
             mask[sphere] = landing > 0.5
     return residual
+
+
+@njit(cache=True)
+def measure_feet(real, ints, q, idx_q, state):  # pragma: no cover - compiled
+    """Each leg's foot point height in the world (its ``_FZ`` column), m, by the forward kinematics of its chain at
+    the measured joints of ``q`` (nq,) (``idx_q``: each actuated joint's index in q) and the base's height and
+    attitude."""
+    J = ints.shape[1] - 1
+    qj, origins, axes, end, rot = np.empty(J), np.empty((J, 3)), np.empty((J, 3)), np.empty(3), np.empty((3, 3))
+    qx, qy, qz, qw = q[3], q[4], q[5], q[6]
+    r20, r21, r22 = 2.0 * (qx * qz - qy * qw), 2.0 * (qy * qz + qx * qw), 1.0 - 2.0 * (qx * qx + qy * qy)
+    for i in range(state.shape[0]):
+        for k in range(ints[i, J, 0]):
+            slot = ints[i, k, 1]
+            qj[k] = q[idx_q[slot]] if slot >= 0 else real[i, k, _HELD]
+        chain_kinematics(real, ints, i, qj, origins, axes, end, rot)
+        state[i, _FZ] = q[2] + r20 * end[0] + r21 * end[1] + r22 * end[2]
 
 
 @njit(cache=True)
@@ -544,6 +600,23 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
     m00, m01, m02 = cy_ * r00 + sy_ * r10, cy_ * r01 + sy_ * r11, cy_ * r02 + sy_ * r12
     m10, m11, m12 = cy_ * r10 - sy_ * r00, cy_ * r11 - sy_ * r01, cy_ * r12 - sy_ * r02
     sag = params[_HEIGHT] - z_base  # h_nom − z_b, m
+    # the footholds' mean height, first-order filtered over half a stance: its value, rate and acceleration
+    holds = params[_FOOTHOLDS] > 0.5
+    ground = ground_d = ground_dd = 0.0
+    if holds:
+        mean = 0.0
+        for i in range(state.shape[0]):
+            if math.isnan(state[i, _DZ]):  # the first sample: the standing feet are the first footholds
+                state[i, _DZ] = state[i, _DZ0] = state[i, _FZ] - state[i, _NZ] - params[_HEIGHT]
+            mean += state[i, _DZ]
+        mean /= state.shape[0]
+        t_filter = 0.5 * T_st
+        if math.isnan(params[_GROUND]):
+            params[_GROUND] = mean
+        step = min(max(tau - t_prev, 0.0), t_filter)
+        ground = params[_GROUND] = params[_GROUND] + (mean - params[_GROUND]) * step / t_filter
+        ground_d = (mean - ground) / t_filter
+        ground_dd = -ground_d / t_filter
     if params[_FEEDBACK] == 0.0:  # plan in the base frame as if it were level at h_nom
         m00, m01, m02, m10, m11, m12 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0
         r20, r21, r22, sag = 0.0, 0.0, 1.0, 0.0
@@ -555,6 +628,9 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             t_e = s[_TNEXT]
             if s[_STANCE] > 0.5:
                 _advance(s, vx, vy, wz, t_e - t_a)
+                if holds:  # the swing starts from the stance target's height
+                    x = min((t_e - s[_TLAST]) / (0.5 * T_st), 1.0)
+                    s[_DZ0] = s[_DZ0] + (s[_DZ] - s[_DZ0]) * x * x * x * (10.0 + x * (6.0 * x - 15.0))
                 s[_LX], s[_LY], s[_LVX], s[_LVY] = s[_PX], s[_PY], -vx + wz * s[_PY], -vy - wz * s[_PX]
                 s[_TNEXT] = t_e + T_sw
                 s[_STANCE] = 0.0
@@ -581,23 +657,41 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             s[_TNEXT] += T_st
             s[_TLAST] = t_a = tau
             s[_STANCE] = s[_LANDED] = 1.0
+            if holds:
+                um = 1.0 - u
+                blend_u = u * u * u * (10.0 + u * (6.0 * u - 15.0))
+                s[_DZ0] = s[_DZ0] + (ground - s[_DZ0]) * blend_u + 64.0 * h_step * u * u * u * um * um * um
+                s[_DZ] = s[_FZ] - nz - params[_HEIGHT]
         stance = s[_STANCE] > 0.5
         if stance and s[_LANDED] < 0.5:
             if s[_TOUCH] > 0.5 or tau - s[_TLAST] > s_depth / s_speed:
                 s[_LANDED] = 1.0  # touched (or searched as deep as allowed): stance from now on
+                if holds:
+                    s[_DZ0] = ground - s_speed * min(tau - s[_TLAST], s_depth / s_speed)
+                    s[_DZ] = s[_FZ] - nz - params[_HEIGHT]
                 s[_TLAST] = tau
         w = wd = wdd = 0.0
         if stance and s[_LANDED] < 0.5:  # late touchdown: keep descending until the ground is found
             _advance(s, vx, vy, wz, tau - t_a)
             px, py = s[_PX], s[_PY]
-            pz = nz - s_speed * (tau - s[_TLAST])
-            vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, -s_speed
-            axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+            pz = nz + ground - s_speed * (tau - s[_TLAST])
+            vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, ground_d - s_speed
+            axh, ayh, azh = wz * vyh, -wz * vxh, ground_dd
         elif stance:
             _advance(s, vx, vy, wz, tau - t_a)
-            px, py, pz = s[_PX], s[_PY], nz
-            vxh, vyh, vzh = -vx + wz * py, -vy - wz * px, 0.0
-            axh, ayh, azh = wz * vyh, -wz * vxh, 0.0
+            # the foothold's height, blended (quintic) from the target's at touchdown over half a stance
+            since, t_hold = tau - s[_TLAST], 0.5 * T_st
+            dz, dz0 = (s[_DZ], s[_DZ0]) if holds else (0.0, 0.0)
+            if since < t_hold and dz != dz0:
+                x = since / t_hold
+                pz = nz + dz0 + (dz - dz0) * x * x * x * (10.0 + x * (6.0 * x - 15.0))
+                vzh = (dz - dz0) * 30.0 * x * x * (1.0 - x) * (1.0 - x) / t_hold
+                azh = (dz - dz0) * 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) / (t_hold * t_hold)
+            else:
+                pz, vzh, azh = nz + dz, 0.0, 0.0
+            px, py = s[_PX], s[_PY]
+            vxh, vyh = -vx + wz * py, -vy - wz * px
+            axh, ayh = wz * vyh, -wz * vxh
             if lag != 0.0 or lag_d != 0.0:  # standing, the base shifting over the feet
                 px, py = px + shift_x * lag, py + shift_y * lag
                 vxh, vyh, axh, ayh = (
@@ -634,6 +728,14 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             pz = nz + 64.0 * h_step * u3 * um * um * um
             vzh = 192.0 * h_step * u2 * um * um * (1.0 - 2.0 * u) / T_sw
             azh = 384.0 * h_step * u * um * (5.0 * u2 - 5.0 * u + 1.0) / (T_sw * T_sw)
+            if holds:  # from the liftoff height to the footholds' mean, quintic over the swing
+                rise = ground - s[_DZ0]
+                sg = u3 * (10.0 + u * (6.0 * u - 15.0))
+                sg_d = 30.0 * u2 * um * um / T_sw
+                sg_dd = 60.0 * u * um * (1.0 - 2.0 * u) / (T_sw * T_sw)
+                pz += s[_DZ0] + rise * sg
+                vzh += rise * sg_d + ground_d * sg
+                azh += rise * sg_dd + 2.0 * ground_d * sg_d + ground_dd * sg
         # ground-relative point in B: p_g = R_rpᵀ (p_H + sag e_z), then blend toward p_H
         zg = pz + sag
         gx = m00 * px + m10 * py + r20 * zg
@@ -650,11 +752,12 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             m02 * axh + m12 * ayh + r22 * azh,
         )
         if w != 0.0 or wd != 0.0 or wdd != 0.0:
-            ex, ey, ez = px - gx, py - gy, pz - gz
-            evx, evy, evz = vxh - gvx, vyh - gvy, vzh - gvz
+            # the levelling point p_H: the foothold's height relative to the footholds' mean (0 without footholds)
+            ex, ey, ez = px - gx, py - gy, pz - ground - gz
+            evx, evy, evz = vxh - gvx, vyh - gvy, vzh - ground_d - gvz
             gax += w * (axh - gax) + 2.0 * wd * evx + wdd * ex
             gay += w * (ayh - gay) + 2.0 * wd * evy + wdd * ey
-            gaz += w * (azh - gaz) + 2.0 * wd * evz + wdd * ez
+            gaz += w * (azh - ground_dd - gaz) + 2.0 * wd * evz + wdd * ez
             gvx, gvy, gvz = gvx + w * evx + wd * ex, gvy + w * evy + wd * ey, gvz + w * evz + wd * ez
             gx, gy, gz = gx + w * ex, gy + w * ey, gz + w * ez
         targets[i, 0], targets[i, 1], targets[i, 2] = gx, gy, gz
