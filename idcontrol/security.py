@@ -10,6 +10,10 @@ A key directory (made by ``idcontrol keys generate DIR``) holds::
     client.key, client.key_secret   a key pair for the bridge and admin clients
     authorized/*.key                public keys of the clients the daemon accepts
 
+The daemon reads ``server.key_secret`` and ``authorized/``; a client reads only ``server.key`` (the daemon's public
+key) and ``client.key_secret`` (its own pair: ZeroMQ's secret certificate holds the public key too), so a remote
+driver's copy of the directory holds those two files and never the daemon's secret key (:data:`CLIENT_FILES`).
+
 With a key directory configured (``[security] curve_keys`` in a launch file)
 every daemon socket is a CURVE server and a ZAP handler
 (:class:`zmq.auth.thread.ThreadAuthenticator`) accepts only clients whose
@@ -37,10 +41,24 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from idcontrol.errors import ConfigError
 
+#: What each side reads of a key directory. The daemon: its key pair (the secret certificate holds both keys) and the
+#: clients it accepts. A client: the daemon's public key and its own pair; a remote driver's machine holds only these.
+SERVER_FILES = ("server.key_secret", "authorized/")
+CLIENT_FILES = ("server.key", "client.key_secret")
+#: What each file is, for the error that says one is missing.
+_ROLE_OF_FILE = {
+    "server.key": "the daemon's public key",
+    "server.key_secret": "the daemon's key pair",
+    "authorized/": "the public keys of the clients the daemon accepts",
+    "client.key_secret": "the client's key pair",
+}
+
 
 @dataclass(frozen=True)
 class KeyDirectory:
-    """The files of one key directory (see the module docstring)."""
+    """The files of one key directory (see the module docstring). The daemon reads :data:`SERVER_FILES`, a client
+    :data:`CLIENT_FILES` only: a client's copy of the directory needs no more, and its loader never opens the
+    daemon's secret key."""
 
     path: Path
 
@@ -51,19 +69,30 @@ class KeyDirectory:
     def _file(self, name: str) -> Path:
         return self.path / name
 
-    def check(self) -> None:
-        """ConfigError naming the missing files, with the command that makes them."""
-        needed = ["server.key", "server.key_secret", "client.key", "client.key_secret"]
-        missing = [n for n in needed if not self._file(n).is_file()]
-        if not self.authorized.is_dir():
-            missing.append("authorized/")
+    def missing(self, names: tuple[str, ...]) -> list[str]:
+        """Those of ``names`` (files; folders end in ``/``) the directory lacks."""
+        return [n for n in names if not (self._file(n).is_dir() if n.endswith("/") else self._file(n).is_file())]
+
+    def _require(self, names: tuple[str, ...], side: str) -> None:
+        """ConfigError naming each file of ``names`` the directory lacks, what it is, and where it comes from."""
+        missing = self.missing(names)
         if missing:
+            what = ", ".join(f"{n} ({_ROLE_OF_FILE[n]})" for n in missing)
+            them = "it" if len(missing) == 1 else "them"
             raise ConfigError(
-                f"CURVE key directory {self.path} lacks {missing}; make one with: idcontrol keys generate {self.path}"
+                f"CURVE key directory {self.path} lacks {what}, which {side} needs; copy {them} from the directory "
+                f"`idcontrol keys generate` made (a client needs {' and '.join(CLIENT_FILES)} only), or make one "
+                f"with: idcontrol keys generate {self.path}"
             )
 
+    def check(self) -> None:
+        """ConfigError unless the directory serves a daemon (:data:`SERVER_FILES`) or a client
+        (:data:`CLIENT_FILES`), naming the missing files: a launch file names one directory for both sides, which
+        each machine holds its side's part of. Each side's own files are checked again when it uses them."""
+        if self.missing(SERVER_FILES) and self.missing(CLIENT_FILES):
+            self._require(CLIENT_FILES, "a client")
+
     def _pair(self, name: str) -> tuple[bytes, bytes]:
-        self.check()
         public, secret = zmq.auth.load_certificate(self._file(f"{name}.key_secret"))
         if secret is None:
             raise ConfigError(f"{self._file(name + '.key_secret')} holds no secret key")
@@ -71,17 +100,20 @@ class KeyDirectory:
 
     def make_server(self, socket: zmq.Socket) -> None:
         """Make ``socket`` (not yet bound) a CURVE server with the daemon's key pair."""
+        self._require(SERVER_FILES, "the daemon")
         socket.curve_publickey, socket.curve_secretkey = self._pair("server")
         socket.curve_server = True
 
     def make_client(self, socket: zmq.Socket) -> None:
-        """Make ``socket`` (not yet connected) a CURVE client of the daemon, with the client key pair."""
+        """Make ``socket`` (not yet connected) a CURVE client of the daemon: the client key pair and the daemon's
+        public key (:data:`CLIENT_FILES`; never the daemon's secret key)."""
+        self._require(CLIENT_FILES, "a client")
         socket.curve_publickey, socket.curve_secretkey = self._pair("client")
         socket.curve_serverkey, _ = zmq.auth.load_certificate(self._file("server.key"))
 
     def start_authenticator(self, context: zmq.Context) -> ThreadAuthenticator:
         """A ZAP handler on ``context`` that accepts the public keys in ``authorized/`` only."""
-        self.check()
+        self._require(SERVER_FILES, "the daemon")
         auth = ThreadAuthenticator(context)
         auth.start()
         auth.configure_curve(domain="*", location=str(self.authorized))

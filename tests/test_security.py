@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -103,6 +104,58 @@ def test_authorized_clients_are_served_and_unauthenticated_peers_get_nothing(cur
         admin.close(linger=0)
         control.close(linger=0)
     assert daemon.core.mode == "idle"  # the refused stop never reached the daemon
+
+
+def test_a_client_holding_only_the_servers_public_key_and_its_own_pair_is_served(
+    curve_daemon, keys, tmp_path, monkeypatch
+):
+    """A remote driver's key directory holds server.key and client.key_secret only (no daemon secret key): it
+    loads with a launch file, its client connects over CURVE and is served, and no client ever opens the daemon's
+    secret key; a client directory without one of its files is refused, naming it."""
+    ctx, daemon = curve_daemon
+    remote = tmp_path / "remote"
+    remote.mkdir(mode=0o700)
+    for name in ("server.key", "client.key_secret"):
+        shutil.copy(keys.path / name, remote / name)
+    launch = tmp_path / "remote.toml"
+    launch.write_text(
+        'robot = "quadruped"\n[endpoints]\ncontrol = "tcp://192.168.1.20:15555"\n[security]\ncurve_keys = "remote"\n'
+    )
+    assert load_launch(launch).curve_keys == remote.resolve()
+    opened: list[str] = []
+    load_certificate = zmq.auth.load_certificate
+    monkeypatch.setattr(
+        zmq.auth, "load_certificate", lambda path: opened.append(Path(path).name) or load_certificate(path)
+    )
+
+    driver = ctx.socket(zmq.DEALER)
+    driver.setsockopt(zmq.LINGER, 0)
+    KeyDirectory(remote).make_client(driver)
+    driver.connect(daemon.bound["control"])
+    r = daemon.core.robot
+    driver.send(wire.encode_hello(r.name, r.nq, r.nv, r.nu))
+    assert driver.poll(2000) and msgpack.unpackb(driver.recv())["type"] == "welcome"
+    driver.send(wire.encode_state(1, 0.0, r.standing_configuration(), np.zeros(r.nv)))
+    assert driver.poll(2000) and msgpack.unpackb(driver.recv())["type"] == "command"
+    driver.close(linger=0)
+    local = ctx.socket(zmq.DEALER)
+    keys.make_client(local)  # the daemon's machine's whole directory: a client still reads only its files
+    local.close(linger=0)
+    assert opened == ["client.key_secret", "server.key"] * 2
+
+    for name, what in (("server.key", "the daemon's public key"), ("client.key_secret", "the client's key pair")):
+        (remote / name).rename(remote / "away")
+        socket = ctx.socket(zmq.DEALER)
+        with pytest.raises(ConfigError, match=f"lacks {name} \\({what}\\), which a client needs"):
+            KeyDirectory(remote).make_client(socket)
+        with pytest.raises(ConfigError, match=f"lacks {name}"):
+            load_launch(launch)
+        socket.close(linger=0)
+        (remote / "away").rename(remote / name)
+    with pytest.raises(
+        ConfigError, match=r"lacks server\.key_secret \(the daemon's key pair\), authorized/ .*, which the daemon needs"
+    ):
+        KeyDirectory(remote).make_server(ctx.socket(zmq.ROUTER))  # (closed with the context)
 
 
 def test_non_loopback_endpoints_need_curve_keys(tmp_path, keys):
