@@ -294,3 +294,30 @@ def test_the_daemon_estimates_the_base_from_the_sensor_form_over_the_protocol():
     run = run_over_protocol(load_launch(STAND), 1.0)
     assert run.end_mode == "run" and run.ticks_in_run >= 990, run.end_reason
     assert np.array_equal(run.q[-1][:7], [0, 0, 0, 0, 0, 0, 1])  # the received states carry no base: the log's truth
+
+
+# ---------------------------------------------------------------------------------------------------- repeats, starts
+def test_a_state_sent_again_at_the_same_time_is_not_a_frozen_imu(quadruped):
+    """A driver that sends its last state again without its time advancing (a simulated robot held still at the start
+    of a run whose first commands were late) repeats the IMU's reading but not a sample: the run goes on, the estimate
+    trustworthy; the same reading while time advances is still a frozen IMU (stale)."""
+    config = load_launch(STAND)
+    core = build_core(config, quadruped)
+    sim = simulator_for(config, quadruped)
+    for _ in range(3):
+        sim.step(np.zeros(quadruped.nu))
+    state = sim.state().robot_state()  # MuJoCo's sensor form: the joints and the typical IMU
+    core.start(0.0)
+    for i in range(12):  # more than max_repeats (5) times the same state, at the same t
+        out = core.tick(state, now=i * 1e-3)
+        assert out.mode == MODE_RUN, core.reason
+        assert out.estimate.healthy, out.estimate.reason
+    imu = state.imu
+    for i in range(1, 12):  # the same reading while time advances: a frozen sensor
+        t = state.t + i * 1e-3
+        frozen = ImuReading(imu.orientation_xyzw, imu.angular_velocity, imu.linear_acceleration, t)
+        out = core.tick(replace(state, t=t, imu=frozen), now=0.012 + i * 1e-3)
+        if out.mode != MODE_RUN:
+            break
+    assert out.event == "estimator" and "the IMU is stale" in core.reason, core.reason
+    assert i == 5  # max_repeats (5) repeats, counted from the first tick whose time advanced

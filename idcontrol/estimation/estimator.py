@@ -274,7 +274,8 @@ class BaseEstimator:
         if status == inekf.IMU_STALE:
             text += (
                 f": sampled {d[inekf.DIAG_IMU_AGE] * 1e3:.1f} ms ago (bound {b.max_imu_age * 1e3:.1f} ms), "
-                f"the same reading {int(d[inekf.DIAG_REPEATS]) + 1} ticks in a row (bound {b.max_repeats})"
+                f"the same reading {int(d[inekf.DIAG_REPEATS]) + 1} ticks in a row as time advanced "
+                f"(bound {b.max_repeats})"
             )
         elif status == inekf.TILT_UNCERTAIN:
             text += f": {math.degrees(d[inekf.DIAG_TILT_STD]):.2f}° > {math.degrees(b.max_tilt_std):.2f}°"

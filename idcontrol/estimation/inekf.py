@@ -478,11 +478,13 @@ def _kinematics_noise(prm, jacobian, f, rotation, out, tmp):
 
 # ---------------------------------------------------------------------------------------------------- one tick
 @njit(cache=True)
-def screen_inputs(imu, feet_rel, joint_v, memory):
+def screen_inputs(imu, feet_rel, joint_v, memory, dt):
     """(status, encoders finite) a tick starts from: DIVERGED once the filter diverged (``memory[7]``), else
     IMU_NOT_FINITE for a non-finite ``imu`` (10,), else OK, counting in ``memory[6]`` the ticks whose ω and specific
-    force repeat the last ones exactly (kept in ``memory[0:6]``). The encoders are finite when ``feet_rel`` (k, 3)
-    and ``joint_v`` (any length; empty when a filter does not read it) are."""
+    force repeat the last ones exactly (kept in ``memory[0:6]``) while time advanced (``dt`` > 0 s): a state sent again
+    at the same time (a driver that repeats its last state while its commands are late) is not a frozen sensor, and
+    neither adds to the count nor clears it. The encoders are finite when ``feet_rel`` (k, 3) and ``joint_v`` (any
+    length; empty when a filter does not read it) are."""
     imu_finite = True
     for j in range(10):
         if not math.isfinite(imu[j]):
@@ -504,7 +506,10 @@ def screen_inputs(imu, feet_rel, joint_v, memory):
         if imu[4 + j] != memory[j]:
             repeated = False
         memory[j] = imu[4 + j]
-    memory[6] = memory[6] + 1.0 if repeated else 0.0
+    if not repeated:
+        memory[6] = 0.0
+    elif dt > 0.0:
+        memory[6] += 1.0
     return OK, joints_finite
 
 
@@ -540,7 +545,7 @@ def inekf_tick(
     R, P = s.rotation, s.covariance
     k = s.feet.shape[0]
     mem = s.memory
-    status, joints_finite = screen_inputs(imu, feet_rel, imu[:0], mem)
+    status, joints_finite = screen_inputs(imu, feet_rel, imu[:0], mem, dt)
     if status == OK:
         omega, acc = w.vectors[6], w.vectors[7]
         for j in range(3):

@@ -127,7 +127,7 @@ def lkf_tick(s, prm, w, dt, feet_rel, foot_radius, jacobian, joint_v, imu, imu_a
     n = x.shape[0]
     k = (n - 6) // 3
     mem = s.memory
-    status, joints_finite = screen_inputs(imu, feet_rel, joint_v, mem)
+    status, joints_finite = screen_inputs(imu, feet_rel, joint_v, mem, dt)
     if status == OK:
         rotation_from_xyzw(imu[0], imu[1], imu[2], imu[3], R)
         for j in range(3):
