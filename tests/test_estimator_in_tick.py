@@ -15,7 +15,7 @@ from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED
 from idcontrol.control.state import ImuReading, RobotState
-from idcontrol.errors import ConfigError
+from idcontrol.errors import ConfigError, InvalidTransition
 from idcontrol.settings import load_launch, parse_launch
 from idcontrol.sim.launch import simulator_for
 from idcontrol.testing import run_over_protocol
@@ -321,3 +321,53 @@ def test_a_state_sent_again_at_the_same_time_is_not_a_frozen_imu(quadruped):
             break
     assert out.event == "estimator" and "the IMU is stale" in core.reason, core.reason
     assert i == 5  # max_repeats (5) repeats, counted from the first tick whose time advanced
+
+
+def _moving(robot, t: float, joint_speed: float, gyro: float) -> RobotState:
+    """The standing robot's joints and a level IMU, one knee turning at ``joint_speed`` rad/s and the base at ``gyro``
+    rad/s about x (a robot still moving when its safe stop timed out)."""
+    state = _at_rest(robot, t, gyro)
+    state.v[6 + 2] = joint_speed
+    return state
+
+
+def test_a_start_is_refused_while_the_robot_moves(quadruped):
+    """The estimator starts from a robot at rest: after a PD-hold safe stop timed out on a moving robot, a start is
+    refused (an invalid transition whose reason names the joint or gyro and the bound) while the last state's encoders
+    or gyro say it moves, and accepted once it is still, the run then trustworthy; a start accepted at rest whose first
+    tick finds the robot moving stops safely at once, saying why."""
+    config = load_launch(STAND)
+    safety = replace(config.safety, safe_controller="pd_hold", safe_stop_timeout=0.01)
+    core = build_core(replace(config, safety=safety), quadruped)
+    core.start(0.0)
+    t = 0.0
+    for i in range(3):
+        t = i * 1e-3
+        assert core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t).mode == MODE_RUN, core.reason
+    core.stop("test", t)
+    for i in range(3, 30):  # the PD hold times out, the robot still moving
+        t = i * 1e-3
+        core.tick(_moving(quadruped, t, 2.0, 0.6), now=t)
+    assert core.mode == MODE_STOPPED and "safe stop timed out" in core.reason, core.reason
+    with pytest.raises(InvalidTransition) as e:
+        core.start(t)
+    assert "the robot is moving: joint 'LF_KFE' at 2.00 rad/s (bound 0.5)" in str(e.value), str(e.value)
+    assert "the gyro at 0.60 rad/s (bound 0.2)" in str(e.value)
+    assert core.mode == MODE_STOPPED
+    for i in range(30, 33):  # still again
+        t = i * 1e-3
+        core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
+    core.start(t)
+    for i in range(33, 40):
+        t = i * 1e-3
+        out = core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
+        assert out.mode == MODE_RUN and out.estimate.healthy, core.reason
+    core.stop("test", t)
+    for i in range(40, 60):
+        t = i * 1e-3
+        core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
+    assert core.mode == MODE_STOPPED, core.reason
+    core.start(t)  # at rest: accepted; the robot moves before the first run tick
+    out = core.tick(_moving(quadruped, t + 1e-3, 0.0, 0.6), now=t + 1e-3)
+    assert out.mode != MODE_RUN and out.event == "estimator", core.reason
+    assert "the estimator cannot start: the robot is moving: the gyro at 0.60 rad/s" in core.reason, core.reason

@@ -123,7 +123,8 @@ class ControlCore:
         second core built from settings whose notes were said already (the daemon's tick warmer).
     estimator : the floating-base estimator (``[estimator]``; None: the state carries the base). In run mode each
         tick it turns the state's joints and IMU (:attr:`RobotState.imu`) and the controller's stance decision of the
-        previous tick into the base the controller sees; it restarts at each start (the robot at rest). An estimate
+        previous tick into the base the controller sees; it restarts at each start (the robot at rest: a start is
+        refused while the last state's encoders or gyro say the robot moves, :attr:`start_only_at_rest`). An estimate
         that is not trustworthy, or a state without an IMU, stops the run safely and says why.
     """
 
@@ -145,6 +146,11 @@ class ControlCore:
         self.estimator = estimator
         self._estimating = False  # the estimator has been reset since the last start
         self.estimate_seconds = 0.0  # the last tick's estimator call, s (wall clock)
+        #: with an estimator, refuse a start (and stop the run at its first tick) while the robot moves faster than the
+        #: estimator's bounds allow to start from (:meth:`BaseEstimator.moving`); the tick warmer's shadow, whose
+        #: commands are dropped, follows the served robot whatever it does
+        self.start_only_at_rest = True
+        self._last_state: RobotState | None = None  # with an estimator: the last state ticked, for start's check
         self.controller = controller
         self.quiet = quiet
         self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
@@ -269,12 +275,22 @@ class ControlCore:
         self._tau_prev, self._held = None, 0
         self._tau_sent[:] = 0.0
         self._last_t = None
+        self._last_state = None
 
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
-        """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode."""
+        """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode, and, with an estimator, while
+        the last state's encoders or gyro say the robot moves (the estimator starts from a robot at rest)."""
         if self.mode not in (MODE_IDLE, MODE_STOPPED):
             raise InvalidTransition(f"cannot start in mode {self.mode!r}; allowed from idle or stopped")
+        last = self._last_state
+        if self.estimator is not None and self.start_only_at_rest and last is not None and last.imu is not None:
+            moving = self.estimator.moving(last.v[6:], last.imu.angular_velocity)
+            if moving:
+                raise InvalidTransition(
+                    f"cannot start: {moving} at t = {last.t:g} s; the estimator starts from a robot at rest: start "
+                    "once it is still (docs/estimation.md)"
+                )
         self.reference.reset()
         self._tau_prev = None
         self._held = 0
@@ -389,8 +405,10 @@ class ControlCore:
             )
         self._last_t = state.t
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
-        if self.estimator is not None and self.mode == MODE_RUN:
-            state = self._estimated(state, out, now)
+        if self.estimator is not None:
+            self._last_state = state  # as measured: start's check reads its joints and gyro
+            if self.mode == MODE_RUN:
+                state = self._estimated(state, out, now)
         q, v = state.q, state.v
         q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
         if bridge_stopped and self.mode == MODE_RUN:
@@ -471,11 +489,18 @@ class ControlCore:
             )
             try:
                 started = time.perf_counter()
-                estimate = self.estimator.update(reading) if self._estimating else self.estimator.reset(reading)
+                if self._estimating:
+                    estimate = self.estimator.update(reading)
+                else:  # the filter starts from a robot at rest (a start while it moved was refused; it may move since)
+                    if self.start_only_at_rest:
+                        moving = self.estimator.moving(reading.joint_v, reading.imu_angular_velocity)
+                        if moving:
+                            raise InputError(moving)
+                    estimate = self.estimator.reset(reading)
                 self.estimate_seconds = time.perf_counter() - started
             except ShapeError:
                 raise  # a malformed state: the caller's error reply, nothing acted on
-            except InputError as e:  # a start from a non-finite or non-unit IMU orientation or encoders
+            except InputError as e:  # a start from a non-finite or non-unit IMU orientation or encoders, or moving
                 reason = f"the estimator cannot start: {e}"
             else:
                 self._estimating = True

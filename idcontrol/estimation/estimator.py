@@ -137,6 +137,8 @@ class BaseEstimator:
         self._t = math.nan
         self._shapes = ((nj,), (nj,), (4,), (3,), (3,))
         self._contact_shape = (k,)
+        m = robot.model  # the joint of each entry of joint_v (joint 1 is the floating base)
+        self._joint_v_names = [str(m.names[j]) for j in range(2, m.njoints) for _ in range(m.joints[j].nv)]
 
     # ------------------------------------------------------------------ set-up
     def reset(self, reading: SensorReading, base_position: Array | None = None) -> Estimate:
@@ -192,6 +194,29 @@ class BaseEstimator:
                 P[i, i] = n.kinematics_noise**2
         self._t = float(reading.t)
         return self.update(reading)
+
+    def moving(self, joint_v: Array, angular_velocity: Array) -> str:
+        """Why the robot moves too fast for the filter to start from it, with the numbers, or '' when it may start:
+        every joint speed within the bounds' ``max_start_joint_speed`` and the gyro's within ``max_start_gyro``.
+
+        joint_v : (nj,) rad/s (m/s), the encoders' velocities.  angular_velocity : (3,) rad/s, the gyro, IMU frame.
+        :meth:`reset` starts the base at rest (velocity 0 within ``initial_velocity_std``, 0.05 m/s by default): a
+        robot still moving, after a safe stop that timed out for instance, would start with a velocity error the filter
+        does not know of, and the controller would act on it. A non-finite value is reported as moving too.
+        """
+        b = self.settings.bounds
+        speeds = np.abs(np.asarray(joint_v, dtype=float))
+        parts = []
+        if speeds.size:
+            j = int(np.argmax(speeds))  # the first NaN, if any
+            if not speeds[j] <= b.max_start_joint_speed:
+                parts.append(
+                    f"joint {self._joint_v_names[j]!r} at {speeds[j]:.2f} rad/s (bound {b.max_start_joint_speed:g})"
+                )
+        gyro = float(np.linalg.norm(np.asarray(angular_velocity, dtype=float)))
+        if not gyro <= b.max_start_gyro:
+            parts.append(f"the gyro at {gyro:.2f} rad/s (bound {b.max_start_gyro:g})")
+        return "the robot is moving: " + ", ".join(parts) if parts else ""
 
     # ------------------------------------------------------------------ per tick
     def _check(self, reading: SensorReading) -> None:

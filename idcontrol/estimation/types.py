@@ -124,13 +124,19 @@ class HealthBounds:
     max_tilt_std : rad, the largest roll or pitch standard deviation (2°: the controller's tilt margin).
     max_velocity_std : m/s, the largest velocity standard deviation.
     max_imu_age : s, how old an IMU sample may be.  max_repeats : ticks an IMU may repeat the exact same
-    reading (a frozen sensor) before it is stale.
+    reading (a frozen sensor) while time advances before it is stale.
+    max_start_joint_speed : rad/s (m/s), the fastest a joint may move when the filter starts; max_start_gyro : rad/s,
+    the largest angular velocity the gyro may read then. The filter starts with the base at rest (its velocity 0
+    within ``initial_velocity_std``): a robot moving faster is not started from
+    (:meth:`~idcontrol.estimation.estimator.BaseEstimator.moving`).
     """
 
     max_tilt_std: float = math.radians(2.0)
     max_velocity_std: float = 0.1
     max_imu_age: float = 0.005
     max_repeats: int = 5
+    max_start_joint_speed: float = 0.5
+    max_start_gyro: float = 0.2
 
 
 @dataclass(frozen=True)
