@@ -209,8 +209,9 @@ class ControlCore:
 
         First-call costs (workspaces, compiled kernels and their specializations for each contact count:
         loading one takes milliseconds) are paid before the first real state, and a run-time switch to any
-        formulation (with its ``formulation_options``) becomes a swap. The state machine, the counts and the
-        active formulation are untouched.
+        formulation (with its ``formulation_options``) becomes a swap. An estimator runs its whole path once
+        (:meth:`BaseEstimator.warm_up`: reset, updates) and is left to restart at the first start. The state machine,
+        the counts and the active formulation are untouched.
         """
         from idcontrol.formulations import available_formulations, make_formulation
 
@@ -248,6 +249,8 @@ class ControlCore:
             on_a_body(contacts.body)
         self.reference.reset()
         self._prime_references(q, v, contacts)
+        if self.estimator is not None:  # its first reset and update load its kernels: tens of ms in a fresh process
+            self.estimator.warm_up()
 
     def _prime_references(self, q: Array, v: Array, contacts: ContactSet | None) -> None:
         """Sample once, at the standing posture, every other kind of reference that builds for the robot with its

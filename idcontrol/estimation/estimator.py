@@ -140,6 +140,31 @@ class BaseEstimator:
         m = robot.model  # the joint of each entry of joint_v (joint 1 is the floating base)
         self._joint_v_names = [str(m.names[j]) for j in range(2, m.njoints) for _ in range(m.joints[j].nv)]
 
+    def warm_up(self, ticks: int = 20) -> None:
+        """Run the whole per-tick path ahead and forget it: :meth:`reset`, then ``ticks`` updates (the standing
+        posture, a level IMU at rest, time advancing by 1 ms, every contact sphere standing, then one lifting), and
+        :meth:`moving`. In a fresh process the first reset costs tens of milliseconds (the compiled kernels load from
+        numba's cache, numpy's first calls): paid here, before the first real reading. The estimator is left as
+        built: it must be reset before it is updated."""
+        g, k, nj = self.kinematics.geometry, self.k, self.nj
+        joint_q, joint_v = self.robot.standing_configuration()[7:].copy(), np.zeros(nj)
+        orientation = np.zeros(4)
+        xyzw_from_rotation(g.imu_rotation, orientation, 0)  # the base level: R_WI = R_BI
+        accel = g.imu_rotation.T @ np.array([0.0, 0.0, self.settings.gravity])  # specific force at rest, IMU frame
+        self.moving(joint_v, np.zeros(3))
+        self.reset(SensorReading(0.0, joint_q, joint_v, orientation, np.zeros(3), accel, 0.0))
+        stance = np.ones(k)
+        for i in range(1, ticks + 1):
+            if i == ticks and k:
+                stance[0] = 0.0  # a foot lifts: the contacts' bookkeeping too
+            t = i * 1e-3
+            gyro = np.array([1e-4 * (i % 2), 0.0, 0.0])  # not a frozen sensor
+            self.update(SensorReading(t, joint_q, joint_v, orientation, gyro, accel, t, stance))
+        self._t = math.nan
+        est = self.estimate
+        est.healthy, est.reason, est.status = False, "not started", -1
+        est.stance[:] = False
+
     # ------------------------------------------------------------------ set-up
     def reset(self, reading: SensorReading, base_position: Array | None = None) -> Estimate:
         """Start from ``reading``, at rest: the IMU's orientation, the base origin at ``base_position`` (world, m;
