@@ -15,7 +15,7 @@ from idcontrol import protocol as wire
 from idcontrol.control.factory import build_core
 from idcontrol.control.modes import MODE_RUN, MODE_SAFE_STOP, MODE_STOPPED
 from idcontrol.control.state import ImuReading, RobotState
-from idcontrol.errors import ConfigError, InvalidTransition
+from idcontrol.errors import ConfigError
 from idcontrol.settings import load_launch, parse_launch
 from idcontrol.sim.launch import simulator_for
 from idcontrol.testing import run_over_protocol
@@ -331,11 +331,12 @@ def _moving(robot, t: float, joint_speed: float, gyro: float) -> RobotState:
     return state
 
 
-def test_a_start_is_refused_while_the_robot_moves(quadruped):
-    """The estimator starts from a robot at rest: after a PD-hold safe stop timed out on a moving robot, a start is
-    refused (an invalid transition whose reason names the joint or gyro and the bound) while the last state's encoders
-    or gyro say it moves, and accepted once it is still, the run then trustworthy; a start accepted at rest whose first
-    tick finds the robot moving stops safely at once, saying why."""
+def test_a_run_started_on_a_moving_robot_damps_it_to_rest_before_it_estimates(quadruped):
+    """The estimator starts from a robot at rest. A start after a PD-hold safe stop that timed out on a moving robot
+    does not control from an estimate that takes it to be at rest: while the encoders or the gyro say it moves, the run
+    damps the joints (each torque opposes its joint's velocity) with no estimate, saying why with the numbers; once it
+    is still, the estimator starts and the run is trustworthy. A robot that does not come to rest within
+    safe_stop_timeout stops the run safely, saying so."""
     config = load_launch(STAND)
     safety = replace(config.safety, safe_controller="pd_hold", safe_stop_timeout=0.01)
     core = build_core(replace(config, safety=safety), quadruped)
@@ -349,25 +350,32 @@ def test_a_start_is_refused_while_the_robot_moves(quadruped):
         t = i * 1e-3
         core.tick(_moving(quadruped, t, 2.0, 0.6), now=t)
     assert core.mode == MODE_STOPPED and "safe stop timed out" in core.reason, core.reason
-    with pytest.raises(InvalidTransition) as e:
-        core.start(t)
-    assert "the robot is moving: joint 'LF_KFE' at 2.00 rad/s (bound 0.5)" in str(e.value), str(e.value)
-    assert "the gyro at 0.60 rad/s (bound 0.2)" in str(e.value)
-    assert core.mode == MODE_STOPPED
-    for i in range(30, 33):  # still again
-        t = i * 1e-3
-        core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
     core.start(t)
-    for i in range(33, 40):
+    others = np.arange(quadruped.nu) != 2
+    for i in range(30, 35):  # still moving: damped, not controlled
+        t = i * 1e-3
+        out = core.tick(_moving(quadruped, t, 2.0, 0.6), now=t)
+        assert out.mode == MODE_RUN and out.estimate is None, core.reason
+        assert out.tau[2] < 0.0 and not np.any(out.tau[others]), out.tau
+        if i == 30:
+            assert out.event == "estimator", out.note
+            moving = "the robot is moving: joint 'LF_KFE' at 2.00 rad/s (bound 0.5), the gyro at 0.60 rad/s (bound 0.2)"
+            assert moving in out.note and "damping it to rest" in core.reason, out.note
+    for i in range(35, 42):  # at rest: the estimator starts
         t = i * 1e-3
         out = core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
-        assert out.mode == MODE_RUN and out.estimate.healthy, core.reason
+        assert out.mode == MODE_RUN and out.estimate is not None and out.estimate.healthy, core.reason
+    assert "the estimator started" in core.reason
     core.stop("test", t)
-    for i in range(40, 60):
+    for i in range(42, 60):
         t = i * 1e-3
         core.tick(_at_rest(quadruped, t, 1e-4 * (i % 2)), now=t)
     assert core.mode == MODE_STOPPED, core.reason
-    core.start(t)  # at rest: accepted; the robot moves before the first run tick
-    out = core.tick(_moving(quadruped, t + 1e-3, 0.0, 0.6), now=t + 1e-3)
-    assert out.mode != MODE_RUN and out.event == "estimator", core.reason
-    assert "the estimator cannot start: the robot is moving: the gyro at 0.60 rad/s" in core.reason, core.reason
+    core.start(t)
+    for i in range(60, 80):  # it never comes to rest
+        t = i * 1e-3
+        out = core.tick(_moving(quadruped, t, 0.0, 0.6), now=t)
+        if out.mode != MODE_RUN:
+            break
+    assert out.event == "estimator" and "did not come to rest within 0.01 s" in core.reason, core.reason
+    assert core.reason.startswith("estimate not trustworthy")

@@ -123,9 +123,9 @@ class ControlCore:
         second core built from settings whose notes were said already (the daemon's tick warmer).
     estimator : the floating-base estimator (``[estimator]``; None: the state carries the base). In run mode each
         tick it turns the state's joints and IMU (:attr:`RobotState.imu`) and the controller's stance decision of the
-        previous tick into the base the controller sees; it restarts at each start (the robot at rest: a start is
-        refused while the last state's encoders or gyro say the robot moves, :attr:`start_only_at_rest`). An estimate
-        that is not trustworthy, or a state without an IMU, stops the run safely and says why.
+        previous tick into the base the controller sees; it restarts at each start, from a robot at rest: while the
+        encoders or the gyro say the robot moves, the run damps it to rest first (:attr:`settle_before_estimating`).
+        An estimate that is not trustworthy, or a state without an IMU, stops the run safely and says why.
     """
 
     def __init__(
@@ -146,11 +146,13 @@ class ControlCore:
         self.estimator = estimator
         self._estimating = False  # the estimator has been reset since the last start
         self.estimate_seconds = 0.0  # the last tick's estimator call, s (wall clock)
-        #: with an estimator, refuse a start (and stop the run at its first tick) while the robot moves faster than the
-        #: estimator's bounds allow to start from (:meth:`BaseEstimator.moving`); the tick warmer's shadow, whose
-        #: commands are dropped, follows the served robot whatever it does
-        self.start_only_at_rest = True
-        self._last_state: RobotState | None = None  # with an estimator: the last state ticked, for start's check
+        #: with an estimator, a run that starts while the robot moves faster than the estimator's bounds allow to start
+        #: from (:meth:`BaseEstimator.moving`) damps the joints to rest first, for at most ``safe_stop_timeout``, and
+        #: starts the estimator and the controller then; the tick warmer's shadow, whose commands are dropped, starts
+        #: its estimator at once whatever the served robot does
+        self.settle_before_estimating = True
+        self._settling = False  # this tick damped a moving robot instead of estimating
+        self._settle_started: float | None = None  # when the run began damping the robot to rest (caller's clock)
         self.controller = controller
         self.quiet = quiet
         self.formulation_options = dict(formulation_options or {})  # by name, for formulations built by warm_up
@@ -278,27 +280,18 @@ class ControlCore:
         self._tau_prev, self._held = None, 0
         self._tau_sent[:] = 0.0
         self._last_t = None
-        self._last_state = None
 
     # ------------------------------------------------------------------ transitions (admin requests, watchdog)
     def start(self, now: float) -> None:
-        """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode, and, with an estimator, while
-        the last state's encoders or gyro say the robot moves (the estimator starts from a robot at rest)."""
+        """idle or stopped → run. Raises :class:`InvalidTransition` in any other mode."""
         if self.mode not in (MODE_IDLE, MODE_STOPPED):
             raise InvalidTransition(f"cannot start in mode {self.mode!r}; allowed from idle or stopped")
-        last = self._last_state
-        if self.estimator is not None and self.start_only_at_rest and last is not None and last.imu is not None:
-            moving = self.estimator.moving(last.v[6:], last.imu.angular_velocity)
-            if moving:
-                raise InvalidTransition(
-                    f"cannot start: {moving} at t = {last.t:g} s; the estimator starts from a robot at rest: start "
-                    "once it is still (docs/estimation.md)"
-                )
         self.reference.reset()
         self._tau_prev = None
         self._held = 0
         if self.estimator is not None:  # a new start is a new origin: the estimate and the ground begin again
             self._estimating = False
+            self._settle_started = None
             self.controller.stance.reset()
         self.mode = MODE_RUN
         self.reason = "started"
@@ -408,10 +401,9 @@ class ControlCore:
             )
         self._last_t = state.t
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
-        if self.estimator is not None:
-            self._last_state = state  # as measured: start's check reads its joints and gyro
-            if self.mode == MODE_RUN:
-                state = self._estimated(state, out, now)
+        self._settling = False
+        if self.estimator is not None and self.mode == MODE_RUN:
+            state = self._estimated(state, out, now)
         q, v = state.q, state.v
         q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
         if bridge_stopped and self.mode == MODE_RUN:
@@ -424,7 +416,9 @@ class ControlCore:
                 self.stop(f"limit guard: {violation}", now, controller="damping")
                 out.note, out.event = f"limit guard: {violation}: damping stop", "limit_guard"
         solved = False
-        if self.mode == MODE_RUN:
+        if self.mode == MODE_RUN and self._settling:  # no estimate yet: the joints damped, read from the encoders
+            out.tau = self.filter.safe_torque("damping", q_act, v_act)
+        elif self.mode == MODE_RUN:
             solved = self._run(state, q, v, q_act, v_act, out, now)
             if robot.floating_base:
                 np.copyto(self.metrics.base_last, q[:3])
@@ -494,16 +488,21 @@ class ControlCore:
                 started = time.perf_counter()
                 if self._estimating:
                     estimate = self.estimator.update(reading)
-                else:  # the filter starts from a robot at rest (a start while it moved was refused; it may move since)
-                    if self.start_only_at_rest:
-                        moving = self.estimator.moving(reading.joint_v, reading.imu_angular_velocity)
-                        if moving:
-                            raise InputError(moving)
+                else:  # the filter starts from a robot at rest: a moving one is damped to rest first
+                    moving = self.settle_before_estimating and self.estimator.moving(
+                        reading.joint_v, reading.imu_angular_velocity
+                    )
+                    if moving:
+                        self.estimate_seconds = time.perf_counter() - started
+                        return self._settle(state, moving, out, now)
                     estimate = self.estimator.reset(reading)
+                    if self._settle_started is not None:
+                        self._settle_started = None
+                        self.reason = "started: the robot came to rest, the estimator started"
                 self.estimate_seconds = time.perf_counter() - started
             except ShapeError:
                 raise  # a malformed state: the caller's error reply, nothing acted on
-            except InputError as e:  # a start from a non-finite or non-unit IMU orientation or encoders, or moving
+            except InputError as e:  # a start from a non-finite or non-unit IMU orientation or encoders
                 reason = f"the estimator cannot start: {e}"
             else:
                 self._estimating = True
@@ -515,6 +514,26 @@ class ControlCore:
             out.note, out.event = self.reason, "estimator"
             return state
         return replace(state, q=estimate.q.copy(), v=estimate.v.copy())  # the joints as read, the base estimated
+
+    def _settle(self, state: RobotState, moving: str, out: Command, now: float) -> RobotState:
+        """A run-mode tick before the estimator started, the robot moving (``moving`` says how): this tick damps the
+        joints (the safe controller's damping, which reads them alone) instead of controlling, said once; a robot that
+        does not come to rest within ``safe_stop_timeout`` stops the run safely. Returns ``state`` as it came."""
+        if self._settle_started is None:
+            self._settle_started = now
+            self.reason = f"started: {moving}; damping it to rest before the estimator starts"[:REASON_MAX]
+            out.note, out.event = self.reason, "estimator"
+        elif now - self._settle_started > self.safety.safe_stop_timeout:
+            self.stop(
+                f"estimate not trustworthy: the robot did not come to rest within {self.safety.safe_stop_timeout:g} s "
+                f"for the estimator to start ({moving})",
+                now,
+                controller="damping",
+            )
+            out.note, out.event = self.reason, "estimator"
+            return state
+        self._settling = True
+        return state
 
     def _run(self, state: RobotState, q: Array, v: Array, q_act: Array, v_act: Array, out: Command, now: float) -> bool:
         """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether

@@ -53,7 +53,7 @@ class TickWarmer:
 
     def __init__(self, shadow: ControlCore, shape: RobotShape | None = None) -> None:
         self.shadow = shadow
-        shadow.start_only_at_rest = False  # its commands are dropped: it restarts on the served state, moving or not
+        shadow.settle_before_estimating = False  # its commands are dropped: its estimator starts at once, moving or not
         self.shape = shape
         self.cost_s = 0.0  # the expected duration of one shadow tick: a decaying peak of the measured ones
         self.waits = 0  # waits offered to the warmer
