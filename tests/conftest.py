@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import site
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -124,3 +125,23 @@ def with_urdf(robot: RobotModel, folder: pathlib.Path, urdf: str, name: str = "e
     shipped = f'urdf = "{robot.config.urdf_path.name}"'
     (folder / "robot.toml").write_text(robot.config.path.read_text().replace(shipped, f'urdf = "{name}"'))
     return RobotModel(str(folder / "robot.toml"))
+
+
+@pytest.fixture(scope="session")
+def cpp_driver(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """The C++ example driver built with CMake against the installed client (find_package(idcontrol_driver)), and
+    the MuJoCo model of launch/quadruped_stand.toml it loads: (binary, model)."""
+    from idcontrol.driver import files
+
+    if shutil.which("cmake") is None or not pathlib.Path("/usr/include/zmq.hpp").exists():
+        pytest.skip("needs cmake and libzmq3-dev, cppzmq-dev, libmsgpack-cxx-dev (.ci/run installs them)")
+    build = tmp_path_factory.mktemp("cpp")
+    configure = ["cmake", "-S", str(files.example_dir()), "-B", str(build)]
+    configure += [f"-Didcontrol_driver_DIR={files.cmake_dir()}", f"-DMUJOCO_DIR={files.mujoco_dir()}"]
+    subprocess.run(configure, check=True, capture_output=True, timeout=300)
+    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, timeout=600)
+    model = build / "quadruped.mjb"
+    launch = pathlib.Path(__file__).resolve().parents[1] / "launch" / "quadruped_stand.toml"
+    driver_files = [sys.executable, "-m", "idcontrol", "driver", "--mujoco-model", str(launch), str(model)]
+    subprocess.run(driver_files, check=True, timeout=120)
+    return build / "mujoco_driver", model

@@ -135,34 +135,6 @@ def test_a_driver_that_ignores_the_late_limit_fails_the_obligations_about_it():
     assert "50th late command" in checks["stop after 20 late"].evidence
 
 
-@pytest.fixture(scope="module")
-def cpp_driver(tmp_path_factory) -> tuple[Path, Path]:
-    """The C++ example built with CMake against the installed client (find_package(idcontrol_driver)), and the
-    MuJoCo model it loads."""
-    if shutil.which("cmake") is None or not Path("/usr/include/zmq.hpp").exists():
-        pytest.skip("needs cmake and libzmq3-dev, cppzmq-dev, libmsgpack-cxx-dev (.ci/run installs them)")
-    build = tmp_path_factory.mktemp("cpp")
-    subprocess.run(
-        [
-            "cmake",
-            "-S",
-            str(files.example_dir()),
-            "-B",
-            str(build),
-            f"-Didcontrol_driver_DIR={files.cmake_dir()}",
-            f"-DMUJOCO_DIR={files.mujoco_dir()}",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, timeout=600)
-    model = build / "quadruped.mjb"
-    launch = Path(__file__).resolve().parents[1] / "launch" / "quadruped_stand.toml"
-    subprocess.run([*IDCONTROL, "driver", "--mujoco-model", str(launch), str(model)], check=True, timeout=120)
-    return build / "mujoco_driver", model
-
-
 @pytest.mark.timing  # real time at 100 Hz under SCHED_FIFO: alone, after the parallel tests
 def test_the_cpp_example_driver_is_compliant_and_allocates_nothing_in_its_loop(cpp_driver):
     """The header-only C++ client in the MuJoCo example keeps every obligation; its loop made no allocation."""

@@ -11,7 +11,6 @@ two-CPU machine's round trips (7 ms p50 through the proxy) made a compliant brid
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,6 @@ import pytest
 import zmq
 
 from idcontrol import protocol as wire
-from idcontrol.driver import files
 from idcontrol.errors import ProtocolError
 from idcontrol.robot.model import RobotModel
 from idcontrol.security import Credential
@@ -35,29 +33,6 @@ PRIORITY = 30  # SCHED_FIFO; refused (no permission): the processes run at norma
 IDCONTROL = [sys.executable, "-m", "idcontrol"]
 FAULTY_DRIVER = [sys.executable, str(Path(__file__).with_name("sensor_form_driver.py")), "--endpoint", "{endpoint}"]
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def cpp_driver(tmp_path_factory) -> tuple[Path, Path]:
-    """The C++ example built with CMake against the installed client, and the MuJoCo model it loads."""
-    if shutil.which("cmake") is None or not Path("/usr/include/zmq.hpp").exists():
-        pytest.skip("needs cmake and libzmq3-dev, cppzmq-dev, libmsgpack-cxx-dev (.ci/run installs them)")
-    build = tmp_path_factory.mktemp("cpp_sensors")
-    configure = [
-        "cmake",
-        "-S",
-        str(files.example_dir()),
-        "-B",
-        str(build),
-        f"-Didcontrol_driver_DIR={files.cmake_dir()}",
-        f"-DMUJOCO_DIR={files.mujoco_dir()}",
-    ]
-    subprocess.run(configure, check=True, capture_output=True, timeout=300)
-    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, timeout=600)
-    model = build / "quadruped.mjb"
-    launch = ROOT / "launch" / "quadruped_stand.toml"
-    subprocess.run([*IDCONTROL, "driver", "--mujoco-model", str(launch), str(model)], check=True, timeout=120)
-    return build / "mujoco_driver", model
 
 
 # ---------------------------------------------------------------------------------------------------- the wire
