@@ -1077,26 +1077,27 @@ def init_robot(
     command = f"idcontrol robot init {urdf}" + (f" --srdf {srdf}" if srdf else "")
     command += (f" --state {state}" if state else "") + (f" --name {name}" if name != parsed.name else "")
     command += f" --torque-limit {_fmt(float(torque_limit))}" if given else ""
-    text = _write(
-        name,
-        _urdf_spec(urdf, out_dir),
-        base,
-        actuated,
-        limbs,
-        legs,
-        fingers,
-        robot_q,
-        model,
-        kp,
-        kd,
-        pid_kp,
-        pid_kd,
-        report,
-        source,
-        command,
-        efforts,
-        given,
+    robot_file = RobotFile(
+        name=name,
+        urdf=_urdf_spec(urdf, out_dir),
+        base=base,
+        actuated=actuated,
+        limbs=limbs,
+        legs=legs,
+        fingers=fingers,
+        q=robot_q,
+        model=model,
+        kp=kp,
+        kd=kd,
+        pid_kp=pid_kp,
+        pid_kd=pid_kd,
+        report=report,
+        source=source,
+        command=command,
+        efforts=efforts,
+        given=given,
     )
+    text = robot_file.text()
     out_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return InitResult(target, text, inferred, notes, report, blockers)
@@ -1221,98 +1222,105 @@ def _standing_torques(model: pin.Model, q: np.ndarray, legs: list[_Leg], actuate
     return {n: abs(float(tau[model.joints[model.getJointId(n)].idx_v])) for n in actuated}
 
 
-def _write(
-    name,
-    urdf,
-    base,
-    actuated,
-    limbs,
-    legs,
-    fingers,
-    q,
-    model,
-    kp,
-    kd,
-    pid_kp,
-    pid_kd,
-    report,
-    source,
-    command,
-    efforts,
-    given,
-) -> str:
-    floating = base == "floating"
-    lines = [
-        f"# Written by `{command}`.",
-        "# Every value below was inferred from the URDF"
-        + (" and the SRDF" if "--srdf" in command else "")
-        + "; edit any of them.",
-        f'name = "{name}"',
-        f'urdf = "{urdf}"',
-        f'base = "{base}"',
-        "",
-    ]
-    if fingers:
-        lines += [
-            "# Joints that close a grip (q grows as a finger closes): the grasp reference holds them.",
-            "fingers = [" + ", ".join(f'"{model.names[f.joints[-1]]}"' for f in fingers) + "]",
+@dataclass(frozen=True)
+class RobotFile:
+    """Everything ``robot init`` inferred, by name; :meth:`text` is the robot file it writes."""
+
+    name: str
+    urdf: str  # the file's ``urdf`` entry (relative to the robot file where it can be)
+    base: str  # "floating" or "fixed"
+    actuated: list[str]  # the actuated joints' names, in Pinocchio's order
+    limbs: list[Limb]
+    legs: list[Limb]  # the limbs the robot stands on, with their contact spheres
+    fingers: list[Limb]  # the limbs that close a grip, with theirs
+    q: np.ndarray  # (nq,) the standing configuration
+    model: pin.Model
+    kp: float  # q̈ gain, 1/s²
+    kd: float  # q̈ gain, 1/s
+    pid_kp: dict[str, float]  # the pid baseline's torque gains by joint, N·m/rad
+    pid_kd: dict[str, float]  # N·m·s/rad
+    report: PreflightReport
+    source: str  # where the standing posture came from
+    command: str  # the command that wrote the file
+    efforts: dict[str, float]  # each actuated joint's effort limit, N·m (N)
+    given: dict[str, float]  # those given by --torque-limit where the URDF has none
+
+    def text(self) -> str:
+        """The robot file (TOML), with a comment on where each value came from."""
+        floating = self.base == "floating"
+        lines = [
+            f"# Written by `{self.command}`.",
+            "# Every value below was inferred from the URDF"
+            + (" and the SRDF" if "--srdf" in self.command else "")
+            + "; edit any of them.",
+            f'name = "{self.name}"',
+            f'urdf = "{self.urdf}"',
+            f'base = "{self.base}"',
             "",
         ]
-    lines += [
-        "# q̈ gains (1/s², 1/s): the shipped quadruped's trot gains, K_p = 1000, K_d = 60 at 0.163 m, with time",
-        "# scaled by the square root of this robot's size (standing height, or reach without legs).",
-        "[gains]",
-        f"kp = {kp:.1f}",
-        f"kd = {kd:.2f}",
-        "ki = 0.0",
-        "",
-        "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
-        "# matrix's diagonal at the standing posture, critically damped.",
-        "[pid_gains]",
-        f"kp = {_table(pid_kp)}",
-        f"kd = {_table(pid_kd)}",
-        "ki = 0.0",
-        "",
-    ]
-    from_urdf = [f"{k} {_fmt(v)}" for k, v in efforts.items() if k not in given]
-    lines += (["# The URDF's effort limits: " + ", ".join(from_urdf)] if from_urdf else []) + ["[limits.torque]"]
-    if given:
-        lines += ["# --torque-limit, for the joints whose URDF gives none: set your actuators' real limits"]
-        lines += [f'"{k}" = {_fmt(v)}' for k, v in given.items()]
-    lines += [""]
-    if report.repairable_links:
-        lines += [
-            "# Links MuJoCo rejects (`idcontrol robot check` says why): " + ", ".join(report.repairable_links) + ".",
-            "# The simulator gives each the nearest inertia it accepts and lists the change at start; the",
-            "# controller uses the merged bodies, which are physical.",
-            "[sim]",
-            "repair_inertia = true",
-            "",
-        ]
-    for limb in limbs:
-        lines += [
-            "[[limbs]]",
-            f'name = "{limb.name}"',
-            f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',
-            "joints = [" + ", ".join(f'"{model.names[j]}"' for j in limb.joints) + "]",
-            f'end = "{limb.end}"',
-            "",
-        ]
-    for limb in [*legs, *fingers]:
-        for s in limb.spheres:
+        if self.fingers:
             lines += [
-                f"# {s.how}",
-                "[[contact_spheres]]",
-                f'name = "{s.name}"',
-                f'frame = "{s.frame}"',
-                f"radius = {_fmt(s.radius)}",
-                f"offset = {_vec(s.offset)}",
+                "# Joints that close a grip (q grows as a finger closes): the grasp reference holds them.",
+                "fingers = [" + ", ".join(f'"{self.model.names[f.joints[-1]]}"' for f in self.fingers) + "]",
                 "",
             ]
-    joints = {n: float(q[model.joints[model.getJointId(n)].idx_q]) for n in actuated}
-    lines += [f"# {source}.", "[standing]"]
-    if floating:
-        quat = q[3:7] / np.linalg.norm(q[3:7])
-        lines += [f"base_position = {_vec(q[:3])}", f"base_orientation_xyzw = {_vec(quat)}"]
-    lines += ["joints = " + _table(joints), ""]
-    return "\n".join(lines)
+        lines += [
+            "# q̈ gains (1/s², 1/s): the shipped quadruped's trot gains, K_p = 1000, K_d = 60 at 0.163 m, with time",
+            "# scaled by the square root of this robot's size (standing height, or reach without legs).",
+            "[gains]",
+            f"kp = {self.kp:.1f}",
+            f"kd = {self.kd:.2f}",
+            "ki = 0.0",
+            "",
+            "# Torque gains of the `pid` baseline (N·m/rad, N·m·s/rad): the same natural frequency on the mass",
+            "# matrix's diagonal at the standing posture, critically damped.",
+            "[pid_gains]",
+            f"kp = {_table(self.pid_kp)}",
+            f"kd = {_table(self.pid_kd)}",
+            "ki = 0.0",
+            "",
+        ]
+        from_urdf = [f"{k} {_fmt(v)}" for k, v in self.efforts.items() if k not in self.given]
+        lines += (["# The URDF's effort limits: " + ", ".join(from_urdf)] if from_urdf else []) + ["[limits.torque]"]
+        if self.given:
+            lines += ["# --torque-limit, for the joints whose URDF gives none: set your actuators' real limits"]
+            lines += [f'"{k}" = {_fmt(v)}' for k, v in self.given.items()]
+        lines += [""]
+        if self.report.repairable_links:
+            lines += [
+                "# Links MuJoCo rejects (`idcontrol robot check` says why): "
+                + ", ".join(self.report.repairable_links)
+                + ".",
+                "# The simulator gives each the nearest inertia it accepts and lists the change at start; the",
+                "# controller uses the merged bodies, which are physical.",
+                "[sim]",
+                "repair_inertia = true",
+                "",
+            ]
+        for limb in self.limbs:
+            lines += [
+                "[[limbs]]",
+                f'name = "{limb.name}"',
+                f'kind = "{"other" if limb.kind == "finger" else limb.kind}"',
+                "joints = [" + ", ".join(f'"{self.model.names[j]}"' for j in limb.joints) + "]",
+                f'end = "{limb.end}"',
+                "",
+            ]
+        for limb in [*self.legs, *self.fingers]:
+            for s in limb.spheres:
+                lines += [
+                    f"# {s.how}",
+                    "[[contact_spheres]]",
+                    f'name = "{s.name}"',
+                    f'frame = "{s.frame}"',
+                    f"radius = {_fmt(s.radius)}",
+                    f"offset = {_vec(s.offset)}",
+                    "",
+                ]
+        joints = {n: float(self.q[self.model.joints[self.model.getJointId(n)].idx_q]) for n in self.actuated}
+        lines += [f"# {self.source}.", "[standing]"]
+        if floating:
+            quat = self.q[3:7] / np.linalg.norm(self.q[3:7])
+            lines += [f"base_position = {_vec(self.q[:3])}", f"base_orientation_xyzw = {_vec(quat)}"]
+        lines += ["joints = " + _table(joints), ""]
+        return "\n".join(lines)
