@@ -127,8 +127,9 @@ class HealthBounds:
     reading (a frozen sensor) while time advances before it is stale.
     max_start_joint_speed : rad/s (m/s), the fastest a joint may move when the filter starts; max_start_gyro : rad/s,
     the largest angular velocity the gyro may read then. The filter starts with the base at rest (its velocity 0
-    within ``initial_velocity_std``): a robot moving faster is not started from
-    (:meth:`~idcontrol.estimation.estimator.BaseEstimator.moving`).
+    within ``initial_velocity_std``), so it does not start on a robot moving faster
+    (:meth:`~idcontrol.estimation.estimator.BaseEstimator.moving`): the control core sends damping until the robot is
+    still, then starts it (docs/estimation.md).
     """
 
     max_tilt_std: float = math.radians(2.0)
