@@ -526,7 +526,7 @@ def _tick(
     contact mask (k,) of :meth:`TrotGait.contact_mask`: a sphere not on a leg, or on a leg in stance or past
     ``params[_EARLY]`` of its swing."""
     if params[_FOOTHOLDS] > 0.5:
-        measure_feet(real, ints, q, idx_q, state)
+        measure_feet(real, ints, q, idx_q, state, params[_HEIGHT])
     plan_feet(params, q, state, targets)
     residual = solve_limbs(real, ints, q_legs, targets, out, params[_AMAX], IK_TOLERANCE, IK_ITERATIONS)
     for sphere in range(leg_of_sphere.shape[0]):
@@ -541,10 +541,11 @@ def _tick(
 
 
 @njit(cache=True)
-def measure_feet(real, ints, q, idx_q, state):  # pragma: no cover - compiled
-    """Each leg's foot point height in the world (its ``_FZ`` column), m, by the forward kinematics of its chain at
-    the measured joints of ``q`` (nq,) (``idx_q``: each actuated joint's index in q) and the base's height and
-    attitude."""
+def measure_feet(real, ints, q, idx_q, state, height):  # pragma: no cover - compiled
+    """Each leg's foot point height above the plane the gait plans its feet on (its ``_FZ`` column), m: the
+    forward kinematics of its chain at the measured joints of ``q`` (nq,) (``idx_q``: each actuated joint's index in
+    q) and the base's height and attitude, less the foot's height when the base stands level at its nominal
+    ``height`` (m) on that plane."""
     J = ints.shape[1] - 1
     qj, origins, axes, end, rot = np.empty(J), np.empty((J, 3)), np.empty((J, 3)), np.empty(3), np.empty((3, 3))
     qx, qy, qz, qw = q[3], q[4], q[5], q[6]
@@ -554,7 +555,7 @@ def measure_feet(real, ints, q, idx_q, state):  # pragma: no cover - compiled
             slot = ints[i, k, 1]
             qj[k] = q[idx_q[slot]] if slot >= 0 else real[i, k, _HELD]
         chain_kinematics(real, ints, i, qj, origins, axes, end, rot)
-        state[i, _FZ] = q[2] + r20 * end[0] + r21 * end[1] + r22 * end[2]
+        state[i, _FZ] = q[2] + r20 * end[0] + r21 * end[1] + r22 * end[2] - state[i, _NZ] - height
 
 
 @njit(cache=True)
@@ -585,9 +586,8 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
     lag = lag_d = lag_dd = 0.0  # −(1 − σ), its first and second time derivatives
     if tau < 0.0 and t_stand > 0.0 and (shift_x != 0.0 or shift_y != 0.0):
         u = min(max((tau + t_stand) / t_stand, 0.0), 1.0)
-        lag = u * u * u * (10.0 + u * (6.0 * u - 15.0)) - 1.0
-        lag_d = 30.0 * u * u * (1.0 - u) * (1.0 - u) / t_stand
-        lag_dd = 60.0 * u * (1.0 - u) * (1.0 - 2.0 * u) / (t_stand * t_stand)
+        sigma, sigma_d, sigma_dd = smoothstep(u, 1.0)
+        lag, lag_d, lag_dd = sigma - 1.0, sigma_d / t_stand, sigma_dd / (t_stand * t_stand)
     # measured attitude: R_rp = Rz(−yaw) R, its transpose maps H to B
     z_base, qx, qy, qz, qw = q[2], q[3], q[4], q[5], q[6]
     r00, r01, r02 = 1.0 - 2.0 * (qy * qy + qz * qz), 2.0 * (qx * qy - qz * qw), 2.0 * (qx * qz + qy * qw)
@@ -607,7 +607,7 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
         mean = 0.0
         for i in range(state.shape[0]):
             if math.isnan(state[i, _DZ]):  # the first sample: the standing feet are the first footholds
-                state[i, _DZ] = state[i, _DZ0] = state[i, _FZ] - state[i, _NZ] - params[_HEIGHT]
+                state[i, _DZ] = state[i, _DZ0] = state[i, _FZ]
             mean += state[i, _DZ]
         mean /= state.shape[0]
         t_filter = 0.5 * T_st
@@ -630,7 +630,7 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
                 _advance(s, vx, vy, wz, t_e - t_a)
                 if holds:  # the swing starts from the stance target's height
                     x = min((t_e - s[_TLAST]) / (0.5 * T_st), 1.0)
-                    s[_DZ0] = s[_DZ0] + (s[_DZ] - s[_DZ0]) * x * x * x * (10.0 + x * (6.0 * x - 15.0))
+                    s[_DZ0] = s[_DZ0] + smoothstep(x, s[_DZ] - s[_DZ0])[0]
                 s[_LX], s[_LY], s[_LVX], s[_LVY] = s[_PX], s[_PY], -vx + wz * s[_PY], -vy - wz * s[_PX]
                 s[_TNEXT] = t_e + T_sw
                 s[_STANCE] = 0.0
@@ -659,16 +659,17 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             s[_STANCE] = s[_LANDED] = 1.0
             if holds:
                 um = 1.0 - u
-                blend_u = u * u * u * (10.0 + u * (6.0 * u - 15.0))
-                s[_DZ0] = s[_DZ0] + (ground - s[_DZ0]) * blend_u + 64.0 * h_step * u * u * u * um * um * um
-                s[_DZ] = s[_FZ] - nz - params[_HEIGHT]
+                s[_DZ0] = (
+                    s[_DZ0] + (ground - s[_DZ0]) * smoothstep(u, 1.0)[0] + 64.0 * h_step * u * u * u * um * um * um
+                )
+                s[_DZ] = s[_FZ]
         stance = s[_STANCE] > 0.5
         if stance and s[_LANDED] < 0.5:
             if s[_TOUCH] > 0.5 or tau - s[_TLAST] > s_depth / s_speed:
                 s[_LANDED] = 1.0  # touched (or searched as deep as allowed): stance from now on
                 if holds:
                     s[_DZ0] = ground - s_speed * min(tau - s[_TLAST], s_depth / s_speed)
-                    s[_DZ] = s[_FZ] - nz - params[_HEIGHT]
+                    s[_DZ] = s[_FZ]
                 s[_TLAST] = tau
         w = wd = wdd = 0.0
         if stance and s[_LANDED] < 0.5:  # late touchdown: keep descending until the ground is found
@@ -683,10 +684,8 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             since, t_hold = tau - s[_TLAST], 0.5 * T_st
             dz, dz0 = (s[_DZ], s[_DZ0]) if holds else (0.0, 0.0)
             if since < t_hold and dz != dz0:
-                x = since / t_hold
-                pz = nz + dz0 + (dz - dz0) * x * x * x * (10.0 + x * (6.0 * x - 15.0))
-                vzh = (dz - dz0) * 30.0 * x * x * (1.0 - x) * (1.0 - x) / t_hold
-                azh = (dz - dz0) * 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) / (t_hold * t_hold)
+                rise, rise_d, rise_dd = smoothstep(since / t_hold, dz - dz0)
+                pz, vzh, azh = nz + dz0 + rise, rise_d / t_hold, rise_dd / (t_hold * t_hold)
             else:
                 pz, vzh, azh = nz + dz, 0.0, 0.0
             px, py = s[_PX], s[_PY]
@@ -706,9 +705,8 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
                 sb, sd, sdd = 1.0, 0.0, 0.0
             else:
                 rate = 1.0 / blend if since < until else -1.0 / blend
-                sb = x * x * x * (10.0 + x * (6.0 * x - 15.0))
-                sd = 30.0 * x * x * (1.0 - x) * (1.0 - x) * rate
-                sdd = 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x) * rate * rate
+                sb, sd, sdd = smoothstep(x, 1.0)
+                sd, sdd = sd * rate, sdd * rate * rate
             w, wd, wdd = L * sb, L * sd, L * sdd
         else:
             x0, y0, vx0, vy0 = s[_LX], s[_LY], s[_LVX], s[_LVY]
@@ -730,6 +728,7 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
             azh = 384.0 * h_step * u * um * (5.0 * u2 - 5.0 * u + 1.0) / (T_sw * T_sw)
             if holds:  # from the liftoff height to the footholds' mean, quintic over the swing
                 rise = ground - s[_DZ0]
+                # σ(u) of :func:`smoothstep` and its time derivatives, on the Hermite curve's powers of u
                 sg = u3 * (10.0 + u * (6.0 * u - 15.0))
                 sg_d = 30.0 * u2 * um * um / T_sw
                 sg_dd = 60.0 * u * um * (1.0 - 2.0 * u) / (T_sw * T_sw)
@@ -768,6 +767,17 @@ def plan_feet(params, q, state, targets):  # pragma: no cover - compiled
 def _toward(x: float, goal: float, step: float) -> float:
     """``x`` moved toward ``goal`` by at most ``step``."""
     return goal if abs(goal - x) <= step else (x + step if goal > x else x - step)
+
+
+@njit(cache=True)
+def smoothstep(x, scale):  # pragma: no cover - compiled
+    """``scale`` times the quintic σ(x) = x³ (10 − 15 x + 6 x²), which rises from 0 at x = 0 to 1 at x = 1 with zero
+    slope and curvature at both ends, and ``scale`` times its first and second derivatives dσ/dx, d²σ/dx²."""
+    return (
+        scale * x * x * x * (10.0 + x * (6.0 * x - 15.0)),
+        scale * 30.0 * x * x * (1.0 - x) * (1.0 - x),
+        scale * 60.0 * x * (1.0 - x) * (1.0 - 2.0 * x),
+    )
 
 
 @njit(cache=True)
