@@ -120,6 +120,37 @@ def test_stance_has_hysteresis_and_follows_the_schedule(quadruped):
         assert bool(estimator.mask[0]) is expected, (dz, expected)
 
 
+def test_the_estimators_contacts_are_the_stance_feet_the_answers_load(quadruped):
+    """A stance foot that the formulation's answers leave unloaded stops being a contact the estimator holds still
+    within a few load time constants, and becomes one again when the answers load it; before any answer, and after a
+    reset, every stance foot is one; a foot out of stance never is, whatever its load."""
+    robot = quadruped
+    k = len(robot.sphere_radii)
+    estimator = StanceEstimator(robot, 1e-3)
+    robot.update(robot.standing_configuration(), np.zeros(robot.nv))
+    allowed = np.ones(k, dtype=bool)
+    allowed[3] = False
+    estimator.update(np.zeros(robot.nv), allowed, None, None)
+    assert np.array_equal(estimator.anchors, [1.0, 1.0, 1.0, 0.0])  # no answer yet: the stance feet
+    weight = 9.81 * robot.total_mass()
+    spheres = np.arange(k)
+    estimator.observe_loads(spheres, np.full(k, 0.25 * weight))  # the first answer loads every foot
+    assert np.array_equal(estimator.anchors, [1.0, 1.0, 1.0, 0.0])  # foot 3 is lifted: loaded or not, no anchor
+    loads = np.array([0.5, 0.0, 0.5, 0.5]) * weight  # then foot 1 is unloaded (an LCP's vertex answer)
+    ticks = []
+    for _ in range(20):
+        estimator.observe_loads(spheres, loads)
+        ticks.append(estimator.anchors.copy())
+    assert np.array_equal(ticks[0], [1.0, 1.0, 1.0, 0.0])  # one answer does not drop it (a low-pass) ...
+    assert np.array_equal(ticks[-1], [1.0, 0.0, 1.0, 0.0])  # ... a few milliseconds of them do
+    for _ in range(20):  # contacts on three spheres only: foot 3 has none, and foot 1 is loaded again
+        estimator.observe_loads(spheres[:3], np.full(3, 0.3 * weight))
+    assert np.array_equal(estimator.anchors, [1.0, 1.0, 1.0, 0.0])
+    assert estimator.load[3] < 0.05 * weight
+    estimator.reset()
+    assert np.all(np.isnan(estimator.load))
+
+
 def test_a_foot_sensor_lands_a_foot_the_kinematics_would_not():
     """A scheduled foot 1 cm above the estimated ground (on a bump the plane does not show) lands when its force
     sensor reads more than force_on, not before."""

@@ -27,6 +27,13 @@ in one compiled call (:func:`stance_kernel`):
   came from, and is never turned into a force; leg odometry does the same. A foot that lands is taken to land
   plastically, by its own leg's joints when other feet pin the base.
 
+* **The feet the estimator holds still.** A stance sphere is a candidate contact: the formulation decides whether
+  it carries load, and a rigid model's answer often does not share it (a trot's four stance feet in double support
+  are statically indeterminate, and an LCP's vertex answer loads one diagonal pair while the other two feet lift a
+  fraction of a millimetre). Only the stance spheres whose predicted normal force, low-passed with
+  ``load_time_constant``, reaches ``force_on`` are the floating-base estimator's contacts (:attr:`anchors`); a foot
+  with no answer yet (a run's start, a failed solve) counts as loaded.
+
 The controller then takes each stance contact's gap as 0 (touching) and its normal and tangents from the ground
 plane, and realizes q̇_des from v_c (:class:`~idcontrol.control.controller.InverseDynamicsController`,
 ``contacts = "estimated"``).
@@ -77,7 +84,8 @@ class StanceSettings:
 
     None (the default of the lengths) scales with the robot: ``touchdown_height`` 2 mm, ``scheduled_height`` and
     ``liftoff_height`` 15 % and 25 % of the standing height of the base above the feet (at most 3 and 5 cm),
-    ``force_on`` 5 % of the robot's weight.
+    ``force_on`` (N, a foot sensor's reading or the formulation's predicted normal force at which a foot is loaded)
+    5 % of the robot's weight.
     """
 
     touchdown_height: float | None = None
@@ -92,6 +100,7 @@ class StanceSettings:
     base_velocity_sigma: float = 0.1  # m/s
     base_rate_sigma: float = 0.02  # rad/s
     joint_velocity_sigma: float = 0.05  # rad/s (m/s for a prismatic joint)
+    load_time_constant: float = 0.003  # s: the predicted normal force's low-pass, for the estimator's contacts
 
     @classmethod
     def from_table(cls, table: object, where: str) -> StanceSettings:
@@ -108,7 +117,12 @@ class StanceSettings:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{where}: controller.stance.{key} must be a finite number >= 0, got {value!r}")
         out = cls(**{k: float(v) for k, v in table.items()})
-        if out.ground_time_constant <= 0 or out.velocity_time_constant <= 0 or out.max_ground_tilt >= 80:
+        if (
+            out.ground_time_constant <= 0
+            or out.velocity_time_constant <= 0
+            or out.load_time_constant <= 0
+            or out.max_ground_tilt >= 80
+        ):
             raise ConfigError(
                 f"{where}: controller.stance's time constants must be > 0 s and max_ground_tilt < 80 degrees"
             )
@@ -315,6 +329,27 @@ def _stack(rows, stance, out):
     return count
 
 
+@njit(cache=True)
+def _observe_loads(load, sphere, normal_force, alpha):
+    """Low-pass each sphere's predicted normal force (k,) N toward this answer's: the largest of the contacts on
+    it (``sphere`` (n,) their sphere indices, ``normal_force`` (n,) N), 0 for a sphere with none; a sphere not
+    known yet (NaN) takes the answer's value."""
+    for i in range(load.shape[0]):
+        f = 0.0
+        for c in range(sphere.shape[0]):
+            if sphere[c] == i and normal_force[c] > f:
+                f = normal_force[c]
+        load[i] = f if math.isnan(load[i]) else load[i] + alpha * (f - load[i])
+
+
+@njit(cache=True)
+def _anchored(stance, load, force_on, out):
+    """out (k,) ← 1 where a sphere stands and its load reaches ``force_on`` or is not known yet (NaN), else 0."""
+    for i in range(stance.shape[0]):
+        out[i] = 1.0 if stance[i] > 0.5 and not load[i] < force_on else 0.0
+    return out
+
+
 class StanceEstimator:
     """The stance of each contact sphere, the ground under the feet and the contact-consistent velocity, tick by
     tick (see the module docstring). Persistent state: reset it when a run starts (:meth:`reset`).
@@ -364,6 +399,10 @@ class StanceEstimator:
         self._no_force = np.full(k, np.nan)
         self._allowed = np.ones(k)
         self._planned = np.ones(k)
+        #: (k,) N: each sphere's predicted normal force, low-passed (NaN: no answer yet)
+        self.load = np.full(k, np.nan)
+        self._load_alpha = 1.0 - math.exp(-self.dt / s.load_time_constant)
+        self._anchors = np.zeros(k)
         self.reset()
 
     def reset(self) -> None:
@@ -372,6 +411,7 @@ class StanceEstimator:
         self.stance[:] = 0.0
         self.footprints[:] = 0.0
         self.footprints[:, 3] = np.inf
+        self.load[:] = np.nan
 
     @property
     def normal(self) -> Array:
@@ -387,6 +427,16 @@ class StanceEstimator:
     def mask(self) -> NDArray[np.bool_]:
         """(k,) which spheres stand."""
         return self.stance > 0.5
+
+    @property
+    def anchors(self) -> Array:
+        """(k,) 1.0 for each stance sphere the last answers load (or that has no answer yet), else 0.0: the contacts a
+        floating-base estimator holds still (a buffer, rewritten on each access)."""
+        return _anchored(self.stance, self.load, self.params[_FON], self._anchors)
+
+    def observe_loads(self, sphere: NDArray[np.int64], normal_force: Array) -> None:
+        """Take a found answer's predicted normal forces (n,) N at its contacts on the spheres ``sphere`` (n,)."""
+        _observe_loads(self.load, sphere, normal_force, self._load_alpha)
 
     def relative_to_ground(self, q: Array) -> Array:
         """A copy of a floating base's ``q`` (nq,) expressed relative to the ground: the base's height above it

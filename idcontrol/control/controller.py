@@ -677,6 +677,8 @@ class InverseDynamicsController:
                     f"{certificate.message()} ({result.message})" if result.message else certificate.message()
                 )
             timings["certificate"] = time.perf_counter() - certified
+        if result.found and self.stance is not None:  # which stance feet carry load: the estimator's contacts
+            self.stance.observe_loads(self.last_contacts.sphere, result.f_normal)
         result.timings.update(timings)
         result.timings["total"] = time.perf_counter() - started
         return result

@@ -482,7 +482,7 @@ class ControlCore:
                 imu.angular_velocity,
                 imu.linear_acceleration,
                 imu.t,
-                self.controller.stance.stance if self._estimating else None,
+                self.controller.stance.anchors if self._estimating else None,
             )
             try:
                 started = time.perf_counter()

@@ -360,9 +360,12 @@ class ClosedLoopErrors:
     own attitude error, which the filter starts from.  tilt_settled : rad, the largest after the first second.
     velocity_rms : m/s,
     world frame [0.05].  drift_percent : final horizontal error of the displacement, % of the distance [2 %].
-    distance : m, travelled (truth).  contact_agreement : fraction of foot-ticks whose stance decision is the
+    distance : m, travelled (truth).  contact_agreement : fraction of foot-ticks whose contact state (the feet the
+    estimator holds still: the stance feet the formulation loads, :attr:`StanceEstimator.anchors`) is the
     simulator's contact (a normal force above :data:`CONTACT_FORCE`) [98 %].  longest_disagreement : s, the longest
-    run of ticks one foot disagreed [10 ms].  estimator_us_p50, _p99 : the estimator's call per tick, µs [10].
+    run of ticks one foot disagreed [10 ms].  stance_agreement : the same for the controller's stance decision (its
+    candidate contacts, which a formulation may leave unloaded).  estimator_us_p50, _p99 : the estimator's call per
+    tick, µs [10].
     """
 
     end_reason: str
@@ -376,6 +379,7 @@ class ClosedLoopErrors:
     distance: float
     contact_agreement: float
     longest_disagreement: float
+    stance_agreement: float
     estimator_us_p50: float
     estimator_us_p99: float
 
@@ -393,6 +397,7 @@ class ClosedLoopErrors:
             "distance_m": self.distance,
             "contact_agreement": self.contact_agreement,
             "longest_disagreement_ms": self.longest_disagreement * 1e3,
+            "stance_agreement": self.stance_agreement,
             "estimator_us_p50": self.estimator_us_p50,
             "estimator_us_p99": self.estimator_us_p99,
         }
@@ -412,7 +417,7 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
     sim = simulator_for(config, robot)
     truth_of = getattr(sim, "truth", sim.state)
     standing = float(robot.standing_configuration()[2])
-    rows: dict[str, list] = {key: [] for key in ("q", "v", "q_est", "v_est", "stance", "contact", "cost")}
+    rows: dict[str, list] = {key: [] for key in ("q", "v", "q_est", "v_est", "stance", "candidates", "contact", "cost")}
     core.start(0.0)
     end_reason, fell = "duration reached", False
     for _ in range(int(round(seconds / core.dt))):
@@ -427,7 +432,8 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
         rows["v"].append(np.array(truth.v))
         rows["q_est"].append(estimate.q.copy())
         rows["v_est"].append(estimate.v.copy())
-        rows["stance"].append(core.controller.stance.mask.copy())
+        rows["stance"].append(estimate.stance.copy())
+        rows["candidates"].append(core.controller.stance.mask.copy())
         rows["contact"].append(np.asarray(truth.contact_forces)[:, 2] > CONTACT_FORCE)
         rows["cost"].append(core.estimate_seconds)
         up = _rotation_xyzw(truth.q[3:7])[2, 2]
@@ -439,7 +445,7 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
     q, v, q_est, v_est = (np.asarray(rows[key]) for key in ("q", "v", "q_est", "v_est"))
     n = len(q)
     if n < 2:
-        return ClosedLoopErrors(end_reason, n, fell, *([math.nan] * 10))
+        return ClosedLoopErrors(end_reason, n, fell, *([math.nan] * 11))
     tilt, velocity_rms = _tilt_and_velocity(q, v, q_est, v_est)
     distance = float(np.sum(np.linalg.norm(np.diff(q[:, :2], axis=0), axis=1)))
     moved_true, moved_est = q[-1, :2] - q[0, :2], q_est[-1, :2] - q_est[0, :2]
@@ -464,6 +470,7 @@ def closed_loop(config: LaunchConfig, seconds: float, robot: RobotModel | None =
         distance=distance,
         contact_agreement=float(np.mean(agree)),
         longest_disagreement=longest * core.dt,
+        stance_agreement=float(np.mean(np.asarray(rows["candidates"]) == np.asarray(rows["contact"]))),
         estimator_us_p50=float(np.percentile(cost, 50)),
         estimator_us_p99=float(np.percentile(cost, 99)),
     )
