@@ -151,6 +151,32 @@ def test_the_estimators_contacts_are_the_stance_feet_the_answers_load(quadruped)
     assert np.all(np.isnan(estimator.load))
 
 
+def test_a_landing_foot_is_held_still_once_it_has_settled(quadruped):
+    """A loaded stance foot whose speed under the estimated velocity exceeds settle_speed (it is still coming down)
+    is not a contact the estimator holds still; it becomes one when it slows to settle_speed, or once it has stood
+    anchor_wait, whichever comes first."""
+    robot = quadruped
+    k = len(robot.sphere_radii)
+    dt = 1e-3
+    estimator = StanceEstimator(robot, dt)
+    q = robot.standing_configuration()
+    robot.update(q, np.zeros(robot.nv))
+    everyone = np.ones(k, dtype=bool)
+    moving = np.zeros(robot.nv)
+    moving[6:9] = 2.0  # foot 0's leg swings at 2 rad/s: its foot moves at about 0.2-0.5 m/s
+    estimator.update(moving, everyone, None, None)
+    estimator.observe_loads(np.arange(k), np.full(k, 0.25 * 9.81 * robot.total_mass()))
+    assert estimator.speed[0] > 4 * estimator.settings.settle_speed
+    assert np.array_equal(estimator.anchors, [0.0, 1.0, 1.0, 1.0])
+    estimator.update(np.zeros(robot.nv), everyone, None, None)  # it stops: held still from this tick
+    assert np.array_equal(estimator.anchors, [1.0, 1.0, 1.0, 1.0])
+    estimator.reset()
+    wait = round(estimator.settings.anchor_wait / dt)
+    for tick in range(wait + 2):
+        estimator.update(moving, everyone, None, None)
+        assert estimator.anchors[0] == (1.0 if tick >= wait else 0.0), tick  # it never settles: after anchor_wait
+
+
 def test_a_foot_sensor_lands_a_foot_the_kinematics_would_not():
     """A scheduled foot 1 cm above the estimated ground (on a bump the plane does not show) lands when its force
     sensor reads more than force_on, not before."""

@@ -32,7 +32,10 @@ in one compiled call (:func:`stance_kernel`):
   are statically indeterminate, and an LCP's vertex answer loads one diagonal pair while the other two feet lift a
   fraction of a millimetre). Only the stance spheres whose predicted normal force, low-passed with
   ``load_time_constant``, reaches ``force_on`` are the floating-base estimator's contacts (:attr:`anchors`); a foot
-  with no answer yet (a run's start, a failed solve) counts as loaded.
+  with no answer yet (a run's start, a failed solve) counts as loaded. A foot lands a few milliseconds after its
+  stance begins (the stance is decided one period ahead, within millimetres of the ground): it becomes a contact
+  once its speed under the estimated velocity is at most ``settle_speed``, or after ``anchor_wait``, whichever
+  comes first, so the estimator does not hold still a foot that is still descending.
 
 The controller then takes each stance contact's gap as 0 (touching) and its normal and tangents from the ground
 plane, and realizes q̇_des from v_c (:class:`~idcontrol.control.controller.InverseDynamicsController`,
@@ -101,6 +104,7 @@ class StanceSettings:
     base_rate_sigma: float = 0.02  # rad/s
     joint_velocity_sigma: float = 0.05  # rad/s (m/s for a prismatic joint)
     load_time_constant: float = 0.003  # s: the predicted normal force's low-pass, for the estimator's contacts
+    anchor_wait: float = 0.03  # s: a loaded stance foot still moving faster than settle_speed anchors after this
 
     @classmethod
     def from_table(cls, table: object, where: str) -> StanceSettings:
@@ -202,6 +206,8 @@ def stance_kernel(
     normal_force,
     v_out,
     gaps,
+    speed,
+    age,
     rows,
 ):
     """One tick of :class:`StanceEstimator` (arrays updated in place; see the module docstring).
@@ -211,7 +217,8 @@ def stance_kernel(
     slot (k,): the spheres and their frame slots; origins (f, 3), jacobians (f, 6, nv): the frames' world-aligned
     Jacobians; v (nv,) the estimated velocity; allowed (k,) the schedule's candidates; planned (k,) its planned
     stance; normal_force (k,) a foot sensor's normal force, N (NaN: no sensor); out: v_out (nv,) the
-    contact-consistent velocity, gaps (k,) m, rows (3k, nv) scratch. Returns the number of spheres in stance.
+    contact-consistent velocity, gaps (k,) m, speed (k,) m/s each sphere's speed under ``v``, age (k,) s since each
+    stance sphere landed, rows (3k, nv) scratch. Returns the number of spheres in stance.
     """
     k = centres.shape[0]
     dt = params[_DT]
@@ -252,6 +259,13 @@ def stance_kernel(
     changed = False
     for i in range(k):
         u = 0.0
+        squared = 0.0
+        for r in range(3):
+            w = 0.0
+            for c in range(nv):
+                w += rows[3 * i + r, c] * v[c]
+            squared += w * w
+        speed[i] = math.sqrt(squared)
         for c in range(nv):
             u += rows[3 * i, c] * v_out[c]
         sensed = not math.isnan(normal_force[i])
@@ -259,12 +273,15 @@ def stance_kernel(
             if allowed[i] < 0.5 or gaps[i] > params[_LIFT]:
                 stance[i] = 0.0
                 changed = True
+            else:
+                age[i] += dt
         elif allowed[i] > 0.5:
             arriving = gaps[i] + dt * min(u, 0.0) <= params[_TD]
             resting = planned[i] > 0.5 and gaps[i] <= params[_SCHED] and u >= -params[_SETTLE]
             pressed = sensed and normal_force[i] > params[_FON]
             if arriving or resting or pressed:
                 stance[i] = 1.0
+                age[i] = 0.0
                 changed = True
     if changed:
         count = _stack(rows, stance, stacked)
@@ -343,11 +360,15 @@ def _observe_loads(load, sphere, normal_force, alpha):
 
 
 @njit(cache=True)
-def _anchored(stance, load, force_on, out):
-    """out (k,) ← 1 where a sphere stands and its load reaches ``force_on`` or is not known yet (NaN), else 0."""
+def _anchor(stance, load, force_on, speed, settle_speed, age, wait, anchors):
+    """anchors (k,) in place: 0 for a sphere out of stance or whose load is below ``force_on`` (NaN: not known
+    yet, loaded); a loaded stance sphere becomes 1 once its speed is at most ``settle_speed`` m/s or it has stood
+    ``wait`` s, and stays 1 while it stands loaded."""
     for i in range(stance.shape[0]):
-        out[i] = 1.0 if stance[i] > 0.5 and not load[i] < force_on else 0.0
-    return out
+        if stance[i] < 0.5 or load[i] < force_on:
+            anchors[i] = 0.0
+        elif speed[i] <= settle_speed or age[i] >= wait:
+            anchors[i] = 1.0
 
 
 class StanceEstimator:
@@ -393,6 +414,8 @@ class StanceEstimator:
         self.stance = np.zeros(k)
         self.footprints = np.zeros((k, 4))
         self.gaps = np.zeros(k)
+        self.speed = np.zeros(k)  # m/s, each sphere's speed under the estimated velocity
+        self.age = np.zeros(k)  # s since each stance sphere landed
         self.velocity = np.zeros(r.nv)
         self._rows = np.zeros((3 * k, r.nv))
         self._everyone = np.ones(k)
@@ -403,6 +426,7 @@ class StanceEstimator:
         self.load = np.full(k, np.nan)
         self._load_alpha = 1.0 - math.exp(-self.dt / s.load_time_constant)
         self._anchors = np.zeros(k)
+        self._anchor_wait = s.anchor_wait
         self.reset()
 
     def reset(self) -> None:
@@ -412,6 +436,8 @@ class StanceEstimator:
         self.footprints[:] = 0.0
         self.footprints[:, 3] = np.inf
         self.load[:] = np.nan
+        self.age[:] = 0.0
+        self._anchors[:] = 0.0
 
     @property
     def normal(self) -> Array:
@@ -430,13 +456,18 @@ class StanceEstimator:
 
     @property
     def anchors(self) -> Array:
-        """(k,) 1.0 for each stance sphere the last answers load (or that has no answer yet), else 0.0: the contacts a
-        floating-base estimator holds still (a buffer, rewritten on each access)."""
-        return _anchored(self.stance, self.load, self.params[_FON], self._anchors)
+        """(k,) 1.0 for each stance sphere the last answers load (or that has no answer yet) and that has settled,
+        else 0.0: the contacts a floating-base estimator holds still (a buffer, rewritten each tick)."""
+        return self._anchors
 
     def observe_loads(self, sphere: NDArray[np.int64], normal_force: Array) -> None:
         """Take a found answer's predicted normal forces (n,) N at its contacts on the spheres ``sphere`` (n,)."""
         _observe_loads(self.load, sphere, normal_force, self._load_alpha)
+        self._anchor()
+
+    def _anchor(self) -> None:
+        p = self.params
+        _anchor(self.stance, self.load, p[_FON], self.speed, p[_SETTLE], self.age, self._anchor_wait, self._anchors)
 
     def relative_to_ground(self, q: Array) -> Array:
         """A copy of a floating base's ``q`` (nq,) expressed relative to the ground: the base's height above it
@@ -496,8 +527,11 @@ class StanceEstimator:
             force,
             self.velocity,
             self.gaps,
+            self.speed,
+            self.age,
             self._rows,
         )
+        self._anchor()
         return self.velocity
 
     @staticmethod
