@@ -32,10 +32,10 @@ in one compiled call (:func:`stance_kernel`):
   are statically indeterminate, and an LCP's vertex answer loads one diagonal pair while the other two feet lift a
   fraction of a millimetre). Only the stance spheres whose predicted normal force, low-passed with
   ``load_time_constant``, reaches ``force_on`` are the floating-base estimator's contacts (:attr:`anchors`); a foot
-  with no answer yet (a run's start) counts as loaded, and a failed solve leaves the last found answer's loads. A foot lands a few milliseconds after its
-  stance begins (the stance is decided one period ahead, within millimetres of the ground): it becomes a contact
-  once its speed under the estimated velocity is at most ``settle_speed``, or after ``anchor_wait``, whichever
-  comes first, so the estimator does not hold still a foot that is still descending.
+  with no answer yet (a run's start) counts as loaded, and a failed solve leaves the last found answer's loads. A
+  foot lands a few milliseconds after its stance begins (the stance is decided one period ahead, within millimetres
+  of the ground): it becomes a contact once its speed under the estimated velocity is at most ``settle_speed``, or
+  after ``anchor_wait``, whichever comes first, so the estimator does not hold still a foot still descending.
 
 The controller then takes each stance contact's gap as 0 (touching) and its normal and tangents from the ground
 plane, and realizes q̇_des from v_c (:class:`~idcontrol.control.controller.InverseDynamicsController`,
