@@ -48,6 +48,18 @@ def test_bench_rejects_an_unknown_formulation(capsys) -> None:
     assert "two_stage_qp" in capsys.readouterr().err
 
 
+def test_bench_takes_a_robot_with_estimated_contacts_and_refuses_an_unknown_mode(tmp_path, capsys) -> None:
+    """``solo12+estimated`` (the robot standing with the controller's estimated contacts, as bench.py times it) is a
+    scenario; ``solo12+bogus`` and an unknown robot with +estimated fail fast naming the form."""
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--ticks", "50", "--formulations", "two_stage_qp", "--json", str(out), "--scenarios"]
+    assert main([*argv, "solo12+estimated"]) == 0
+    assert {r["robot"] for r in json.loads(out.read_text())} == {"solo12"}
+    for bad in ("solo12+bogus", "nobody+estimated"):
+        assert main([*argv, bad]) == 2
+        assert f"unknown scenario(s) ['{bad}']" in capsys.readouterr().err
+
+
 def test_transport_floor_measures_real_round_trips_through_a_second_process() -> None:
     """The transport scenario echoes real states through another process: every round trip is timed."""
     from idcontrol.tools.bench import bench_transport

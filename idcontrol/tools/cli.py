@@ -45,13 +45,19 @@ def _bench(args: argparse.Namespace) -> int:
     from idcontrol.tools.bench import SPECIAL_SCENARIOS
 
     scenarios = _csv(args.scenarios)
-    unknown = [
-        x for x in scenarios if x not in SPECIAL_SCENARIOS and x not in available_robots() and not Path(x).exists()
-    ]
+
+    def known(scenario: str) -> bool:
+        robot, plus, mode = scenario.partition("+")  # a robot standing with the controller's estimated contacts
+        if plus:
+            return mode == "estimated" and (robot in available_robots() or Path(robot).exists())
+        return scenario in SPECIAL_SCENARIOS or scenario in available_robots() or Path(scenario).exists()
+
+    unknown = [x for x in scenarios if not known(x)]
     if unknown:
         print(
             f"unknown scenario(s) {unknown}; available: {', '.join(SPECIAL_SCENARIOS)}, or a robot: "
-            f"{', '.join(available_robots())} (or a robot.toml path)",
+            f"{', '.join(available_robots())} (or a robot.toml path), a robot with +estimated for the controller's "
+            "estimated contacts (solo12+estimated)",
             file=sys.stderr,
         )
         return 2
@@ -985,8 +991,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--scenarios",
         default="trot,grasp,quadruped,solo12,fig19",
-        help="comma list: trot,grasp (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,rigid_sim,"
-        "drake_sim,ess_sim,coupling,gap",
+        help="comma list: trot,grasp,trot_hw (recorded closed-loop workloads),quadruped,solo12,fig19,arm,transport,"
+        "rigid_sim,drake_sim,ess_sim,coupling,gap; a robot with +estimated (solo12+estimated) stands with the "
+        "controller's estimated contacts",
     )
     bench.add_argument("--formulations", default=None, help="comma list (default: all but sensed_id)")
     bench.add_argument("--contacts", default=None, help="Fig. 19 total contact counts (default 4,8,16,32,64,128)")
