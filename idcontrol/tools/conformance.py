@@ -24,7 +24,8 @@ read the joints and the IMU in place of the base, and three more apply: imu fiel
 ``orientation_xyzw`` f64[4], ``angular_velocity`` f64[3], ``linear_acceleration`` f64[3], finite, ``t`` a number
 when sent; ``q`` and ``qd`` the joints alone or in full), imu time (never after the state's ``t``, at most the
 daemon's 5 ms before it, never going back) and imu not frozen (no gyro and accelerometer reading repeated exactly 5
-times while the driver's clock advances; the daemon's estimator's own verdict on the IMU is evidence).
+times while the driver's clock advances and its joints move; the daemon's estimator's own verdict on the IMU is
+evidence).
 
 The driver must serve the quadruped robot file (nq 19, nv 18, nu 12) with a real-time clock; the MuJoCo and rigid
 bridges do (``idcontrol conformance --bridge-kind rigid -- idcontrol bridge {launch}``; with ``--state-form sensors``
@@ -911,11 +912,13 @@ class Suite:
 
     def _check_imu_frozen(self) -> None:
         """No gyro and accelerometer reading repeated exactly :data:`MAX_IMU_REPEATS` times in a row while the driver's
-        clock advanced. A simulated robot held still repeats its reading with its clock stopped, legitimately (the
-        daemon's estimator, which counts those too, may then stop the robot: its verdict is evidence)."""
+        clock advanced and its joints moved. A simulated robot repeats its reading legitimately when it is held still
+        with its clock stopped, or when its joints' q and qd repeat exactly too (a noise-free simulation at rest):
+        those count apart (the daemon's estimator, which counts them too, may then stop the robot: its verdict is
+        evidence)."""
         longest = stopped = run = held = 0
         at = None
-        previous: tuple[float, bytes] | None = None
+        previous: tuple[float, bytes, bytes] | None = None
         for s in self.proxy.states():
             m, imu = s.message, s.message.get("imu")
             t = m.get("t")
@@ -925,20 +928,23 @@ class Suite:
             if gyro is None or accel is None:
                 continue
             reading = gyro.tobytes() + accel.tobytes()
-            if previous is not None and t > previous[0]:
+            q, qd = _array(m, "q"), _array(m, "qd")
+            joints = b"" if q is None or qd is None else q.tobytes() + qd.tobytes()
+            if previous is not None and t > previous[0] and not (joints and joints == previous[2]):
                 run = run + 1 if reading == previous[1] else 0
                 if run > longest:
                     longest, at = run, m.get("seq")
             elif previous is not None:
                 held = held + 1 if reading == previous[1] else 0
                 stopped = max(stopped, held)
-            previous = (float(t), reading)
+            previous = (float(t), reading, joints)
         reasons = self._daemon_imu_reasons
         self.check(
             "imu not frozen",
             longest < MAX_IMU_REPEATS,
             f"the longest exact repeat of one reading while the clock advanced: {longest} (bound "
-            f"{MAX_IMU_REPEATS - 1}{f', ending at seq {at}' if longest else ''}), with the clock stopped {stopped}; "
+            f"{MAX_IMU_REPEATS - 1}{f', ending at seq {at}' if longest else ''}), with the clock stopped or the "
+            f"joints at rest {stopped}; "
             "the daemon " + (f"stopped: {reasons[0]}" if reasons else "never stopped on the IMU"),
         )
 
