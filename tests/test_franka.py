@@ -251,6 +251,12 @@ def test_a_dry_run_logs_the_torques_and_sends_none(tmp_path):
     states, and the driver logs the torques it would have sent, gravity taken out of the run ones."""
     run = run_driver(tmp_path, "franka_hold", 1.0, lockstep=False, driver_args=("--dry-run",))
     r = run.report
+    stall_us = float((run.sim.get("tick_us") or {}).get("max", math.nan))
+    if stall_us > REALTIME_STALL_LIMIT_US:  # the simulated arm itself stood still: the daemon's watchdog stops it
+        pytest.skip(
+            f"franky-sim stalled {stall_us / 1e3:.1f} ms in one tick (the daemon's watchdog is 20 ms): this "
+            "machine cannot serve franky-sim in real time"
+        )
     assert run.code == 0 and r["dry_run"] and r["stop_reason"] is None, run.log[-3000:]
     lines = [line for line in run.log.splitlines() if " dry run t " in line]
     reason = f"daemon: {run.stats.get('mode')} ({run.stats.get('reason')})"
