@@ -151,7 +151,6 @@ class ControlCore:
         #: starts the estimator and the controller then; the tick warmer's shadow, whose commands are dropped, starts
         #: its estimator at once whatever the served robot does
         self.settle_before_estimating = True
-        self._settling = False  # this tick damped a moving robot instead of estimating
         self._settle_started: float | None = None  # when the run began damping the robot to rest (caller's clock)
         self.controller = controller
         self.quiet = quiet
@@ -401,9 +400,11 @@ class ControlCore:
             )
         self._last_t = state.t
         out = Command(self._zero, self.mode, state.t, formulation=self.controller.formulation.name)
-        self._settling = False
+        settling = False  # this tick damps a moving robot instead of estimating (no estimate yet)
         if self.estimator is not None and self.mode == MODE_RUN:
-            state = self._estimated(state, out, now)
+            estimated = self._estimated(state, out, now)
+            settling = estimated is None
+            state = state if settling else estimated
         q, v = state.q, state.v
         q_act, v_act = self._q_act, self._v_act  # this tick's actuated joints (buffers: read within the tick)
         if bridge_stopped and self.mode == MODE_RUN:
@@ -416,7 +417,7 @@ class ControlCore:
                 self.stop(f"limit guard: {violation}", now, controller="damping")
                 out.note, out.event = f"limit guard: {violation}: damping stop", "limit_guard"
         solved = False
-        if self.mode == MODE_RUN and self._settling:  # no estimate yet: the joints damped, read from the encoders
+        if self.mode == MODE_RUN and settling:  # no estimate yet: the joints damped, read from the encoders
             out.tau = self.filter.safe_torque("damping", q_act, v_act)
         elif self.mode == MODE_RUN:
             solved = self._run(state, q, v, q_act, v_act, out, now)
@@ -463,12 +464,13 @@ class ControlCore:
             self._record(out)
         return out
 
-    def _estimated(self, state: RobotState, out: Command, now: float) -> RobotState:
+    def _estimated(self, state: RobotState, out: Command, now: float) -> RobotState | None:
         """``state`` with its base replaced by the estimator's (run mode). The estimator reads the joints, the IMU and
         the stance the controller decided in the previous tick (:mod:`idcontrol.contacts.stance`: one contact
         decision for both). A state without an IMU, or an estimate that is not trustworthy (docs/estimation.md: its
         covariance beyond the bounds, a non-finite or stale IMU, a diverged filter), stops the run safely with the
-        reason; ``state`` is then returned as it came, and only the joints are used (the safe controllers')."""
+        reason; ``state`` is then returned as it came, and only the joints are used (the safe controllers'). None: the
+        estimator has not started and this tick damps the moving robot instead (:meth:`_settle`)."""
         imu = state.imu
         reason = ""
         if imu is None:
@@ -515,10 +517,11 @@ class ControlCore:
             return state
         return replace(state, q=estimate.q.copy(), v=estimate.v.copy())  # the joints as read, the base estimated
 
-    def _settle(self, state: RobotState, moving: str, out: Command, now: float) -> RobotState:
+    def _settle(self, state: RobotState, moving: str, out: Command, now: float) -> RobotState | None:
         """A run-mode tick before the estimator started, the robot moving (``moving`` says how): this tick damps the
         joints (the safe controller's damping, which reads them alone) instead of controlling, said once; a robot that
-        does not come to rest within ``safe_stop_timeout`` stops the run safely. Returns ``state`` as it came."""
+        does not come to rest within ``safe_stop_timeout`` stops the run safely. Returns None while damping, and
+        ``state`` as it came once the run is stopped."""
         if self._settle_started is None:
             self._settle_started = now
             self.reason = f"started: {moving}; damping it to rest before the estimator starts"[:REASON_MAX]
@@ -532,8 +535,7 @@ class ControlCore:
             )
             out.note, out.event = self.reason, "estimator"
             return state
-        self._settling = True
-        return state
+        return None
 
     def _run(self, state: RobotState, q: Array, v: Array, q_act: Array, v_act: Array, out: Command, now: float) -> bool:
         """Solve one run-mode tick into ``out.tau``; on a failure apply the fallback policy. Returns whether

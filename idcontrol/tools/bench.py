@@ -59,6 +59,17 @@ WORKLOAD_FORMULATIONS = ("two_stage_qp", "coulomb_lcp", "noslip_lcp")
 FIG19_CONTACTS = (4, 8, 16, 32, 64, 128)
 #: the scenarios that are not a robot's name (a robot's name times it standing)
 SPECIAL_SCENARIOS = (*WORKLOADS, "fig19", "gap", "transport", "coupling", "daemon", "rigid_sim", "drake_sim", "ess_sim")
+#: a robot scenario's contact modes after its name and "+" (none: the paper's world contacts)
+CONTACT_MODES = ("estimated",)
+
+
+def robot_scenario(scenario: str) -> tuple[str, str]:
+    """A robot scenario's robot (a name or a robot.toml path) and contacts (``"world"``, or a mode of
+    :data:`CONTACT_MODES` after a "+": ``solo12+estimated``)."""
+    robot, _, mode = scenario.partition("+")
+    return robot, mode or "world"
+
+
 #: Lemke's cost grows fast with contacts; beyond this the Coulomb LCP is skipped in Fig. 19.
 COULOMB_MAX_CONTACTS = 8
 #: rad: the largest change of a joint angle from the standing posture in a swayed row
@@ -714,8 +725,7 @@ def run(
                         continue
                     emit(bench_scenario(robot, f, ticks, samples_per_contact=per_foot))
             continue
-        name, _, mode = scenario.partition("+")  # "solo12+estimated": the controller's estimated contacts
-        contacts = mode or "world"
+        name, contacts = robot_scenario(scenario)
         try:
             robot = RobotModel(name)
         except IdControlError as e:

@@ -42,15 +42,16 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"--contacts: {e} (a comma list of total contact counts > 0)", file=sys.stderr)
         return 2
     from idcontrol.robot.config import available_robots
-    from idcontrol.tools.bench import SPECIAL_SCENARIOS
+    from idcontrol.tools.bench import CONTACT_MODES, SPECIAL_SCENARIOS, robot_scenario
 
     scenarios = _csv(args.scenarios)
 
     def known(scenario: str) -> bool:
-        robot, plus, mode = scenario.partition("+")  # a robot standing with the controller's estimated contacts
-        if plus:
-            return mode == "estimated" and (robot in available_robots() or Path(robot).exists())
-        return scenario in SPECIAL_SCENARIOS or scenario in available_robots() or Path(scenario).exists()
+        if scenario in SPECIAL_SCENARIOS:
+            return True
+        robot, contacts = robot_scenario(scenario)
+        mode_known = "+" not in scenario or contacts in CONTACT_MODES
+        return mode_known and (robot in available_robots() or Path(robot).exists())
 
     unknown = [x for x in scenarios if not known(x)]
     if unknown:
